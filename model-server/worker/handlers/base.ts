@@ -1,0 +1,94 @@
+/**
+ * @module worker/handlers/base — the handler contract, in the spirit of TorchServe's BaseHandler
+ * (initialize / preprocess / inference / postprocess), and `runBatch`, which drives one batch through it
+ * with per-item outcomes.
+ */
+import { ServeError, toServeError } from '../../../common/errors.js';
+import type { Logger } from '../../../common/logger.js';
+import type { BatchItem, DeviceInfo, DeviceRequest, ItemOutcome, WorkerOptions } from '../../protocol.js';
+
+export interface HandlerContext {
+  modelDir: string;
+  device: DeviceRequest;
+  options: WorkerOptions;
+  log: Logger;
+}
+
+/**
+ * A model handler. One instance per worker process; it owns the engine (weights, sessions).
+ *
+ * Concurrency: `inference` may be called again before an earlier call has resolved (the worker keeps
+ * several batches in flight). A handler that can merge work does so (the translation engine joins new
+ * rows at its next step boundary); one that cannot must queue internally. Either way each input is
+ * answered exactly once through `emit`.
+ */
+export interface Handler<Input = unknown, Output = unknown> {
+  /** Load the model on the requested device; resolve with where it really runs (never fall back silently). */
+  initialize(ctx: HandlerContext): Promise<DeviceInfo>;
+  /** Languages/models this handler can serve, if it knows (after initialize). */
+  languages?(): string[];
+  /** Validate and decode one request. Throw a ServeError to fail this request alone. */
+  preprocess(item: BatchItem): Input;
+  /**
+   * Run the decoded inputs. Call `emit(i, output)` for input i as soon as it is done (or `emit(i, error)`
+   * to fail it alone); resolve once every input has been emitted.
+   */
+  inference(inputs: Input[], emit: (index: number, result: Output | ServeError) => void): Promise<void>;
+  /** Turn one output into the JSON value sent back for its request. */
+  postprocess(output: Output, item: BatchItem): unknown;
+  /** Release sessions and memory. */
+  close(): Promise<void>;
+}
+
+/**
+ * Drive one batch through a handler. `reply` is called exactly once per item, in completion order.
+ * Items that fail preprocess never reach inference; if inference throws, every item it had not
+ * answered fails with PREDICTION_FAILED (what TorchServe answers a handler exception with).
+ */
+export async function runBatch(
+  handler: Handler,
+  items: BatchItem[],
+  reply: (id: string, outcome: ItemOutcome) => void,
+  log: Logger,
+): Promise<void> {
+  const inputs: unknown[] = [];
+  const owners: BatchItem[] = [];
+  for (const item of items) {
+    try {
+      inputs.push(handler.preprocess(item));
+      owners.push(item);
+    } catch (err) {
+      reply(item.id, failure(err, log));
+    }
+  }
+  if (inputs.length === 0) return;
+  const answered = new Array<boolean>(inputs.length).fill(false);
+  const emit = (index: number, result: unknown) => {
+    const item = owners[index];
+    if (item === undefined || answered[index]) return; // a handler bug must not answer twice
+    answered[index] = true;
+    if (result instanceof Error) {
+      reply(item.id, failure(result, log));
+      return;
+    }
+    try {
+      reply(item.id, { ok: true, value: handler.postprocess(result, item) });
+    } catch (err) {
+      reply(item.id, failure(err, log));
+    }
+  };
+  try {
+    await handler.inference(inputs, emit);
+  } catch (err) {
+    log.error({ err }, 'handler inference failed');
+  }
+  answered.forEach((done, index) => {
+    if (!done) emit(index, new ServeError('PREDICTION_FAILED'));
+  });
+}
+
+function failure(err: unknown, log: Logger): ItemOutcome {
+  const serveError = toServeError(err);
+  if (!(err instanceof ServeError)) log.error({ err }, 'unexpected handler error');
+  return { ok: false, error: serveError.toWire() };
+}
