@@ -1,0 +1,78 @@
+/**
+ * @module router/main — the router process: read `.env` once, listen on ROUTER_ADDRESS, drain on
+ * SIGINT/SIGTERM. Run by pm2 in cluster mode (`ecosystem.config.js`): every instance listens on the same
+ * port (the pm2 master shares it), says `ready` once listening (`wait_ready`), and on stop or `pm2 reload`
+ * finishes what it has accepted before exiting, so a rolling reload drops no request.
+ *
+ * IPC (when spawned with one): `'ready'` (pm2's wait_ready), then `{type: 'listening', host, port}` (tests
+ * start it on port 0). `'shutdown'` (pm2's shutdown_with_message) drains like SIGINT.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { HttpDrain } from '../common/http-drain.js';
+import { createLogger } from '../common/logger.js';
+import { createRouterApp } from './app.js';
+import { Upstream } from './upstream.js';
+
+/**
+ * Idle keep-alive connections from nginx or the front live until their client closes them: nginx's upstream
+ * keepalive_timeout is 60 s and the front's agent drops idle sockets after 60 s, so the router waits longer.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 75_000;
+/** How long connections idle when a drain starts are left for the proxy to close (see common/http-drain). */
+const DRAIN_GRACE_MS = 1_000;
+
+const root = process.cwd();
+let config;
+let languages: string[];
+try {
+  config = loadConfig(readEnv(root), root);
+  languages = Object.keys(readSetupConfig(config.router.setupConfigPath).cuda_id);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  process.stderr.write(`router: ${err.message}\n`);
+  process.exit(2);
+}
+const { router } = config;
+const logger = createLogger('router', config.logLevel);
+
+const upstream = new Upstream({
+  url: router.upstreamUrl,
+  connections: router.upstreamConnections,
+  timeoutMs: router.upstreamTimeoutMs,
+});
+const app = createRouterApp(
+  { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
+  { upstream, logger },
+);
+const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
+server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+const drain = new HttpDrain(server);
+
+server.once('error', (err) => {
+  logger.fatal({ err, address: router.address }, 'router cannot listen');
+  process.exit(1);
+});
+server.listen(router.address.port, router.address.host, () => {
+  const { address, port } = server.address() as AddressInfo;
+  logger.info({ address, port, upstream: router.upstreamUrl, languages: languages.length }, 'router listening');
+  process.send?.('ready');
+  process.send?.({ type: 'listening', host: address, port });
+});
+
+async function shutdown(reason: string): Promise<void> {
+  if (drain.draining) return;
+  logger.info({ reason, inFlight: drain.inFlight }, 'router draining');
+  const clean = await drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs });
+  await upstream.close();
+  logger.info({ clean }, 'router stopped');
+  process.exit(clean ? 0 : 1);
+}
+process.on('SIGINT', () => void shutdown('SIGINT'));
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('message', (message) => {
+  if (message === 'shutdown') void shutdown('shutdown message');
+});

@@ -1,0 +1,98 @@
+/**
+ * @module router/translate-request — what `POST /` accepts, and the 4xx a client gets otherwise.
+ *
+ * The seed's classifier took `request.get_json(force=True)` and indexed it blindly (a KeyError became an
+ * HTML 500). Here every problem is a 400/415 JSON error whose message names the field, and all problems of a
+ * body are reported at once.
+ */
+import { z } from 'zod';
+import { ServeError } from '../common/errors.js';
+
+/** A validated translation request. `src_text` keeps its shape: string in, string out; array in, array out. */
+export interface TranslateInput {
+  src_lang: string;
+  src_text: string | string[];
+  tgt_lang: string;
+}
+
+/** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
+export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
+
+/**
+ * Content types a JSON body may arrive with. Besides JSON itself: none, `text/plain`, and
+ * `application/x-www-form-urlencoded` — what `curl -d '{…}'` sends, and what the seed accepted (it parsed
+ * every body as JSON). Anything else (multipart forms, XML, …) is a 415.
+ */
+export function acceptsContentType(header: string | undefined): boolean {
+  if (header === undefined || header.trim() === '') return true;
+  const mime = header.split(';')[0]!.trim().toLowerCase();
+  return (
+    mime === 'application/json' ||
+    /^application\/[\w.+-]+\+json$/.test(mime) ||
+    mime === 'text/plain' ||
+    mime === 'application/x-www-form-urlencoded'
+  );
+}
+
+const typeName = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
+
+const stringField = (name: string, what: string) =>
+  z.string({
+    error: (issue) =>
+      issue.input === undefined
+        ? `Missing field "${name}" (${what}).`
+        : `Field "${name}" must be a string (${what}), got ${typeName(issue.input)}.`,
+  });
+
+const srcText = z.unknown().superRefine((value, ctx) => {
+  const issue = (message: string) => ctx.addIssue({ code: 'custom', message });
+  if (value === undefined) return issue('Missing field "src_text" (a string or an array of strings).');
+  if (typeof value === 'string') {
+    if (value.trim() === '') issue('Field "src_text" is empty.');
+    return;
+  }
+  if (!Array.isArray(value)) {
+    return issue(`Field "src_text" must be a string or an array of strings, got ${typeName(value)}.`);
+  }
+  if (value.length === 0) return issue('Field "src_text" is an empty array.');
+  value.forEach((item, i) => {
+    if (typeof item !== 'string') issue(`Field "src_text[${i}]" must be a string, got ${typeName(item)}.`);
+    else if (item.trim() === '') issue(`Field "src_text[${i}]" is empty.`);
+  });
+});
+
+/**
+ * Validate a parsed JSON body against the languages served.
+ * @param languages the keys of setup_config.json (the registered models).
+ * @throws ServeError BAD_REQUEST naming every bad field, or UNKNOWN_LANGUAGE when only `tgt_lang` is wrong.
+ */
+export function parseTranslateRequest(body: unknown, languages: readonly string[]): TranslateInput {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Request body must be a JSON object {"src_lang", "src_text", "tgt_lang"}, got ${typeName(body)}.`,
+    );
+  }
+  const served = new Set(languages);
+  let unknownTarget = false;
+  const schema = z.object({
+    src_lang: stringField('src_lang', 'a language code such as "en"').regex(LANGUAGE_CODE, {
+      error: (issue) =>
+        `Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", got ${JSON.stringify(issue.input)}.`,
+    }),
+    src_text: srcText,
+    tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
+      error: (issue) => {
+        unknownTarget = true;
+        return `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${languages.join(', ')}.`;
+      },
+    }),
+  });
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const issues = parsed.error.issues;
+    const code = unknownTarget && issues.length === 1 ? 'UNKNOWN_LANGUAGE' : 'BAD_REQUEST';
+    throw new ServeError(code, issues.map((i) => i.message).join(' '));
+  }
+  return parsed.data as TranslateInput;
+}
