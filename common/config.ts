@@ -80,6 +80,10 @@ export interface Config {
   logLevel: string;
   /** Project root: relative paths in the config resolve against it. */
   root: string;
+  /** Where pm2 and nginx write their logs (`npm start` wipes it). */
+  logDir: string;
+  /** Runtime state: the rendered nginx config, its pid and temp folders. */
+  runDir: string;
 }
 
 const addressSchema = z.string().transform((value, ctx): Address => {
@@ -136,6 +140,8 @@ export const ENV_DEFAULTS = {
   FRONT_ADDRESS: 'http://0.0.0.0:7777',
   FRONT: 'auto',
   LOG_LEVEL: 'info',
+  LOG_DIR: './logs',
+  RUN_DIR: './run',
 } as const;
 
 export type EnvName = keyof typeof ENV_DEFAULTS;
@@ -168,6 +174,8 @@ const envSchema = z.object({
   FRONT_ADDRESS: addressSchema,
   FRONT: z.enum(['auto', 'nginx', 'builtin']),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  LOG_DIR: z.string().min(1),
+  RUN_DIR: z.string().min(1),
 });
 
 export class ConfigError extends Error {
@@ -206,6 +214,8 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
   const config: Config = {
     root,
     logLevel: e.LOG_LEVEL,
+    logDir: abs(e.LOG_DIR),
+    runDir: abs(e.RUN_DIR),
     modelServer: {
       inference: e.INFERENCE_ADDRESS,
       management: e.MANAGEMENT_ADDRESS,
