@@ -1,0 +1,167 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { runClosedLoop } from './load-generator.js';
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
+
+/** A real HTTP server on port 0 that tracks how many requests it holds at once. */
+async function startServer(handler: Handler) {
+  const state = { inFlight: 0, maxInFlight: 0, received: 0 };
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c));
+    req.on('end', () => {
+      state.received++;
+      state.inFlight++;
+      state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+      res.on('close', () => state.inFlight--);
+      handler(req, res, body);
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  servers.push(server);
+  return { origin: `http://127.0.0.1:${port}`, state };
+}
+
+const servers: Server[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) {
+    s.closeAllConnections();
+    await new Promise((resolve) => s.close(resolve));
+  }
+});
+
+const json = (res: ServerResponse, status: number, value: unknown) => {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(value));
+};
+
+describe('runClosedLoop', () => {
+  it('sends exactly the requested count, never more than `concurrency` at once, and records each answer', async () => {
+    const { origin, state } = await startServer((_req, res, body) => setTimeout(() => json(res, 200, { echo: JSON.parse(body) }), 5));
+    const result = await runClosedLoop({
+      origin,
+      concurrency: 4,
+      requests: 40,
+      request: (seq) => ({ path: '/', body: JSON.stringify({ seq }), units: 2 }),
+    });
+    expect(result.completed).toBe(40);
+    expect(result.ok).toBe(40);
+    expect(result.failed).toBe(0);
+    expect(state.received).toBe(40);
+    expect(state.maxInFlight).toBe(4);
+    expect(new Set(result.records.map((r) => r.seq)).size).toBe(40);
+    expect(result.records.every((r) => r.status === 200 && r.bytes > 0 && r.latencyMs >= 4)).toBe(true);
+    expect(result.unitsPerS).toBeCloseTo(result.requestsPerS * 2, 6);
+    expect(result.latency.count).toBe(40);
+    expect(result.latency.p50).toBeGreaterThanOrEqual(4);
+    expect(result.latency.p99).toBeGreaterThanOrEqual(result.latency.p50);
+  });
+
+  it('tallies failures by status, by network error, and by a failed body check', async () => {
+    let n = 0;
+    const { origin } = await startServer((_req, res) => {
+      const i = n++;
+      if (i % 4 === 1) json(res, 503, { code: 503 });
+      else if (i % 4 === 2) res.socket?.destroy();
+      else if (i % 4 === 3) json(res, 200, { wrong: true });
+      else json(res, 200, { translated: 'x' });
+    });
+    const result = await runClosedLoop({
+      origin,
+      concurrency: 1,
+      requests: 8,
+      request: () => ({ path: '/', body: '{}' }),
+      check: (status, body) => {
+        if (status !== 200) return String(status);
+        return 'translated' in JSON.parse(body.toString()) ? undefined : 'bad-body';
+      },
+    });
+    expect(result.completed).toBe(8);
+    expect(result.ok).toBe(2);
+    expect(result.errorsByStatus['503']).toBe(2);
+    expect(result.errorsByStatus['200 bad-body']).toBe(2);
+    const network = Object.entries(result.errorsByStatus).filter(([k]) => !/^\d/.test(k));
+    expect(network.reduce((s, [, v]) => s + v, 0)).toBe(2);
+    expect(result.records.filter((r) => r.status === 0)).toHaveLength(2);
+  });
+
+  it('measures a window after the warm-up and counts only answers inside it', async () => {
+    const { origin } = await startServer((_req, res) => setTimeout(() => json(res, 200, {}), 10));
+    const result = await runClosedLoop({
+      origin,
+      concurrency: 3,
+      warmupMs: 100,
+      minWindowMs: 300,
+      request: () => ({ path: '/', body: '{}' }),
+    });
+    expect(result.truncated).toBe(false);
+    expect(result.warmupMs).toBeGreaterThanOrEqual(100);
+    expect(result.windowMs).toBeGreaterThanOrEqual(300);
+    expect(result.windowMs).toBeLessThan(1_000);
+    for (const r of result.records) {
+      expect(r.endMs).toBeGreaterThanOrEqual(result.warmupMs);
+      expect(r.endMs).toBeLessThanOrEqual(result.warmupMs + result.windowMs);
+    }
+    // 3 clients, ≥10 ms each: at most 300 requests/s; a loaded machine may give much less, never more.
+    expect(result.requestsPerS).toBeLessThanOrEqual(300);
+    expect(result.requestsPerS).toBeGreaterThan(10);
+  });
+
+  it('spans whole cycles of a server that answers everything in bursts', async () => {
+    // A processor-sharing server: holds every request and answers all of them together every 150 ms.
+    const held: ServerResponse[] = [];
+    const { origin } = await startServer((_req, res) => held.push(res));
+    const timer = setInterval(() => {
+      for (const res of held.splice(0)) json(res, 200, {});
+    }, 150);
+    try {
+      const result = await runClosedLoop({
+        origin,
+        concurrency: 8,
+        warmupPerClient: 1,
+        minWindowMs: 1,
+        minWindowCompletions: 16,
+        request: () => ({ path: '/', body: '{}' }),
+      });
+      expect(result.completed).toBeGreaterThanOrEqual(16);
+      // The window opens right after one burst and closes on the second burst after it: two cycles.
+      expect(result.windowMs).toBeGreaterThanOrEqual(250);
+      expect(result.requestsPerS).toBeLessThanOrEqual(8 / 0.15 + 1);
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
+  it('drains in-flight requests when asked, so the server is idle when the run resolves', async () => {
+    const { origin, state } = await startServer((_req, res) => setTimeout(() => json(res, 200, {}), 40));
+    const result = await runClosedLoop({
+      origin,
+      concurrency: 5,
+      minWindowMs: 100,
+      onWindowEnd: 'drain',
+      request: () => ({ path: '/', body: '{}' }),
+    });
+    expect(result.ok).toBeGreaterThan(0);
+    expect(state.inFlight).toBe(0);
+  });
+
+  it('aborts in-flight requests at the end of the window by default, and stops on an outer abort', async () => {
+    const { origin } = await startServer(() => undefined); // never answers
+    const outer = new AbortController();
+    setTimeout(() => outer.abort(), 200);
+    const result = await runClosedLoop({ origin, concurrency: 2, minWindowMs: 60_000, request: () => ({ path: '/' }), signal: outer.signal });
+    expect(result.truncated).toBe(true);
+    expect(result.completed).toBe(0);
+    expect(Number.isNaN(result.latency.p50)).toBe(true);
+  });
+
+  it('rejects contradictory bounds', async () => {
+    await expect(runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 1, request: () => ({ path: '/' }) })).rejects.toThrow(/exactly one/);
+    await expect(runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 0, requests: 1, request: () => ({ path: '/' }) })).rejects.toThrow(/concurrency/);
+  });
+});

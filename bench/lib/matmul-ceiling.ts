@@ -1,0 +1,123 @@
+/**
+ * @module bench/lib/matmul-ceiling — the machine's own GEMM ceiling: onnxruntime-node MatMul GFLOP/s on given
+ * weight shapes at given row counts, on small ONNX graphs built here with onnx-proto (opset 17).
+ *
+ * Each graph holds `copies` independent MatMuls of the same [K, N] weight, all reading the same input [rows, K],
+ * with enough copies that the weights exceed 64 MB: in the model every weight is read once per decoder step and
+ * ~1.6 GB of them never stay in cache, so a ceiling measured on one cache-resident 4 MB weight would overstate
+ * what the machine can do at small batch. Weights are graph initializers, as in the model, so onnxruntime
+ * pre-packs them the same way. The session uses the engine's intra-op thread setting.
+ */
+import { performance } from 'node:perf_hooks';
+import onnxProto from 'onnx-proto';
+import * as ort from 'onnxruntime-node';
+import { median } from './stats.js';
+
+const { onnx } = onnxProto;
+
+/** Weight bytes per graph below which more copies are added (defeats the last-level cache). */
+const MIN_GRAPH_WEIGHT_BYTES = 64 * 2 ** 20;
+
+export interface MatmulCase {
+  key: string;
+  k: number;
+  n: number;
+}
+
+export interface MatmulMeasurement {
+  key: string;
+  k: number;
+  n: number;
+  rows: number;
+  copies: number;
+  /** Median seconds of one session.run (all copies). */
+  runSeconds: number;
+  runs: number;
+  gflops: number;
+}
+
+export interface MatmulOptions {
+  /** onnxruntime intra-op threads; 0 leaves onnxruntime's default (every core), as the engine does. */
+  intraOpThreads: number;
+  /** Minimum measured time per (shape, rows), ms; at least 3 runs are timed after 2 warm-up runs. */
+  minTimeMs: number;
+}
+
+/** Deterministic pseudo-random floats in [-0.05, 0.05) (xorshift32), so every run builds the same graphs. */
+function fillWeights(out: Float32Array, seed: number): void {
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < out.length; i++) {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    out[i] = (x / 0x1_0000_0000 - 0.5) * 0.1;
+  }
+}
+
+/** Encode a graph `Y_i = MatMul(X, W_i)` for i < copies, X of shape [rows (symbolic), k]. */
+export function buildMatmulModel(k: number, n: number, copies: number): Uint8Array {
+  const floatType = (dims: (number | string)[]) => ({
+    tensorType: {
+      elemType: onnx.TensorProto.DataType.FLOAT,
+      shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+    },
+  });
+  const initializer = [];
+  const node = [];
+  const output = [];
+  for (let i = 0; i < copies; i++) {
+    const w = new Float32Array(k * n);
+    fillWeights(w, 0x9e3779b9 + i);
+    initializer.push({ name: `W${i}`, dims: [k, n], dataType: onnx.TensorProto.DataType.FLOAT, rawData: new Uint8Array(w.buffer) });
+    node.push({ opType: 'MatMul', input: ['X', `W${i}`], output: [`Y${i}`], name: `matmul${i}` });
+    output.push({ name: `Y${i}`, type: floatType(['rows', n]) });
+  }
+  const model = onnx.ModelProto.create({
+    irVersion: 8,
+    producerName: 'mt-serve-bench',
+    opsetImport: [{ domain: '', version: 17 }],
+    graph: { name: `matmul_${k}x${n}`, node, initializer, input: [{ name: 'X', type: floatType(['rows', k]) }], output },
+  });
+  return onnx.ModelProto.encode(model).finish();
+}
+
+/** Copies of a [k, n] weight needed to pass MIN_GRAPH_WEIGHT_BYTES. */
+export function copiesFor(k: number, n: number): number {
+  return Math.max(1, Math.ceil(MIN_GRAPH_WEIGHT_BYTES / (k * n * 4)));
+}
+
+/** Measure GFLOP/s of every case at every row count. One session per shape, created and released here. */
+export async function measureMatmuls(cases: readonly MatmulCase[], rowCounts: readonly number[], options: MatmulOptions): Promise<MatmulMeasurement[]> {
+  const results: MatmulMeasurement[] = [];
+  for (const c of cases) {
+    const copies = copiesFor(c.k, c.n);
+    const sessionOptions: ort.InferenceSession.SessionOptions = {
+      executionProviders: ['cpu'],
+      graphOptimizationLevel: 'all',
+      ...(options.intraOpThreads > 0 ? { intraOpNumThreads: options.intraOpThreads } : {}),
+    };
+    const session = await ort.InferenceSession.create(buildMatmulModel(c.k, c.n, copies), sessionOptions);
+    try {
+      for (const rows of rowCounts) {
+        const x = new Float32Array(rows * c.k);
+        fillWeights(x, rows);
+        const feeds = { X: new ort.Tensor('float32', x, [rows, c.k]) };
+        for (let i = 0; i < 2; i++) await session.run(feeds);
+        const times: number[] = [];
+        const start = performance.now();
+        while (times.length < 3 || performance.now() - start < options.minTimeMs) {
+          const t = performance.now();
+          await session.run(feeds);
+          times.push((performance.now() - t) / 1000);
+        }
+        const runSeconds = median(times);
+        results.push({ key: c.key, k: c.k, n: c.n, rows, copies, runSeconds, runs: times.length, gflops: (2 * rows * c.k * c.n * copies) / runSeconds / 1e9 });
+      }
+    } finally {
+      await session.release();
+    }
+  }
+  return results;
+}

@@ -1,0 +1,57 @@
+/**
+ * @module bench/lib/probe-runner — runs one in-process measurement (`bench/probe.ts`) in a fresh child process
+ * and returns its JSON result. Fresh processes keep one measurement's allocations, thread pools and page-cache
+ * warmth from leaking into the next; the child is a ManagedProcess, so it dies with the bench.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startProcess } from './processes.js';
+
+/** Flags a child needs to run a .ts entry when the bench itself runs from source (always, via tsx). */
+export function tsExecArgv(): string[] {
+  return import.meta.url.endsWith('.ts') ? ['--import', 'tsx'] : [];
+}
+
+export interface ProbeOptions {
+  /** Folder for the result file and the child's log. */
+  workDir: string;
+  /** Name used in the log file name and errors. */
+  label: string;
+  /** Kill the probe after this long. */
+  timeoutMs: number;
+  /** Extra node flags (e.g. `--cpu-prof`). */
+  execArgv?: string[];
+  env?: Record<string, string | undefined>;
+}
+
+const probeFile = fileURLToPath(new URL(`../probe.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url));
+
+/** Run `bench/probe.ts` with `request` (a JSON-serialisable probe request) and return what it wrote. */
+export async function runProbe<T>(request: { kind: string } & Record<string, unknown>, options: ProbeOptions): Promise<T> {
+  const safe = options.label.replace(/[^a-zA-Z0-9_.-]+/g, '_');
+  const resultFile = path.join(options.workDir, `${safe}.result.json`);
+  const proc = startProcess({
+    name: `probe ${options.label}`,
+    file: probeFile,
+    args: [resultFile, JSON.stringify(request)],
+    execArgv: [...tsExecArgv(), ...(options.execArgv ?? [])],
+    env: { ...process.env, ...options.env },
+    logFile: path.join(options.workDir, `${safe}.log`),
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    void proc.stop(2_000);
+  }, options.timeoutMs);
+  try {
+    const code = await proc.whenExited();
+    if (code !== 0 || !existsSync(resultFile)) {
+      throw new Error(`probe ${options.label} failed (${timedOut ? `timed out after ${options.timeoutMs} ms` : `exit ${code}`}):\n${proc.tail}`);
+    }
+    return JSON.parse(readFileSync(resultFile, 'utf8')) as T;
+  } finally {
+    clearTimeout(timer);
+    await proc.stop(1_000);
+  }
+}

@@ -1,0 +1,231 @@
+/**
+ * @module bench/lib/processes — every process the benchmark starts, and the guarantee that none outlives it.
+ *
+ * Each server runs in a fresh child process, in its own process group (`detached`), so stopping it also stops
+ * whatever it spawned (workers, router instances). Every group is recorded in one registry; `stopAll()` runs
+ * at the end of the run, and `installCleanup()` makes Ctrl-C, SIGTERM, an uncaught error or a plain exit kill
+ * every group that is still alive — a benchmark never leaves servers behind.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { once } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
+import { request } from 'undici';
+import { parentMap, processTree } from './proc-tree.js';
+
+export interface StartOptions {
+  /** Shown in logs and errors, e.g. `model-server`. */
+  name: string;
+  /** Script to run with node. */
+  file: string;
+  args?: string[];
+  /** Node flags (the tsx loader for .ts entries, `--cpu-prof` …). */
+  execArgv?: string[];
+  /** Environment of the child; the parent's environment is NOT inherited beyond PATH/HOME unless given. */
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  /** File that receives the child's stdout and stderr. */
+  logFile: string;
+}
+
+/** A started server process (group). */
+export class ManagedProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly logFile: string;
+  #exited: Promise<number | null>;
+  #exitCode: number | null | undefined;
+  #tail = '';
+  #log: WriteStream;
+
+  constructor(options: StartOptions) {
+    this.name = options.name;
+    this.logFile = options.logFile;
+    this.#log = createWriteStream(options.logFile, { flags: 'a' });
+    this.child = spawn(process.execPath, [...(options.execArgv ?? []), options.file, ...(options.args ?? [])], {
+      cwd: options.cwd,
+      env: options.env as NodeJS.ProcessEnv,
+      detached: true, // own process group: stop() reaches everything it spawns
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const keep = (chunk: Buffer) => {
+      this.#log.write(chunk);
+      this.#tail = (this.#tail + chunk.toString('utf8')).slice(-4000);
+    };
+    this.child.stdout!.on('data', keep);
+    this.child.stderr!.on('data', keep);
+    this.#exited = new Promise((resolve) => {
+      this.child.once('exit', (code, signal) => {
+        this.#exitCode = code ?? (signal ? -1 : null);
+        resolve(this.#exitCode);
+      });
+      this.child.once('error', (err) => {
+        keep(Buffer.from(`spawn error: ${err.message}\n`));
+        this.#exitCode = -1;
+        resolve(-1);
+      });
+    });
+    registry.add(this);
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  /** True once the process has exited. */
+  get exited(): boolean {
+    return this.#exitCode !== undefined;
+  }
+
+  /** The last few KB of its output, for error messages. */
+  get tail(): string {
+    return this.#tail;
+  }
+
+  /** Resolves with the exit code when the process exits. */
+  whenExited(): Promise<number | null> {
+    return this.#exited;
+  }
+
+  /**
+   * SIGTERM the whole group, then SIGKILL after `graceMs`. Idempotent; resolves when the leader has exited.
+   */
+  async stop(graceMs = 5_000): Promise<void> {
+    // Descendants that left the group (a daemon, a detached worker) are found by ancestry before the leader
+    // exits and they get re-parented out of reach.
+    const tree = this.exited ? [] : processTree(this.pid, parentMap());
+    if (!this.exited) {
+      signalGroup(this.pid, 'SIGTERM');
+      const killed = delay(graceMs, 'timeout' as const);
+      if ((await Promise.race([this.#exited, killed])) === 'timeout') signalGroup(this.pid, 'SIGKILL');
+      await this.#exited;
+    }
+    // Children that outlived a graceful leader exit (a worker mid-step) must not survive it.
+    signalGroup(this.pid, 'SIGKILL');
+    if (tree.length > 1) {
+      // Only pids still in that tree (or orphaned to init), so a recycled pid is never hit.
+      const inTree = new Set(tree);
+      for (const [pid, ppid] of parentMap()) if (inTree.has(pid) && (inTree.has(ppid) || ppid === 1)) killPid(pid);
+    }
+    registry.delete(this);
+    await new Promise<void>((resolve) => this.#log.end(resolve));
+  }
+}
+
+const registry = new Set<ManagedProcess>();
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  if (pid <= 0) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the group is already gone
+  }
+}
+
+function killPid(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+/** Start a server process (see StartOptions); it is stopped by `stopAll()` or on exit at the latest. */
+export function startProcess(options: StartOptions): ManagedProcess {
+  return new ManagedProcess(options);
+}
+
+/** Stop every process this benchmark started and has not stopped yet. */
+export async function stopAll(): Promise<void> {
+  await Promise.all([...registry].map((p) => p.stop(3_000)));
+}
+
+let cleanupInstalled = false;
+
+/**
+ * Kill every started group on Ctrl-C, SIGTERM, SIGHUP, an uncaught exception or process exit. `onSignal` runs
+ * first on a signal (e.g. to abort the load generator and write a partial report) and may take up to
+ * `graceMs`; then the groups are killed and the process exits 130.
+ */
+export function installCleanup(onSignal?: () => Promise<void> | void, graceMs = 10_000): void {
+  if (cleanupInstalled) return;
+  cleanupInstalled = true;
+  const killAllNow = () => {
+    for (const p of registry) signalGroup(p.pid, 'SIGKILL');
+  };
+  process.on('exit', killAllNow);
+  let signalled = false;
+  const onSignalReceived = (signal: NodeJS.Signals) => {
+    if (signalled) {
+      killAllNow();
+      process.exit(130);
+    }
+    signalled = true;
+    process.stderr.write(`\nbench: ${signal} received, stopping every server it started…\n`);
+    const hardStop = setTimeout(() => {
+      killAllNow();
+      process.exit(130);
+    }, graceMs);
+    hardStop.unref();
+    Promise.resolve()
+      .then(() => onSignal?.())
+      .catch(() => undefined)
+      .then(() => stopAll())
+      .finally(() => process.exit(130));
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignalReceived);
+  process.on('uncaughtException', (err) => {
+    process.stderr.write(`bench: uncaught ${err.stack ?? err}\n`);
+    killAllNow();
+    process.exit(1);
+  });
+}
+
+/** A TCP port that was free a moment ago on `host` (the OS picks it; the tiny race is acceptable for a bench). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  const server = createServer();
+  server.listen(0, host);
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  await once(server, 'close');
+  if (address === null || typeof address === 'string') throw new Error('could not read the free port');
+  return address.port;
+}
+
+/**
+ * Poll `url` until it answers with a status for which `ready` is true. Fails fast, with the process's last
+ * output, when `proc` exits first; fails after `timeoutMs`.
+ */
+export async function waitForHttp(
+  url: string,
+  proc: ManagedProcess | undefined,
+  timeoutMs = 120_000,
+  ready: (status: number, body: string) => boolean = (s) => s === 200,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no answer yet';
+  while (Date.now() < deadline) {
+    if (proc?.exited) throw new Error(`${proc.name} exited before ${url} was ready:\n${proc.tail}`);
+    try {
+      const res = await request(url, { headersTimeout: 5_000, bodyTimeout: 5_000 });
+      const body = await res.body.text();
+      if (ready(res.statusCode, body)) return;
+      last = `${res.statusCode} ${body.slice(0, 200)}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await delay(100);
+  }
+  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})${proc ? `:\n${proc.tail}` : ''}`);
+}
+
+/** A private temp folder (model store, logs) removed by the returned `remove()`. */
+export function tempDir(prefix: string): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(path.join(tmpdir(), `mt-bench-${prefix}-`));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
