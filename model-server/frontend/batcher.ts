@@ -1,0 +1,216 @@
+/**
+ * @module model-server/frontend/batcher — the batching policy of one model: when do its waiting jobs leave as a
+ * batch, and how many. The worker pool asks (`nextBatch`) whenever a worker has a free slot; the batcher answers
+ * with a batch or arms one timer for the moment its oldest job falls due, then nudges the pool.
+ *
+ * Policies (config `BATCH_POLICY`):
+ * - `torchserve`: a batch leaves when `batchSize` jobs wait, or when the OLDEST waiting job has waited
+ *   `maxBatchDelayMs` since it ARRIVED (TorchServe measures from dequeue, pytorch/serve#2478; we bound the
+ *   oldest job's wait instead). A backlog leaves at once as full batches; `batchSize` 1 never waits.
+ * - `immediate` (default): a free worker takes whatever waits, up to `batchSize`, at once. Under light load every
+ *   request runs alone (no added latency); under load the workers are busy, jobs pile up while they work, and
+ *   batches grow by themselves. Per-worker in-flight caps (worker-pool.ts) are what make a worker "busy".
+ *
+ * Batch window, torchserve policy, batchSize 4, maxBatchDelayMs 100 (t in ms, `a`…`f` arrivals):
+ *
+ *     t=0   a arrives          queue [a]        due at 0+100 → timer armed for t=100
+ *     t=30  b arrives          queue [a b]      still due at 100 (the window belongs to the OLDEST job)
+ *     t=100 timer fires        batch [a b]      leaves partial: a waited exactly maxBatchDelayMs
+ *     t=120 c d e f arrive     queue [c d e f]  4 ≥ batchSize → batch [c d e f] leaves at once, no timer
+ *
+ * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
+ * - `nextBatch` returns null or 1…batchSize unsettled jobs in arrival order; it never returns a job twice
+ *   unless that job was handed back with `putBack`.
+ * - torchserve: non-null iff size ≥ batchSize, or the oldest job has waited ≥ maxBatchDelayMs, or the batcher is
+ *   closing (a draining model flushes without waiting). immediate: non-null iff a job waits.
+ * - While jobs wait and none is due, exactly one timer is armed, for the oldest job's due time.
+ * - `close()` resolves once the queue is empty and every dispatched job is settled.
+ */
+import { performance } from 'node:perf_hooks';
+import type { BatchPolicy } from '../../common/config.js';
+import { BatchQueue } from './batch-queue.js';
+import type { Job } from './job.js';
+
+/** Per-model batch settings (TorchServe's registration parameters), data on the registry entry. */
+export interface BatchSettings {
+  /** Most jobs in one batch (`batch_size`). */
+  batchSize: number;
+  /** Longest the oldest job waits for company, from its arrival, ms (`max_batch_delay`). */
+  maxBatchDelayMs: number;
+}
+
+export interface BatcherOptions extends BatchSettings {
+  policy: BatchPolicy;
+  /** Bound of the model's queue (`job_queue_size`). */
+  queueSize: number;
+  /** Clock in ms; `performance.now` unless a test drives time. */
+  now?: () => number;
+}
+
+/** Settled jobs remembered to estimate throughput for `Retry-After`. */
+const RATE_WINDOW = 256;
+
+export class Batcher {
+  readonly policy: BatchPolicy;
+  readonly batchSize: number;
+  readonly maxBatchDelayMs: number;
+  readonly queue: BatchQueue;
+
+  #now: () => number;
+  /** Called when a batch may have become due (a job arrived, the timer fired, jobs were put back). */
+  #onDue: (() => void) | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #timerDueAt = Infinity;
+  /** Jobs handed out by `nextBatch` and not settled yet (and not put back). */
+  #dispatched = new Set<Job>();
+  #closing = false;
+  #drained: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** Settlement times (ms) of recent dispatched jobs, oldest first; a ring buffer. */
+  #settleTimes: number[] = [];
+
+  constructor(options: BatcherOptions) {
+    if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError('batchSize must be ≥ 1');
+    if (!(options.maxBatchDelayMs >= 0)) throw new RangeError('maxBatchDelayMs must be ≥ 0');
+    this.policy = options.policy;
+    this.batchSize = options.batchSize;
+    this.maxBatchDelayMs = options.maxBatchDelayMs;
+    this.queue = new BatchQueue(options.queueSize);
+    this.#now = options.now ?? (() => performance.now());
+  }
+
+  /** Jobs waiting plus jobs on a worker. */
+  get pending(): number {
+    return this.queue.size + this.#dispatched.size;
+  }
+
+  get inFlight(): number {
+    return this.#dispatched.size;
+  }
+
+  get closing(): boolean {
+    return this.#closing;
+  }
+
+  /** Register the one listener (the worker pool) told when a batch may be due. */
+  onDue(listener: (() => void) | undefined): void {
+    this.#onDue = listener;
+  }
+
+  /**
+   * Accept the jobs of one request (all or none) and nudge the pool.
+   * @throws ServeError QUEUE_FULL with a Retry-After estimate.
+   */
+  submit(jobs: readonly Job[]): void {
+    this.queue.enqueue(jobs, this.retryAfterS());
+    this.#onDue?.();
+  }
+
+  /** When the waiting jobs form a batch: now (≤ now), a later time, or Infinity when nothing waits. */
+  dueAt(): number {
+    const oldest = this.queue.oldest();
+    if (oldest === undefined) return Infinity;
+    if (this.#closing || this.policy === 'immediate' || this.queue.size >= this.batchSize) return -Infinity;
+    return oldest.arrivedAt + this.maxBatchDelayMs;
+  }
+
+  /**
+   * The batch to send now to a worker with a free slot, or null (then a timer is armed if jobs wait).
+   * The caller must send every returned job or hand it back with `putBack`.
+   */
+  nextBatch(): Job[] | null {
+    const dueAt = this.dueAt();
+    if (dueAt === Infinity) return null;
+    const now = this.#now();
+    if (dueAt > now) {
+      this.#armTimer(dueAt, now);
+      return null;
+    }
+    const jobs = this.queue.take(this.batchSize);
+    if (jobs.length === 0) return null;
+    for (const job of jobs) {
+      job.dispatchedAt = now;
+      this.#dispatched.add(job);
+      void job.promise.then(
+        () => this.#settled(job),
+        () => this.#settled(job),
+      );
+    }
+    if (this.queue.size === 0) this.#clearTimer();
+    return jobs;
+  }
+
+  /** Jobs taken by `nextBatch` that never reached a worker go back to the front of the queue. */
+  putBack(jobs: readonly Job[]): void {
+    for (const job of jobs) this.#dispatched.delete(job);
+    this.queue.putBack(jobs);
+    this.#onDue?.();
+  }
+
+  /**
+   * Seconds a client turned away with QUEUE_FULL should wait: the time the current queue takes to drain at the
+   * recently observed completion rate, clamped to 1…60 s (1 s while no rate is known).
+   */
+  retryAfterS(): number {
+    const times = this.#settleTimes;
+    if (times.length < 2) return 1;
+    const spanS = (times[times.length - 1]! - times[0]!) / 1000;
+    const perS = spanS > 0 ? (times.length - 1) / spanS : Infinity;
+    return Math.min(60, Math.max(1, Math.ceil(this.queue.size / perS)));
+  }
+
+  /**
+   * Stop waiting for company: every waiting job is due at once. Resolves when the queue is empty and every
+   * dispatched job is settled. Idempotent.
+   */
+  close(): Promise<void> {
+    if (!this.#closing) {
+      this.#closing = true;
+      this.#clearTimer();
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#drained = { promise, resolve };
+      this.#checkDrained();
+      this.#onDue?.();
+    }
+    return this.#drained!.promise;
+  }
+
+  /** Stop the timer and forget the listener (the model is gone; its jobs were answered or failed). */
+  dispose(): void {
+    this.#clearTimer();
+    this.#onDue = undefined;
+  }
+
+  #settled(job: Job): void {
+    if (!this.#dispatched.delete(job)) return;
+    const times = this.#settleTimes;
+    times.push(job.settledAt ?? this.#now());
+    if (times.length > RATE_WINDOW) times.shift();
+    this.#checkDrained();
+  }
+
+  #checkDrained(): void {
+    if (this.#closing && this.queue.size === 0 && this.#dispatched.size === 0) this.#drained?.resolve();
+  }
+
+  #armTimer(dueAt: number, now: number): void {
+    if (this.#timer !== undefined && this.#timerDueAt <= dueAt) return;
+    this.#clearTimer();
+    this.#timerDueAt = dueAt;
+    // +1 ms: timers may fire a fraction early relative to performance.now(); firing early would only re-arm.
+    this.#timer = setTimeout(
+      () => {
+        this.#timer = undefined;
+        this.#timerDueAt = Infinity;
+        this.#onDue?.();
+      },
+      Math.max(0, Math.ceil(dueAt - now)) + 1,
+    );
+  }
+
+  #clearTimer(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#timerDueAt = Infinity;
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * @module model-server/frontend/inference-api — the inference port (TorchServe's :9999): `POST /predictions/{model}
+ * [/{version}]`, `GET /ping`, `OPTIONS /`. Built by a factory; it never listens (main.ts does).
+ *
+ * A body `{"src_lang", "src_text": [...]}` becomes one job per string, so an array batches with everyone else's
+ * traffic; the answer is `{"translated": [...]}` in order (the first failing item, by position, fails the
+ * request). Any other body is one job, answered with the handler's value as is. Answer headers say who served:
+ * `x-model-name`, `x-model-version`, `x-worker-id`, `x-device` and, on a CPU fallback, `x-device-fallback`.
+ */
+import { performance } from 'node:perf_hooks';
+import { Hono, type Context } from 'hono';
+import { ServeError, toServeError } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
+import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
+import type { JobResult } from './job.js';
+import type { ServerMetrics } from './metrics.js';
+import type { ModelManager } from './model-manager.js';
+import { INFERENCE_OPENAPI } from './openapi.js';
+import { deviceLabel } from './worker-handle.js';
+
+export interface InferenceApiDeps {
+  manager: ModelManager;
+  metrics: ServerMetrics;
+  log: Logger;
+  /** MAX_REQUEST_SIZE, bytes. */
+  maxBodyBytes: number;
+  /** Inference key when TOKEN_AUTH is on. */
+  token?: string | undefined;
+}
+
+export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  installCommon(app, { log: deps.log, maxBodyBytes: deps.maxBodyBytes, token: deps.token, publicPaths: ['/ping'] });
+
+  app.get('/ping', (c) => {
+    const health = deps.manager.health();
+    return health.healthy ? c.json({ status: 'Healthy' }, 200) : c.json({ status: 'Unhealthy' }, 500);
+  });
+  app.options('/', (c) => c.json(INFERENCE_OPENAPI));
+  app.post('/predictions/:model/:version?', (c) => predict(c, deps));
+
+  app.all('/', methodNotAllowed);
+  app.all('/ping', methodNotAllowed);
+  app.all('/predictions/:model/:version?', methodNotAllowed);
+  return app;
+}
+
+async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Response> {
+  const started = performance.now();
+  const name = c.req.param('model')!;
+  const requestedVersion = c.req.param('version');
+  const { bodies, isArray } = splitBody(decodeBody(await c.req.text(), c.req.header('content-type')));
+  // Found before metrics are recorded: unknown names must not become label values.
+  const { entry, jobs } = deps.manager.submit(name, requestedVersion, bodies);
+  let status = 500;
+  try {
+    const outcomes = await Promise.allSettled(jobs.map((job) => job.promise));
+    const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+    if (failed !== undefined) throw toServeError(failed.reason);
+    const results = outcomes.map((o) => (o as PromiseFulfilledResult<JobResult>).value);
+    const headers: Record<string, string> = {
+      'x-model-name': entry.name,
+      'x-model-version': entry.version,
+      'x-worker-id': unique(results.map((r) => r.workerId)),
+      'x-device': unique(results.map((r) => deviceLabel(r.device))),
+    };
+    const fallback = unique(results.map((r) => r.device.fallbackReason ?? entry.placement.fallbackReason ?? ''));
+    if (fallback) headers['x-device-fallback'] = headerSafe(fallback);
+    status = 200;
+    if (isArray) return c.json({ translated: results.map((r) => translatedOf(r.value)) }, 200, headers);
+    const value = results[0]!.value;
+    return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);
+  } catch (err) {
+    status = toServeError(err).status;
+    throw err;
+  } finally {
+    deps.metrics.requestDone(entry.name, entry.version, status, performance.now() - started);
+  }
+}
+
+/** JSON bodies are decoded for the handler; a non-JSON body reaches it as text (as TorchServe passes raw bytes). */
+function decodeBody(raw: string, contentType: string | undefined): unknown {
+  if (raw.length === 0) throw new ServeError('BAD_REQUEST', 'Request body is empty.');
+  try {
+    return JSON.parse(raw);
+  } catch {
+    if (contentType?.toLowerCase().includes('json')) throw new ServeError('INVALID_JSON');
+    return raw;
+  }
+}
+
+function splitBody(body: unknown): { bodies: unknown[]; isArray: boolean } {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return { bodies: [body], isArray: false };
+  const texts = (body as { src_text?: unknown }).src_text;
+  if (!Array.isArray(texts)) return { bodies: [body], isArray: false };
+  if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
+  const bad = texts.findIndex((t) => typeof t !== 'string');
+  if (bad >= 0) throw new ServeError('BAD_REQUEST', `src_text[${bad}] must be a string.`);
+  return { bodies: texts.map((text) => ({ ...body, src_text: text })), isArray: true };
+}
+
+/** One element of a `{"translated": [...]}` answer: the handler's `translated` field, or its whole value. */
+function translatedOf(value: unknown): unknown {
+  if (value !== null && typeof value === 'object' && 'translated' in value) {
+    return (value as { translated: unknown }).translated;
+  }
+  return value;
+}
+
+function unique(values: string[]): string {
+  return [...new Set(values.filter(Boolean))].join(',');
+}
+
+/** Header values must be visible ASCII; a reason from a worker might not be. */
+function headerSafe(text: string): string {
+  return text.replace(/[^\x20-\x7e]/g, '?').slice(0, 512);
+}

@@ -1,0 +1,92 @@
+/**
+ * @module model-server/frontend/server — wires one model server: the manager (registry, batchers, engines), the
+ * metrics, and the three apps, from a validated config. It does not listen and reads no environment; main.ts
+ * and the tests do both around it.
+ */
+import { fork } from 'node:child_process';
+import type { Hono } from 'hono';
+import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
+import { resolveEntry } from '../../common/entry.js';
+import type { Logger } from '../../common/logger.js';
+import { detectCuda, type CudaAvailability } from './devices.js';
+import type { AppEnv } from './error-handler.js';
+import { GpuMonitor } from './gpu-monitor.js';
+import { createInferenceApp } from './inference-api.js';
+import { createManagementApp } from './management-api.js';
+import { createMetricsApp } from './metrics-api.js';
+import { ServerMetrics } from './metrics.js';
+import { ModelManager, type ManagerTimings } from './model-manager.js';
+import type { WorkerSpawner } from './worker-handle.js';
+
+export interface ModelServerDeps {
+  config: ModelServerConfig;
+  setupConfig: SetupConfig | undefined;
+  log: Logger;
+  /** Log level handed to worker processes. */
+  workerLogLevel?: string;
+  /** Defaults to forking worker/main with IPC; tests inject their own. */
+  spawn?: WorkerSpawner;
+  /** Defaults to probing the host once (`detectCuda`). */
+  cuda?: CudaAvailability;
+  gpu?: GpuMonitor;
+  timings?: Partial<ManagerTimings>;
+  /** Tests only: fault injected into the workers of a model (worker/main.ts). */
+  faultFor?: (model: string) => string | undefined;
+  /** Keys when token authorization is on. */
+  tokens?: { inference: string; management: string };
+}
+
+export interface ModelServer {
+  manager: ModelManager;
+  metrics: ServerMetrics;
+  inferenceApp: Hono<AppEnv>;
+  managementApp: Hono<AppEnv>;
+  metricsApp: Hono<AppEnv>;
+  cuda: CudaAvailability;
+}
+
+export function createModelServer(deps: ModelServerDeps): ModelServer {
+  const { config, log } = deps;
+  const cuda = deps.cuda ?? detectCuda();
+  if (cuda.unavailableReason)
+    log.warn({ reason: cuda.unavailableReason }, 'CUDA unavailable: every model runs on the CPU');
+  else log.info({ gpus: cuda.gpus }, 'CUDA available');
+  const gpu = deps.gpu ?? new GpuMonitor();
+  let manager: ModelManager | undefined;
+  const metrics = new ServerMetrics({
+    gpu,
+    snapshot: () => manager?.snapshot() ?? { queues: [], workers: {} },
+  });
+  manager = new ModelManager({
+    config,
+    setupConfig: deps.setupConfig,
+    cuda,
+    spawn: deps.spawn ?? forkWorker(deps.workerLogLevel ?? 'info'),
+    log,
+    metrics,
+    gpu,
+    ...(deps.timings ? { timings: deps.timings } : {}),
+    ...(deps.faultFor ? { faultFor: deps.faultFor } : {}),
+  });
+  const maxBodyBytes = config.maxRequestBytes;
+  return {
+    manager,
+    metrics,
+    cuda,
+    inferenceApp: createInferenceApp({ manager, metrics, log, maxBodyBytes, token: deps.tokens?.inference }),
+    managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
+    metricsApp: createMetricsApp({ metrics, log, maxBodyBytes }),
+  };
+}
+
+/** The default spawner: fork worker/main (compiled .js, or .ts through tsx under vitest) with an IPC channel. */
+export function forkWorker(logLevel: string): WorkerSpawner {
+  const entry = resolveEntry(import.meta.url, '../worker/main');
+  return (workerId) =>
+    fork(entry.file, [], {
+      execArgv: entry.execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, MT_WORKER_LOG_LEVEL: logLevel, MT_WORKER_ID: workerId },
+    });
+}

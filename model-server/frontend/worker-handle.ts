@@ -1,0 +1,305 @@
+/**
+ * @module model-server/frontend/worker-handle — one worker process seen from the frontend: spawn it, load it,
+ * send it batches, match its per-item replies to jobs, and end it (gracefully or not).
+ *
+ * State (one union, changed only in `#setState`, which logs every transition):
+ *
+ *     starting ──ready──▶ ready ──stop()──▶ stopping ──exit──▶ dead
+ *         │                 │                                   ▲
+ *         └──init-failed / exit / startup timeout / kill()──────┘
+ *
+ * Invariants:
+ * - Every job sent to this worker is settled exactly once: by its `item` reply, by `batch-done` when the worker
+ *   skipped it (a lying worker: INTERNAL), or by the process exit (WORKER_DIED). Replies for jobs already settled
+ *   (timed out) are ignored.
+ * - A job on this worker whose response timeout passes recycles the worker (SIGKILL), as TorchServe does: a
+ *   worker that overran the deadline is presumed stuck. Its other in-flight jobs fail with WORKER_DIED; we do not
+ *   retry them (see docs/model-server.md: a poison input would kill worker after worker).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { ServeError } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
+import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import type { Job, JobHolder } from './job.js';
+
+export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
+
+/** Starts one worker process; tests inject factories whose workers crash, hang or lie. */
+export type WorkerSpawner = (workerId: string) => ChildProcess;
+
+/** What the pool learns about a finished batch (for metrics and to free the slot). */
+export interface BatchReport {
+  model: string;
+  version: string;
+  size: number;
+  /** Handler time reported by the worker, ms. */
+  handlerMs: number;
+}
+
+export interface WorkerEvents {
+  /** A batch finished (its slot is free). */
+  batchDone(worker: WorkerHandle, report: BatchReport): void;
+  /** The process is gone. `expected` when we asked it to stop. */
+  exited(worker: WorkerHandle, info: { expected: boolean; wasReady: boolean; reason: string }): void;
+}
+
+export interface WorkerHandleOptions {
+  id: string;
+  /** The `init` message minus its type and id. */
+  init: Omit<InitMessage, 'type' | 'workerId'>;
+  spawn: WorkerSpawner;
+  log: Logger;
+  /** Longest a load may take before the worker is killed, ms. */
+  startupTimeoutMs: number;
+  /** Grace between `shutdown` and SIGKILL, ms. */
+  stopTimeoutMs: number;
+  events: WorkerEvents;
+}
+
+interface InFlightBatch {
+  model: string;
+  version: string;
+  size: number;
+  /** Jobs of this batch not answered yet, by id. */
+  jobs: Map<string, Job>;
+}
+
+let nextBatchId = 0;
+
+export class WorkerHandle implements JobHolder {
+  readonly id: string;
+  /** ISO time the process was spawned (TorchServe's `startTime`). */
+  readonly startTime: string;
+  /** Where the worker says it runs; undefined until `ready`. */
+  device: DeviceInfo | undefined;
+  languages: string[] | undefined;
+
+  #state: WorkerState = 'starting';
+  #child: ChildProcess;
+  #options: WorkerHandleOptions;
+  #log: Logger;
+  #batches = new Map<number, InFlightBatch>();
+  /** Job id → batch id, for every unanswered job on this worker. */
+  #jobBatch = new Map<string, number>();
+  #started: { resolve: () => void; reject: (err: ServeError) => void } | undefined;
+  #startTimer: NodeJS.Timeout | undefined;
+  #expectedExit = false;
+  #wasReady = false;
+  #exitReason = '';
+  #exited: Promise<void>;
+
+  constructor(options: WorkerHandleOptions) {
+    this.id = options.id;
+    this.#options = options;
+    this.#log = options.log.child({ workerId: options.id });
+    this.startTime = new Date().toISOString();
+    this.#child = options.spawn(options.id);
+    this.#exited = new Promise<void>((resolve) => {
+      let done = false;
+      const onGone = (code: number | null, signal: NodeJS.Signals | null, err?: Error) => {
+        if (done) return;
+        done = true;
+        this.#onExit(code, signal, err);
+        resolve();
+      };
+      this.#child.once('exit', (code, signal) => onGone(code, signal));
+      // A spawn failure may emit 'error' without 'exit'.
+      this.#child.once('error', (err) => {
+        if (this.#child.pid === undefined || this.#child.exitCode !== null) onGone(null, null, err);
+        else this.#log.error({ err }, 'worker process error');
+      });
+    });
+    this.#child.on('message', (message: FromWorker) => this.#onMessage(message));
+  }
+
+  get state(): WorkerState {
+    return this.#state;
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  /** Batches sent and not finished. */
+  get inFlightBatches(): number {
+    return this.#batches.size;
+  }
+
+  /** Jobs sent and not answered. */
+  get inFlightJobs(): number {
+    return this.#jobBatch.size;
+  }
+
+  /** Resident memory of the process in bytes (Linux /proc), 0 when unknown. */
+  memoryUsage(): number {
+    const pid = this.#child.pid;
+    if (pid === undefined || this.#state === 'dead') return 0;
+    try {
+      const pages = Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]);
+      return Number.isFinite(pages) ? pages * 4096 : 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Send `init` and resolve once the worker is ready. @throws ServeError WORKER_START_FAILED */
+  start(): Promise<void> {
+    const promise = new Promise<void>((resolve, reject) => (this.#started = { resolve, reject }));
+    this.#startTimer = setTimeout(() => {
+      this.#fail(`did not load within ${this.#options.startupTimeoutMs} ms`);
+      this.kill('startup timeout');
+    }, this.#options.startupTimeoutMs);
+    const init: InitMessage = { type: 'init', workerId: this.id, ...this.#options.init };
+    if (!this.#post(init)) this.#fail('could not be reached over IPC');
+    return promise;
+  }
+
+  /**
+   * Send one batch (all jobs of one model). Returns false when the worker cannot take it; the caller then puts
+   * the jobs back in their queue.
+   */
+  send(jobs: readonly Job[], model: string, version: string): boolean {
+    if (this.#state !== 'ready' || jobs.length === 0) return false;
+    const batchId = ++nextBatchId;
+    const message: ToWorker = {
+      type: 'batch',
+      batchId,
+      items: jobs.map((job) => ({ id: job.id, model, body: job.body })),
+    };
+    if (!this.#post(message)) return false;
+    const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map() };
+    for (const job of jobs) {
+      record.jobs.set(job.id, job);
+      this.#jobBatch.set(job.id, batchId);
+      job.holdBy(this);
+    }
+    this.#batches.set(batchId, record);
+    return true;
+  }
+
+  jobExpired(job: Job): void {
+    if (!this.#jobBatch.has(job.id)) return;
+    this.#log.warn({ jobId: job.id, model: job.model }, 'a job overran its response timeout on this worker');
+    this.kill('response timeout');
+  }
+
+  /** End the process now (SIGKILL). Its in-flight jobs fail with WORKER_DIED. Idempotent. */
+  kill(reason: string): void {
+    if (this.#state === 'dead') return;
+    this.#exitReason ||= reason;
+    this.#child.kill('SIGKILL');
+  }
+
+  /** Let in-flight batches finish, then end the process; SIGKILL after the grace period. Idempotent. */
+  stop(): Promise<void> {
+    if (this.#state === 'dead') return this.#exited;
+    this.#expectedExit = true;
+    if (this.#state === 'starting') {
+      this.kill('stopped while loading');
+      return this.#exited;
+    }
+    if (this.#state === 'ready') {
+      this.#setState('stopping', 'stop requested');
+      this.#post({ type: 'shutdown' });
+      const timer = setTimeout(() => this.kill('did not stop in time'), this.#options.stopTimeoutMs);
+      void this.#exited.finally(() => clearTimeout(timer));
+    }
+    return this.#exited;
+  }
+
+  #post(message: ToWorker): boolean {
+    if (!this.#child.connected) return false;
+    try {
+      this.#child.send(message);
+      return true;
+    } catch (err) {
+      this.#log.warn({ err }, 'IPC send failed');
+      return false;
+    }
+  }
+
+  #onMessage(message: FromWorker): void {
+    switch (message.type) {
+      case 'ready': {
+        if (this.#state !== 'starting') return;
+        clearTimeout(this.#startTimer);
+        this.device = message.device;
+        this.languages = message.languages;
+        this.#wasReady = true;
+        this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
+        this.#started?.resolve();
+        return;
+      }
+      case 'init-failed':
+        this.#fail(message.error.message);
+        return;
+      case 'item': {
+        const batchId = this.#jobBatch.get(message.id);
+        if (batchId === undefined) return; // settled already (timed out) or not ours
+        this.#jobBatch.delete(message.id);
+        const pending = this.#batches.get(batchId)?.jobs;
+        const job = pending?.get(message.id);
+        pending?.delete(message.id);
+        if (job === undefined) return;
+        if (message.outcome.ok) {
+          job.resolve({ value: message.outcome.value, workerId: this.id, device: this.device! });
+        } else {
+          job.reject(ServeError.fromWire(message.outcome.error));
+        }
+        return;
+      }
+      case 'batch-done': {
+        const record = this.#batches.get(message.batchId);
+        if (record === undefined) return;
+        this.#batches.delete(message.batchId);
+        if (record.jobs.size > 0) {
+          this.#log.error({ batchId: message.batchId, missing: record.jobs.size }, 'worker skipped items of a batch');
+          for (const job of record.jobs.values()) {
+            this.#jobBatch.delete(job.id);
+            job.reject(new ServeError('INTERNAL', 'Worker did not answer every item of its batch.'));
+          }
+        }
+        this.#options.events.batchDone(this, {
+          model: record.model,
+          version: record.version,
+          size: record.size,
+          handlerMs: message.handlerMs,
+        });
+        return;
+      }
+    }
+  }
+
+  /** The load failed: reject `start()` (the process is ended by the caller or exits by itself). */
+  #fail(reason: string): void {
+    if (this.#state !== 'starting') return;
+    clearTimeout(this.#startTimer);
+    this.#exitReason ||= `load failed: ${reason}`;
+    this.#started?.reject(new ServeError('WORKER_START_FAILED', `Worker ${this.id} failed to load: ${reason}`));
+  }
+
+  #onExit(code: number | null, signal: NodeJS.Signals | null, err?: Error): void {
+    const how = err ? `spawn failed (${err.message})` : signal ? `killed by ${signal}` : `exited with code ${code}`;
+    const reason = this.#exitReason ? `${this.#exitReason}; ${how}` : how;
+    this.#fail(`process ${how} before it was ready`);
+    const died = new ServeError('WORKER_DIED');
+    for (const record of this.#batches.values()) for (const job of record.jobs.values()) job.reject(died);
+    this.#batches.clear();
+    this.#jobBatch.clear();
+    this.#setState('dead', reason);
+    this.#options.events.exited(this, { expected: this.#expectedExit, wasReady: this.#wasReady, reason });
+  }
+
+  #setState(next: WorkerState, reason: string): void {
+    const previous = this.#state;
+    this.#state = next;
+    const level = next === 'dead' && !this.#expectedExit ? 'warn' : 'info';
+    this.#log[level]({ from: previous, to: next, pid: this.#child.pid, reason }, `worker ${previous} → ${next}`);
+  }
+}
+
+/** `cuda:0` or `cpu`, as in the `x-device` header. */
+export function deviceLabel(device: DeviceInfo): string {
+  return device.kind === 'cuda' ? `cuda:${device.id}` : 'cpu';
+}

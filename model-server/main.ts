@@ -1,0 +1,104 @@
+/**
+ * @module model-server/main — the model server process (pm2 fork mode): the only file that reads `.env`.
+ *
+ * Starts the three ports (inference, management, metrics; port 0 picks a free one), then reports where it
+ * listens in a log line and, when forked with IPC, as `{type: 'listening', ports}`. SIGTERM/SIGINT drain: stop
+ * taking connections and jobs (new requests get 503), flush every queue to the workers, wait for the answers (at
+ * most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad configuration exits 1 naming the variable.
+ *
+ *     node dist/model-server/main.js          # after `npm run build`; configuration from .env and the env
+ */
+import { existsSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import type { Hono } from 'hono';
+import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type SetupConfig } from '../common/config.js';
+import { createLogger } from '../common/logger.js';
+import type { AppEnv } from './frontend/error-handler.js';
+import { createModelServer } from './frontend/server.js';
+import { writeKeyFile } from './frontend/token-auth.js';
+
+/** Longest a drain may take before what is left is failed; pm2's kill_timeout must be longer. */
+const SHUTDOWN_GRACE_MS = 30_000;
+
+export interface ListeningMessage {
+  type: 'listening';
+  ports: { inference: number; management: number; metrics: number };
+}
+
+async function main(): Promise<void> {
+  const root = process.cwd();
+  let config;
+  try {
+    config = loadConfig(readEnv(root), root);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`model-server: ${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+  const ms = config.modelServer;
+  const log = createLogger('model-server', config.logLevel);
+  let setupConfig: SetupConfig | undefined;
+  if (existsSync(ms.setupConfigPath)) {
+    setupConfig = readSetupConfig(ms.setupConfigPath);
+  } else {
+    log.warn({ file: ms.setupConfigPath }, 'no setup_config.json: every model runs on the CPU');
+  }
+  const keys = ms.tokenAuth ? writeKeyFile(ms.keyFile) : undefined;
+  if (keys) log.info({ keyFile: ms.keyFile }, 'token authorization on: keys written to the key file');
+
+  const server = createModelServer({
+    config: ms,
+    setupConfig,
+    log,
+    workerLogLevel: config.logLevel,
+    ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),
+  });
+  const listening = await Promise.all([
+    listen(server.inferenceApp, ms.inference),
+    listen(server.managementApp, ms.management),
+    listen(server.metricsApp, ms.metrics),
+  ]);
+  const [inference, management, metrics] = listening.map((s) => (s.address() as AddressInfo).port) as [
+    number,
+    number,
+    number,
+  ];
+  const ports = { inference, management, metrics };
+  log.info({ ports, hosts: [ms.inference.host, ms.management.host, ms.metrics.host] }, 'model server listening');
+  process.send?.({ type: 'listening', ports } satisfies ListeningMessage);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, graceMs: SHUTDOWN_GRACE_MS }, 'draining');
+    for (const s of listening) s.close();
+    await server.manager.close(SHUTDOWN_GRACE_MS);
+    for (const s of listening) s.closeAllConnections();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  // pm2 (and tests) may ask over IPC instead of a signal.
+  process.on('message', (message: { type?: string }) => {
+    if (message?.type === 'shutdown') void stop('shutdown message');
+  });
+}
+
+function listen(app: Hono<AppEnv>, address: Address): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: app.fetch, port: address.port, hostname: address.host }) as Server;
+    server.once('listening', () => resolve(server));
+    server.once('error', reject);
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`model-server: failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

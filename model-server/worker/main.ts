@@ -1,0 +1,152 @@
+/**
+ * @module worker/main — the worker process entry (forked by the frontend's WorkerHandle, IPC only).
+ *
+ * Life: wait for `init` → load the named handler on the requested device → `ready` (or `init-failed`, then exit
+ * 1) → answer `batch` messages: every item exactly once (`item`), then `batch-done`. Several batches may be in
+ * flight at once; each is passed to `handler.inference` as soon as it arrives and the handler merges or queues
+ * them. `shutdown` (or the parent going away) stops intake, lets in-flight batches finish, closes the handler,
+ * and exits 0.
+ *
+ * Fault injection for tests and drills only: `InitMessage.fault`, which the frontend sets only when a test
+ * passes it explicitly (never reachable from the HTTP APIs). Faults, comma-separated:
+ * - `fail-load`            answer `init-failed` instead of loading
+ * - `crash-on-batch[:N]`   exit(70) when the N-th batch (default 1st) arrives
+ * - `hang-on-batch[:N]`    block the event loop forever on the N-th batch (a stuck native call)
+ * - `slow:<ms>`            wait `ms` before running each batch
+ * - `exit-after-ready`     exit(71) right after `ready` (a worker that dies between loads)
+ */
+import { performance } from 'node:perf_hooks';
+import { ServeError, toServeError } from '../../common/errors.js';
+import { createLogger } from '../../common/logger.js';
+import type { BatchMessage, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import { runBatch, type Handler } from './handlers/base.js';
+import { createHandler } from './handlers/index.js';
+
+interface Faults {
+  failLoad: boolean;
+  crashOnBatch: number | undefined;
+  hangOnBatch: number | undefined;
+  slowMs: number;
+  exitAfterReady: boolean;
+}
+
+/** Parse `InitMessage.fault`; an unknown fault name is a test bug and fails the load loudly. */
+export function parseFaults(spec: string | undefined): Faults {
+  const faults: Faults = {
+    failLoad: false,
+    crashOnBatch: undefined,
+    hangOnBatch: undefined,
+    slowMs: 0,
+    exitAfterReady: false,
+  };
+  for (const part of (spec ?? '').split(',').filter(Boolean)) {
+    const [name, arg] = part.split(':') as [string, string | undefined];
+    const n = arg === undefined ? 1 : Number(arg);
+    if (!Number.isFinite(n) || n < 0) throw new Error(`bad fault argument: ${part}`);
+    if (name === 'fail-load') faults.failLoad = true;
+    else if (name === 'crash-on-batch') faults.crashOnBatch = n;
+    else if (name === 'hang-on-batch') faults.hangOnBatch = n;
+    else if (name === 'slow') faults.slowMs = n;
+    else if (name === 'exit-after-ready') faults.exitAfterReady = true;
+    else throw new Error(`unknown fault: ${name}`);
+  }
+  return faults;
+}
+
+const log = createLogger('worker', process.env.MT_WORKER_LOG_LEVEL ?? 'info');
+
+let handler: Handler | undefined;
+let faults = parseFaults(undefined);
+let batchesSeen = 0;
+let stopping = false;
+const inFlight = new Set<Promise<void>>();
+
+function send(message: FromWorker): void {
+  // A parent that is gone cannot be answered; 'disconnect' below ends this process.
+  if (process.connected) process.send!(message);
+}
+
+async function init(message: InitMessage): Promise<void> {
+  const started = performance.now();
+  const workerLog = log.child({ workerId: message.workerId, handler: message.handler });
+  try {
+    faults = parseFaults(message.fault);
+    if (faults.failLoad) throw new ServeError('WORKER_START_FAILED', 'Injected fault: fail-load.');
+    const instance = await createHandler(message.handler);
+    const device = await instance.initialize({
+      modelDir: message.modelDir,
+      device: message.device,
+      options: message.options,
+      log: workerLog,
+    });
+    handler = instance;
+    const loadMs = performance.now() - started;
+    if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
+    workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
+    send({ type: 'ready', pid: process.pid, device, loadMs, languages: instance.languages?.() });
+    if (faults.exitAfterReady) process.exit(71);
+  } catch (err) {
+    workerLog.error({ err }, 'worker failed to load');
+    const serveError = err instanceof ServeError ? err : new ServeError('WORKER_START_FAILED', errorText(err));
+    // Exit only once the message is out: the frontend must learn why, not just that we died.
+    if (process.connected)
+      process.send!({ type: 'init-failed', error: serveError.toWire() } satisfies FromWorker, () => process.exit(1));
+    else process.exit(1);
+  }
+}
+
+function batch(message: BatchMessage): void {
+  batchesSeen += 1;
+  if (faults.crashOnBatch !== undefined && batchesSeen >= faults.crashOnBatch) process.exit(70);
+  if (faults.hangOnBatch !== undefined && batchesSeen >= faults.hangOnBatch) {
+    // Block the event loop for good, as a stuck native call would: only SIGKILL ends this process.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  }
+  const run = (async () => {
+    if (faults.slowMs > 0) await new Promise((resolve) => setTimeout(resolve, faults.slowMs));
+    const started = performance.now();
+    if (handler === undefined) {
+      const error = new ServeError('WORKER_DIED', 'Worker received a batch before it was ready.').toWire();
+      for (const item of message.items) send({ type: 'item', id: item.id, outcome: { ok: false, error } });
+    } else {
+      await runBatch(handler, message.items, (id, outcome) => send({ type: 'item', id, outcome }), log);
+    }
+    send({ type: 'batch-done', batchId: message.batchId, handlerMs: performance.now() - started });
+  })().catch((err: unknown) => {
+    // runBatch answers every item itself; reaching here means the IPC channel failed.
+    log.error({ err: toServeError(err) }, 'batch failed outside the handler');
+  });
+  inFlight.add(run);
+  void run.finally(() => inFlight.delete(run));
+}
+
+async function shutdown(): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  await Promise.allSettled([...inFlight]);
+  await handler?.close().catch((err: unknown) => log.warn({ err }, 'handler close failed'));
+  process.exit();
+}
+
+function errorText(err: unknown): string {
+  return `Worker failed to load: ${err instanceof Error ? err.message : String(err)}`;
+}
+
+process.on('message', (message: ToWorker) => {
+  switch (message.type) {
+    case 'init':
+      void init(message);
+      break;
+    case 'batch':
+      if (!stopping) batch(message);
+      break;
+    case 'shutdown':
+      void shutdown();
+      break;
+  }
+});
+// The frontend is gone (crashed, killed): nobody can use our answers, and an orphan would hold the GPU.
+process.on('disconnect', () => void shutdown());
+process.on('SIGTERM', () => void shutdown());
+// pm2 sends SIGINT to the whole process group on stop; the frontend drains us through `shutdown` instead.
+process.on('SIGINT', () => undefined);
