@@ -1,0 +1,163 @@
+/**
+ * @module front/main — the front process (pm2 app "front") on FRONT_ADDRESS (7777): nginx when it is
+ * installed, else the built-in proxy (`FRONT=auto`; `nginx` or `builtin` force one). It says which, in its log
+ * and in every reply's `x-front` header.
+ *
+ * With nginx this process supervises it: renders RUN_DIR/nginx.conf from `nginx/nginx.conf`, checks it
+ * (`nginx -t`, its message on failure), runs nginx in the foreground, turns SIGINT/SIGTERM into nginx's
+ * graceful stop (SIGQUIT), SIGHUP into re-render + reload, and exits when nginx does (pm2 restarts it).
+ *
+ * IPC (when spawned with one): `'ready'` once the port accepts connections (pm2's wait_ready), then
+ * `{type: 'listening', front, host, port}`. `'shutdown'` stops like SIGINT.
+ */
+import { existsSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig, readEnv, type Config } from '../common/config.js';
+import { HttpDrain } from '../common/http-drain.js';
+import { createLogger, type Logger } from '../common/logger.js';
+import { createBuiltinProxy } from './builtin-proxy.js';
+import { checkNginxConfig, findNginx, spawnNginx, writeNginxConfig, type NginxFiles } from './nginx.js';
+
+/** The seed's proxy_read_timeout: the router enforces the real deadline (504) long before. */
+const ROUTER_TIMEOUT_MS = 86_400_000;
+/** Longest wait for nginx to bind its port before the start counts as failed. */
+const NGINX_START_TIMEOUT_MS = 15_000;
+
+const root = process.cwd();
+let config: Readonly<Config>;
+try {
+  config = loadConfig(readEnv(root), root);
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  process.stderr.write(`front: ${err.message}\n`);
+  process.exit(2);
+}
+const logger = createLogger('front', config.logLevel);
+const { front } = config;
+
+const nginxBinary = front.kind === 'builtin' ? undefined : findNginx(process.env);
+if (front.kind === 'nginx' && nginxBinary === undefined) {
+  process.stderr.write('front: FRONT=nginx but no nginx executable was found (PATH, /usr/sbin; or set NGINX_BIN)\n');
+  process.exit(2);
+}
+
+let stopping = false;
+const announce = (kind: 'nginx' | 'builtin', port: number) => {
+  logger.info({ front: kind, host: front.host, port, router: front.routerUrl }, `front listening (${kind})`);
+  process.send?.('ready');
+  process.send?.({ type: 'listening', front: kind, host: front.host, port });
+};
+
+if (nginxBinary !== undefined) runNginx(nginxBinary, logger);
+else runBuiltin(logger);
+
+function runBuiltin(log: Logger): void {
+  const { server, close } = createBuiltinProxy(
+    { routerUrl: front.routerUrl, maxBodyBytes: front.maxBodyBytes, timeoutMs: ROUTER_TIMEOUT_MS },
+    { logger: log },
+  );
+  const drain = new HttpDrain(server);
+  server.once('error', (err) => {
+    log.fatal({ err }, 'front cannot listen');
+    process.exit(1);
+  });
+  server.listen(front.port, front.host, () => announce('builtin', (server.address() as AddressInfo).port));
+  const stop = async (reason: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason, inFlight: drain.inFlight }, 'front draining');
+    const clean = await drain.drain({ graceMs: 1_000, timeoutMs: 120_000 });
+    close();
+    process.exit(clean ? 0 : 1);
+  };
+  onStop(stop);
+}
+
+function runNginx(binary: string, log: Logger): void {
+  const render = (): NginxFiles => {
+    const files = writeNginxConfig(templatePath(), {
+      listen: { host: front.host, port: front.port },
+      router: config.router.address,
+      maxBodyBytes: front.maxBodyBytes,
+      runDir: config.runDir,
+      logDir: config.logDir,
+    });
+    checkNginxConfig(binary, files);
+    return files;
+  };
+  let files: NginxFiles;
+  try {
+    files = render();
+  } catch (err) {
+    process.stderr.write(`front: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const nginx = spawnNginx(binary, files);
+  log.info({ binary, pid: nginx.pid, conf: files.confPath }, 'nginx started');
+  nginx.once('exit', (code, signal) => {
+    if (!stopping) log.error({ code, signal }, 'nginx exited unexpectedly');
+    process.exit(stopping ? (code ?? 0) : 1);
+  });
+  void waitForPort(front.port, NGINX_START_TIMEOUT_MS).then(
+    () => announce('nginx', front.port),
+    () => {
+      log.fatal({ port: front.port }, `nginx did not open port ${front.port} within ${NGINX_START_TIMEOUT_MS} ms`);
+      nginx.kill('SIGTERM');
+    },
+  );
+  onStop(async (reason) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ reason }, 'front stopping nginx gracefully');
+    nginx.kill('SIGQUIT');
+  });
+  process.on('SIGHUP', () => {
+    try {
+      render();
+      nginx.kill('SIGHUP');
+      log.info('nginx config re-rendered and reloaded');
+    } catch (err) {
+      log.error({ err: (err as Error).message }, 'nginx config rejected; still serving the previous one');
+    }
+  });
+}
+
+function onStop(stop: (reason: string) => Promise<void>): void {
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('message', (message) => {
+    if (message === 'shutdown') void stop('shutdown message');
+  });
+}
+
+/** nginx/nginx.conf beside the sources (front/main.ts) or beside dist/ (dist/front/main.js). */
+function templatePath(): string {
+  for (const relative of ['../nginx/nginx.conf', '../../nginx/nginx.conf']) {
+    const candidate = fileURLToPath(new URL(relative, import.meta.url));
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error('nginx/nginx.conf not found beside the front sources');
+}
+
+/** Resolves once something accepts TCP connections on `port` (loopback), retrying every 50 ms. */
+function waitForPort(port: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const host = front.host === '0.0.0.0' || front.host === '::' ? '127.0.0.1' : front.host;
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const socket = connect(port, host);
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve();
+      });
+      socket.once('error', () => {
+        socket.destroy();
+        if (Date.now() > deadline) reject(new Error('timeout'));
+        else setTimeout(attempt, 50);
+      });
+    };
+    attempt();
+  });
+}

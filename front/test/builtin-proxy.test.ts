@@ -1,0 +1,127 @@
+/**
+ * The built-in front in-process on port 0, against a fake router that is a real HTTP server: what only the
+ * built-in proxy does itself (its limit on streamed bodies, the one resend after a reset on a reused keep-alive
+ * connection, its timeout, malformed requests).
+ */
+import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
+import http from 'node:http';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBuiltinProxy, type BuiltinProxy } from '../builtin-proxy.js';
+import { errorBodyText, frontErrors } from '../error-pages.js';
+import { startFakeRouter, type FakeRouter } from './fake-router.js';
+
+const MAX = 2048;
+const logger = pino({ level: 'silent' });
+let router: FakeRouter;
+
+async function startProxy(timeoutMs = 10_000): Promise<{ proxy: BuiltinProxy; port: number; stop(): Promise<void> }> {
+  const proxy = createBuiltinProxy(
+    { routerUrl: `http://127.0.0.1:${router.port}`, maxBodyBytes: MAX, timeoutMs },
+    { logger },
+  );
+  await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
+  return {
+    proxy,
+    port: (proxy.server.address() as AddressInfo).port,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        proxy.server.closeAllConnections();
+        proxy.server.close(() => resolve());
+        proxy.close();
+      }),
+  };
+}
+
+let front: Awaited<ReturnType<typeof startProxy>>;
+beforeAll(async () => {
+  router = await startFakeRouter();
+  front = await startProxy();
+});
+afterAll(async () => {
+  await front.stop();
+  await router.close();
+});
+
+interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+function send(port: number, path: string, body: string | Buffer[] | undefined, agent?: http.Agent): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path, method: body === undefined ? 'GET' : 'POST', agent },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      },
+    );
+    req.on('error', reject);
+    if (Array.isArray(body)) {
+      for (const chunk of body) req.write(chunk); // no Content-Length: chunked
+      req.end();
+    } else req.end(body);
+  });
+}
+
+describe('built-in front proxy', () => {
+  it('forwards the body whole, with its length, and tags the reply', async () => {
+    const chunks = [Buffer.from('{"src_lang":'), Buffer.from('"en","src_text":"hi","tgt_lang":"ko"}')];
+    const reply = await send(front.port, '/', chunks);
+    expect(reply.status).toBe(200);
+    expect(reply.headers['x-front']).toBe('builtin');
+    const seen = JSON.parse(reply.body) as { body: string; headers: http.IncomingHttpHeaders };
+    expect(seen.body).toBe('{"src_lang":"en","src_text":"hi","tgt_lang":"ko"}');
+    expect(seen.headers['content-length']).toBe(String(seen.body.length));
+    expect(seen.headers['transfer-encoding']).toBeUndefined();
+    expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
+  });
+
+  it('answers 413 for a streamed body over the limit, without forwarding it', async () => {
+    const before = router.received.length;
+    const reply = await send(front.port, '/', [Buffer.alloc(1500, 'a'), Buffer.alloc(1500, 'b')]);
+    expect(reply.status).toBe(413);
+    expect(reply.headers['content-type']).toBe('application/json');
+    expect(reply.body).toBe(errorBodyText(frontErrors(MAX)[413]));
+    expect(router.received.length).toBe(before);
+  });
+
+  it('sends a request once more when the router resets a reused keep-alive connection', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      expect((await send(front.port, '/', '{}', agent)).status).toBe(200);
+      const reply = await send(front.port, '/reset-reused', '{"n":1}', agent);
+      expect(reply.status).toBe(200);
+      expect(JSON.parse(reply.body)).toMatchObject({ path: '/reset-reused', body: '{"n":1}' });
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('answers 504 JSON when the router does not answer in time', async () => {
+    const impatient = await startProxy(200);
+    try {
+      const reply = await send(impatient.port, '/slow/2000', '{}');
+      expect(reply.status).toBe(504);
+      expect(reply.body).toBe(errorBodyText(frontErrors(MAX)[504]));
+    } finally {
+      await impatient.stop();
+    }
+  });
+
+  it('answers 400 JSON to a request it cannot parse', async () => {
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(front.port, '127.0.0.1', () => socket.write('NOT AN HTTP REQUEST\r\n\r\n'));
+      let text = '';
+      socket.on('data', (d: Buffer) => (text += d.toString()));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+    expect(raw).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(raw.endsWith(`\r\n\r\n${errorBodyText(frontErrors(MAX)[400])}`)).toBe(true);
+  });
+});

@@ -1,0 +1,69 @@
+/**
+ * @module front/test/fake-router — a real HTTP server on port 0 standing in for the router behind a front:
+ * it answers every request with what it received (method, path, headers, body, which connection), so tests
+ * see exactly what the front forwarded. Paths steer it: `/slow/{ms}` answers late, `/reset-reused` resets the
+ * connection once when a request arrives on a reused keep-alive connection.
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface Received {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  /** The front's source port: the same value means the same keep-alive connection. */
+  connection: number;
+}
+
+export interface FakeRouter {
+  port: number;
+  received: Received[];
+  close(): Promise<void>;
+}
+
+export async function startFakeRouter(port = 0): Promise<FakeRouter> {
+  const received: Received[] = [];
+  const requestsOnSocket = new WeakMap<Socket, number>();
+  let resetDone = false;
+  const server: Server = createServer((req, res) => {
+    const count = (requestsOnSocket.get(req.socket) ?? 0) + 1;
+    requestsOnSocket.set(req.socket, count);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const path = req.url ?? '';
+      if (path === '/reset-reused' && count > 1 && !resetDone) {
+        resetDone = true;
+        req.socket.destroy();
+        return;
+      }
+      const entry: Received = {
+        method: req.method!,
+        path,
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        connection: req.socket.remotePort!,
+      };
+      received.push(entry);
+      const answer = () =>
+        res
+          .writeHead(200, { 'content-type': 'application/json', 'x-request-id': String(req.headers['x-request-id']) })
+          .end(JSON.stringify(entry));
+      const slow = /^\/slow\/(\d+)$/.exec(path);
+      if (slow) setTimeout(answer, Number(slow[1]));
+      else answer();
+    });
+  });
+  server.keepAliveTimeout = 75_000;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
