@@ -1,0 +1,201 @@
+/**
+ * @module engine/decoding — the search policy: which token (greedy) or which hypotheses (beam search)
+ * follow each decoder row, given that row's next-token logits. No tensors or sessions here; the step
+ * loop in generate.ts owns those.
+ *
+ * Semantics follow Hugging Face `generate` for M2M100: the first generated token is forced (the target
+ * language, log-probability 0); `</s>` is suppressed until `minNewTokens` tokens exist; a row stops at
+ * `</s>` or after `maxNewTokens` tokens. Beam search follows HF's BeamSearchScorer: 2·numBeams
+ * candidates per sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis
+ * scores sum(logprob) / length^lengthPenalty (length = generated tokens, `</s>` included); with
+ * `earlyStopping` a sequence is done once numBeams hypotheses finished, otherwise once no live beam can
+ * beat the worst finished one.
+ */
+
+/** Per-sequence generation settings, resolved (no undefined). */
+export interface SearchSettings {
+  forcedTokenId: number;
+  /** `beam` with numBeams 1 runs the beam code path (tests compare it with greedy). */
+  strategy: 'greedy' | 'beam';
+  numBeams: number;
+  /** Tokens generated after the decoder start token, the forced language token and `</s>` included. */
+  maxNewTokens: number;
+  /** `</s>` is suppressed while fewer tokens than this were generated. */
+  minNewTokens: number;
+  lengthPenalty: number;
+  earlyStopping: boolean;
+}
+
+/** One finished or best hypothesis of a sequence. */
+export interface Hypothesis {
+  /** Generated tokens (forced language token first; `</s>` last when the model stopped). */
+  tokens: number[];
+  /** Sum of token log-probabilities (0 for greedy rows, which never need it). */
+  logprob: number;
+}
+
+/** A translation in progress: its live rows are `Row`s of one cohort; `finished` collects beam results. */
+export class SearchState {
+  readonly settings: SearchSettings;
+  /** Finished hypotheses with their length-normalised scores, best first, at most numBeams. */
+  readonly finished: { hyp: Hypothesis; score: number }[] = [];
+  done = false;
+
+  constructor(settings: SearchSettings) {
+    this.settings = settings;
+  }
+
+  /** The answer once `done`. */
+  best(): Hypothesis {
+    const top = this.finished[0];
+    if (top === undefined) throw new Error('sequence has no finished hypothesis');
+    return top.hyp;
+  }
+
+  addFinished(hyp: Hypothesis): void {
+    const score = hyp.logprob / hyp.tokens.length ** this.settings.lengthPenalty;
+    const { finished } = this;
+    if (finished.length >= this.settings.numBeams && score <= finished[finished.length - 1]!.score) return;
+    let at = finished.length;
+    while (at > 0 && finished[at - 1]!.score < score) at--;
+    finished.splice(at, 0, { hyp, score });
+    if (finished.length > this.settings.numBeams) finished.pop();
+  }
+}
+
+/** A live decoder row: one hypothesis of one sequence. */
+export interface Row {
+  state: SearchState;
+  hyp: Hypothesis;
+}
+
+/** What a step decided: successor rows (with the index of the row whose cache they continue). */
+export interface StepDecision {
+  next: { source: number; row: Row }[];
+  /** Sequences that finished at this step (each exactly once). */
+  done: SearchState[];
+}
+
+/**
+ * Decide the successors of `rows`, whose next-token logits are `logits[offset + i·stride …+vocab]`.
+ * Successors of one sequence stay adjacent and in rank order, so a batch's layout is deterministic.
+ */
+export function decideStep(rows: readonly Row[], logits: Float32Array, stride: number, offset: number, vocab: number, eosId: number): StepDecision {
+  const next: StepDecision['next'] = [];
+  const done: SearchState[] = [];
+  let i = 0;
+  while (i < rows.length) {
+    const state = rows[i]!.state;
+    let end = i + 1;
+    while (end < rows.length && rows[end]!.state === state) end++;
+    if (state.settings.strategy === 'greedy') {
+      for (let r = i; r < end; r++) greedy(rows[r]!, r, logits, offset + r * stride, vocab, eosId, next, done);
+    } else {
+      beam(rows, i, end, logits, stride, offset, vocab, eosId, next, done);
+    }
+    i = end;
+  }
+  return { next, done };
+}
+
+function greedy(row: Row, index: number, logits: Float32Array, base: number, vocab: number, eosId: number, next: StepDecision['next'], done: SearchState[]): void {
+  const { hyp, state } = row;
+  const { settings } = state;
+  const generated = hyp.tokens.length;
+  let token: number;
+  if (generated === 0) {
+    token = settings.forcedTokenId;
+  } else {
+    const suppressEos = generated < settings.minNewTokens;
+    let best = -Infinity;
+    token = -1;
+    for (let v = 0; v < vocab; v++) {
+      const value = logits[base + v]!;
+      if (value > best && !(suppressEos && v === eosId)) {
+        best = value;
+        token = v;
+      }
+    }
+    if (token < 0) token = eosId; // all logits NaN: end the row rather than emit garbage forever
+  }
+  hyp.tokens.push(token);
+  if (token === eosId || hyp.tokens.length >= settings.maxNewTokens) {
+    state.addFinished(hyp);
+    state.done = true;
+    done.push(state);
+  } else {
+    next.push({ source: index, row });
+  }
+}
+
+/** log Σ exp over one row of logits (the log-softmax normaliser). */
+function logSumExp(logits: Float32Array, base: number, vocab: number): number {
+  let max = -Infinity;
+  for (let v = 0; v < vocab; v++) if (logits[base + v]! > max) max = logits[base + v]!;
+  let sum = 0;
+  for (let v = 0; v < vocab; v++) sum += Math.exp(logits[base + v]! - max);
+  return max + Math.log(sum);
+}
+
+interface Candidate {
+  score: number;
+  token: number;
+  source: number;
+}
+
+function beam(rows: readonly Row[], start: number, end: number, logits: Float32Array, stride: number, offset: number, vocab: number, eosId: number, next: StepDecision['next'], done: SearchState[]): void {
+  const state = rows[start]!.state;
+  const { settings } = state;
+  const generated = rows[start]!.hyp.tokens.length; // equal for all live beams of a sequence
+  const successors: { source: number; hyp: Hypothesis }[] = [];
+  if (generated === 0) {
+    // The forced token has probability 1, so one hypothesis continues (HF keeps numBeams copies, all
+    // but one at −1e9, which is the same search at numBeams times the cost).
+    const hyp = rows[start]!.hyp;
+    successors.push({ source: start, hyp: { tokens: [settings.forcedTokenId], logprob: hyp.logprob } });
+  } else {
+    const width = 2 * settings.numBeams;
+    const suppressEos = generated < settings.minNewTokens;
+    // Top `width` candidates over all live beams, kept sorted (descending) by insertion.
+    const top: Candidate[] = [];
+    for (let r = start; r < end; r++) {
+      const base = offset + r * stride;
+      const shift = rows[r]!.hyp.logprob - logSumExp(logits, base, vocab);
+      for (let v = 0; v < vocab; v++) {
+        if (suppressEos && v === eosId) continue;
+        const score = logits[base + v]! + shift;
+        if (top.length === width && !(score > top[width - 1]!.score)) continue;
+        let at = top.length === width ? width - 1 : top.length;
+        while (at > 0 && top[at - 1]!.score < score) {
+          top[at] = top[at - 1]!;
+          at--;
+        }
+        top[at] = { score, token: v, source: r };
+      }
+    }
+    for (let rank = 0; rank < top.length && successors.length < settings.numBeams; rank++) {
+      const { score, token, source } = top[rank]!;
+      const tokens = [...rows[source]!.hyp.tokens, token];
+      if (token !== eosId) successors.push({ source, hyp: { tokens, logprob: score } });
+      else if (rank < settings.numBeams) state.addFinished({ tokens, logprob: score });
+    }
+  }
+
+  const length = generated + 1;
+  const outOfRoom = length >= settings.maxNewTokens;
+  let isDone = outOfRoom || successors.length === 0;
+  if (!isDone && state.finished.length >= settings.numBeams) {
+    // HF's BeamHypotheses.is_done: stop at once, or when the best live beam cannot beat the worst kept.
+    isDone =
+      settings.earlyStopping ||
+      state.finished[state.finished.length - 1]!.score >= successors[0]!.hyp.logprob / length ** settings.lengthPenalty;
+  }
+  if (!isDone) {
+    for (const { source, hyp } of successors) next.push({ source, row: { state, hyp } });
+    return;
+  }
+  // Out of room, the live beams compete as they are (HF's finalize).
+  if (outOfRoom) for (const { hyp } of successors) state.addFinished(hyp);
+  state.done = true;
+  done.push(state);
+}

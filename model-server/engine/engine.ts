@@ -1,0 +1,218 @@
+/**
+ * @module engine/engine — `TranslationEngine`: one model folder on one device, serving every language
+ * its tokenizer knows. It ties together the model config, the tokenizer, the sessions and the step loop.
+ *
+ * ```ts
+ * const engine = await TranslationEngine.load({ modelDir: 'models/tiny', device: { kind: 'cpu' } });
+ * const [out] = await engine.translate([{ srcLang: 'ko', text: '안녕하세요', tgtLang: 'en' }]);
+ * out.text; out.generatedTokens;
+ * ```
+ *
+ * Concurrent `translate` calls share one generation loop: rows of a later call join the running batch at
+ * the next step boundary (see generate.ts). Each row resolves as soon as it finishes.
+ */
+import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import type { Hypothesis, SearchSettings } from './decoding.js';
+import { Generator, type GeneratorStats } from './generate.js';
+import { loadModelConfig, type ModelConfig } from './model-config.js';
+import { type EngineSessions, loadSessions } from './session.js';
+import { TranslationTokenizer } from './tokenizer.js';
+
+export interface EngineOptions {
+  /** Folder in the HF ONNX export layout (config.json, tokenizer.json, onnx/…). */
+  modelDir: string;
+  /** Default: CPU. A CUDA request falls back to the CPU with `device.fallbackReason` when impossible. */
+  device?: DeviceRequest;
+  /** onnxruntime intra-op threads; 0 (default) lets onnxruntime use every core. */
+  intraOpThreads?: number;
+  /** `no-cache` recomputes the whole prefix every step (for tests); default `auto`. */
+  decoder?: 'auto' | 'no-cache';
+  /** Most decoder rows (beams included) in one step; more wait at the boundary. Default 256. */
+  maxBatchRows?: number;
+  /** Defaults for every call, over generation_config.json's. */
+  defaults?: TranslateOptions;
+}
+
+/** Per-call generation settings; each falls back to EngineOptions.defaults, then generation_config.json. */
+export interface TranslateOptions {
+  /** Beam width; 1 is greedy. */
+  numBeams?: number;
+  /** Cap on generated tokens (the forced language token and `</s>` count); also capped by the model's positions. */
+  maxNewTokens?: number;
+  /** `</s>` is suppressed until this many tokens exist: with minNewTokens = maxNewTokens every row has that length (benchmarks). */
+  minNewTokens?: number;
+  lengthPenalty?: number;
+  earlyStopping?: boolean;
+  /** Run the beam search code even with numBeams 1 (tests). Default: greedy iff numBeams is 1. */
+  strategy?: 'greedy' | 'beam';
+}
+
+export interface TranslateRow {
+  srcLang: string;
+  text: string;
+  tgtLang: string;
+}
+
+/** A row validated and tokenized, ready to generate (the handler's `preprocess` result). */
+export interface PreparedRow {
+  inputIds: number[];
+  forcedTokenId: number;
+  truncated: boolean;
+}
+
+export interface Translation {
+  text: string;
+  /** Generated ids: the forced language token first, `</s>` last when the model stopped by itself. */
+  tokenIds: number[];
+  /** Tokens this row generated (= tokenIds.length): the numerator of tokens/s. */
+  generatedTokens: number;
+  /** Encoder tokens, specials included. */
+  inputTokens: number;
+  /** The source was cut to the model's maximum input length. */
+  truncated: boolean;
+}
+
+export class TranslationEngine {
+  readonly #config: ModelConfig;
+  readonly #tokenizer: TranslationTokenizer;
+  readonly #sessions: EngineSessions;
+  readonly #generator: Generator;
+  readonly #defaults: TranslateOptions;
+  #closed: Promise<void> | null = null;
+
+  private constructor(config: ModelConfig, tokenizer: TranslationTokenizer, sessions: EngineSessions, options: EngineOptions) {
+    this.#config = config;
+    this.#tokenizer = tokenizer;
+    this.#sessions = sessions;
+    this.#defaults = { ...options.defaults };
+    this.#generator = new Generator({ sessions, config, maxBatchRows: options.maxBatchRows ?? 256 });
+  }
+
+  /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
+  static async load(options: EngineOptions): Promise<TranslationEngine> {
+    const config = loadModelConfig(options.modelDir);
+    const tokenizer = TranslationTokenizer.load(options.modelDir, {
+      eosTokenId: config.eosTokenId,
+      maxInputTokens: config.maxInputTokens,
+    });
+    const sessions = await loadSessions({
+      modelDir: options.modelDir,
+      device: options.device ?? { kind: 'cpu' },
+      intraOpThreads: options.intraOpThreads ?? 0,
+      decoder: options.decoder ?? 'auto',
+    });
+    return new TranslationEngine(config, tokenizer, sessions, options);
+  }
+
+  /** Where the sessions really run. */
+  get device(): DeviceInfo {
+    return this.#sessions.device;
+  }
+
+  get config(): ModelConfig {
+    return this.#config;
+  }
+
+  get tokenizer(): TranslationTokenizer {
+    return this.#tokenizer;
+  }
+
+  /** `merged` (KV cache) or `no-cache`. */
+  get decoderKind(): EngineSessions['decoderKind'] {
+    return this.#sessions.decoderKind;
+  }
+
+  /** Whether rows arriving mid-generation share the running decoder batch (else: their own cohort). */
+  get joinable(): boolean {
+    return this.#generator.joinable;
+  }
+
+  /** Language codes served (the tokenizer's), sorted. */
+  languages(): string[] {
+    return [...this.#tokenizer.languages()];
+  }
+
+  stats(): Readonly<GeneratorStats> {
+    return this.#generator.stats();
+  }
+
+  /** Validate languages and tokenize. @throws ServeError UNKNOWN_LANGUAGE naming the field and code */
+  prepare(row: TranslateRow): PreparedRow {
+    const forcedTokenId = this.#tokenizer.languageId(row.tgtLang, 'tgt_lang');
+    const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang);
+    return { inputIds: ids, forcedTokenId, truncated };
+  }
+
+  /**
+   * Translate rows (languages may differ per row). Every row is validated before any starts.
+   * `onRow(i, translation)` fires as each row finishes; the promise resolves with all, in order.
+   */
+  async translate(
+    rows: readonly TranslateRow[],
+    options: TranslateOptions = {},
+    onRow?: (index: number, translation: Translation) => void,
+  ): Promise<Translation[]> {
+    const prepared = rows.map((row) => this.prepare(row));
+    return Promise.all(
+      prepared.map(async (row, index) => {
+        const translation = await this.generate(row, options);
+        onRow?.(index, translation);
+        return translation;
+      }),
+    );
+  }
+
+  /** Generate for one prepared row; joins whatever is running. */
+  async generate(row: PreparedRow, options: TranslateOptions = {}): Promise<Translation> {
+    const hyp = await this.generateIds(row.inputIds, row.forcedTokenId, options);
+    return {
+      text: this.#tokenizer.decode(hyp.tokens),
+      tokenIds: hyp.tokens,
+      generatedTokens: hyp.tokens.length,
+      inputTokens: row.inputIds.length,
+      truncated: row.truncated,
+    };
+  }
+
+  /** The raw search result for encoder ids and a forced first token (tests and benchmarks). */
+  generateIds(inputIds: readonly number[], forcedTokenId: number, options: TranslateOptions = {}): Promise<Hypothesis> {
+    if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
+      return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
+    }
+    return this.#generator.submit({ inputIds, settings: this.#settings(forcedTokenId, options) });
+  }
+
+  /** Finish running work, then release the sessions. Idempotent. */
+  close(): Promise<void> {
+    this.#closed ??= (async () => {
+      await this.#generator.close();
+      await this.#sessions.encoder.release();
+      await this.#sessions.decoder.release();
+    })();
+    return this.#closed;
+  }
+
+  #settings(forcedTokenId: number, options: TranslateOptions): SearchSettings {
+    const generation = this.#config.generation;
+    const pick = <K extends keyof TranslateOptions>(key: K): TranslateOptions[K] => options[key] ?? this.#defaults[key];
+    const numBeams = pick('numBeams') ?? generation.numBeams;
+    // Decoder positions: the start token plus every generated token must fit the position table.
+    const maxNewTokens = Math.min(pick('maxNewTokens') ?? generation.maxNewTokens, this.#config.maxPositions - 1);
+    const minNewTokens = Math.min(pick('minNewTokens') ?? 0, maxNewTokens);
+    if (!Number.isInteger(numBeams) || numBeams < 1) throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) {
+      throw new RangeError(`maxNewTokens must be a positive integer (got ${maxNewTokens})`);
+    }
+    if (!Number.isInteger(minNewTokens) || minNewTokens < 0) throw new RangeError(`minNewTokens must be a non-negative integer`);
+    return {
+      forcedTokenId,
+      strategy: pick('strategy') ?? (numBeams === 1 ? 'greedy' : 'beam'),
+      numBeams,
+      maxNewTokens,
+      minNewTokens,
+      lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
+      earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
+    };
+  }
+}
+

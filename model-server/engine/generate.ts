@@ -1,0 +1,389 @@
+/**
+ * @module engine/generate — the generation step loop: encoder once per admitted group, then the decoder
+ * one token per step over the set of live rows, with the merged decoder's KV cache.
+ *
+ * ```
+ * submit() ─▶ pending ─┐   (step boundary)
+ *                      ▼
+ *   ┌──────── loop: admit pending → encode → first decoder step (use_cache_branch=false) ─┐
+ *   │                                                    merge into the running cohort ◀───┘ (joinable graph)
+ *   │         step every cohort: decoder(input_ids [n,1], past) → logits → decideStep
+ *   │         finished rows resolve at once and leave; their cache rows are gathered out
+ *   └──────── until no cohort and nothing pending
+ * ```
+ *
+ * A *cohort* is a set of rows sharing one set of batched tensors. Rows that start together form one.
+ * Rows that arrive while others are generating are encoded at the next step boundary and, when the
+ * decoder graph takes `decoder_attention_mask`, merged into the running cohort (their shorter caches
+ * left-padded and masked, encoder tensors right-padded to the common length): one decoder call per
+ * step for everyone. The Hugging Face export has no such input — there positions follow the cache
+ * length — so there the newcomers form their own cohort, stepped in the same loop.
+ *
+ * Invariants (the loop is the only writer of cohort state; `submit` only appends to `#pending`):
+ * - one decoder or encoder run at a time on the shared sessions;
+ * - a row's cache holds exactly its fed tokens, right-aligned (`align: 'end'`), masked where padded;
+ * - a sequence's rows (its beams) are adjacent in one cohort;
+ * - when rows leave, tensors are gathered and trimmed to the longest remaining content, so a step costs
+ *   what its live rows cost; when no row leaves and no beam reorders, `present.*` is fed back as is.
+ */
+import * as ort from 'onnxruntime-node';
+import { ServeError } from '../../common/errors.js';
+import { decideStep, type Hypothesis, type Row, SearchState, type SearchSettings } from './decoding.js';
+import type { ModelConfig } from './model-config.js';
+import { relayoutRows, type RowSource } from './row-layout.js';
+import type { EngineSessions } from './session.js';
+
+export interface GenerationRequest {
+  /** Encoder input: `[__src__] tokens </s>`. */
+  inputIds: readonly number[];
+  settings: SearchSettings;
+}
+
+export interface GeneratorStats {
+  /** Decoder runs. */
+  decoderRuns: number;
+  /** Sum over decoder runs of the rows in the run (beams count once each). */
+  decoderRows: number;
+  encoderRuns: number;
+  encodedRows: number;
+  /** Cohorts merged into a running one (rows that joined mid-generation). */
+  merges: number;
+}
+
+interface Waiter {
+  request: GenerationRequest;
+  state: SearchState;
+  resolve: (hyp: Hypothesis) => void;
+  reject: (err: Error) => void;
+}
+
+/** Batched tensors of one cohort (see module doc for layouts). */
+interface Cohort {
+  rows: Row[];
+  /** `[n, S, d]` encoder output, right-padded. */
+  encoderStates: Float32Array;
+  /** `[n, S]` 1 for real source tokens. */
+  encoderMask: BigInt64Array;
+  /** Real source length per row. */
+  encoderLengths: number[];
+  encoderLength: number;
+  /** Per layer `[key, value]` of the cross-attention cache `[n, H, S, dh]`; null before the first step. */
+  crossCache: Float32Array[] | null;
+  /** Per layer `[key, value]` of the self-attention cache `[n, H, P, dh]`. */
+  selfCache: Float32Array[] | null;
+  pastLength: number;
+  /** `[n, P]` 1 for real cache positions (joinable graphs only). */
+  selfMask: BigInt64Array | null;
+}
+
+export interface GeneratorOptions {
+  sessions: EngineSessions;
+  config: ModelConfig;
+  /** Most decoder rows (beams included) stepped at once; later sequences wait at the boundary. */
+  maxBatchRows: number;
+}
+
+export class Generator {
+  readonly #sessions: EngineSessions;
+  readonly #config: ModelConfig;
+  readonly #maxBatchRows: number;
+  readonly #heads: number;
+  readonly #headDim: number;
+  readonly #layers: number;
+  /** Whether rows with different cache lengths can share a decoder run. */
+  readonly #joinable: boolean;
+  readonly #feedsEncoderMask: boolean;
+  readonly #pending: Waiter[] = [];
+  readonly #waiters = new Map<SearchState, Waiter>();
+  #cohorts: Cohort[] = [];
+  #loop: Promise<void> | null = null;
+  #closed = false;
+  readonly #stats: GeneratorStats = { decoderRuns: 0, decoderRows: 0, encoderRuns: 0, encodedRows: 0, merges: 0 };
+
+  constructor(options: GeneratorOptions) {
+    this.#sessions = options.sessions;
+    this.#config = options.config;
+    this.#maxBatchRows = Math.max(1, options.maxBatchRows);
+    this.#heads = options.config.decoderHeads;
+    this.#headDim = options.config.dModel / options.config.decoderHeads;
+    this.#layers = options.config.decoderLayers;
+    const inputs = options.sessions.decoderInputs;
+    this.#joinable = options.sessions.decoderKind === 'merged' && inputs.has('decoder_attention_mask');
+    this.#feedsEncoderMask = inputs.has('encoder_attention_mask');
+  }
+
+  /** True when rows arriving mid-generation merge into the running batch (see module doc). */
+  get joinable(): boolean {
+    return this.#joinable;
+  }
+
+  /** Counters since load (for benchmarks and metrics). */
+  stats(): Readonly<GeneratorStats> {
+    return { ...this.#stats };
+  }
+
+  /** Rows currently being decoded. */
+  get liveRows(): number {
+    return this.#cohorts.reduce((sum, c) => sum + c.rows.length, 0);
+  }
+
+  /**
+   * Queue one sequence; it starts at the next step boundary and resolves with its best hypothesis as
+   * soon as it finishes, whatever else is running.
+   */
+  submit(request: GenerationRequest): Promise<Hypothesis> {
+    if (this.#closed) return Promise.reject(new ServeError('SHUTTING_DOWN', 'Translation engine is closed.'));
+    return new Promise<Hypothesis>((resolve, reject) => {
+      this.#pending.push({ request, state: new SearchState(request.settings), resolve, reject });
+      this.#ensureLoop();
+    });
+  }
+
+  #ensureLoop(): void {
+    if (this.#loop !== null) return;
+    // Start on a microtask: rows submitted in the same tick (one translate() call) share the first batch.
+    this.#loop = Promise.resolve()
+      .then(() => this.#run())
+      .finally(() => {
+        this.#loop = null;
+        // A submit that landed after the loop's last check but before this callback.
+        if (this.#pending.length > 0) this.#ensureLoop();
+      });
+  }
+
+  /** Stop taking work; resolves once every submitted sequence has finished. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    while (this.#loop !== null) await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    try {
+      while (this.#pending.length > 0 || this.#cohorts.length > 0) {
+        const fresh = await this.#admit();
+        for (const cohort of this.#cohorts) {
+          if (cohort !== fresh) await this.#step(cohort);
+        }
+        this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
+      }
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      for (const waiter of [...this.#waiters.values(), ...this.#pending.splice(0)]) waiter.reject(error);
+      this.#waiters.clear();
+      this.#cohorts = [];
+    }
+  }
+
+  /**
+   * Encode what fits of the pending sequences and give them their first decoder step. Returns the new
+   * cohort if it stands alone (it has stepped this iteration), null if none or merged into the running one.
+   */
+  async #admit(): Promise<Cohort | null> {
+    let room = this.#maxBatchRows - this.liveRows;
+    const admitted: Waiter[] = [];
+    while (this.#pending.length > 0) {
+      const rows = this.#pending[0]!.state.settings.numBeams;
+      // An idle engine always takes the first sequence, however wide its beam.
+      const mustTake = admitted.length === 0 && this.liveRows === 0;
+      if (!mustTake && rows > room) break;
+      admitted.push(this.#pending.shift()!);
+      room -= rows;
+    }
+    if (admitted.length === 0) return null;
+    for (const waiter of admitted) this.#waiters.set(waiter.state, waiter);
+
+    const cohort = await this.#encode(admitted);
+    await this.#step(cohort);
+    if (cohort.rows.length === 0) return null;
+    const running = this.#cohorts[0];
+    if (this.#joinable && running !== undefined && running.rows.length > 0) {
+      this.#merge(running, cohort);
+      this.#stats.merges++;
+      return null;
+    }
+    this.#cohorts.push(cohort);
+    return cohort;
+  }
+
+  async #encode(admitted: Waiter[]): Promise<Cohort> {
+    const n = admitted.length;
+    const lengths = admitted.map((w) => w.request.inputIds.length);
+    const S = Math.max(...lengths);
+    const ids = new BigInt64Array(n * S).fill(BigInt(this.#config.padTokenId));
+    const mask = new BigInt64Array(n * S);
+    admitted.forEach((w, r) => {
+      w.request.inputIds.forEach((id, t) => {
+        ids[r * S + t] = BigInt(id);
+        mask[r * S + t] = 1n;
+      });
+    });
+    const out = await this.#sessions.encoder.run({
+      input_ids: new ort.Tensor('int64', ids, [n, S]),
+      attention_mask: new ort.Tensor('int64', mask, [n, S]),
+    });
+    this.#stats.encoderRuns++;
+    this.#stats.encodedRows += n;
+    const states = out.last_hidden_state;
+    if (states === undefined) throw new Error('encoder returned no last_hidden_state');
+    return {
+      rows: admitted.map((w) => ({ state: w.state, hyp: { tokens: [], logprob: 0 } })),
+      encoderStates: states.data as Float32Array,
+      encoderMask: mask,
+      encoderLengths: lengths,
+      encoderLength: S,
+      crossCache: null,
+      selfCache: null,
+      pastLength: 0,
+      selfMask: this.#joinable ? new BigInt64Array(0) : null,
+    };
+  }
+
+  /** One decoder run for `cohort`, then its rows' successors; finished sequences resolve here. */
+  async #step(cohort: Cohort): Promise<void> {
+    const { rows } = cohort;
+    const n = rows.length;
+    const d = this.#config.dModel;
+    const S = cohort.encoderLength;
+    const cached = this.#sessions.decoderKind === 'merged';
+    const start = this.#config.decoderStartTokenId;
+    // With the cache a step feeds each row's last token; without it, the whole prefix again.
+    const T = cached ? 1 : 1 + rows[0]!.hyp.tokens.length;
+    const ids = new BigInt64Array(n * T);
+    rows.forEach((row, r) => {
+      const tokens = row.hyp.tokens;
+      if (cached) ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
+      else for (let t = 0; t < T; t++) ids[r * T + t] = BigInt(t === 0 ? start : tokens[t - 1]!);
+    });
+    const feeds: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor('int64', ids, [n, T]),
+      encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, d]),
+    };
+    if (this.#feedsEncoderMask) feeds.encoder_attention_mask = new ort.Tensor('int64', cohort.encoderMask, [n, S]);
+    const P = cohort.pastLength;
+    let selfMask: BigInt64Array | null = null;
+    if (this.#sessions.decoderInputs.has('decoder_attention_mask')) {
+      // Cached: the row's cache mask plus the new position. Uncached: every fed position is real.
+      selfMask = new BigInt64Array(n * (P + T)).fill(1n);
+      if (cohort.selfMask !== null && P > 0) {
+        for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
+      }
+      feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + T]);
+    }
+    const H = this.#heads;
+    const dh = this.#headDim;
+    const first = cohort.crossCache === null;
+    const fetches = ['logits'];
+    if (this.#sessions.decoderInputs.has('use_cache_branch')) {
+      feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
+      const empty = new Float32Array(0);
+      for (let i = 0; i < this.#layers; i++) {
+        ['key', 'value'].forEach((part, j) => {
+          const self = cached && cohort.selfCache !== null ? cohort.selfCache[2 * i + j]! : empty;
+          feeds[`past_key_values.${i}.decoder.${part}`] = new ort.Tensor('float32', self, [n, H, self === empty ? 0 : P, dh]);
+          const cross = cached && !first ? cohort.crossCache![2 * i + j]! : empty;
+          feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', cross, [n, H, cross === empty ? 0 : S, dh]);
+          if (cached) {
+            fetches.push(`present.${i}.decoder.${part}`);
+            if (first) fetches.push(`present.${i}.encoder.${part}`);
+          }
+        });
+      }
+    }
+    const out = await this.#sessions.decoder.run(feeds, fetches);
+    this.#stats.decoderRuns++;
+    this.#stats.decoderRows += n;
+
+    const V = this.#config.vocabSize;
+    const logits = out.logits;
+    if (logits === undefined) throw new Error('decoder returned no logits');
+    const stride = logits.dims[1]! * logits.dims[2]!;
+    const vocab = Math.min(V, logits.dims[2]!);
+    const decision = decideStep(rows, logits.data as Float32Array, stride, stride - logits.dims[2]!, vocab, this.#config.eosTokenId);
+
+    if (cached) {
+      cohort.selfCache = [];
+      for (let i = 0; i < this.#layers; i++) {
+        for (const part of ['key', 'value']) cohort.selfCache.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
+      }
+      if (first) {
+        cohort.crossCache = [];
+        for (let i = 0; i < this.#layers; i++) {
+          for (const part of ['key', 'value']) cohort.crossCache.push(out[`present.${i}.encoder.${part}`]!.data as Float32Array);
+        }
+      }
+      cohort.pastLength = P + 1;
+      cohort.selfMask = selfMask;
+    }
+
+    for (const state of decision.done) {
+      const waiter = this.#waiters.get(state);
+      this.#waiters.delete(state);
+      waiter?.resolve(state.best());
+    }
+    const identity = decision.next.length === n && decision.next.every((s, i) => s.source === i);
+    if (identity) {
+      cohort.rows = decision.next.map((s) => s.row);
+      return;
+    }
+    this.#gather(
+      cohort,
+      decision.next.map((s) => s.source),
+      decision.next.map((s) => s.row),
+    );
+  }
+
+  /**
+   * Rebuild `cohort` from rows `sources` of itself (rows left, beams reordered), trimming padding that
+   * no remaining row needs.
+   */
+  #gather(cohort: Cohort, sources: number[], rows: Row[]): void {
+    cohort.rows = rows;
+    if (rows.length === 0) return;
+    const encoderLengths = sources.map((s) => cohort.encoderLengths[s]!);
+    const S = Math.max(...encoderLengths);
+    // A row's cache holds the tokens fed so far: the start token and all its tokens but the newest.
+    const P = cohort.selfCache === null ? 0 : Math.max(...rows.map((r) => r.hyp.tokens.length));
+    this.#relayout(cohort, [{ cohort, rows: sources }], S, P);
+    cohort.encoderLengths = encoderLengths;
+  }
+
+  /** Append `joining`'s rows to `running` (both have had their first step), padding to common lengths. */
+  #merge(running: Cohort, joining: Cohort): void {
+    const S = Math.max(running.encoderLength, joining.encoderLength);
+    const P = Math.max(running.pastLength, joining.pastLength);
+    const all = (c: Cohort) => c.rows.map((_, i) => i);
+    this.#relayout(running, [{ cohort: running, rows: all(running) }, { cohort: joining, rows: all(joining) }], S, P);
+    running.rows = [...running.rows, ...joining.rows];
+    running.encoderLengths = [...running.encoderLengths, ...joining.encoderLengths];
+  }
+
+  /** Replace `target`'s tensors with the listed rows of the given cohorts, at lengths S (encoder) and P (cache). */
+  #relayout(target: Cohort, parts: { cohort: Cohort; rows: number[] }[], S: number, P: number): void {
+    const d = this.#config.dModel;
+    const H = this.#heads;
+    const dh = this.#headDim;
+    const pick = <T extends Float32Array | BigInt64Array>(get: (c: Cohort) => T, length: (c: Cohort) => number): RowSource<T>[] =>
+      parts.flatMap(({ cohort, rows }) => rows.map((row) => ({ data: get(cohort), row, length: length(cohort) })));
+    const encoderStates = relayoutRows(pick((c) => c.encoderStates, (c) => c.encoderLength), 1, d, S, 'start');
+    const encoderMask = relayoutRows(pick((c) => c.encoderMask, (c) => c.encoderLength), 1, 1, S, 'start');
+    let crossCache: Float32Array[] | null = null;
+    let selfCache: Float32Array[] | null = null;
+    let selfMask: BigInt64Array | null = null;
+    if (target.crossCache !== null) {
+      crossCache = target.crossCache.map((_, k) =>
+        relayoutRows(pick((c) => c.crossCache![k]!, (c) => c.encoderLength), H, dh, S, 'start'),
+      );
+      selfCache = target.selfCache!.map((_, k) => relayoutRows(pick((c) => c.selfCache![k]!, (c) => c.pastLength), H, dh, P, 'end'));
+      if (target.selfMask !== null) selfMask = relayoutRows(pick((c) => c.selfMask!, (c) => c.pastLength), 1, 1, P, 'end');
+    }
+    target.encoderStates = encoderStates;
+    target.encoderMask = encoderMask;
+    target.encoderLength = S;
+    if (crossCache !== null) {
+      target.crossCache = crossCache;
+      target.selfCache = selfCache;
+      target.selfMask = selfMask;
+      target.pastLength = P;
+    }
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * @module engine/model-config — what the engine needs from a model folder's JSON files
+ * (`config.json`, `generation_config.json`, `tokenizer_config.json`), read and validated once.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ServeError } from '../../common/errors.js';
+
+export interface ModelConfig {
+  modelType: string;
+  dModel: number;
+  decoderLayers: number;
+  decoderHeads: number;
+  vocabSize: number;
+  /** Positions the model can embed; inputs are truncated to fit and generation stops before it runs out. */
+  maxPositions: number;
+  decoderStartTokenId: number;
+  eosTokenId: number;
+  padTokenId: number;
+  /** Longest tokenized input, special tokens included (min of tokenizer and position limits). */
+  maxInputTokens: number;
+  generation: GenerationDefaults;
+}
+
+/** Defaults from generation_config.json (HF names in comments); every one can be overridden per call. */
+export interface GenerationDefaults {
+  /** `max_length` − 1: generated tokens after `decoder_start_token_id`, the forced language token included. */
+  maxNewTokens: number;
+  /** `num_beams` */
+  numBeams: number;
+  /** `length_penalty`: beam scores are sum(logprob) / length^lengthPenalty. */
+  lengthPenalty: number;
+  /** `early_stopping`: true stops a beam search once numBeams hypotheses are finished. */
+  earlyStopping: boolean;
+}
+
+function readJson(file: string, required: boolean): Record<string, unknown> {
+  if (!existsSync(file)) {
+    if (required) throw new ServeError('WORKER_START_FAILED', `Model file missing: ${file}`);
+    return {};
+  }
+  try {
+    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
+    return value as Record<string, unknown>;
+  } catch (err) {
+    throw new ServeError('WORKER_START_FAILED', `Cannot read ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Load and validate a model folder's configuration. @throws ServeError WORKER_START_FAILED naming the file and key. */
+export function loadModelConfig(modelDir: string): ModelConfig {
+  const configFile = path.join(modelDir, 'config.json');
+  const config = readJson(configFile, true);
+  const generation = readJson(path.join(modelDir, 'generation_config.json'), false);
+  const tokenizer = readJson(path.join(modelDir, 'tokenizer_config.json'), false);
+
+  const int = (source: Record<string, unknown>, file: string, key: string, fallback?: number): number => {
+    const value = source[key] ?? fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+      throw new ServeError('WORKER_START_FAILED', `${file}: "${key}" must be a non-negative integer (got ${JSON.stringify(value)}).`);
+    }
+    return value;
+  };
+  if (config.is_encoder_decoder !== true) {
+    throw new ServeError('WORKER_START_FAILED', `${configFile}: not an encoder-decoder model (is_encoder_decoder must be true).`);
+  }
+  const maxPositions = int(config, 'config.json', 'max_position_embeddings');
+  const modelMaxLength = tokenizer.model_max_length;
+  // HF writes a huge sentinel (1e30) when a tokenizer has no limit of its own.
+  const tokenizerLimit = typeof modelMaxLength === 'number' && modelMaxLength > 0 && modelMaxLength < 1e9 ? modelMaxLength : maxPositions;
+  const eosTokenId = int(config, 'config.json', 'eos_token_id', 2);
+  const maxLength = int(generation, 'generation_config.json', 'max_length', int(config, 'config.json', 'max_length', 200));
+  const numBeams = int(generation, 'generation_config.json', 'num_beams', 1);
+  const lengthPenalty = generation.length_penalty ?? 1.0;
+  if (typeof lengthPenalty !== 'number') {
+    throw new ServeError('WORKER_START_FAILED', 'generation_config.json: "length_penalty" must be a number.');
+  }
+  return Object.freeze({
+    modelType: String(config.model_type ?? 'unknown'),
+    dModel: int(config, 'config.json', 'd_model'),
+    decoderLayers: int(config, 'config.json', 'decoder_layers'),
+    decoderHeads: int(config, 'config.json', 'decoder_attention_heads'),
+    vocabSize: int(config, 'config.json', 'vocab_size'),
+    maxPositions,
+    decoderStartTokenId: int(generation, 'generation_config.json', 'decoder_start_token_id', int(config, 'config.json', 'decoder_start_token_id', eosTokenId)),
+    eosTokenId,
+    padTokenId: int(config, 'config.json', 'pad_token_id', 1),
+    maxInputTokens: Math.min(tokenizerLimit, maxPositions),
+    generation: Object.freeze({
+      maxNewTokens: Math.max(1, Math.min(maxLength, maxPositions) - 1),
+      numBeams: Math.max(1, numBeams),
+      lengthPenalty,
+      earlyStopping: generation.early_stopping === true,
+    }),
+  });
+}

@@ -1,0 +1,94 @@
+/**
+ * @module worker/handlers/translation — the translation handler (the seed's handler.py): request
+ * `{"src_lang", "src_text"}` sent to model `{tgt_lang}` → `{"translated"}`, on a TranslationEngine.
+ *
+ * One engine per worker serves every language its tokenizer knows. Batches that arrive while another is
+ * still generating are not queued behind it: their rows join the running generation at its next step
+ * boundary, and each row is answered as soon as it finishes (the engine's single step loop guarantees
+ * the sessions never run two generations at once).
+ */
+import { ServeError } from '../../../common/errors.js';
+import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
+import type { Logger } from '../../../common/logger.js';
+import type { BatchItem, DeviceInfo } from '../../protocol.js';
+import type { Handler, HandlerContext } from './base.js';
+
+export interface TranslationOutput {
+  translated: string;
+}
+
+export class TranslationHandler implements Handler<PreparedRow, TranslationOutput> {
+  #engine: TranslationEngine | null = null;
+  #options: TranslateOptions = {};
+  #log: Logger | null = null;
+
+  async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
+    const { numBeams, maxNewTokens, intraOpThreads } = ctx.options;
+    this.#options = { numBeams, maxNewTokens };
+    this.#log = ctx.log;
+    this.#engine = await TranslationEngine.load({ modelDir: ctx.modelDir, device: ctx.device, intraOpThreads });
+    const engine = this.#engine;
+    ctx.log.info(
+      {
+        modelDir: ctx.modelDir,
+        device: engine.device,
+        decoder: engine.decoderKind,
+        joinable: engine.joinable,
+        languages: engine.languages().length,
+      },
+      'translation engine loaded',
+    );
+    if (engine.device.fallbackReason !== undefined) {
+      ctx.log.warn({ reason: engine.device.fallbackReason }, 'requested GPU unavailable: running on the CPU');
+    }
+    return engine.device;
+  }
+
+  languages(): string[] {
+    return this.#requireEngine().languages();
+  }
+
+  /** `{src_lang, src_text}` with tgt_lang = the model name. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
+  preprocess(item: BatchItem): PreparedRow {
+    const body = item.body;
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
+    }
+    const { src_lang: srcLang, src_text: text } = body as Record<string, unknown>;
+    if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
+    if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
+    return this.#requireEngine().prepare({ srcLang, text, tgtLang: item.model });
+  }
+
+  async inference(inputs: PreparedRow[], emit: (index: number, result: TranslationOutput | ServeError) => void): Promise<void> {
+    const engine = this.#requireEngine();
+    await Promise.all(
+      inputs.map(async (row, index) => {
+        try {
+          const translation = await engine.generate(row, this.#options);
+          emit(index, { translated: translation.text });
+        } catch (err) {
+          if (err instanceof ServeError) return emit(index, err);
+          // What TorchServe answers a handler exception with; the cause stays in our log only.
+          this.#log?.error({ err }, 'translation failed');
+          emit(index, new ServeError('PREDICTION_FAILED', undefined, { cause: err }));
+        }
+      }),
+    );
+  }
+
+  postprocess(output: TranslationOutput): unknown {
+    return output;
+  }
+
+  async close(): Promise<void> {
+    const engine = this.#engine;
+    this.#engine = null;
+    await engine?.close();
+  }
+
+  #requireEngine(): TranslationEngine {
+    if (this.#engine === null) throw new ServeError('INTERNAL', 'Translation handler used before initialize.');
+    return this.#engine;
+  }
+}
