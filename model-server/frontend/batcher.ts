@@ -26,7 +26,6 @@
  * - While jobs wait and none is due, exactly one timer is armed, for the oldest job's due time.
  * - `close()` resolves once the queue is empty and every dispatched job is settled.
  */
-import { performance } from 'node:perf_hooks';
 import type { BatchPolicy } from '../../common/config.js';
 import { BatchQueue } from './batch-queue.js';
 import type { Job } from './job.js';

@@ -7,7 +7,6 @@
  * request). Any other body is one job, answered with the handler's value as is. Answer headers say who served:
  * `x-model-name`, `x-model-version`, `x-worker-id`, `x-device` and, on a CPU fallback, `x-device-fallback`.
  */
-import { performance } from 'node:perf_hooks';
 import { Hono, type Context } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';

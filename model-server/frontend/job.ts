@@ -7,7 +7,6 @@
  * it here). Whoever holds the job when its deadline passes is told through its `JobHolder`, so a queued job
  * leaves its queue and a worker that overran the deadline is recycled (TorchServe's behaviour).
  */
-import { performance } from 'node:perf_hooks';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo } from '../protocol.js';
 

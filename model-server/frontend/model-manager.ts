@@ -8,7 +8,6 @@
  * (TorchServe's layout). An engine runs as many worker processes as the most demanding model attached to it asks
  * for; a model is served by all of them. An engine with no model left is stopped.
  */
-import { performance } from 'node:perf_hooks';
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';

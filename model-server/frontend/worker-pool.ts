@@ -16,7 +16,6 @@
  * Concurrency: all state is mutated on the event loop by the pool's own methods and the handles' callbacks;
  * `pump()` is re-entrancy safe (a nested call, e.g. from `putBack`, just asks for one more pass).
  */
-import { performance } from 'node:perf_hooks';
 import type { Logger } from '../../common/logger.js';
 import type { DeviceRequest, WorkerOptions } from '../protocol.js';
 import type { Batcher } from './batcher.js';

@@ -1,0 +1,250 @@
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { ServeError } from '../../common/errors.js';
+import { Batcher } from './batcher.js';
+import { Job, newJobId } from './job.js';
+
+const device = { kind: 'cpu', id: null, provider: 'none' } as const;
+
+function job(responseTimeoutMs = 10_000): Job {
+  return new Job({ id: newJobId(), model: 'm', version: '1.0', body: null, responseTimeoutMs });
+}
+
+/**
+ * A stand-in for the worker pool: `slots` batches may be in flight; whenever the batcher says a batch may be due,
+ * it fills free slots. Batches are answered only when the test says so.
+ */
+class Driver {
+  readonly inFlight: Job[][] = [];
+  readonly sent: { jobs: Job[]; at: number; queuedBefore: number; allLive: boolean }[] = [];
+  constructor(
+    readonly batcher: Batcher,
+    readonly slots: number,
+  ) {
+    batcher.onDue(() => this.pump());
+  }
+  pump(): void {
+    while (this.inFlight.length < this.slots) {
+      const queuedBefore = this.batcher.queue.size;
+      const jobs = this.batcher.nextBatch();
+      if (jobs === null) return;
+      this.inFlight.push(jobs);
+      this.sent.push({ jobs, at: performance.now(), queuedBefore, allLive: jobs.every((j) => !j.settled) });
+    }
+  }
+  answerOldest(): void {
+    const jobs = this.inFlight.shift();
+    for (const j of jobs ?? []) j.resolve({ value: j.id, workerId: 'w', device });
+    this.pump();
+  }
+  dieAll(): void {
+    for (const jobs of this.inFlight.splice(0)) for (const j of jobs) j.reject(new ServeError('WORKER_DIED'));
+    this.pump();
+  }
+}
+
+describe('Batcher', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('torchserve policy: a lone job leaves when max_batch_delay has passed since its arrival, not before', () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 100, queueSize: 10 });
+    const driver = new Driver(batcher, 1);
+    const a = job();
+    batcher.submit([a]);
+    vi.advanceTimersByTime(30);
+    batcher.submit([job()]);
+    vi.advanceTimersByTime(69);
+    expect(driver.sent).toHaveLength(0);
+    vi.advanceTimersByTime(2);
+    expect(driver.sent).toHaveLength(1);
+    expect(driver.sent[0]!.jobs).toHaveLength(2);
+    expect(driver.sent[0]!.jobs[0]).toBe(a);
+    expect(driver.sent[0]!.at - a.arrivedAt).toBeGreaterThanOrEqual(100);
+    expect(driver.sent[0]!.at - a.arrivedAt).toBeLessThanOrEqual(101);
+  });
+
+  it('torchserve policy: batch_size waiting jobs leave at once, and a backlog leaves as full batches', () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 1000, queueSize: 100 });
+    const driver = new Driver(batcher, 1);
+    batcher.submit(Array.from({ length: 4 }, () => job()));
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([4]);
+    batcher.submit(Array.from({ length: 10 }, () => job()));
+    driver.answerOldest();
+    driver.answerOldest();
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([4, 4, 4]);
+    // Two left, younger than the delay: they wait for company.
+    driver.answerOldest();
+    expect(driver.sent).toHaveLength(3);
+    vi.advanceTimersByTime(1001);
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([4, 4, 4, 2]);
+  });
+
+  it('torchserve policy: batch_size 1 never waits', () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 1, maxBatchDelayMs: 5000, queueSize: 10 });
+    const driver = new Driver(batcher, 1);
+    batcher.submit([job()]);
+    expect(driver.sent).toHaveLength(1);
+  });
+
+  it('immediate policy: an idle worker takes what waits at once; batches grow while it is busy', () => {
+    const batcher = new Batcher({ policy: 'immediate', batchSize: 8, maxBatchDelayMs: 100, queueSize: 100 });
+    const driver = new Driver(batcher, 1);
+    batcher.submit([job()]);
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1]);
+    for (let i = 0; i < 5; i += 1) batcher.submit([job()]);
+    expect(driver.sent).toHaveLength(1);
+    driver.answerOldest();
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 5]);
+  });
+
+  it('a full queue refuses the whole request with QUEUE_FULL and a Retry-After hint', () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 100, queueSize: 3 });
+    batcher.submit([job(), job()]);
+    let refused: unknown;
+    try {
+      batcher.submit([job(), job()]);
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(ServeError);
+    expect((refused as ServeError).code).toBe('QUEUE_FULL');
+    expect((refused as ServeError).retryAfterS).toBeGreaterThanOrEqual(1);
+    expect(batcher.queue.size).toBe(2);
+  });
+
+  it('a job that times out in the queue is answered 504 and leaves the queue', async () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 100, queueSize: 3 });
+    const j = job(50);
+    batcher.submit([j]);
+    vi.advanceTimersByTime(51);
+    await expect(j.promise).rejects.toMatchObject({ code: 'REQUEST_TIMEOUT', status: 504 });
+    expect(batcher.queue.size).toBe(0);
+  });
+
+  it('putBack returns jobs to the front in their order', () => {
+    const batcher = new Batcher({ policy: 'immediate', batchSize: 2, maxBatchDelayMs: 0, queueSize: 10 });
+    const jobs = [job(), job(), job()];
+    batcher.submit(jobs);
+    const first = batcher.nextBatch()!;
+    expect(first).toEqual(jobs.slice(0, 2));
+    batcher.putBack(first);
+    expect(batcher.nextBatch()).toEqual(jobs.slice(0, 2));
+    expect(batcher.nextBatch()).toEqual(jobs.slice(2));
+  });
+
+  it('close() flushes without waiting for company and resolves once everything is answered', async () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 10, maxBatchDelayMs: 60_000, queueSize: 10 });
+    const driver = new Driver(batcher, 1);
+    batcher.submit([job(), job()]);
+    expect(driver.sent).toHaveLength(0);
+    let closed = false;
+    void batcher.close().then(() => (closed = true));
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([2]);
+    await Promise.resolve();
+    expect(closed).toBe(false);
+    driver.answerOldest();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(closed).toBe(true);
+  });
+
+  type Command =
+    | { kind: 'arrive'; count: number }
+    | { kind: 'advance'; ms: number }
+    | { kind: 'answer' }
+    | { kind: 'die' }
+    | { kind: 'bounce' };
+
+  const command: fc.Arbitrary<Command> = fc.oneof(
+    fc.record({ kind: fc.constant('arrive' as const), count: fc.integer({ min: 1, max: 5 }) }),
+    fc.record({ kind: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 80 }) }),
+    fc.record({ kind: fc.constant('answer' as const) }),
+    fc.record({ kind: fc.constant('die' as const) }),
+    fc.record({ kind: fc.constant('bounce' as const) }),
+  );
+
+  it('property: every accepted job is answered exactly once, batches respect size, order and the window', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          policy: fc.constantFrom('torchserve' as const, 'immediate' as const),
+          batchSize: fc.integer({ min: 1, max: 6 }),
+          maxBatchDelayMs: fc.integer({ min: 0, max: 50 }),
+          queueSize: fc.integer({ min: 1, max: 12 }),
+          responseTimeoutMs: fc.integer({ min: 10, max: 300 }),
+          slots: fc.integer({ min: 1, max: 3 }),
+        }),
+        fc.array(command, { maxLength: 60 }),
+        async (settings, commands) => {
+          const batcher = new Batcher({ ...settings });
+          const driver = new Driver(batcher, settings.slots);
+          const accepted: Job[] = [];
+          const outcomes = new Map<Job, number>();
+          const track = (j: Job) =>
+            void j.promise.then(
+              () => outcomes.set(j, (outcomes.get(j) ?? 0) + 1),
+              () => outcomes.set(j, (outcomes.get(j) ?? 0) + 1),
+            );
+          let checkedSent = 0;
+          const checkInvariants = () => {
+            for (const s of driver.sent.slice(checkedSent)) {
+              expect(s.jobs.length).toBeGreaterThan(0);
+              expect(s.jobs.length).toBeLessThanOrEqual(settings.batchSize);
+              for (let i = 1; i < s.jobs.length; i += 1) {
+                expect(s.jobs[i]!.arrivedAt).toBeGreaterThanOrEqual(s.jobs[i - 1]!.arrivedAt);
+              }
+              if (settings.policy === 'torchserve' && !batcher.closing) {
+                const due = s.queuedBefore >= settings.batchSize || s.at - s.jobs[0]!.arrivedAt >= settings.maxBatchDelayMs;
+                expect(due).toBe(true);
+              }
+              expect(s.allLive).toBe(true);
+            }
+            checkedSent = driver.sent.length;
+            // A free slot never leaves a due job waiting (immediate: nothing waits at all).
+            const oldest = batcher.queue.oldest();
+            if (driver.inFlight.length < settings.slots && oldest !== undefined) {
+              expect(settings.policy).toBe('torchserve');
+              expect(performance.now() - oldest.arrivedAt).toBeLessThanOrEqual(settings.maxBatchDelayMs + 1);
+            }
+          };
+          for (const c of commands) {
+            if (c.kind === 'arrive') {
+              const jobs = Array.from({ length: c.count }, () => job(settings.responseTimeoutMs));
+              try {
+                batcher.submit(jobs);
+                accepted.push(...jobs);
+                jobs.forEach(track);
+              } catch (err) {
+                expect((err as ServeError).code).toBe('QUEUE_FULL');
+                for (const j of jobs) j.reject(err as ServeError);
+              }
+            } else if (c.kind === 'advance') vi.advanceTimersByTime(c.ms);
+            else if (c.kind === 'answer') driver.answerOldest();
+            else if (c.kind === 'die') driver.dieAll();
+            else {
+              const jobs = driver.inFlight.pop();
+              if (jobs) batcher.putBack(jobs);
+            }
+            checkInvariants();
+          }
+          // Drain: answer everything until nothing is left.
+          void batcher.close();
+          for (let i = 0; i < 1000 && batcher.pending > 0; i += 1) {
+            driver.answerOldest();
+            vi.advanceTimersByTime(settings.maxBatchDelayMs + 2);
+          }
+          await vi.advanceTimersByTimeAsync(0);
+          expect(batcher.pending).toBe(0);
+          for (const j of accepted) expect(outcomes.get(j)).toBe(1);
+          expect(outcomes.size).toBe(accepted.length);
+          batcher.dispose();
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -1,0 +1,141 @@
+/**
+ * @module model-server/test/helpers — a real model server for integration tests: a temp store of echo entries,
+ * the three apps listening on 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff,
+ * unhealthy threshold) are shortened and faults injected through the server's explicit test options.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { serve } from '@hono/node-server';
+import type { Hono } from 'hono';
+import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../common/config.js';
+import { createLogger } from '../../common/logger.js';
+import type { CudaAvailability } from '../frontend/devices.js';
+import type { AppEnv } from '../frontend/error-handler.js';
+import type { ManagerTimings } from '../frontend/model-manager.js';
+import { createModelServer, type ModelServer } from '../frontend/server.js';
+import { archiveModels } from '../store/archiver.js';
+
+export interface TestServerOptions {
+  /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
+  config?: Partial<ModelServerConfig>;
+  setupConfig?: SetupConfig;
+  /** Store entries (echo handler) to write; default ['echo']. */
+  entries?: string[];
+  faults?: Record<string, string>;
+  timings?: Partial<ManagerTimings>;
+  cuda?: CudaAvailability;
+}
+
+export interface TestServer {
+  server: ModelServer;
+  store: string;
+  modelDir: string;
+  inference: string;
+  management: string;
+  metrics: string;
+  close(): Promise<void>;
+}
+
+export const NO_CUDA: CudaAvailability = { gpus: [], unavailableReason: 'no GPU on the test host' };
+
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-test-'));
+  const store = path.join(dir, 'store');
+  const modelDir = path.join(dir, 'model');
+  mkdirSync(modelDir, { recursive: true });
+  archiveModels({ modelDir, store, names: options.entries ?? ['echo'], handler: 'echo' });
+  const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir }, dir).modelServer;
+  const config: ModelServerConfig = { ...base, ...options.config };
+  const faults = options.faults ?? {};
+  const server = createModelServer({
+    config,
+    setupConfig: options.setupConfig,
+    log: createLogger('test', 'silent'),
+    workerLogLevel: 'warn',
+    cuda: options.cuda ?? NO_CUDA,
+    timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
+    faultFor: (model) => faults[model],
+  });
+  const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
+  const [inference, management, metrics] = listening.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`);
+  return {
+    server,
+    store,
+    modelDir,
+    inference: inference!,
+    management: management!,
+    metrics: metrics!,
+    async close() {
+      await server.manager.close(5000);
+      for (const s of listening) s.closeAllConnections();
+      await Promise.all(listening.map((s) => new Promise((resolve) => s.close(resolve))));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function listen(app: Hono<AppEnv>): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }) as Server;
+    server.once('listening', () => resolve(server));
+    server.once('error', reject);
+  });
+}
+
+/** JSON request helper: status, parsed body (or text), headers. */
+export async function call(
+  url: string,
+  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: any; headers: Headers }> {
+  const hasBody = init.body !== undefined;
+  const res = await fetch(url, {
+    method: init.method ?? (hasBody ? 'POST' : 'GET'),
+    headers: { ...(hasBody ? { 'content-type': 'application/json' } : {}), ...init.headers },
+    ...(hasBody ? { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) } : {}),
+  });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: res.status, body, headers: res.headers };
+}
+
+/**
+ * Poll `check` until it returns a truthy value (returned) or `timeoutMs` passes (throws with `what`). For
+ * conditions that have no event to wait on (a restarted worker's pid, a metrics value).
+ */
+export async function until<T>(what: string, check: () => Promise<T> | T, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** The value of one sample line of Prometheus text, e.g. `mt_batch_size_count{model_name="echo",...}`. */
+export function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const matches = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
+    if (matches) return Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return undefined;
+}
+
+/** Is a process alive? */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
