@@ -36,6 +36,13 @@ export interface MatmulMeasurement {
   gflops: number;
 }
 
+/** The `matmul` kind of bench/probe.ts. */
+export interface MatmulProbeRequest extends MatmulOptions {
+  kind: 'matmul';
+  cases: MatmulCase[];
+  rows: number[];
+}
+
 export interface MatmulOptions {
   /** onnxruntime intra-op threads; 0 leaves onnxruntime's default (every core), as the engine does. */
   intraOpThreads: number;
@@ -93,10 +100,16 @@ export async function measureMatmuls(cases: readonly MatmulCase[], rowCounts: re
   const results: MatmulMeasurement[] = [];
   for (const c of cases) {
     const copies = copiesFor(c.k, c.n);
+    // The engine's CPU session settings (model-server/engine/session.ts), so both see the same thread pool.
     const sessionOptions: ort.InferenceSession.SessionOptions = {
       executionProviders: ['cpu'],
       graphOptimizationLevel: 'all',
-      ...(options.intraOpThreads > 0 ? { intraOpNumThreads: options.intraOpThreads } : {}),
+      executionMode: 'sequential',
+      intraOpNumThreads: Math.max(0, Math.floor(options.intraOpThreads)),
+      interOpNumThreads: 1,
+      enableCpuMemArena: true,
+      enableMemPattern: true,
+      logSeverityLevel: 3,
     };
     const session = await ort.InferenceSession.create(buildMatmulModel(c.k, c.n, copies), sessionOptions);
     try {

@@ -28,7 +28,7 @@ export interface ProbeOptions {
 const probeFile = fileURLToPath(new URL(`../probe.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url));
 
 /** Run `bench/probe.ts` with `request` (a JSON-serialisable probe request) and return what it wrote. */
-export async function runProbe<T>(request: { kind: string } & Record<string, unknown>, options: ProbeOptions): Promise<T> {
+export async function runProbe<T>(request: { kind: string }, options: ProbeOptions): Promise<T> {
   const safe = options.label.replace(/[^a-zA-Z0-9_.-]+/g, '_');
   const resultFile = path.join(options.workDir, `${safe}.result.json`);
   const proc = startProcess({

@@ -7,7 +7,7 @@
  * every group that is still alive — a benchmark never leaves servers behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -38,32 +38,30 @@ export class ManagedProcess {
   readonly logFile: string;
   #exited: Promise<number | null>;
   #exitCode: number | null | undefined;
-  #tail = '';
-  #log: WriteStream;
 
   constructor(options: StartOptions) {
     this.name = options.name;
     this.logFile = options.logFile;
-    this.#log = createWriteStream(options.logFile, { flags: 'a' });
-    this.child = spawn(process.execPath, [...(options.execArgv ?? []), options.file, ...(options.args ?? [])], {
-      cwd: options.cwd,
-      env: options.env as NodeJS.ProcessEnv,
-      detached: true, // own process group: stop() reaches everything it spawns
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const keep = (chunk: Buffer) => {
-      this.#log.write(chunk);
-      this.#tail = (this.#tail + chunk.toString('utf8')).slice(-4000);
-    };
-    this.child.stdout!.on('data', keep);
-    this.child.stderr!.on('data', keep);
+    // Output goes straight to a file, not through this process: a busy load generator must never be the
+    // reader a server's logging waits on.
+    const fd = openSync(options.logFile, 'a');
+    try {
+      this.child = spawn(process.execPath, [...(options.execArgv ?? []), options.file, ...(options.args ?? [])], {
+        cwd: options.cwd,
+        env: options.env as NodeJS.ProcessEnv,
+        detached: true, // own process group: stop() reaches everything it spawns
+        stdio: ['ignore', fd, fd],
+      });
+    } finally {
+      closeSync(fd);
+    }
     this.#exited = new Promise((resolve) => {
       this.child.once('exit', (code, signal) => {
         this.#exitCode = code ?? (signal ? -1 : null);
         resolve(this.#exitCode);
       });
       this.child.once('error', (err) => {
-        keep(Buffer.from(`spawn error: ${err.message}\n`));
+        appendFileSync(options.logFile, `spawn error: ${err.message}\n`);
         this.#exitCode = -1;
         resolve(-1);
       });
@@ -82,7 +80,23 @@ export class ManagedProcess {
 
   /** The last few KB of its output, for error messages. */
   get tail(): string {
-    return this.#tail;
+    return readTail(this.logFile, 4_000);
+  }
+
+  /**
+   * Resolves with the first output line matching `pattern` (servers announce their ports in a log line);
+   * rejects with the output so far when the process exits first or after `timeoutMs`.
+   */
+  async waitForLine(pattern: RegExp, timeoutMs: number): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const text = existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
+      const line = text.split('\n').find((l) => pattern.test(l));
+      if (line !== undefined) return line;
+      if (this.exited) throw new Error(`${this.name} exited (${this.#exitCode}) before printing ${pattern}:\n${this.tail}`);
+      if (Date.now() > deadline) throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms:\n${this.tail}`);
+      await delay(100);
+    }
   }
 
   /** Resolves with the exit code when the process exits. */
@@ -111,7 +125,6 @@ export class ManagedProcess {
       for (const [pid, ppid] of parentMap()) if (inTree.has(pid) && (inTree.has(ppid) || ppid === 1)) killPid(pid);
     }
     registry.delete(this);
-    await new Promise<void>((resolve) => this.#log.end(resolve));
   }
 }
 
@@ -123,6 +136,22 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
     process.kill(-pid, signal);
   } catch {
     // ESRCH: the group is already gone
+  }
+}
+
+function readTail(file: string, bytes: number): string {
+  try {
+    const size = statSync(file).size;
+    const fd = openSync(file, 'r');
+    try {
+      const buffer = Buffer.alloc(Math.min(bytes, size));
+      readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+      return buffer.toString('utf8');
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return '';
   }
 }
 

@@ -1,0 +1,90 @@
+/**
+ * @module bench/scenarios/engine-probe — the in-process half of the engine-limit figure (runs inside
+ * `bench/probe.ts`, a fresh process): load the TranslationEngine, then time `translate` on pre-formed batches
+ * of the workload's sentences with a fixed output length (minNewTokens = maxNewTokens, greedy).
+ */
+import { performance } from 'node:perf_hooks';
+import { TranslationEngine } from '../../model-server/engine/engine.js';
+
+export interface EngineProbeRequest {
+  kind: 'engine';
+  modelDir: string;
+  /** Batch sizes, in the order to run them. */
+  batches: number[];
+  newTokens: number;
+  /** Timed runs per batch size (the median is kept), after one untimed warm-up of the whole engine. */
+  runsPerBatch: number;
+  intraOpThreads: number;
+  /** At least max(batches) source sentences. */
+  sentences: string[];
+  srcLang: string;
+  tgtLang: string;
+}
+
+export interface EngineBatchResult {
+  batch: number;
+  /** Median seconds of one `translate` of the whole batch. */
+  seconds: number;
+  tokensPerS: number;
+  sentencesPerS: number;
+  /** Generated tokens per sentence (every row; should equal newTokens). */
+  tokensPerSentence: number;
+  /** Encoder tokens per sentence, specials included, mean over the batch. */
+  sourceTokens: number;
+  /** Mean rows per decoder run during the timed runs (the engine's real batch), and runs per generated token. */
+  rowsPerDecoderRun: number;
+  decoderRunsPerStep: number;
+}
+
+export interface EngineProbeResult {
+  loadSeconds: number;
+  device: string;
+  joinable: boolean;
+  batches: EngineBatchResult[];
+}
+
+export async function runEngineProbe(request: EngineProbeRequest): Promise<EngineProbeResult> {
+  const t0 = performance.now();
+  const engine = await TranslationEngine.load({ modelDir: request.modelDir, intraOpThreads: request.intraOpThreads, device: { kind: 'cpu' } });
+  const loadSeconds = (performance.now() - t0) / 1000;
+  const options = { numBeams: 1, minNewTokens: request.newTokens, maxNewTokens: request.newTokens };
+  const rows = (n: number) => request.sentences.slice(0, n).map((text) => ({ srcLang: request.srcLang, text, tgtLang: request.tgtLang }));
+  try {
+    // One small untimed batch: onnxruntime allocates its arenas and prepacks on the first runs.
+    await engine.translate(rows(Math.min(4, request.sentences.length)), options);
+    const batches: EngineBatchResult[] = [];
+    for (const batch of request.batches) {
+      if (batch > request.sentences.length) throw new RangeError(`batch ${batch} needs ${batch} sentences, got ${request.sentences.length}`);
+      const times: number[] = [];
+      let tokens = 0;
+      let sourceTokens = 0;
+      const before = engine.stats();
+      for (let run = 0; run < request.runsPerBatch; run++) {
+        const start = performance.now();
+        const out = await engine.translate(rows(batch), options);
+        times.push((performance.now() - start) / 1000);
+        tokens += out.reduce((sum, t) => sum + t.generatedTokens, 0);
+        sourceTokens += out.reduce((sum, t) => sum + t.inputTokens, 0);
+      }
+      const after = engine.stats();
+      times.sort((a, b) => a - b);
+      const seconds = times[Math.floor((times.length - 1) / 2)]!;
+      const runs = request.runsPerBatch;
+      const tokensPerSentence = tokens / (runs * batch);
+      const decoderRuns = after.decoderRuns - before.decoderRuns;
+      batches.push({
+        batch,
+        seconds,
+        tokensPerS: (tokensPerSentence * batch) / seconds,
+        sentencesPerS: batch / seconds,
+        tokensPerSentence,
+        sourceTokens: sourceTokens / (runs * batch),
+        rowsPerDecoderRun: (after.decoderRows - before.decoderRows) / decoderRuns,
+        decoderRunsPerStep: decoderRuns / (runs * tokensPerSentence),
+      });
+    }
+    return { loadSeconds, device: `${engine.device.kind}/${engine.device.provider}`, joinable: engine.joinable, batches };
+  } finally {
+    await engine.close();
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * @module bench/scenarios/engine — figure 1, the engine limit: the translation engine alone, in-process, on
+ * pre-formed batches (1, 8, 32, 64 sentences of the mixed-length workload, fixed output length), against the
+ * machine's own ceiling measured in the same run: onnxruntime MatMul GFLOP/s on the model's layer shapes at those
+ * row counts, turned into tokens/s by the model's GEMM FLOPs per generated token (bench/lib/model-flops).
+ *
+ * Engine and ceiling run in fresh processes, alternating which goes first on each repeat; medians are reported.
+ * The engine tokens/s per batch size is shared with the serving figure (served ÷ engine at the matching batch).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
+import type { BenchContext, Scenario } from '../lib/context.js';
+import type { MatmulCase, MatmulMeasurement, MatmulProbeRequest } from '../lib/matmul-ceiling.js';
+import {
+  ceilingTokensPerS,
+  decoderStepGemms,
+  distinctShapes,
+  flopsPerRow,
+  shapeFromConfig,
+  sourceTokenGemms,
+  type Seq2SeqShape,
+} from '../lib/model-flops.js';
+import { runProbe } from '../lib/probe-runner.js';
+import { checkTarget, formatNumber, section, type Section } from '../lib/report.js';
+import { alternatingOrder, median, ratio } from '../lib/stats.js';
+import { job, sentences, SEED_LANGUAGES } from '../lib/workload.js';
+import type { EngineProbeRequest, EngineProbeResult } from './engine-probe.js';
+
+/** What the serving figures read from this one (ctx.shared key `engine-limit`). */
+export interface EngineLimit {
+  /** Generated tokens/s of the engine alone, median over repeats, by batch size. */
+  tokensPerS: Map<number, number>;
+  /** Sentences/s of the engine alone by batch size. */
+  sentencesPerS: Map<number, number>;
+  meanSourceTokens: number;
+}
+
+export const ENGINE_LIMIT_KEY = 'engine-limit';
+
+/** Mean source length in tokens (special tokens included) of the first `count` workload sentences. */
+export function meanSourceTokens(modelDir: string, count: number): number {
+  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as { eos_token_id?: number };
+  const tokenizer = TranslationTokenizer.load(modelDir, { eosTokenId: config.eos_token_id ?? 2, maxInputTokens: 1024 });
+  let total = 0;
+  for (let i = 0; i < count; i++) total += tokenizer.encode(job(i, ['en']).src_text, job(i, ['en']).src_lang).ids.length;
+  return total / count;
+}
+
+/** Engine tokens/s per batch size; measures it (ceiling included) when this run has not yet. */
+export async function engineLimit(ctx: BenchContext): Promise<EngineLimit> {
+  const known = ctx.shared.get(ENGINE_LIMIT_KEY) as EngineLimit | undefined;
+  if (known) return known;
+  await runEngineScenario(ctx);
+  return ctx.shared.get(ENGINE_LIMIT_KEY) as EngineLimit;
+}
+
+async function runEngineScenario(ctx: BenchContext): Promise<Section> {
+  const s = section(
+    'engine',
+    '1. Engine limit vs the machine ceiling',
+    'The translation engine alone, in-process, on pre-formed batches of the mixed-length workload with a fixed ' +
+      `output length (${ctx.settings.newTokens} generated tokens per sentence, greedy), against onnxruntime MatMul ` +
+      "GFLOP/s on the model's own layer shapes at the same row counts, measured in the same run.",
+  );
+  const { settings } = ctx;
+  const modelDir = await ctx.model('m2m100-418m');
+  const shape = shapeFromConfig(JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>);
+  const batches = settings.engineBatches;
+  const maxBatch = Math.max(...batches);
+  const srcTokens = meanSourceTokens(modelDir, maxBatch);
+  const step = decoderStepGemms(shape);
+  const source = sourceTokenGemms(shape);
+  const shapes = distinctShapes(step, source);
+  const encoderRows = batches.map((b) => Math.round(b * srcTokens));
+  const decoderShapes = shapes;
+  const encoderShapes = distinctShapes(source);
+
+  const engineRuns: EngineProbeResult[] = [];
+  const ceilingRuns: MatmulMeasurement[][] = [];
+  const rounds = alternatingOrder(['ceiling', 'engine'] as const, settings.engineRepeats);
+  for (const [r, round] of rounds.entries()) {
+    for (const arm of round) {
+      if (ctx.signal.aborted) break;
+      if (arm === 'engine') {
+        ctx.log(`engine probe ${r + 1}/${rounds.length}: batches ${batches.join(', ')}`);
+        const request: EngineProbeRequest = {
+          kind: 'engine',
+          modelDir,
+          // Alternate the batch order too, so no size always runs first in a fresh process.
+          batches: r % 2 === 0 ? batches : [...batches].reverse(),
+          newTokens: settings.newTokens,
+          runsPerBatch: settings.engineRunsPerBatch,
+          intraOpThreads: settings.intraOpThreads,
+          sentences: sentences(maxBatch),
+          srcLang: SEED_LANGUAGES[1]!,
+          tgtLang: SEED_LANGUAGES[0]!,
+        };
+        engineRuns.push(await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label: `engine-${r}`, timeoutMs: 20 * 60_000 }));
+      } else {
+        ctx.log(`ceiling probe ${r + 1}/${rounds.length}: ${shapes.length} shapes × ${batches.length + encoderRows.length} row counts`);
+        const probe = (cases: MatmulCase[], rowCounts: number[]): MatmulProbeRequest => ({
+          kind: 'matmul',
+          cases,
+          rows: rowCounts,
+          intraOpThreads: settings.intraOpThreads,
+          minTimeMs: settings.ceilingMinTimeMs,
+        });
+        const decoder = await runProbe<MatmulMeasurement[]>(probe(decoderShapes, batches), { workDir: ctx.workDir, label: `ceiling-${r}`, timeoutMs: 15 * 60_000 });
+        const encoder = await runProbe<MatmulMeasurement[]>(probe(encoderShapes, encoderRows), { workDir: ctx.workDir, label: `ceiling-enc-${r}`, timeoutMs: 15 * 60_000 });
+        ceilingRuns.push([...decoder, ...encoder]);
+      }
+    }
+  }
+  if (engineRuns.length === 0 || ceilingRuns.length === 0) throw new Error('aborted before both the engine and the ceiling were measured');
+
+  // Medians over repeats.
+  const gflops = (key: string, rows: number) =>
+    median(ceilingRuns.map((run) => run.find((m) => m.key === key && m.rows === rows)?.gflops ?? Number.NaN).filter(Number.isFinite));
+  const engineTokens = (batch: number) => median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.tokensPerS ?? Number.NaN).filter(Number.isFinite));
+  const engineField = (batch: number, field: 'rowsPerDecoderRun' | 'decoderRunsPerStep' | 'sourceTokens') =>
+    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.[field] ?? Number.NaN).filter(Number.isFinite));
+  const engineSentences = (batch: number) =>
+    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.sentencesPerS ?? Number.NaN).filter(Number.isFinite));
+  const generatedPerSentence = engineRuns.flatMap((run) => run.batches.map((b) => b.tokensPerSentence));
+  if (generatedPerSentence.some((n) => n !== settings.newTokens)) {
+    s.notes.push(`WARNING: the engine generated ${[...new Set(generatedPerSentence)].join('/')} tokens per sentence, not the fixed ${settings.newTokens}.`);
+  }
+
+  // GEMM rates table.
+  s.tables.push({
+    title: 'Machine ceiling: onnxruntime MatMul GFLOP/s on the layer shapes',
+    columns: ['Weight [K×N]', 'used per', ...batches.map((b) => `rows ${b}`), ...encoderRows.map((r) => `rows ${r}`)],
+    rows: shapes.map((sh) => [
+      `${sh.k}×${sh.n}`,
+      [step.some((u) => u.key === sh.key) ? 'generated token' : '', source.some((u) => u.key === sh.key) ? 'source token' : ''].filter(Boolean).join(', '),
+      ...batches.map((b) => (step.some((u) => u.key === sh.key) ? gflops(sh.key, b) : '')),
+      ...encoderRows.map((r) => (source.some((u) => u.key === sh.key) ? gflops(sh.key, r) : '')),
+    ]),
+    note: `Median of ${ceilingRuns.length} fresh-process repeats. Decoder shapes at rows = batch; encoder shapes at rows = batch × ${formatNumber(srcTokens)} mean source tokens.`,
+  });
+
+  const limit: EngineLimit = { tokensPerS: new Map(), sentencesPerS: new Map(), meanSourceTokens: srcTokens };
+  const rows: (string | number)[][] = [];
+  const data: Record<string, unknown>[] = [];
+  for (const [i, batch] of batches.entries()) {
+    const ceiling = ceilingTokensPerS(
+      shape,
+      batch,
+      settings.newTokens,
+      srcTokens,
+      (key) => gflops(key, batch),
+      (key) => gflops(key, encoderRows[i]!),
+    );
+    const tokens = engineTokens(batch);
+    limit.tokensPerS.set(batch, tokens);
+    limit.sentencesPerS.set(batch, engineSentences(batch));
+    const effectiveGflops = ceiling.decoderOnly * ceiling.decoderGflopPerToken;
+    const rowsPerRun = engineField(batch, 'rowsPerDecoderRun');
+    const runsPerStep = engineField(batch, 'decoderRunsPerStep');
+    rows.push([batch, tokens, engineSentences(batch), rowsPerRun, runsPerStep, effectiveGflops, ceiling.decoderOnly, ratio(tokens, ceiling.decoderOnly), ceiling.allWork, ratio(tokens, ceiling.allWork)]);
+    data.push({
+      batch,
+      engineTokensPerS: tokens,
+      engineSentencesPerS: engineSentences(batch),
+      rowsPerDecoderRun: rowsPerRun,
+      decoderRunsPerStep: runsPerStep,
+      decoderGflops: effectiveGflops,
+      ...ceiling,
+      ratioDecoderOnly: ratio(tokens, ceiling.decoderOnly),
+      ratioAllWork: ratio(tokens, ceiling.allWork),
+    });
+  }
+  ctx.shared.set(ENGINE_LIMIT_KEY, limit);
+  s.tables.push({
+    title: 'Engine tokens/s vs ceiling tokens/s',
+    columns: ['Batch', 'engine tokens/s', 'engine sentences/s', 'rows per decoder run', 'decoder runs per token', 'decoder GEMM GFLOP/s', 'ceiling tokens/s (decoder step)', 'engine ÷ ceiling', 'ceiling tokens/s (all work)', 'engine ÷ ceiling (all work)'],
+    rows,
+    note:
+      `Ceiling (decoder step) = batch ÷ time of one decoder step's GEMMs at the measured rates (${formatNumber(flopsPerRow(step) / 1e9)} GFLOP per generated token); ` +
+      `ceiling (all work) also spreads each sentence's encoder and cross-attention k/v GEMMs (${formatNumber((flopsPerRow(source) * srcTokens) / 1e9)} GFLOP for ${formatNumber(srcTokens)} source tokens) over its ${settings.newTokens} tokens. ` +
+      'Rows per decoder run and decoder runs per generated token come from the engine\'s own counters: a pre-formed batch that the engine steps as more than one cohort shows more than one run per token.',
+  });
+  const at = batches.indexOf(64) >= 0 ? 64 : maxBatch;
+  const d = data[batches.indexOf(at)]!;
+  s.targets.push(checkTarget(`engine ÷ ceiling (all work) at batch ${at}`, d.ratioAllWork as number, '>=', 0.75));
+  s.notes.push(
+    describeCount(shape),
+    'The target is read on the all-work ceiling: its numerator and denominator count the same work (a sentence cannot be generated without encoding its source). The decoder-step-only ratio is shown beside it; the gap between the two is the encoder share of this workload.',
+  );
+  s.data = { model: modelDir, shape, meanSourceTokens: srcTokens, newTokens: settings.newTokens, repeats: { engine: engineRuns.length, ceiling: ceilingRuns.length }, batches: data, engineRuns, ceilingRuns };
+  return s;
+}
+
+function describeCount(shape: Seq2SeqShape): string {
+  return (
+    `Counted per generated token: ${shape.decoderLayers} decoder layers × (self-attention q,k,v,o + cross-attention q,o: 6 × ${shape.dModel}×${shape.dModel}; ` +
+    `FFN ${shape.dModel}×${shape.decoderFfnDim} + ${shape.decoderFfnDim}×${shape.dModel}) + LM head ${shape.dModel}×${shape.vocabSize}. ` +
+    `Per source token: ${shape.encoderLayers} encoder layers × (q,k,v,o + FFN) + ${shape.decoderLayers} × cross-attention k,v. ` +
+    'Not counted: attention scores/context (<1% at these lengths), layer norms, softmax, KV-cache copies.'
+  );
+}
+
+export const engineScenario: Scenario = {
+  id: 'engine',
+  title: '1. Engine limit vs the machine ceiling',
+  run: async (ctx) => {
+    const s = await runEngineScenario(ctx);
+    return s;
+  },
+};
