@@ -1,0 +1,183 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+
+const predict = (t: TestServer, model: string, body: unknown, headers?: Record<string, string>) =>
+  call(`${t.inference}/predictions/${model}`, { body, ...(headers ? { headers } : {}) });
+
+async function register(t: TestServer, query: string): Promise<void> {
+  const res = await call(`${t.management}/models?${query}`, { method: 'POST' });
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+}
+
+async function metrics(t: TestServer): Promise<string> {
+  return (await call(`${t.metrics}/metrics`)).body as string;
+}
+
+describe('batching (real server, real workers)', () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  it('64 concurrent requests to batch_size 64 arrive at the worker as ONE batch (torchserve policy)', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
+    await register(t, 'url=echo&batch_size=64&max_batch_delay=30000');
+    const server = t;
+    const first = Array.from({ length: 63 }, (_, i) => predict(server, 'echo', { src_lang: 'en', src_text: `t${i}` }));
+    // All 63 wait for company: describe shows them queued (the window is 30 s, so nothing has left).
+    await until('63 queued jobs', async () => {
+      const d = (await call(`${server.management}/models/echo`)).body[0];
+      return d.jobQueueStatus.pendingRequests === 63 && d.jobQueueStatus.remainingCapacity === 4096 - 63;
+    });
+    const last = predict(server, 'echo', { src_lang: 'en', src_text: 't63' });
+    const answers = await Promise.all([...first, last]);
+    answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `t${i}` } }));
+    const text = await metrics(t);
+    const labels = { model_name: 'echo', model_version: '1.0' };
+    expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
+    expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(64);
+    expect(metricValue(text, 'mt_requests_total', { ...labels, code: '200' })).toBe(64);
+    expect(metricValue(text, 'ts_inference_requests_total', labels)).toBe(64);
+    expect(metricValue(text, 'mt_queue_depth', labels)).toBe(0);
+  });
+
+  it('a lone request is answered within max_batch_delay plus a small margin, not before the window closes', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
+    await register(t, 'url=echo&batch_size=64&max_batch_delay=200');
+    await predict(t, 'echo', { src_text: 'warm-up' });
+    const started = performance.now();
+    const res = await predict(t, 'echo', { src_lang: 'ko', src_text: 'alone' });
+    const elapsed = performance.now() - started;
+    expect(res).toMatchObject({ status: 200, body: { translated: 'alone' } });
+    expect(elapsed).toBeGreaterThanOrEqual(195);
+    expect(elapsed).toBeLessThan(200 + 150);
+  });
+
+  it('two concurrent requests with batch_size 2 and a long delay arrive in one batch (TorchServe test)', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
+    await register(t, 'url=echo&batch_size=2&max_batch_delay=30000');
+    // One good and one bad input in the same batch: the bad one fails alone (pytorch/serve#1329).
+    const [good, bad] = await Promise.all([predict(t, 'echo', { src_text: 'ok' }), predict(t, 'echo', { src_text: 5 })]);
+    expect(good).toMatchObject({ status: 200, body: { translated: 'ok' } });
+    expect(bad).toMatchObject({
+      status: 400,
+      body: { code: 400, type: 'BadRequestException', message: 'src_text must be a string.' },
+    });
+    const labels = { model_name: 'echo', model_version: '1.0' };
+    const text = await metrics(t);
+    expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
+    expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(2);
+    expect(metricValue(text, 'mt_jobs_total', { ...labels, outcome: 'BAD_REQUEST' })).toBe(1);
+  });
+
+  it('a full queue answers 503 with Retry-After, distinct from "no worker", and every accepted job is answered', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
+    await register(t, 'url=echo&batch_size=64&max_batch_delay=1500');
+    const server = t;
+    const accepted = Array.from({ length: 6 }, (_, i) => predict(server, 'echo', { src_text: `a${i}` }));
+    await until('6 queued', async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 6);
+    // An array of 3 does not fit in the 2 places left: refused whole, nothing of it enqueued.
+    const refusedArray = await predict(t, 'echo', { src_text: ['x', 'y', 'z'] });
+    expect(refusedArray.status).toBe(503);
+    const fits = predict(t, 'echo', { src_text: ['b0', 'b1'] });
+    await until('8 queued', async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 8);
+    const refused = await predict(t, 'echo', { src_text: 'one too many' });
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({
+      code: 503,
+      type: 'ServiceUnavailableException',
+      message: 'Job queue of model echo is full (8 jobs), retry later.',
+    });
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const answers = await Promise.all(accepted);
+    answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `a${i}` } }));
+    expect(await fits).toMatchObject({ status: 200, body: { translated: ['b0', 'b1'] } });
+
+    // No worker is a different 503.
+    await call(`${t.management}/models/echo?min_worker=0&synchronous=true`, { method: 'PUT' });
+    const noWorker = await predict(t, 'echo', { src_text: 'x' });
+    expect(noWorker).toMatchObject({
+      status: 503,
+      body: { code: 503, type: 'ServiceUnavailableException', message: 'No worker is available for model echo version 1.0.' },
+    });
+    expect(noWorker.headers.get('retry-after')).toBeNull();
+  });
+
+  it('immediate policy: batches grow with load while the worker is busy', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'immediate' }, faults: { echo: 'slow:100' } });
+    await register(t, 'url=echo&batch_size=16&max_batch_delay=100');
+    const server = t;
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => predict(server, 'echo', { src_text: `i${i}` })));
+    answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `i${i}` } }));
+    const labels = { model_name: 'echo', model_version: '1.0' };
+    const text = await metrics(t);
+    const count = metricValue(text, 'mt_batch_size_count', labels)!;
+    expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(40);
+    // Two batches in flight per worker at most: the first two leave alone, the rest pile up behind them.
+    expect(count).toBeLessThan(10);
+    expect(count).toBeGreaterThanOrEqual(40 / 16);
+  });
+
+  it('splits src_text arrays into jobs and answers in order; says who served in headers', async () => {
+    t = await startTestServer({
+      setupConfig: { cuda_id: { ko: '0', ru: '1' } },
+      entries: ['ko', 'ru'],
+      cuda: { gpus: [0], unavailableReason: undefined },
+    });
+    await register(t, 'url=ko&batch_size=4&max_batch_delay=5');
+    await register(t, 'url=ru&batch_size=4&max_batch_delay=5');
+    const texts = Array.from({ length: 10 }, (_, i) => `s${i}`);
+    const ko = await predict(t, 'ko', { src_lang: 'en', src_text: texts });
+    expect(ko.status).toBe(200);
+    expect(ko.body).toEqual({ translated: texts });
+    expect(ko.headers.get('x-model-name')).toBe('ko');
+    expect(ko.headers.get('x-model-version')).toBe('1.0');
+    expect(ko.headers.get('x-device')).toBe('cuda:0');
+    expect(ko.headers.get('x-device-fallback')).toBeNull();
+    expect(ko.headers.get('x-worker-id')).toMatch(/^\d+$/);
+    // GPU 1 is not on this "host": ru runs on the CPU and says why.
+    const ru = await predict(t, 'ru', { src_lang: 'en', src_text: 'x' });
+    expect(ru.headers.get('x-device')).toBe('cpu');
+    expect(ru.headers.get('x-device-fallback')).toBe('cuda:1 requested; this host has GPU 0 only');
+    const d = (await call(`${t.management}/models/ru`)).body[0];
+    expect(d.workers[0]).toMatchObject({ gpu: false, device: 'cpu', deviceFallback: 'cuda:1 requested; this host has GPU 0 only' });
+    expect((await call(`${t.management}/models/ko`)).body[0].workers[0]).toMatchObject({ gpu: true, device: 'cuda:0' });
+
+    expect(await predict(t, 'ko', { src_text: [] })).toMatchObject({
+      status: 400,
+      body: { message: 'src_text must not be an empty array.' },
+    });
+    expect(await predict(t, 'ko', { src_text: ['a', 7] })).toMatchObject({
+      status: 400,
+      body: { message: 'src_text[1] must be a string.' },
+    });
+    expect(await call(`${t.inference}/predictions/ko`, { body: '{not json' })).toMatchObject({
+      status: 400,
+      body: { code: 400, type: 'BadRequestException', message: 'Request body is not valid JSON.' },
+    });
+    expect(await predict(t, 'nope', { src_text: 'x' })).toMatchObject({
+      status: 404,
+      body: { code: 404, type: 'ModelNotFoundException', message: 'Model not found: nope' },
+    });
+  });
+
+  it('languages pinned to one device share one engine; ENGINE_SHARING=language gives one each', async () => {
+    const setupConfig = { cuda_id: { ko: '0', en: '0', ru: '1' } };
+    for (const engineSharing of ['device', 'language'] as const) {
+      t = await startTestServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
+      for (const m of ['ko', 'en', 'ru']) await register(t, `url=${m}`);
+      const pids = new Set<number>();
+      for (const m of ['ko', 'en', 'ru']) {
+        const d = (await call(`${t.management}/models/${m}`)).body[0];
+        // No CUDA on the test host: every language falls back to the CPU, with the reason.
+        expect(d.engine.deviceFallback).toMatch(/^cuda:[01] requested; no GPU on the test host$/);
+        pids.add(d.workers[0].pid);
+      }
+      // All CPU-fallback languages share ONE CPU engine, whichever GPU they asked for.
+      expect(pids.size).toBe(engineSharing === 'device' ? 1 : 3);
+      await t.close();
+      t = undefined;
+    }
+  });
+});

@@ -1,0 +1,109 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { alive, call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+
+const predict = (t: TestServer, model: string, text: string) =>
+  call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });
+
+const describeModel = async (t: TestServer, model: string) => (await call(`${t.management}/models/${model}`)).body[0];
+
+describe('worker faults (real worker processes with injected faults)', () => {
+  let t: TestServer | undefined;
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+  });
+
+  it('SIGKILL of a worker fails only its in-flight jobs; queued jobs wait for the restarted worker', async () => {
+    t = await startTestServer({ faults: { echo: 'slow:1500' } });
+    const reg = await call(`${t.management}/models?url=echo&batch_size=1&max_batch_delay=0`, { method: 'POST' });
+    expect(reg.status).toBe(200);
+    const before = (await describeModel(t, 'echo')).workers[0];
+    const server = t;
+    // Two batches in flight on the worker (its cap), two more waiting in the queue.
+    const requests = ['f0', 'f1', 'q0', 'q1'].map((text) => predict(server, 'echo', text));
+    await until('2 queued behind 2 in flight', async () => (await describeModel(server, 'echo')).jobQueueStatus.pendingRequests === 2);
+    process.kill(before.pid, 'SIGKILL');
+    const [f0, f1, q0, q1] = await Promise.all(requests);
+    for (const died of [f0, f1]) {
+      expect(died).toMatchObject({ status: 500, body: { code: 500, type: 'InternalServerException', message: 'Worker died.' } });
+    }
+    expect(q0).toMatchObject({ status: 200, body: { translated: 'q0' } });
+    expect(q1).toMatchObject({ status: 200, body: { translated: 'q1' } });
+    const after = (await describeModel(t, 'echo')).workers[0];
+    expect(after.status).toBe('READY');
+    expect(after.pid).not.toBe(before.pid);
+    expect(after.id).not.toBe(before.id);
+    expect(q0!.headers.get('x-worker-id')).toBe(after.id);
+    const text = (await call(`${t.metrics}/metrics`)).body as string;
+    expect(metricValue(text, 'mt_jobs_total', { model_name: 'echo', outcome: 'WORKER_DIED' })).toBe(2);
+    expect(metricValue(text, 'mt_worker_deaths_total', {})).toBe(1);
+  });
+
+  it('a job past its response_timeout gets 504 and the hung worker is killed and replaced', async () => {
+    t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
+    const reg = await call(`${t.management}/models?url=echo&batch_size=1&response_timeout=1`, { method: 'POST' });
+    expect(reg.status).toBe(200);
+    const hung = (await describeModel(t, 'echo')).workers[0];
+    const started = performance.now();
+    const res = await predict(t, 'echo', 'stuck');
+    expect(res).toMatchObject({
+      status: 504,
+      body: { code: 504, type: 'RequestTimeoutException', message: 'Request timed out.' },
+    });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(990);
+    await until('the hung worker to be killed', () => !alive(hung.pid));
+    const server = t;
+    const replacement = await until('a replacement worker', async () => {
+      const w = (await describeModel(server, 'echo')).workers[0];
+      return w?.status === 'READY' && w.pid !== hung.pid ? w : undefined;
+    });
+    expect(alive(replacement.pid)).toBe(true);
+  });
+
+  it('a worker that crashes on a batch answers 500 "Worker died." and is restarted with backoff', async () => {
+    t = await startTestServer({ faults: { echo: 'crash-on-batch' } });
+    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const first = (await describeModel(t, 'echo')).workers[0];
+    expect(await predict(t, 'echo', 'poison')).toMatchObject({ status: 500, body: { message: 'Worker died.' } });
+    const server = t;
+    await until('a restarted worker', async () => {
+      const w = (await describeModel(server, 'echo')).workers[0];
+      return w?.status === 'READY' && w.pid !== first.pid;
+    });
+    expect((await call(`${t.inference}/ping`)).body).toEqual({ status: 'Healthy' });
+  });
+
+  it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {
+    t = await startTestServer({ entries: ['echo', 'broken'], faults: { broken: 'fail-load' } });
+    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const res = await call(`${t.management}/models?url=broken`, { method: 'POST' });
+    expect(res).toMatchObject({
+      status: 500,
+      body: { code: 500, type: 'InternalServerException', message: 'Failed to start workers for model broken version: 1.0' },
+    });
+    expect((await call(`${t.management}/models/broken`)).status).toBe(404);
+    expect(await predict(t, 'echo', 'still here')).toMatchObject({ status: 200, body: { translated: 'still here' } });
+    expect((await call(`${t.inference}/ping`)).body).toEqual({ status: 'Healthy' });
+  });
+
+  it('/ping turns Unhealthy once a model’s workers have been failing past the threshold, and back when fixed', async () => {
+    t = await startTestServer({
+      entries: ['echo', 'broken'],
+      faults: { broken: 'fail-load' },
+      timings: { unhealthyAfterMs: 300, backoffUnitMs: 20 },
+    });
+    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const res = await call(`${t.management}/models?url=broken&synchronous=false`, { method: 'POST' });
+    expect(res).toMatchObject({ status: 202, body: { status: 'Processing worker updates...' } });
+    const server = t;
+    const ping = await until('Unhealthy', async () => {
+      const p = await call(`${server.inference}/ping`);
+      return p.status === 500 ? p : undefined;
+    });
+    expect(ping.body).toEqual({ status: 'Unhealthy' });
+    // A model that cannot be served refuses at once instead of queueing forever.
+    expect(await predict(t, 'broken', 'x')).toMatchObject({ status: 503, body: { type: 'ServiceUnavailableException' } });
+    expect((await call(`${t.management}/models/broken`, { method: 'DELETE' })).status).toBe(200);
+    expect(await call(`${t.inference}/ping`)).toMatchObject({ status: 200, body: { status: 'Healthy' } });
+  });
+});
