@@ -22,8 +22,12 @@ export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
   config?: Partial<ModelServerConfig>;
   setupConfig?: SetupConfig;
-  /** Store entries (echo handler) to write; default ['echo']. */
+  /** Store entries to write; default ['echo']. */
   entries?: string[];
+  /** Handler of those entries (default echo). */
+  handler?: string;
+  /** Shared model folder the entries refer to (default an empty temp folder: echo needs none). */
+  modelDir?: string;
   faults?: Record<string, string>;
   timings?: Partial<ManagerTimings>;
   cuda?: CudaAvailability;
@@ -44,9 +48,9 @@ export const NO_CUDA: CudaAvailability = { gpus: [], unavailableReason: 'no GPU 
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-test-'));
   const store = path.join(dir, 'store');
-  const modelDir = path.join(dir, 'model');
+  const modelDir = options.modelDir ?? path.join(dir, 'model');
   mkdirSync(modelDir, { recursive: true });
-  archiveModels({ modelDir, store, names: options.entries ?? ['echo'], handler: 'echo' });
+  archiveModels({ modelDir, store, names: options.entries ?? ['echo'], handler: options.handler ?? 'echo' });
   const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir }, dir).modelServer;
   const config: ModelServerConfig = { ...base, ...options.config };
   const faults = options.faults ?? {};

@@ -7,6 +7,7 @@ import type { Handler } from './base.js';
 
 const HANDLERS: Readonly<Record<string, () => Promise<Handler>>> = {
   echo: async () => new (await import('./echo.js')).EchoHandler(),
+  translation: async () => new (await import('./translation.js')).TranslationHandler(),
 };
 
 /** Names a registration may use. */
