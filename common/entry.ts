@@ -3,7 +3,8 @@
  * source under vitest/tsx (*.ts). Spawned children get the tsx loader only in the second case.
  */
 import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export interface EntryPoint {
   /** Absolute path of the script to run. */
@@ -20,5 +21,7 @@ export function resolveEntry(fromUrl: string, relativeWithoutExt: string): Entry
   const fromTs = fromUrl.endsWith('.ts');
   const file = fileURLToPath(new URL(`${relativeWithoutExt}.${fromTs ? 'ts' : 'js'}`, fromUrl));
   if (!existsSync(file)) throw new Error(`entry point not found: ${file}`);
-  return { file, execArgv: fromTs ? ['--import', 'tsx'] : [] };
+  // The loader by absolute URL: a bare `tsx` would resolve against the child's cwd, which may be anywhere.
+  const tsx = () => pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  return { file, execArgv: fromTs ? ['--import', tsx()] : [] };
 }
