@@ -13,6 +13,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { HttpDrain } from '../common/http-drain.js';
 import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type SetupConfig } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import type { AppEnv } from './frontend/error-handler.js';
@@ -21,6 +22,8 @@ import { writeKeyFile } from './frontend/token-auth.js';
 
 /** Longest a drain may take before what is left is failed; pm2's kill_timeout must be longer. */
 const SHUTDOWN_GRACE_MS = 30_000;
+/** How long connections idle when a drain starts are left for their client (the router's pool) to close. */
+const IDLE_CLOSE_GRACE_MS = 1_000;
 
 export interface ListeningMessage {
   type: 'listening';
@@ -62,7 +65,7 @@ async function main(): Promise<void> {
     listen(server.managementApp, ms.management),
     listen(server.metricsApp, ms.metrics),
   ]);
-  const [inference, management, metrics] = listening.map((s) => (s.address() as AddressInfo).port) as [
+  const [inference, management, metrics] = listening.map((l) => (l.server.address() as AddressInfo).port) as [
     number,
     number,
     number,
@@ -76,10 +79,15 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: SHUTDOWN_GRACE_MS }, 'draining');
-    for (const s of listening) s.close();
-    await server.manager.close(SHUTDOWN_GRACE_MS);
-    for (const s of listening) s.closeAllConnections();
-    log.info('stopped');
+    // New jobs are refused (503) from here; queued ones go to the workers at once. The HTTP drains finish
+    // the replies in flight and let keep-alive clients close their connections (see common/http-drain).
+    const [, ...clean] = await Promise.all([
+      server.manager.close(SHUTDOWN_GRACE_MS),
+      ...listening.map(({ drain }) =>
+        drain.drain({ graceMs: IDLE_CLOSE_GRACE_MS, timeoutMs: SHUTDOWN_GRACE_MS + IDLE_CLOSE_GRACE_MS }),
+      ),
+    ]);
+    log.info({ clean: clean.every(Boolean) }, 'stopped');
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
@@ -90,10 +98,11 @@ async function main(): Promise<void> {
   });
 }
 
-function listen(app: Hono<AppEnv>, address: Address): Promise<Server> {
+function listen(app: Hono<AppEnv>, address: Address): Promise<{ server: Server; drain: HttpDrain }> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port: address.port, hostname: address.host }) as Server;
-    server.once('listening', () => resolve(server));
+    const drain = new HttpDrain(server);
+    server.once('listening', () => resolve({ server, drain }));
     server.once('error', reject);
   });
 }
