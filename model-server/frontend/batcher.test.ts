@@ -198,7 +198,8 @@ describe('Batcher', () => {
                 expect(s.jobs[i]!.arrivedAt).toBeGreaterThanOrEqual(s.jobs[i - 1]!.arrivedAt);
               }
               if (settings.policy === 'torchserve' && !batcher.closing) {
-                const due = s.queuedBefore >= settings.batchSize || s.at - s.jobs[0]!.arrivedAt >= settings.maxBatchDelayMs;
+                const due =
+                  s.queuedBefore >= settings.batchSize || s.at - s.jobs[0]!.arrivedAt >= settings.maxBatchDelayMs;
                 expect(due).toBe(true);
               }
               expect(s.allLive).toBe(true);

@@ -58,7 +58,10 @@ describe('batching (real server, real workers)', () => {
     t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
     await register(t, 'url=echo&batch_size=2&max_batch_delay=30000');
     // One good and one bad input in the same batch: the bad one fails alone (pytorch/serve#1329).
-    const [good, bad] = await Promise.all([predict(t, 'echo', { src_text: 'ok' }), predict(t, 'echo', { src_text: 5 })]);
+    const [good, bad] = await Promise.all([
+      predict(t, 'echo', { src_text: 'ok' }),
+      predict(t, 'echo', { src_text: 5 }),
+    ]);
     expect(good).toMatchObject({ status: 200, body: { translated: 'ok' } });
     expect(bad).toMatchObject({
       status: 400,
@@ -76,12 +79,18 @@ describe('batching (real server, real workers)', () => {
     await register(t, 'url=echo&batch_size=64&max_batch_delay=1500');
     const server = t;
     const accepted = Array.from({ length: 6 }, (_, i) => predict(server, 'echo', { src_text: `a${i}` }));
-    await until('6 queued', async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 6);
+    await until(
+      '6 queued',
+      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 6,
+    );
     // An array of 3 does not fit in the 2 places left: refused whole, nothing of it enqueued.
     const refusedArray = await predict(t, 'echo', { src_text: ['x', 'y', 'z'] });
     expect(refusedArray.status).toBe(503);
     const fits = predict(t, 'echo', { src_text: ['b0', 'b1'] });
-    await until('8 queued', async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 8);
+    await until(
+      '8 queued',
+      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 8,
+    );
     const refused = await predict(t, 'echo', { src_text: 'one too many' });
     expect(refused.status).toBe(503);
     expect(refused.body).toEqual({
@@ -99,7 +108,11 @@ describe('batching (real server, real workers)', () => {
     const noWorker = await predict(t, 'echo', { src_text: 'x' });
     expect(noWorker).toMatchObject({
       status: 503,
-      body: { code: 503, type: 'ServiceUnavailableException', message: 'No worker is available for model echo version 1.0.' },
+      body: {
+        code: 503,
+        type: 'ServiceUnavailableException',
+        message: 'No worker is available for model echo version 1.0.',
+      },
     });
     expect(noWorker.headers.get('retry-after')).toBeNull();
   });
@@ -108,7 +121,9 @@ describe('batching (real server, real workers)', () => {
     t = await startTestServer({ config: { batchPolicy: 'immediate' }, faults: { echo: 'slow:100' } });
     await register(t, 'url=echo&batch_size=16&max_batch_delay=100');
     const server = t;
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => predict(server, 'echo', { src_text: `i${i}` })));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => predict(server, 'echo', { src_text: `i${i}` })),
+    );
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `i${i}` } }));
     const labels = { model_name: 'echo', model_version: '1.0' };
     const text = await metrics(t);
@@ -141,7 +156,11 @@ describe('batching (real server, real workers)', () => {
     expect(ru.headers.get('x-device')).toBe('cpu');
     expect(ru.headers.get('x-device-fallback')).toBe('cuda:1 requested; this host has GPU 0 only');
     const d = (await call(`${t.management}/models/ru`)).body[0];
-    expect(d.workers[0]).toMatchObject({ gpu: false, device: 'cpu', deviceFallback: 'cuda:1 requested; this host has GPU 0 only' });
+    expect(d.workers[0]).toMatchObject({
+      gpu: false,
+      device: 'cpu',
+      deviceFallback: 'cuda:1 requested; this host has GPU 0 only',
+    });
     expect((await call(`${t.management}/models/ko`)).body[0].workers[0]).toMatchObject({ gpu: true, device: 'cuda:0' });
 
     expect(await predict(t, 'ko', { src_text: [] })).toMatchObject({

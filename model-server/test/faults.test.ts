@@ -21,11 +21,17 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const server = t;
     // Two batches in flight on the worker (its cap), two more waiting in the queue.
     const requests = ['f0', 'f1', 'q0', 'q1'].map((text) => predict(server, 'echo', text));
-    await until('2 queued behind 2 in flight', async () => (await describeModel(server, 'echo')).jobQueueStatus.pendingRequests === 2);
+    await until(
+      '2 queued behind 2 in flight',
+      async () => (await describeModel(server, 'echo')).jobQueueStatus.pendingRequests === 2,
+    );
     process.kill(before.pid, 'SIGKILL');
     const [f0, f1, q0, q1] = await Promise.all(requests);
     for (const died of [f0, f1]) {
-      expect(died).toMatchObject({ status: 500, body: { code: 500, type: 'InternalServerException', message: 'Worker died.' } });
+      expect(died).toMatchObject({
+        status: 500,
+        body: { code: 500, type: 'InternalServerException', message: 'Worker died.' },
+      });
     }
     expect(q0).toMatchObject({ status: 200, body: { translated: 'q0' } });
     expect(q1).toMatchObject({ status: 200, body: { translated: 'q1' } });
@@ -79,7 +85,11 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const res = await call(`${t.management}/models?url=broken`, { method: 'POST' });
     expect(res).toMatchObject({
       status: 500,
-      body: { code: 500, type: 'InternalServerException', message: 'Failed to start workers for model broken version: 1.0' },
+      body: {
+        code: 500,
+        type: 'InternalServerException',
+        message: 'Failed to start workers for model broken version: 1.0',
+      },
     });
     expect((await call(`${t.management}/models/broken`)).status).toBe(404);
     expect(await predict(t, 'echo', 'still here')).toMatchObject({ status: 200, body: { translated: 'still here' } });
@@ -102,7 +112,10 @@ describe('worker faults (real worker processes with injected faults)', () => {
     });
     expect(ping.body).toEqual({ status: 'Unhealthy' });
     // A model that cannot be served refuses at once instead of queueing forever.
-    expect(await predict(t, 'broken', 'x')).toMatchObject({ status: 503, body: { type: 'ServiceUnavailableException' } });
+    expect(await predict(t, 'broken', 'x')).toMatchObject({
+      status: 503,
+      body: { type: 'ServiceUnavailableException' },
+    });
     expect((await call(`${t.management}/models/broken`, { method: 'DELETE' })).status).toBe(200);
     expect(await call(`${t.inference}/ping`)).toMatchObject({ status: 200, body: { status: 'Healthy' } });
   });

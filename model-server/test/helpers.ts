@@ -64,7 +64,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     faultFor: (model) => faults[model],
   });
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
-  const [inference, management, metrics] = listening.map((s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`);
+  const [inference, management, metrics] = listening.map(
+    (s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
+  );
   return {
     server,
     store,

@@ -23,7 +23,12 @@ function startMain(env: Record<string, string>, dotenv = ''): Promise<Started> {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-main-'));
   dirs.push(dir);
   mkdirSync(path.join(dir, 'model'));
-  archiveModels({ modelDir: path.join(dir, 'model'), store: path.join(dir, 'model_store'), names: ['echo'], handler: 'echo' });
+  archiveModels({
+    modelDir: path.join(dir, 'model'),
+    store: path.join(dir, 'model_store'),
+    names: ['echo'],
+    handler: 'echo',
+  });
   if (dotenv) writeFileSync(path.join(dir, '.env'), dotenv);
   const child = fork(MAIN.file, [], {
     cwd: dir,
@@ -71,7 +76,10 @@ describe('model-server/main (the real process)', () => {
     expect(reg.status).toBe(200);
     // This job would wait 20 s for company; a drain sends it at once.
     const pending = call(`${inf}/predictions/echo`, { body: { src_text: 'last words' } });
-    await until('the job to be queued', async () => (await call(`${mgmt}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 1);
+    await until(
+      'the job to be queued',
+      async () => (await call(`${mgmt}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 1,
+    );
     s.child.kill('SIGTERM');
     expect(await pending).toMatchObject({ status: 200, body: { translated: 'last words' } });
     expect((await s.exited).code).toBe(0);

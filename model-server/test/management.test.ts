@@ -16,7 +16,10 @@ describe('management API (real server, real workers)', () => {
     const reg = await call(`${t.management}/models?url=other&batch_size=8&max_batch_delay=20&initial_workers=1`, {
       method: 'POST',
     });
-    expect(reg).toMatchObject({ status: 200, body: { status: 'Model "other" Version: 1.0 registered with 1 initial workers' } });
+    expect(reg).toMatchObject({
+      status: 200,
+      body: { status: 'Model "other" Version: 1.0 registered with 1 initial workers' },
+    });
 
     const described = await call(`${t.management}/models/other`);
     expect(described.status).toBe(200);
@@ -68,10 +71,17 @@ describe('management API (real server, real workers)', () => {
     expect((await call(`${t.management}/models/echo`)).body[0].modelVersion).toBe('2.0');
     archiveModels({ modelDir: t.modelDir, store: t.store, names: ['echo'], handler: 'echo', version: '1.0' });
     const v2 = await call(`${t.management}/models?url=echo`, { method: 'POST' });
-    expect(v2).toMatchObject({ status: 200, body: { status: 'Model "echo" Version: 1.0 registered with 1 initial workers' } });
+    expect(v2).toMatchObject({
+      status: 200,
+      body: { status: 'Model "echo" Version: 1.0 registered with 1 initial workers' },
+    });
     expect(await call(`${t.management}/models?url=echo`, { method: 'POST' })).toMatchObject({
       status: 409,
-      body: { code: 409, type: 'ConflictStatusException', message: 'Model version 1.0 is already registered for model echo' },
+      body: {
+        code: 409,
+        type: 'ConflictStatusException',
+        message: 'Model version 1.0 is already registered for model echo',
+      },
     });
 
     const all = await call(`${t.management}/models/echo/all`);
@@ -79,7 +89,11 @@ describe('management API (real server, real workers)', () => {
     expect((await call(`${t.management}/models/echo/1.0`)).body[0].modelVersion).toBe('1.0');
     expect(await call(`${t.management}/models/echo/3.0`)).toMatchObject({
       status: 404,
-      body: { code: 404, type: 'ModelVersionNotFoundException', message: 'Model version: 3.0 does not exist for model: echo' },
+      body: {
+        code: 404,
+        type: 'ModelVersionNotFoundException',
+        message: 'Model version: 3.0 does not exist for model: echo',
+      },
     });
 
     // The first registered version is the default; set-default moves it.
@@ -118,26 +132,110 @@ describe('management API (real server, real workers)', () => {
     ['POST', '/models?url=echo&runtime=python', 400, 'BadRequestException', 'Invalid RuntimeType value: python'],
     ['POST', '/models?url=', 404, 'ModelNotFoundException', 'Model not found at: '],
     ['POST', '/models?url=missing', 404, 'ModelNotFoundException', 'Model not found at: missing'],
-    ['POST', '/models?url=..', 400, 'BadRequestException', 'Parameter url must name an entry of the model store, got: ..'],
-    ['POST', '/models?url=../store/echo', 400, 'BadRequestException', 'Parameter url must name an entry of the model store, got: ../store/echo'],
-    ['POST', '/models?url=%2Fetc%2Fpasswd', 400, 'BadRequestException', 'Parameter url must name an entry of the model store, got: /etc/passwd'],
-    ['POST', '/models?url=https%3A%2F%2Fexample.com%2Fm.mar', 400, 'BadRequestException', 'Parameter url must name an entry of the model store, got: https://example.com/m.mar'],
-    ['POST', '/models?url=echo&batch_size=0', 400, 'BadRequestException', 'Invalid value for parameter batch_size: "0" (expected an integer from 1 to 1024).'],
-    ['POST', '/models?url=echo&max_batch_delay=-1', 400, 'BadRequestException', 'Invalid value for parameter max_batch_delay: "-1" (expected an integer from 0 to 600000).'],
-    ['POST', '/models?url=echo&initial_workers=x', 400, 'BadRequestException', 'Invalid value for parameter initial_workers: "x" (expected an integer from 0 to 64).'],
-    ['POST', '/models?url=echo&response_timeout=0', 400, 'BadRequestException', 'Invalid value for parameter response_timeout: "0" (expected an integer from 1 to 86400).'],
-    ['POST', '/models?url=echo&synchronous=maybe', 400, 'BadRequestException', 'Invalid value for parameter synchronous: "maybe" (expected true or false).'],
-    ['POST', '/models?url=echo&handler=nope', 400, 'BadRequestException', `Parameter handler must be one of ${HANDLER_NAMES.join(', ')}, got: nope`],
+    [
+      'POST',
+      '/models?url=..',
+      400,
+      'BadRequestException',
+      'Parameter url must name an entry of the model store, got: ..',
+    ],
+    [
+      'POST',
+      '/models?url=../store/echo',
+      400,
+      'BadRequestException',
+      'Parameter url must name an entry of the model store, got: ../store/echo',
+    ],
+    [
+      'POST',
+      '/models?url=%2Fetc%2Fpasswd',
+      400,
+      'BadRequestException',
+      'Parameter url must name an entry of the model store, got: /etc/passwd',
+    ],
+    [
+      'POST',
+      '/models?url=https%3A%2F%2Fexample.com%2Fm.mar',
+      400,
+      'BadRequestException',
+      'Parameter url must name an entry of the model store, got: https://example.com/m.mar',
+    ],
+    [
+      'POST',
+      '/models?url=echo&batch_size=0',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter batch_size: "0" (expected an integer from 1 to 1024).',
+    ],
+    [
+      'POST',
+      '/models?url=echo&max_batch_delay=-1',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter max_batch_delay: "-1" (expected an integer from 0 to 600000).',
+    ],
+    [
+      'POST',
+      '/models?url=echo&initial_workers=x',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter initial_workers: "x" (expected an integer from 0 to 64).',
+    ],
+    [
+      'POST',
+      '/models?url=echo&response_timeout=0',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter response_timeout: "0" (expected an integer from 1 to 86400).',
+    ],
+    [
+      'POST',
+      '/models?url=echo&synchronous=maybe',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter synchronous: "maybe" (expected true or false).',
+    ],
+    [
+      'POST',
+      '/models?url=echo&handler=nope',
+      400,
+      'BadRequestException',
+      `Parameter handler must be one of ${HANDLER_NAMES.join(', ')}, got: nope`,
+    ],
     ['POST', '/models?url=echo&model_name=..bad', 400, 'BadRequestException', 'Invalid model name: ..bad'],
     ['PUT', '/models/nope?min_worker=1', 404, 'ModelNotFoundException', 'Model not found: nope'],
-    ['PUT', '/models/nope?min_worker=3&max_worker=1', 400, 'BadRequestException', 'max_worker cannot be less than min_worker.'],
-    ['PUT', '/models/nope?min_worker=-1', 400, 'BadRequestException', 'Invalid value for parameter min_worker: "-1" (expected an integer from 0 to 64).'],
+    [
+      'PUT',
+      '/models/nope?min_worker=3&max_worker=1',
+      400,
+      'BadRequestException',
+      'max_worker cannot be less than min_worker.',
+    ],
+    [
+      'PUT',
+      '/models/nope?min_worker=-1',
+      400,
+      'BadRequestException',
+      'Invalid value for parameter min_worker: "-1" (expected an integer from 0 to 64).',
+    ],
     ['GET', '/models/nope', 404, 'ModelNotFoundException', 'Model not found: nope'],
     ['GET', '/models/nope/1.0', 404, 'ModelNotFoundException', 'Model not found: nope'],
     ['DELETE', '/models/nope', 404, 'ModelNotFoundException', 'Model not found: nope'],
     ['GET', '/', 405, 'MethodNotAllowedException', 'Requested method is not allowed, please refer to API document.'],
-    ['PATCH', '/models', 405, 'MethodNotAllowedException', 'Requested method is not allowed, please refer to API document.'],
-    ['GET', '/nothing/here', 404, 'ResourceNotFoundException', 'Requested resource is not found, please refer to API document.'],
+    [
+      'PATCH',
+      '/models',
+      405,
+      'MethodNotAllowedException',
+      'Requested method is not allowed, please refer to API document.',
+    ],
+    [
+      'GET',
+      '/nothing/here',
+      404,
+      'ResourceNotFoundException',
+      'Requested resource is not found, please refer to API document.',
+    ],
   ])('%s %s → %i %s', async (method, path, status, type, message) => {
     const res = await call(`${t.management}${path}`, { method });
     expect(res.body).toEqual({ code: status, type, message });
@@ -147,7 +245,10 @@ describe('management API (real server, real workers)', () => {
 
   it('lists with limit=-1 or a large next_page_token answer 200', async () => {
     expect((await call(`${t.management}/models?limit=-1`)).status).toBe(200);
-    expect(await call(`${t.management}/models?next_page_token=100000`)).toMatchObject({ status: 200, body: { models: [] } });
+    expect(await call(`${t.management}/models?next_page_token=100000`)).toMatchObject({
+      status: 200,
+      body: { models: [] },
+    });
   });
 
   it('answers OPTIONS / with an OpenAPI document on every port', async () => {
@@ -176,7 +277,11 @@ describe('management API (real server, real workers)', () => {
       const res = await call(url, { method: 'POST', body: big });
       expect(res).toMatchObject({
         status: 413,
-        body: { code: 413, type: 'RequestEntityTooLargeException', message: 'Request body is larger than 6553500 bytes.' },
+        body: {
+          code: 413,
+          type: 'RequestEntityTooLargeException',
+          message: 'Request body is larger than 6553500 bytes.',
+        },
       });
     }
   });

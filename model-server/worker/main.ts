@@ -15,7 +15,6 @@
  * - `slow:<ms>`            wait `ms` before running each batch
  * - `exit-after-ready`     exit(71) right after `ready` (a worker that dies between loads)
  */
-import { performance } from 'node:perf_hooks';
 import { ServeError, toServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
 import type { BatchMessage, FromWorker, InitMessage, ToWorker } from '../protocol.js';
