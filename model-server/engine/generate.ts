@@ -48,6 +48,11 @@ export interface GeneratorStats {
   encodedRows: number;
   /** Cohorts merged into a running one (rows that joined mid-generation). */
   merges: number;
+  /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts (ms). */
+  encoderMs: number;
+  decoderMs: number;
+  searchMs: number;
+  layoutMs: number;
 }
 
 interface Waiter {
@@ -98,7 +103,17 @@ export class Generator {
   #cohorts: Cohort[] = [];
   #loop: Promise<void> | null = null;
   #closed = false;
-  readonly #stats: GeneratorStats = { decoderRuns: 0, decoderRows: 0, encoderRuns: 0, encodedRows: 0, merges: 0 };
+  readonly #stats: GeneratorStats = {
+    decoderRuns: 0,
+    decoderRows: 0,
+    encoderRuns: 0,
+    encodedRows: 0,
+    merges: 0,
+    encoderMs: 0,
+    decoderMs: 0,
+    searchMs: 0,
+    layoutMs: 0,
+  };
 
   constructor(options: GeneratorOptions) {
     this.#sessions = options.sessions;
@@ -197,7 +212,9 @@ export class Generator {
     if (cohort.rows.length === 0) return null;
     const running = this.#cohorts[0];
     if (this.#joinable && running !== undefined && running.rows.length > 0) {
+      const merging = performance.now();
       this.#merge(running, cohort);
+      this.#stats.layoutMs += performance.now() - merging;
       this.#stats.merges++;
       return null;
     }
@@ -217,10 +234,12 @@ export class Generator {
         mask[r * S + t] = 1n;
       });
     });
+    const started = performance.now();
     const out = await this.#sessions.encoder.run({
       input_ids: new ort.Tensor('int64', ids, [n, S]),
       attention_mask: new ort.Tensor('int64', mask, [n, S]),
     });
+    this.#stats.encoderMs += performance.now() - started;
     this.#stats.encoderRuns++;
     this.#stats.encodedRows += n;
     const states = out.last_hidden_state;
@@ -289,7 +308,10 @@ export class Generator {
         });
       }
     }
+    const started = performance.now();
     const out = await this.#sessions.decoder.run(feeds, fetches);
+    const ran = performance.now();
+    this.#stats.decoderMs += ran - started;
     this.#stats.decoderRuns++;
     this.#stats.decoderRows += n;
 
@@ -299,6 +321,7 @@ export class Generator {
     const stride = logits.dims[1]! * logits.dims[2]!;
     const vocab = Math.min(V, logits.dims[2]!);
     const decision = decideStep(rows, logits.data as Float32Array, stride, stride - logits.dims[2]!, vocab, this.#config.eosTokenId);
+    this.#stats.searchMs += performance.now() - ran;
 
     if (cached) {
       cohort.selfCache = [];
@@ -325,11 +348,13 @@ export class Generator {
       cohort.rows = decision.next.map((s) => s.row);
       return;
     }
+    const gathering = performance.now();
     this.#gather(
       cohort,
       decision.next.map((s) => s.source),
       decision.next.map((s) => s.row),
     );
+    this.#stats.layoutMs += performance.now() - gathering;
   }
 
   /**

@@ -22,8 +22,10 @@ export { DEMO_LANGUAGES, PRESETS, parameterCount, presetNamed, type DemoPreset }
 export interface DemoModelSummary {
   preset: string;
   outDir: string;
-  /** Trainable parameters (tied embedding counted once). */
+  /** Trainable parameters by the formula (tied embedding counted once). */
   parameters: number;
+  /** Parameters actually written: distinct weight tensors over all files, buffers (positions, stop bias) excluded. */
+  writtenParameters: number;
   files: string[];
   buildMs: number;
 }
@@ -80,7 +82,7 @@ function writeGraph(
   file: string,
   doc: string,
   build: (g: GraphBuilder) => void,
-): number {
+): Map<string, number> {
   const sink = new WeightSink(
     p.seed,
     p.externalData ? { path: `${file}_data`, location: `${path.basename(file)}_data` } : undefined,
@@ -89,7 +91,7 @@ function writeGraph(
     const g = new GraphBuilder(sink);
     build(g);
     writeFileSync(file, encodeModel(g.graph(path.basename(file, '.onnx')), doc));
-    return sink.paramCount;
+    return sink.written;
   } finally {
     sink.close();
   }
@@ -128,10 +130,13 @@ export function makeDemoModel(preset: string | DemoPreset, outDir: string): Demo
     ['decoder_model_merged.onnx', (g) => buildDecoder(g, p, 'merged')],
   ];
   if (p.withNoCacheDecoder) graphs.push(['decoder_model.onnx', (g) => buildDecoder(g, p, 'no-cache')]);
+  const weights = new Map<string, number>();
   for (const [name, build] of graphs) {
-    writeGraph(p, path.join(onnxDir, name), doc, build);
+    for (const [tensor, count] of writeGraph(p, path.join(onnxDir, name), doc, build)) weights.set(tensor, count);
     files.push(`onnx/${name}`);
     if (p.externalData) files.push(`onnx/${name}_data`);
   }
-  return { preset: p.name, outDir, parameters: parameterCount(p), files, buildMs: performance.now() - started };
+  const isBuffer = (tensor: string) => tensor.includes('embed_positions') || tensor === 'eos_position_bias';
+  const writtenParameters = [...weights].reduce((sum, [tensor, count]) => sum + (isBuffer(tensor) ? 0 : count), 0);
+  return { preset: p.name, outDir, parameters: parameterCount(p), writtenParameters, files, buildMs: performance.now() - started };
 }

@@ -35,7 +35,8 @@ export class WeightSink {
   readonly #external: { fd: number; location: string; offset: number } | null;
   /** Floats produced per chunk when streaming (16 MiB). */
   static readonly CHUNK = 4 * 1024 * 1024;
-  #paramCount = 0;
+  /** Floats written per tensor name. */
+  readonly written = new Map<string, number>();
 
   /**
    * @param seed model seed (tensor streams derive from it and the tensor name)
@@ -47,14 +48,9 @@ export class WeightSink {
     this.#external = external ? { fd: openSync(external.path, 'w'), location: external.location, offset: 0 } : null;
   }
 
-  /** Parameters written so far (floats, all tensors). */
-  get paramCount(): number {
-    return this.#paramCount;
-  }
-
   tensor(name: string, dims: number[], fill: WeightFill): ITensorProto {
     const count = dims.reduce((a, b) => a * b, 1);
-    this.#paramCount += count;
+    this.written.set(name, count);
     const proto: ITensorProto = { name, dims, dataType: ElemType.FLOAT };
     if (this.#external === null) {
       const data = new Float32Array(count);

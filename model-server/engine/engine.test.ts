@@ -1,0 +1,225 @@
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Mulberry32 } from './demo-model/prng.js';
+import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
+import { type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
+
+const root = mkdtempSync(path.join(tmpdir(), 'engine-'));
+const tinyDir = path.join(root, 'tiny');
+const joinableDir = path.join(root, 'tiny-joinable');
+const engines: TranslationEngine[] = [];
+let tiny: TranslationEngine;
+let joinable: TranslationEngine;
+
+async function load(modelDir: string, extra: Partial<Parameters<typeof TranslationEngine.load>[0]> = {}) {
+  const engine = await TranslationEngine.load({ modelDir, intraOpThreads: 1, ...extra });
+  engines.push(engine);
+  return engine;
+}
+
+beforeAll(async () => {
+  makeDemoModel('tiny', tinyDir);
+  makeDemoModel('tiny-joinable', joinableDir);
+  tiny = await load(tinyDir);
+  joinable = await load(joinableDir);
+});
+afterAll(async () => {
+  await Promise.all(engines.map((e) => e.close()));
+  rmSync(root, { recursive: true, force: true });
+});
+
+const WORDS = 'the of and to in is hello world good morning thank you please translate language model server batch token quick brown fox jumps over lazy dog 42 , . ! ?'.split(' ');
+
+/** `count` rows of 1–40 words, mixed source and target languages, from a fixed seed. */
+function rows(count: number, seed = 7): TranslateRow[] {
+  const rng = new Mulberry32(seed);
+  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
+  return Array.from({ length: count }, () => ({
+    srcLang: pick(DEMO_LANGUAGES),
+    tgtLang: pick(DEMO_LANGUAGES),
+    text: Array.from({ length: 1 + Math.floor(rng.next() * 40) }, () => pick(WORDS)).join(' '),
+  }));
+}
+
+async function oneByOne(engine: TranslationEngine, list: TranslateRow[], options: TranslateOptions) {
+  const out: number[][] = [];
+  for (const row of list) out.push((await engine.translate([row], options))[0]!.tokenIds);
+  return out;
+}
+
+const GREEDY: TranslateOptions = { numBeams: 1, maxNewTokens: 48 };
+
+describe('TranslationEngine', () => {
+  it('loads on the CPU with the merged decoder; a CUDA request runs on CUDA or says why not', async () => {
+    expect(tiny.device).toEqual({ kind: 'cpu', id: null, provider: 'cpu' });
+    expect(tiny.decoderKind).toBe('merged');
+    expect(tiny.joinable).toBe(false);
+    expect(joinable.joinable).toBe(true);
+    expect(tiny.languages()).toEqual([...DEMO_LANGUAGES].sort());
+    const cuda = await load(tinyDir, { device: { kind: 'cuda', id: 0 } });
+    if (cuda.device.kind === 'cpu') {
+      expect(cuda.device.fallbackReason).toMatch(/^CUDA device 0 unavailable: /);
+    } else {
+      expect(cuda.device).toMatchObject({ kind: 'cuda', id: 0, provider: 'cuda' });
+    }
+  });
+
+  it('greedy output equals transformers.js token for token (one string at a time)', async () => {
+    const { env, AutoTokenizer, AutoModelForSeq2SeqLM } = await import('@huggingface/transformers');
+    env.allowRemoteModels = false;
+    env.allowLocalModels = true;
+    env.localModelPath = root;
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- M2M100Tokenizer's translation helper is not in the types
+    const tokenizer: any = await AutoTokenizer.from_pretrained('tiny');
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const model: any = await AutoModelForSeq2SeqLM.from_pretrained('tiny', { dtype: 'fp32' });
+    const cases = rows(10, 11);
+    let nontrivial = 0;
+    for (const row of cases) {
+      const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
+      const inputs = tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs);
+      const output = await model.generate({
+        ...inputs,
+        forced_bos_token_id: kwargs.forced_bos_token_id,
+        max_new_tokens: 40,
+        num_beams: 1,
+        do_sample: false,
+      });
+      const reference = Array.from(output.data as BigInt64Array, Number);
+      const [ours] = await tiny.translate([row], { numBeams: 1, maxNewTokens: 40 });
+      expect(Array.from(inputs.input_ids.data as BigInt64Array, Number)).toEqual(tiny.prepare(row).inputIds);
+      expect([2, ...ours!.tokenIds]).toEqual(reference);
+      expect(ours!.text).toBe(tokenizer.decode(reference, { skip_special_tokens: true }));
+      if (ours!.tokenIds.length > 3) nontrivial++;
+    }
+    expect(nontrivial).toBeGreaterThan(5);
+    await model.dispose();
+  });
+
+  it('a row in a batch of 64 mixed-length texts gives exactly the tokens it gives alone; finished rows leave at once', async () => {
+    const list = rows(64);
+    const alone = await oneByOne(tiny, list, GREEDY);
+    const before = tiny.stats();
+    const order: number[] = [];
+    const batched = await tiny.translate(list, GREEDY, (index) => order.push(index));
+    const after = tiny.stats();
+    expect(batched.map((t) => t.tokenIds)).toEqual(alone);
+    // Lengths differ, so rows finish apart, and each is reported as it finishes (shortest first).
+    const lengths = batched.map((t) => t.generatedTokens);
+    expect(new Set(lengths).size).toBeGreaterThan(5);
+    expect(order.map((i) => lengths[i]!)).toEqual([...lengths].sort((a, b) => a - b));
+    // A row is stepped once per token it generates: no finished row rides along.
+    expect(after.decoderRows - before.decoderRows).toBe(lengths.reduce((a, b) => a + b, 0));
+    expect(after.encoderRuns - before.encoderRuns).toBe(1);
+  });
+
+  it('beam search: batched equals one by one, and differs from greedy somewhere', async () => {
+    const list = rows(16, 3);
+    const beam: TranslateOptions = { numBeams: 3, maxNewTokens: 40 };
+    const alone = await oneByOne(tiny, list, beam);
+    const batched = await tiny.translate(list, beam);
+    expect(batched.map((t) => t.tokenIds)).toEqual(alone);
+    const greedy = await tiny.translate(list, { numBeams: 1, maxNewTokens: 40 });
+    expect(greedy.map((t) => t.tokenIds)).not.toEqual(alone);
+  });
+
+  it('beam search with num_beams=1 equals greedy', async () => {
+    const list = rows(24, 5);
+    const greedy = await tiny.translate(list, { numBeams: 1, maxNewTokens: 40 });
+    const beam = await tiny.translate(list, { numBeams: 1, strategy: 'beam', maxNewTokens: 40 });
+    expect(beam.map((t) => t.tokenIds)).toEqual(greedy.map((t) => t.tokenIds));
+  });
+
+  it('decoding with the KV cache equals full recompute without it (greedy and beam)', async () => {
+    const noCache = await load(tinyDir, { decoder: 'no-cache' });
+    expect(noCache.decoderKind).toBe('no-cache');
+    const list = rows(12, 9);
+    for (const options of [GREEDY, { numBeams: 2, maxNewTokens: 32 }]) {
+      const cached = await tiny.translate(list, options);
+      const recomputed = await noCache.translate(list, options);
+      expect(recomputed.map((t) => t.tokenIds)).toEqual(cached.map((t) => t.tokenIds));
+    }
+  });
+
+  it('falls back to decoder_model.onnx only when the merged decoder is absent', async () => {
+    const dir = path.join(root, 'no-merged');
+    cpSync(tinyDir, dir, { recursive: true });
+    rmSync(path.join(dir, 'onnx', 'decoder_model_merged.onnx'));
+    const fallback = await load(dir);
+    expect(fallback.decoderKind).toBe('no-cache');
+    const list = rows(6, 13);
+    expect((await fallback.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(
+      (await tiny.translate(list, GREEDY)).map((t) => t.tokenIds),
+    );
+  });
+
+  it('minNewTokens = maxNewTokens gives every row exactly that many tokens (benchmark mode)', async () => {
+    const out = await tiny.translate(rows(8, 21), { numBeams: 1, maxNewTokens: 20, minNewTokens: 20 });
+    for (const t of out) {
+      expect(t.generatedTokens).toBe(20);
+      expect(t.tokenIds).not.toContain(2);
+    }
+  });
+
+  it('truncates an over-long input and still translates it', async () => {
+    const [out] = await tiny.translate([{ srcLang: 'en', tgtLang: 'de', text: 'hello world '.repeat(200) }], GREEDY);
+    expect(out!.truncated).toBe(true);
+    expect(out!.inputTokens).toBe(tiny.config.maxInputTokens);
+  });
+
+  it('rejects unknown languages before generating anything', async () => {
+    const before = tiny.stats().encoderRuns;
+    await expect(tiny.translate([...rows(2), { srcLang: 'en', tgtLang: 'xx', text: 'hi' }])).rejects.toMatchObject({
+      code: 'UNKNOWN_LANGUAGE',
+      message: expect.stringContaining('Unknown tgt_lang "xx"'),
+    });
+    expect(tiny.stats().encoderRuns).toBe(before);
+  });
+
+  describe.each([
+    ['tiny-joinable (rows merge into the running batch)', () => joinable, true],
+    ['tiny (export layout: newcomers step as their own cohort)', () => tiny, false],
+  ])('rows joining mid-generation: %s', (_name, engine, merges) => {
+    it('give the same tokens as run alone, and answer while the long row still runs', async () => {
+      const e = engine();
+      const long: TranslateRow = { srcLang: 'en', tgtLang: 'fr', text: 'the quick brown fox jumps over the lazy dog' };
+      const fixed = (n: number): TranslateOptions => ({ numBeams: 1, maxNewTokens: n, minNewTokens: n });
+      const joiners = rows(12, 17);
+      const beamJoiner = rows(1, 19)[0]!;
+      const before = e.stats();
+      const finished: string[] = [];
+      let joined: Promise<unknown[]> | null = null;
+      const longRun = e.translate([long], fixed(40)).then((r) => {
+        finished.push('long');
+        return r;
+      });
+      // When the short row finishes (step 3 of the long one's 40), more rows arrive: they join at the next step.
+      await e.translate([{ ...long, text: 'hello' }], fixed(3), () => {
+        joined = Promise.all([
+          e.translate(joiners, GREEDY).then((r) => (finished.push('joiners'), r)),
+          e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }),
+        ]);
+      });
+      const [[joinedGreedy, [joinedBeam]], [longOut]] = await Promise.all([joined!, longRun]) as unknown as [
+        [Awaited<ReturnType<TranslationEngine['translate']>>, Awaited<ReturnType<TranslationEngine['translate']>>],
+        Awaited<ReturnType<TranslationEngine['translate']>>,
+      ];
+      const after = e.stats();
+      expect(after.merges - before.merges > 0).toBe(merges);
+      expect(after.encoderRuns - before.encoderRuns).toBe(2); // the long+short pair, then the joiners together
+      expect(finished).toEqual(['joiners', 'long']);
+      expect(longOut!.tokenIds).toEqual((await e.translate([long], fixed(40)))[0]!.tokenIds);
+      expect(joinedGreedy.map((t) => t.tokenIds)).toEqual(await oneByOne(e, joiners, GREEDY));
+      expect(joinedBeam!.tokenIds).toEqual((await e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }))[0]!.tokenIds);
+    });
+  });
+
+  it('the joinable decoder computes what the export layout computes (same weights)', async () => {
+    const list = rows(16, 23);
+    expect((await joinable.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(
+      (await tiny.translate(list, GREEDY)).map((t) => t.tokenIds),
+    );
+  });
+});
