@@ -80,7 +80,14 @@ export interface StepDecision {
  * Decide the successors of `rows`, whose next-token logits are `logits[offset + i·stride …+vocab]`.
  * Successors of one sequence stay adjacent and in rank order, so a batch's layout is deterministic.
  */
-export function decideStep(rows: readonly Row[], logits: Float32Array, stride: number, offset: number, vocab: number, eosId: number): StepDecision {
+export function decideStep(
+  rows: readonly Row[],
+  logits: Float32Array,
+  stride: number,
+  offset: number,
+  vocab: number,
+  eosId: number,
+): StepDecision {
   const next: StepDecision['next'] = [];
   const done: SearchState[] = [];
   let i = 0;
@@ -98,7 +105,16 @@ export function decideStep(rows: readonly Row[], logits: Float32Array, stride: n
   return { next, done };
 }
 
-function greedy(row: Row, index: number, logits: Float32Array, base: number, vocab: number, eosId: number, next: StepDecision['next'], done: SearchState[]): void {
+function greedy(
+  row: Row,
+  index: number,
+  logits: Float32Array,
+  base: number,
+  vocab: number,
+  eosId: number,
+  next: StepDecision['next'],
+  done: SearchState[],
+): void {
   const { hyp, state } = row;
   const { settings } = state;
   const generated = hyp.tokens.length;
@@ -143,7 +159,18 @@ interface Candidate {
   source: number;
 }
 
-function beam(rows: readonly Row[], start: number, end: number, logits: Float32Array, stride: number, offset: number, vocab: number, eosId: number, next: StepDecision['next'], done: SearchState[]): void {
+function beam(
+  rows: readonly Row[],
+  start: number,
+  end: number,
+  logits: Float32Array,
+  stride: number,
+  offset: number,
+  vocab: number,
+  eosId: number,
+  next: StepDecision['next'],
+  done: SearchState[],
+): void {
   const state = rows[start]!.state;
   const { settings } = state;
   const generated = rows[start]!.hyp.tokens.length; // equal for all live beams of a sequence

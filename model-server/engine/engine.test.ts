@@ -30,7 +30,10 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const WORDS = 'the of and to in is hello world good morning thank you please translate language model server batch token quick brown fox jumps over lazy dog 42 , . ! ?'.split(' ');
+const WORDS =
+  'the of and to in is hello world good morning thank you please translate language model server batch token quick brown fox jumps over lazy dog 42 , . ! ?'.split(
+    ' ',
+  );
 
 /** `count` rows of 1–40 words, mixed source and target languages, from a fixed seed. */
 function rows(count: number, seed = 7): TranslateRow[] {
@@ -202,7 +205,7 @@ describe('TranslationEngine', () => {
           e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }),
         ]);
       });
-      const [[joinedGreedy, [joinedBeam]], [longOut]] = await Promise.all([joined!, longRun]) as unknown as [
+      const [[joinedGreedy, [joinedBeam]], [longOut]] = (await Promise.all([joined!, longRun])) as unknown as [
         [Awaited<ReturnType<TranslationEngine['translate']>>, Awaited<ReturnType<TranslationEngine['translate']>>],
         Awaited<ReturnType<TranslationEngine['translate']>>,
       ];
@@ -212,7 +215,9 @@ describe('TranslationEngine', () => {
       expect(finished).toEqual(['joiners', 'long']);
       expect(longOut!.tokenIds).toEqual((await e.translate([long], fixed(40)))[0]!.tokenIds);
       expect(joinedGreedy.map((t) => t.tokenIds)).toEqual(await oneByOne(e, joiners, GREEDY));
-      expect(joinedBeam!.tokenIds).toEqual((await e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }))[0]!.tokenIds);
+      expect(joinedBeam!.tokenIds).toEqual(
+        (await e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }))[0]!.tokenIds,
+      );
     });
   });
 

@@ -80,7 +80,12 @@ export class TranslationEngine {
   readonly #defaults: TranslateOptions;
   #closed: Promise<void> | null = null;
 
-  private constructor(config: ModelConfig, tokenizer: TranslationTokenizer, sessions: EngineSessions, options: EngineOptions) {
+  private constructor(
+    config: ModelConfig,
+    tokenizer: TranslationTokenizer,
+    sessions: EngineSessions,
+    options: EngineOptions,
+  ) {
     this.#config = config;
     this.#tokenizer = tokenizer;
     this.#sessions = sessions;
@@ -199,11 +204,13 @@ export class TranslationEngine {
     // Decoder positions: the start token plus every generated token must fit the position table.
     const maxNewTokens = Math.min(pick('maxNewTokens') ?? generation.maxNewTokens, this.#config.maxPositions - 1);
     const minNewTokens = Math.min(pick('minNewTokens') ?? 0, maxNewTokens);
-    if (!Number.isInteger(numBeams) || numBeams < 1) throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
+    if (!Number.isInteger(numBeams) || numBeams < 1)
+      throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
     if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) {
       throw new RangeError(`maxNewTokens must be a positive integer (got ${maxNewTokens})`);
     }
-    if (!Number.isInteger(minNewTokens) || minNewTokens < 0) throw new RangeError(`minNewTokens must be a non-negative integer`);
+    if (!Number.isInteger(minNewTokens) || minNewTokens < 0)
+      throw new RangeError(`minNewTokens must be a non-negative integer`);
     return {
       forcedTokenId,
       strategy: pick('strategy') ?? (numBeams === 1 ? 'greedy' : 'beam'),
@@ -215,4 +222,3 @@ export class TranslationEngine {
     };
   }
 }
-

@@ -298,9 +298,19 @@ export class Generator {
       for (let i = 0; i < this.#layers; i++) {
         ['key', 'value'].forEach((part, j) => {
           const self = cached && cohort.selfCache !== null ? cohort.selfCache[2 * i + j]! : empty;
-          feeds[`past_key_values.${i}.decoder.${part}`] = new ort.Tensor('float32', self, [n, H, self === empty ? 0 : P, dh]);
+          feeds[`past_key_values.${i}.decoder.${part}`] = new ort.Tensor('float32', self, [
+            n,
+            H,
+            self === empty ? 0 : P,
+            dh,
+          ]);
           const cross = cached && !first ? cohort.crossCache![2 * i + j]! : empty;
-          feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', cross, [n, H, cross === empty ? 0 : S, dh]);
+          feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', cross, [
+            n,
+            H,
+            cross === empty ? 0 : S,
+            dh,
+          ]);
           if (cached) {
             fetches.push(`present.${i}.decoder.${part}`);
             if (first) fetches.push(`present.${i}.encoder.${part}`);
@@ -320,18 +330,27 @@ export class Generator {
     if (logits === undefined) throw new Error('decoder returned no logits');
     const stride = logits.dims[1]! * logits.dims[2]!;
     const vocab = Math.min(V, logits.dims[2]!);
-    const decision = decideStep(rows, logits.data as Float32Array, stride, stride - logits.dims[2]!, vocab, this.#config.eosTokenId);
+    const decision = decideStep(
+      rows,
+      logits.data as Float32Array,
+      stride,
+      stride - logits.dims[2]!,
+      vocab,
+      this.#config.eosTokenId,
+    );
     this.#stats.searchMs += performance.now() - ran;
 
     if (cached) {
       cohort.selfCache = [];
       for (let i = 0; i < this.#layers; i++) {
-        for (const part of ['key', 'value']) cohort.selfCache.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
+        for (const part of ['key', 'value'])
+          cohort.selfCache.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
       }
       if (first) {
         cohort.crossCache = [];
         for (let i = 0; i < this.#layers; i++) {
-          for (const part of ['key', 'value']) cohort.crossCache.push(out[`present.${i}.encoder.${part}`]!.data as Float32Array);
+          for (const part of ['key', 'value'])
+            cohort.crossCache.push(out[`present.${i}.encoder.${part}`]!.data as Float32Array);
         }
       }
       cohort.pastLength = P + 1;
@@ -377,7 +396,15 @@ export class Generator {
     const S = Math.max(running.encoderLength, joining.encoderLength);
     const P = Math.max(running.pastLength, joining.pastLength);
     const all = (c: Cohort) => c.rows.map((_, i) => i);
-    this.#relayout(running, [{ cohort: running, rows: all(running) }, { cohort: joining, rows: all(joining) }], S, P);
+    this.#relayout(
+      running,
+      [
+        { cohort: running, rows: all(running) },
+        { cohort: joining, rows: all(joining) },
+      ],
+      S,
+      P,
+    );
     running.rows = [...running.rows, ...joining.rows];
     running.encoderLengths = [...running.encoderLengths, ...joining.encoderLengths];
   }
@@ -387,19 +414,70 @@ export class Generator {
     const d = this.#config.dModel;
     const H = this.#heads;
     const dh = this.#headDim;
-    const pick = <T extends Float32Array | BigInt64Array>(get: (c: Cohort) => T, length: (c: Cohort) => number): RowSource<T>[] =>
+    const pick = <T extends Float32Array | BigInt64Array>(
+      get: (c: Cohort) => T,
+      length: (c: Cohort) => number,
+    ): RowSource<T>[] =>
       parts.flatMap(({ cohort, rows }) => rows.map((row) => ({ data: get(cohort), row, length: length(cohort) })));
-    const encoderStates = relayoutRows(pick((c) => c.encoderStates, (c) => c.encoderLength), 1, d, S, 'start');
-    const encoderMask = relayoutRows(pick((c) => c.encoderMask, (c) => c.encoderLength), 1, 1, S, 'start');
+    const encoderStates = relayoutRows(
+      pick(
+        (c) => c.encoderStates,
+        (c) => c.encoderLength,
+      ),
+      1,
+      d,
+      S,
+      'start',
+    );
+    const encoderMask = relayoutRows(
+      pick(
+        (c) => c.encoderMask,
+        (c) => c.encoderLength,
+      ),
+      1,
+      1,
+      S,
+      'start',
+    );
     let crossCache: Float32Array[] | null = null;
     let selfCache: Float32Array[] | null = null;
     let selfMask: BigInt64Array | null = null;
     if (target.crossCache !== null) {
       crossCache = target.crossCache.map((_, k) =>
-        relayoutRows(pick((c) => c.crossCache![k]!, (c) => c.encoderLength), H, dh, S, 'start'),
+        relayoutRows(
+          pick(
+            (c) => c.crossCache![k]!,
+            (c) => c.encoderLength,
+          ),
+          H,
+          dh,
+          S,
+          'start',
+        ),
       );
-      selfCache = target.selfCache!.map((_, k) => relayoutRows(pick((c) => c.selfCache![k]!, (c) => c.pastLength), H, dh, P, 'end'));
-      if (target.selfMask !== null) selfMask = relayoutRows(pick((c) => c.selfMask!, (c) => c.pastLength), 1, 1, P, 'end');
+      selfCache = target.selfCache!.map((_, k) =>
+        relayoutRows(
+          pick(
+            (c) => c.selfCache![k]!,
+            (c) => c.pastLength,
+          ),
+          H,
+          dh,
+          P,
+          'end',
+        ),
+      );
+      if (target.selfMask !== null)
+        selfMask = relayoutRows(
+          pick(
+            (c) => c.selfMask!,
+            (c) => c.pastLength,
+          ),
+          1,
+          1,
+          P,
+          'end',
+        );
     }
     target.encoderStates = encoderStates;
     target.encoderMask = encoderMask;

@@ -58,19 +58,31 @@ export function loadModelConfig(modelDir: string): ModelConfig {
   const int = (source: Record<string, unknown>, file: string, key: string, fallback?: number): number => {
     const value = source[key] ?? fallback;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-      throw new ServeError('WORKER_START_FAILED', `${file}: "${key}" must be a non-negative integer (got ${JSON.stringify(value)}).`);
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `${file}: "${key}" must be a non-negative integer (got ${JSON.stringify(value)}).`,
+      );
     }
     return value;
   };
   if (config.is_encoder_decoder !== true) {
-    throw new ServeError('WORKER_START_FAILED', `${configFile}: not an encoder-decoder model (is_encoder_decoder must be true).`);
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `${configFile}: not an encoder-decoder model (is_encoder_decoder must be true).`,
+    );
   }
   const maxPositions = int(config, 'config.json', 'max_position_embeddings');
   const modelMaxLength = tokenizer.model_max_length;
   // HF writes a huge sentinel (1e30) when a tokenizer has no limit of its own.
-  const tokenizerLimit = typeof modelMaxLength === 'number' && modelMaxLength > 0 && modelMaxLength < 1e9 ? modelMaxLength : maxPositions;
+  const tokenizerLimit =
+    typeof modelMaxLength === 'number' && modelMaxLength > 0 && modelMaxLength < 1e9 ? modelMaxLength : maxPositions;
   const eosTokenId = int(config, 'config.json', 'eos_token_id', 2);
-  const maxLength = int(generation, 'generation_config.json', 'max_length', int(config, 'config.json', 'max_length', 200));
+  const maxLength = int(
+    generation,
+    'generation_config.json',
+    'max_length',
+    int(config, 'config.json', 'max_length', 200),
+  );
   const numBeams = int(generation, 'generation_config.json', 'num_beams', 1);
   const lengthPenalty = generation.length_penalty ?? 1.0;
   if (typeof lengthPenalty !== 'number') {
@@ -83,7 +95,12 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     decoderHeads: int(config, 'config.json', 'decoder_attention_heads'),
     vocabSize: int(config, 'config.json', 'vocab_size'),
     maxPositions,
-    decoderStartTokenId: int(generation, 'generation_config.json', 'decoder_start_token_id', int(config, 'config.json', 'decoder_start_token_id', eosTokenId)),
+    decoderStartTokenId: int(
+      generation,
+      'generation_config.json',
+      'decoder_start_token_id',
+      int(config, 'config.json', 'decoder_start_token_id', eosTokenId),
+    ),
     eosTokenId,
     padTokenId: int(config, 'config.json', 'pad_token_id', 1),
     maxInputTokens: Math.min(tokenizerLimit, maxPositions),

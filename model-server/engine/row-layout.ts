@@ -49,7 +49,10 @@ export function relayoutRows<T extends RowData>(
     }
     for (let o = 0; o < outer; o++) {
       const from = row * srcRow + (o * length + srcStart) * inner;
-      (out as RowData).set((data as RowData).subarray(from, from + span) as never, r * dstRow + (o * dstLength + dstStart) * inner);
+      (out as RowData).set(
+        (data as RowData).subarray(from, from + span) as never,
+        r * dstRow + (o * dstLength + dstStart) * inner,
+      );
     }
   });
   return out;

@@ -41,7 +41,10 @@ export interface EngineSessions {
   device: DeviceInfo;
 }
 
-function sessionOptions(threads: number, provider: ort.InferenceSession.ExecutionProviderConfig): ort.InferenceSession.SessionOptions {
+function sessionOptions(
+  threads: number,
+  provider: ort.InferenceSession.ExecutionProviderConfig,
+): ort.InferenceSession.SessionOptions {
   return {
     executionProviders: [provider],
     graphOptimizationLevel: 'all',
@@ -63,7 +66,10 @@ function chooseDecoder(modelDir: string, wanted: 'auto' | 'no-cache'): { file: s
   if (existsSync(path.join(modelDir, plain))) return { file: plain, kind: 'no-cache' };
   // No decoder_model.onnx: the merged graph without its cache branch is the same full recompute.
   if (existsSync(path.join(modelDir, merged))) return { file: merged, kind: 'no-cache' };
-  throw new ServeError('WORKER_START_FAILED', `No decoder in ${modelDir}/onnx (decoder_model_merged.onnx or decoder_model.onnx).`);
+  throw new ServeError(
+    'WORKER_START_FAILED',
+    `No decoder in ${modelDir}/onnx (decoder_model_merged.onnx or decoder_model.onnx).`,
+  );
 }
 
 /**
@@ -103,7 +109,9 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
     return finish(sessions, decoder, info);
   } catch (err) {
-    throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, { cause: err });
+    throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 

@@ -46,9 +46,13 @@ export class TranslationTokenizer {
         return JSON.parse(readFileSync(path.join(modelDir, name), 'utf8')) as object;
       } catch (err) {
         if (!required && (err as NodeJS.ErrnoException).code === 'ENOENT') return {};
-        throw new ServeError('WORKER_START_FAILED', `Cannot read ${path.join(modelDir, name)}: ${(err as Error).message}`, {
-          cause: err,
-        });
+        throw new ServeError(
+          'WORKER_START_FAILED',
+          `Cannot read ${path.join(modelDir, name)}: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
       }
     };
     const tokenizer = new Tokenizer(read('tokenizer.json', true), read('tokenizer_config.json', false));

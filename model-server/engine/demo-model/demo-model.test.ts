@@ -65,7 +65,14 @@ describe('makeDemoModel', () => {
       `past_key_values.${i}.encoder.key`,
       `past_key_values.${i}.encoder.value`,
     ]).flat();
-    expect(decoder.inputNames).toEqual(['input_ids', 'encoder_attention_mask', 'encoder_hidden_states', ...past, ...pastEncoder, 'use_cache_branch']);
+    expect(decoder.inputNames).toEqual([
+      'input_ids',
+      'encoder_attention_mask',
+      'encoder_hidden_states',
+      ...past,
+      ...pastEncoder,
+      'use_cache_branch',
+    ]);
     expect(decoder.outputNames).toContain('logits');
     expect(decoder.outputNames).toContain(`present.${layers - 1}.encoder.value`);
     await encoder.release();

@@ -180,7 +180,9 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
     ? g.input('decoder_attention_mask', ElemType.INT64, ['batch_size', 'total_sequence_length'])
     : g.op('Expand', [
         g.int64([1], []),
-        g.op('Concat', [g.op('Shape', [inputIds], { start: { i: 0 }, end: { i: 1 } }), totalLength], { axis: { i: 0 } }),
+        g.op('Concat', [g.op('Shape', [inputIds], { start: { i: 0 }, end: { i: 1 } }), totalLength], {
+          axis: { i: 0 },
+        }),
       ]);
 
   // Position of a token = number of real tokens up to it − 1 (mask cumsum), + M2M100's offset.
@@ -223,8 +225,16 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
       compute.output(kv.key, `compute_${i}_key`, ElemType.FLOAT, encoderKvDims);
       compute.output(kv.value, `compute_${i}_value`, ElemType.FLOAT, encoderKvDims);
     }
-    const outs = Array.from({ length: p.decoderLayers }, (_, i) => presentEncoderNames(i)).flatMap((n) => [n.key, n.value]);
-    g.opN('If', [useCache], { then_branch: { g: reuse.graph('reuse_encoder_kv') }, else_branch: { g: compute.graph('compute_encoder_kv') } }, outs);
+    const outs = Array.from({ length: p.decoderLayers }, (_, i) => presentEncoderNames(i)).flatMap((n) => [
+      n.key,
+      n.value,
+    ]);
+    g.opN(
+      'If',
+      [useCache],
+      { then_branch: { g: reuse.graph('reuse_encoder_kv') }, else_branch: { g: compute.graph('compute_encoder_kv') } },
+      outs,
+    );
     for (let i = 0; i < p.decoderLayers; i++) cross.push(presentEncoderNames(i));
   } else {
     for (let i = 0; i < p.decoderLayers; i++) {
@@ -249,9 +259,21 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
     }
     g.output(k, `present.${i}.decoder.key`, ElemType.FLOAT, presentDims);
     g.output(v, `present.${i}.decoder.value`, ElemType.FLOAT, presentDims);
-    x = g.op('Add', [x, L.attend(L.queries(h, `${name}.self_attn`), `present.${i}.decoder.key`, `present.${i}.decoder.value`, selfBias, `${name}.self_attn`)]);
+    x = g.op('Add', [
+      x,
+      L.attend(
+        L.queries(h, `${name}.self_attn`),
+        `present.${i}.decoder.key`,
+        `present.${i}.decoder.value`,
+        selfBias,
+        `${name}.self_attn`,
+      ),
+    ]);
     h = L.layerNorm(x, `${name}.encoder_attn_layer_norm`);
-    x = g.op('Add', [x, L.attend(L.queries(h, `${name}.encoder_attn`), cross[i]!.key, cross[i]!.value, crossBias, `${name}.encoder_attn`)]);
+    x = g.op('Add', [
+      x,
+      L.attend(L.queries(h, `${name}.encoder_attn`), cross[i]!.key, cross[i]!.value, crossBias, `${name}.encoder_attn`),
+    ]);
     x = g.op('Add', [x, L.feedForward(L.layerNorm(x, `${name}.final_layer_norm`), name)]);
   }
   x = L.layerNorm(x, 'model.decoder.layer_norm');
@@ -274,6 +296,9 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
   g.output(logits, 'logits', ElemType.FLOAT, ['batch_size', 'decoder_sequence_length', p.vocabSize]);
   for (let i = 0; i < p.decoderLayers; i++) {
     const names = presentEncoderNames(i);
-    g.outputs.push(valueInfo(names.key, ElemType.FLOAT, encoderKvDims), valueInfo(names.value, ElemType.FLOAT, encoderKvDims));
+    g.outputs.push(
+      valueInfo(names.key, ElemType.FLOAT, encoderKvDims),
+      valueInfo(names.value, ElemType.FLOAT, encoderKvDims),
+    );
   }
 }

@@ -77,12 +77,7 @@ export function generationConfigJson(p: DemoPreset): Record<string, unknown> {
   };
 }
 
-function writeGraph(
-  p: DemoPreset,
-  file: string,
-  doc: string,
-  build: (g: GraphBuilder) => void,
-): Map<string, number> {
+function writeGraph(p: DemoPreset, file: string, doc: string, build: (g: GraphBuilder) => void): Map<string, number> {
   const sink = new WeightSink(
     p.seed,
     p.externalData ? { path: `${file}_data`, location: `${path.basename(file)}_data` } : undefined,
@@ -138,5 +133,12 @@ export function makeDemoModel(preset: string | DemoPreset, outDir: string): Demo
   }
   const isBuffer = (tensor: string) => tensor.includes('embed_positions') || tensor === 'eos_position_bias';
   const writtenParameters = [...weights].reduce((sum, [tensor, count]) => sum + (isBuffer(tensor) ? 0 : count), 0);
-  return { preset: p.name, outDir, parameters: parameterCount(p), writtenParameters, files, buildMs: performance.now() - started };
+  return {
+    preset: p.name,
+    outDir,
+    parameters: parameterCount(p),
+    writtenParameters,
+    files,
+    buildMs: performance.now() - started,
+  };
 }

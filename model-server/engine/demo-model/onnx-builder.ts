@@ -25,9 +25,7 @@ export type Attr = { i: number } | { f: number } | { ints: number[] } | { g: IGr
 
 /** How a weight's values are made: drawn from its own seeded stream, a constant, or given data. */
 export type WeightFill =
-  | { kind: 'uniform'; std: number }
-  | { kind: 'constant'; value: number }
-  | { kind: 'data'; data: Float32Array };
+  { kind: 'uniform'; std: number } | { kind: 'constant'; value: number } | { kind: 'data'; data: Float32Array };
 
 /** Where weight bytes go. Values are produced in chunks, so a 500 MB tensor costs one chunk of memory. */
 export class WeightSink {

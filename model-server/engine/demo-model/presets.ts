@@ -3,7 +3,22 @@
  */
 
 /** The 14 languages of setup_config.json, in its order. */
-export const DEMO_LANGUAGES = ['ko', 'en', 'zh', 'es', 'fr', 'ru', 'id', 'ja', 'vi', 'de', 'it', 'hi', 'ar', 'pt'] as const;
+export const DEMO_LANGUAGES = [
+  'ko',
+  'en',
+  'zh',
+  'es',
+  'fr',
+  'ru',
+  'id',
+  'ja',
+  'vi',
+  'de',
+  'it',
+  'hi',
+  'ar',
+  'pt',
+] as const;
 
 export interface DemoPreset {
   name: string;

@@ -1,0 +1,138 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../common/logger.js';
+import { makeDemoModel } from '../../engine/demo-model/index.js';
+import { TranslationEngine } from '../../engine/engine.js';
+import type { BatchItem, ItemOutcome } from '../../protocol.js';
+import { runBatch } from './base.js';
+import { TranslationHandler } from './translation.js';
+
+const log = createLogger('test', 'silent');
+let dir: string;
+let handler: TranslationHandler;
+let reference: TranslationEngine;
+const options = { intraOpThreads: 1, numBeams: 2, maxNewTokens: 24 };
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'translation-handler-'));
+  makeDemoModel('tiny-joinable', dir);
+  handler = new TranslationHandler();
+  const device = await handler.initialize({ modelDir: dir, device: { kind: 'cpu' }, options, log });
+  expect(device).toEqual({ kind: 'cpu', id: null, provider: 'cpu' });
+  reference = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1 });
+});
+afterAll(async () => {
+  await handler.close();
+  await reference.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function run(items: BatchItem[]): Promise<Map<string, ItemOutcome>> {
+  const replies = new Map<string, ItemOutcome>();
+  await runBatch(
+    handler,
+    items,
+    (id, outcome) => {
+      expect(replies.has(id)).toBe(false);
+      replies.set(id, outcome);
+    },
+    log,
+  );
+  return replies;
+}
+
+const item = (id: string, model: string, body: unknown): BatchItem => ({ id, model, body });
+
+describe('TranslationHandler', () => {
+  it('serves the tokenizer languages', () => {
+    expect(handler.languages()).toEqual([
+      'ar',
+      'de',
+      'en',
+      'es',
+      'fr',
+      'hi',
+      'id',
+      'it',
+      'ja',
+      'ko',
+      'pt',
+      'ru',
+      'vi',
+      'zh',
+    ]);
+  });
+
+  it('answers {"translated"} with tgt_lang = the model name, using the worker options (beams, max tokens)', async () => {
+    const replies = await run([
+      item('a', 'en', { src_lang: 'ko', src_text: 'good morning' }),
+      item('b', 'ja', { src_lang: 'en', src_text: 'hello world' }),
+    ]);
+    const expected = await reference.translate(
+      [
+        { srcLang: 'ko', text: 'good morning', tgtLang: 'en' },
+        { srcLang: 'en', text: 'hello world', tgtLang: 'ja' },
+      ],
+      { numBeams: 2, maxNewTokens: 24 },
+    );
+    expect(replies.get('a')).toEqual({ ok: true, value: { translated: expected[0]!.text } });
+    expect(replies.get('b')).toEqual({ ok: true, value: { translated: expected[1]!.text } });
+  });
+
+  it('fails bad items alone, with messages naming the field', async () => {
+    const replies = await run([
+      item('ok', 'de', { src_lang: 'en', src_text: 'hello' }),
+      item('no-text', 'de', { src_lang: 'en' }),
+      item('text-type', 'de', { src_lang: 'en', src_text: ['hello'] }),
+      item('no-lang', 'de', { src_text: 'hello' }),
+      item('not-object', 'de', 'hello'),
+      item('bad-src', 'de', { src_lang: 'xx', src_text: 'hello' }),
+      item('bad-tgt', 'tlh', { src_lang: 'en', src_text: 'hello' }),
+    ]);
+    expect(replies.get('ok')).toMatchObject({ ok: true });
+    expect(replies.get('no-text')).toEqual({
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: 'src_text must be a string.' },
+    });
+    expect(replies.get('text-type')).toEqual({
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: 'src_text must be a string.' },
+    });
+    expect(replies.get('no-lang')).toEqual({
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: 'src_lang must be a string.' },
+    });
+    expect(replies.get('not-object')).toEqual({
+      ok: false,
+      error: { code: 'BAD_REQUEST', message: 'Request body must be a JSON object with "src_lang" and "src_text".' },
+    });
+    const supported = 'ar, de, en, es, fr, hi, id, it, ja, ko, pt, ru, vi, zh';
+    expect(replies.get('bad-src')).toEqual({
+      ok: false,
+      error: { code: 'UNKNOWN_LANGUAGE', message: `Unknown src_lang "xx". Supported languages: ${supported}.` },
+    });
+    expect(replies.get('bad-tgt')).toEqual({
+      ok: false,
+      error: { code: 'UNKNOWN_LANGUAGE', message: `Unknown tgt_lang "tlh". Supported languages: ${supported}.` },
+    });
+  });
+
+  it('batches in flight together share the generation and each item gets its own answer', async () => {
+    const texts = ['the lazy dog', 'quick brown fox jumps', 'thank you', 'model server batch token please', 'a'];
+    const batches = [0, 1, 2].map((b) =>
+      texts.map((text, i) => item(`${b}-${i}`, ['en', 'fr', 'zh'][b]!, { src_lang: 'de', src_text: text })),
+    );
+    const results = await Promise.all(batches.map((batch) => run(batch)));
+    for (const [b, batch] of batches.entries()) {
+      const expected = await reference.translate(
+        batch.map((it) => ({ srcLang: 'de', text: (it.body as { src_text: string }).src_text, tgtLang: it.model })),
+        { numBeams: 2, maxNewTokens: 24 },
+      );
+      for (const [i, it] of batch.entries()) {
+        expect(results[b]!.get(it.id)).toEqual({ ok: true, value: { translated: expected[i]!.text } });
+      }
+    }
+  });
+});
