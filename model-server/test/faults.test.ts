@@ -79,6 +79,15 @@ describe('worker faults (real worker processes with injected faults)', () => {
     expect((await call(`${t.inference}/ping`)).body).toEqual({ status: 'Healthy' });
   });
 
+  it('a lying worker (batch-done without the items) fails those items with 500, not a hang', async () => {
+    t = await startTestServer({ faults: { echo: 'skip-items' } });
+    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    expect(await predict(t, 'echo', 'lost')).toMatchObject({
+      status: 500,
+      body: { code: 500, type: 'InternalServerException', message: 'Worker did not answer every item of its batch.' },
+    });
+  });
+
   it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {
     t = await startTestServer({ entries: ['echo', 'broken'], faults: { broken: 'fail-load' } });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);

@@ -14,6 +14,7 @@
  * - `hang-on-batch[:N]`    block the event loop forever on the N-th batch (a stuck native call)
  * - `slow:<ms>`            wait `ms` before running each batch
  * - `exit-after-ready`     exit(71) right after `ready` (a worker that dies between loads)
+ * - `skip-items`           answer `batch-done` without answering the items (a lying worker)
  */
 import { ServeError, toServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
@@ -27,6 +28,7 @@ interface Faults {
   hangOnBatch: number | undefined;
   slowMs: number;
   exitAfterReady: boolean;
+  skipItems: boolean;
 }
 
 /** Parse `InitMessage.fault`; an unknown fault name is a test bug and fails the load loudly. */
@@ -37,6 +39,7 @@ export function parseFaults(spec: string | undefined): Faults {
     hangOnBatch: undefined,
     slowMs: 0,
     exitAfterReady: false,
+    skipItems: false,
   };
   for (const part of (spec ?? '').split(',').filter(Boolean)) {
     const [name, arg] = part.split(':') as [string, string | undefined];
@@ -47,6 +50,7 @@ export function parseFaults(spec: string | undefined): Faults {
     else if (name === 'hang-on-batch') faults.hangOnBatch = n;
     else if (name === 'slow') faults.slowMs = n;
     else if (name === 'exit-after-ready') faults.exitAfterReady = true;
+    else if (name === 'skip-items') faults.skipItems = true;
     else throw new Error(`unknown fault: ${name}`);
   }
   return faults;
@@ -107,7 +111,7 @@ function batch(message: BatchMessage): void {
     if (handler === undefined) {
       const error = new ServeError('WORKER_DIED', 'Worker received a batch before it was ready.').toWire();
       for (const item of message.items) send({ type: 'item', id: item.id, outcome: { ok: false, error } });
-    } else {
+    } else if (!faults.skipItems) {
       await runBatch(handler, message.items, (id, outcome) => send({ type: 'item', id, outcome }), log);
     }
     send({ type: 'batch-done', batchId: message.batchId, handlerMs: performance.now() - started });
