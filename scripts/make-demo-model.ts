@@ -14,7 +14,9 @@ async function main(argv: string[]): Promise<number> {
   const check = !argv.includes('--no-check');
   const [preset, outArg] = args;
   if (preset === undefined || argv.includes('--help') || PRESETS[preset] === undefined) {
-    console.error(`usage: scripts/make-demo-model <preset> [outDir] [--no-check]\npresets: ${Object.keys(PRESETS).join(', ')}`);
+    console.error(
+      `usage: scripts/make-demo-model <preset> [outDir] [--no-check]\npresets: ${Object.keys(PRESETS).join(', ')}`,
+    );
     return preset === undefined || argv.includes('--help') ? 2 : 1;
   }
   const outDir = path.resolve(outArg ?? path.join('models', preset));
@@ -28,7 +30,10 @@ async function main(argv: string[]): Promise<number> {
   const engine = await TranslationEngine.load({ modelDir: outDir });
   try {
     const loadMs = performance.now() - started;
-    const [out] = await engine.translate([{ srcLang: 'en', text: 'Hello world.', tgtLang: 'ko' }], { numBeams: 1, maxNewTokens: 8 });
+    const [out] = await engine.translate([{ srcLang: 'en', text: 'Hello world.', tgtLang: 'ko' }], {
+      numBeams: 1,
+      maxNewTokens: 8,
+    });
     console.log(
       `check: onnxruntime-node loaded it in ${(loadMs / 1000).toFixed(1)} s (${engine.decoderKind} decoder) and generated ` +
         `${out!.generatedTokens} tokens: ${JSON.stringify(out!.text)} (random weights: not a translation)`,

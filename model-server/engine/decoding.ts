@@ -122,16 +122,10 @@ function greedy(
   if (generated === 0) {
     token = settings.forcedTokenId;
   } else {
-    const suppressEos = generated < settings.minNewTokens;
-    let best = -Infinity;
-    token = -1;
-    for (let v = 0; v < vocab; v++) {
-      const value = logits[base + v]!;
-      if (value > best && !(suppressEos && v === eosId)) {
-        best = value;
-        token = v;
-      }
-    }
+    // The hot loop of a greedy step (vocab × rows per step): plain argmax first; the suppressed `</s>`
+    // costs a second scan only in the rare step where it won.
+    token = argmax(logits, base, vocab, -1);
+    if (token === eosId && generated < settings.minNewTokens) token = argmax(logits, base, vocab, eosId);
     if (token < 0) token = eosId; // all logits NaN: end the row rather than emit garbage forever
   }
   hyp.tokens.push(token);
@@ -142,6 +136,20 @@ function greedy(
   } else {
     next.push({ source: index, row });
   }
+}
+
+/** Index of the largest of `logits[base … base+vocab)`, skipping `skip`; -1 when every value is NaN. */
+function argmax(logits: Float32Array, base: number, vocab: number, skip: number): number {
+  let best = -Infinity;
+  let index = -1;
+  for (let v = 0; v < vocab; v++) {
+    const value = logits[base + v]!;
+    if (value > best && v !== skip) {
+      best = value;
+      index = v;
+    }
+  }
+  return index;
 }
 
 /** log Σ exp over one row of logits (the log-softmax normaliser). */

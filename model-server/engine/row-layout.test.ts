@@ -14,7 +14,17 @@ describe('relayoutRows', () => {
   const data = make(2, 2, 3, 2);
 
   it('gathers, reorders and duplicates rows (beam reorder)', () => {
-    const out = relayoutRows([{ data, row: 1, length: 3 }, { data, row: 1, length: 3 }, { data, row: 0, length: 3 }], 2, 2, 3, 'start');
+    const out = relayoutRows(
+      [
+        { data, row: 1, length: 3 },
+        { data, row: 1, length: 3 },
+        { data, row: 0, length: 3 },
+      ],
+      2,
+      2,
+      3,
+      'start',
+    );
     expect(Array.from(out)).toEqual([...data.subarray(12, 24), ...data.subarray(12, 24), ...data.subarray(0, 12)]);
   });
 
@@ -26,14 +36,28 @@ describe('relayoutRows', () => {
   });
 
   it('left-pads and trims at the start for decoder caches (align end)', () => {
-    expect(Array.from(relayoutRows([{ data: make(2, 2, 3, 1), row: 1, length: 3 }], 2, 1, 5, 'end'))).toEqual([0, 0, 101, 102, 103, 0, 0, 111, 112, 113]);
-    expect(Array.from(relayoutRows([{ data: make(2, 2, 3, 1), row: 0, length: 3 }], 2, 1, 2, 'end'))).toEqual([2, 3, 12, 13]);
+    expect(Array.from(relayoutRows([{ data: make(2, 2, 3, 1), row: 1, length: 3 }], 2, 1, 5, 'end'))).toEqual([
+      0, 0, 101, 102, 103, 0, 0, 111, 112, 113,
+    ]);
+    expect(Array.from(relayoutRows([{ data: make(2, 2, 3, 1), row: 0, length: 3 }], 2, 1, 2, 'end'))).toEqual([
+      2, 3, 12, 13,
+    ]);
   });
 
   it('concatenates rows of tensors with different lengths (joining) and keeps int64 masks int64', () => {
     const a = BigInt64Array.from([1n, 1n, 1n, 1n]); // 2 rows, length 2
     const b = BigInt64Array.from([1n]); // 1 row, length 1
-    const out = relayoutRows([{ data: a, row: 0, length: 2 }, { data: a, row: 1, length: 2 }, { data: b, row: 0, length: 1 }], 1, 1, 2, 'end');
+    const out = relayoutRows(
+      [
+        { data: a, row: 0, length: 2 },
+        { data: a, row: 1, length: 2 },
+        { data: b, row: 0, length: 1 },
+      ],
+      1,
+      1,
+      2,
+      'end',
+    );
     expect(out).toBeInstanceOf(BigInt64Array);
     expect(Array.from(out)).toEqual([1n, 1n, 1n, 1n, 0n, 1n]);
   });

@@ -60,7 +60,10 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
     return this.#requireEngine().prepare({ srcLang, text, tgtLang: item.model });
   }
 
-  async inference(inputs: PreparedRow[], emit: (index: number, result: TranslationOutput | ServeError) => void): Promise<void> {
+  async inference(
+    inputs: PreparedRow[],
+    emit: (index: number, result: TranslationOutput | ServeError) => void,
+  ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
       inputs.map(async (row, index) => {
