@@ -15,11 +15,16 @@ export class BatchQueue implements JobHolder {
   readonly capacity: number;
   /** Insertion-ordered: iteration is FIFO, deletion of an expired job from the middle is O(1). */
   #jobs = new Set<Job>();
+  #onExpired: (() => void) | undefined;
 
-  /** @param capacity most jobs waiting at once (`job_queue_size`, the seed's 4096). */
-  constructor(capacity: number) {
+  /**
+   * @param capacity most jobs waiting at once (`job_queue_size`, the seed's 4096).
+   * @param onExpired told after a waiting job timed out and left the queue.
+   */
+  constructor(capacity: number, onExpired?: () => void) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be ≥ 1, got ${capacity}`);
     this.capacity = capacity;
+    this.#onExpired = onExpired;
   }
 
   get size(): number {
@@ -88,6 +93,6 @@ export class BatchQueue implements JobHolder {
   }
 
   jobExpired(job: Job): void {
-    this.#jobs.delete(job);
+    if (this.#jobs.delete(job)) this.#onExpired?.();
   }
 }

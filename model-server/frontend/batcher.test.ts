@@ -152,6 +152,15 @@ describe('Batcher', () => {
     expect(closed).toBe(true);
   });
 
+  it('close() also resolves when the last queued job times out instead of leaving', async () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 10, maxBatchDelayMs: 60_000, queueSize: 10 });
+    batcher.submit([job(50)]);
+    let closed = false;
+    void batcher.close().then(() => (closed = true));
+    await vi.advanceTimersByTimeAsync(51);
+    expect(closed).toBe(true);
+  });
+
   type Command =
     | { kind: 'arrive'; count: number }
     | { kind: 'advance'; ms: number }

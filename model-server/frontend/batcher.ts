@@ -73,7 +73,8 @@ export class Batcher {
     this.policy = options.policy;
     this.batchSize = options.batchSize;
     this.maxBatchDelayMs = options.maxBatchDelayMs;
-    this.queue = new BatchQueue(options.queueSize);
+    // A draining model may be waiting for its last queued job to time out.
+    this.queue = new BatchQueue(options.queueSize, () => this.#checkDrained());
     this.#now = options.now ?? (() => performance.now());
   }
 

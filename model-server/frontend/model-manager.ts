@@ -343,6 +343,9 @@ export class ModelManager {
     if (this.#closing) return;
     this.#closing = true;
     const entries = this.registry.entries();
+    const refusal = new ServeError('SHUTTING_DOWN');
+    // Jobs of a model nobody can serve would only wait out the grace: fail them now.
+    for (const e of entries) if (e.pool.target === 0 || !e.pool.serviceable) e.batcher.queue.failAll(refusal);
     const drained = Promise.all(entries.map((e) => e.batcher.close()));
     const timedOut = await withTimeout(drained, graceMs).then(
       () => false,
@@ -350,7 +353,7 @@ export class ModelManager {
     );
     if (timedOut) this.#log.warn({ graceMs }, 'drain grace passed; failing what is left');
     for (const e of entries) {
-      e.batcher.queue.failAll(new ServeError('SHUTTING_DOWN'));
+      e.batcher.queue.failAll(refusal);
       e.batcher.dispose();
     }
     await Promise.all([...this.#engines.values()].map((pool) => pool.close()));

@@ -117,6 +117,22 @@ describe('batching (real server, real workers)', () => {
     expect(noWorker.headers.get('retry-after')).toBeNull();
   });
 
+  it('unregistering a model finishes its queued jobs before it answers', async () => {
+    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
+    await register(t, 'url=echo&batch_size=64&max_batch_delay=30000');
+    const server = t;
+    const queued = ['u0', 'u1', 'u2'].map((text) => predict(server, 'echo', { src_text: text }));
+    await until(
+      '3 queued',
+      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 3,
+    );
+    const gone = await call(`${t.management}/models/echo`, { method: 'DELETE' });
+    expect(gone).toMatchObject({ status: 200, body: { status: 'Model "echo" unregistered' } });
+    const answers = await Promise.all(queued);
+    answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `u${i}` } }));
+    expect((await predict(t, 'echo', { src_text: 'late' })).status).toBe(404);
+  });
+
   it('immediate policy: batches grow with load while the worker is busy', async () => {
     t = await startTestServer({ config: { batchPolicy: 'immediate' }, faults: { echo: 'slow:100' } });
     await register(t, 'url=echo&batch_size=16&max_batch_delay=100');
