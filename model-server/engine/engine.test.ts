@@ -221,6 +221,25 @@ describe('TranslationEngine', () => {
     });
   });
 
+  it('caps the rows stepped together at maxBatchRows; the rest start at later boundaries with the same result', async () => {
+    const capped = await load(joinableDir, { maxBatchRows: 4 });
+    const list = rows(10, 29);
+    const out = await capped.translate(list, GREEDY);
+    expect(out.map((t) => t.tokenIds)).toEqual((await joinable.translate(list, GREEDY)).map((t) => t.tokenIds));
+    const stats = capped.stats();
+    expect(stats.encoderRuns).toBeGreaterThanOrEqual(3);
+    expect(stats.decoderRows / stats.decoderRuns).toBeLessThanOrEqual(4);
+  });
+
+  it('close() lets running rows finish, then refuses new work with SHUTTING_DOWN', async () => {
+    const closing = await load(tinyDir);
+    const running = closing.translate(rows(4, 31), GREEDY);
+    const closed = closing.close();
+    expect((await running).length).toBe(4);
+    await closed;
+    await expect(closing.translate(rows(1), GREEDY)).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+  });
+
   it('the joinable decoder computes what the export layout computes (same weights)', async () => {
     const list = rows(16, 23);
     expect((await joinable.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(
