@@ -80,7 +80,8 @@ export function createManagementApp(deps: ManagementApiDeps): Hono<AppEnv> {
 
   app.all('/', methodNotAllowed);
   app.all('/models', methodNotAllowed);
-  app.all('/models/*', methodNotAllowed);
+  app.all('/models/:name/:version?', methodNotAllowed);
+  app.all('/models/:name/:version/set-default', methodNotAllowed);
   return app;
 }
 

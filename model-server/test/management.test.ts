@@ -129,6 +129,27 @@ describe('management API (real server, real workers)', () => {
   // shared/TORCHSERVE.md: "Its own API tests worth reproducing", plus our parameter checks.
   it.each([
     ['POST', '/models', 400, 'BadRequestException', 'Parameter url is required.'],
+    [
+      'POST',
+      '/models/echo/1.0',
+      405,
+      'MethodNotAllowedException',
+      'Requested method is not allowed, please refer to API document.',
+    ],
+    [
+      'GET',
+      '/models/echo/1.0/set-default',
+      405,
+      'MethodNotAllowedException',
+      'Requested method is not allowed, please refer to API document.',
+    ],
+    [
+      'GET',
+      '/models/a/b/c',
+      404,
+      'ResourceNotFoundException',
+      'Requested resource is not found, please refer to API document.',
+    ],
     ['POST', '/models?url=echo&runtime=python', 400, 'BadRequestException', 'Invalid RuntimeType value: python'],
     ['POST', '/models?url=', 404, 'ModelNotFoundException', 'Model not found at: '],
     ['POST', '/models?url=missing', 404, 'ModelNotFoundException', 'Model not found at: missing'],
