@@ -2,7 +2,8 @@
  * @module model-server/main — the model server process (pm2 fork mode): the only file that reads `.env`.
  *
  * Starts the three ports (inference, management, metrics; port 0 picks a free one), then reports where it
- * listens in a log line and, when forked with IPC, as `{type: 'listening', ports}`. SIGTERM/SIGINT drain: stop
+ * listens in a log line and, when forked with IPC (pm2 or a test), as `{type: 'listening', ports}` followed by
+ * pm2's `'ready'`. SIGTERM/SIGINT drain: stop
  * taking connections and jobs (new requests get 503), flush every queue to the workers, wait for the answers (at
  * most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad configuration exits 1 naming the variable.
  *
@@ -73,6 +74,8 @@ async function main(): Promise<void> {
   const ports = { inference, management, metrics };
   log.info({ ports, hosts: [ms.inference.host, ms.management.host, ms.metrics.host] }, 'model server listening');
   process.send?.({ type: 'listening', ports } satisfies ListeningMessage);
+  // pm2's `wait_ready: true` waits for this exact message before it calls the start done.
+  process.send?.('ready');
 
   let stopping = false;
   const stop = async (signal: string) => {
