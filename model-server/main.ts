@@ -3,9 +3,9 @@
  *
  * Starts the three ports (inference, management, metrics; port 0 picks a free one), then reports where it
  * listens in a log line and, when forked with IPC (pm2 or a test), as `{type: 'listening', ports}` followed by
- * pm2's `'ready'`. SIGTERM/SIGINT drain: stop
- * taking connections and jobs (new requests get 503), flush every queue to the workers, wait for the answers (at
- * most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad configuration exits 1 naming the variable.
+ * pm2's `'ready'`. SIGTERM/SIGINT drain: stop taking connections and jobs (new requests get 503), flush every
+ * queue to the workers, wait for the answers (at most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad
+ * configuration exits 1 naming the variable.
  *
  *     node dist/model-server/main.js          # after `npm run build`; configuration from .env and the env
  */
