@@ -49,7 +49,13 @@ export interface UpstreamOptions {
 }
 
 /** Headers of the model server's reply that the router passes on to its client. */
-export const PASSTHROUGH_HEADERS = ['x-model-name', 'x-worker-id', 'x-device', 'x-device-fallback'] as const;
+export const PASSTHROUGH_HEADERS = [
+  'x-model-name',
+  'x-model-version',
+  'x-worker-id',
+  'x-device',
+  'x-device-fallback',
+] as const;
 
 /** undici / Node error codes that mean "the model server is not there (any more)". */
 const UNAVAILABLE_CODES = new Set([

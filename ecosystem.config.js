@@ -1,0 +1,79 @@
+/**
+ * pm2 ecosystem of mt-serve: the model server (fork), the router (cluster, ROUTER_INSTANCES), the front
+ * (nginx when installed, else the built-in proxy: FRONT=auto|nginx|builtin). Logs under LOG_DIR (./logs).
+ *
+ *     npx pm2 start ecosystem.config.js      # or: npm start (builds, archives, registers the languages)
+ *     npx pm2 reload router                  # rolling restart of the router cluster, drops no request
+ *     npx pm2 stop ecosystem.config.js       # or: npm stop
+ *
+ * This is an ES module (package.json has "type": "module"). pm2 7 loads ecosystem files with require(), which
+ * Node >= 20.19 supports for ES modules without top-level await (require(esm)); pm2 reads the named export
+ * `apps`. Settings come from the one config loader (dist/common/config.js: .env, then the environment), so run
+ * `npm run build` first (scripts/start.sh does).
+ */
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+
+/** @type {import('./common/config.js')} */
+let configModule;
+try {
+  configModule = require('./dist/common/config.js');
+} catch (err) {
+  throw new Error(
+    `ecosystem.config.js: cannot load dist/common/config.js (run \`npm run build\` first): ${err.message}`,
+  );
+}
+const config = configModule.loadConfig(configModule.readEnv(root), root);
+
+/** Drain budgets: pm2 SIGKILLs a process that has not exited kill_timeout ms after SIGINT. */
+const routerDrainMs = config.router.upstreamTimeoutMs + 5_000;
+/** The model server drains for at most 30 s (model-server/main.ts SHUTDOWN_GRACE_MS). */
+const modelServerDrainMs = 35_000;
+
+const logs = (name) => ({
+  out_file: path.join(config.logDir, `${name}-out.log`),
+  error_file: path.join(config.logDir, `${name}-error.log`),
+  merge_logs: true,
+});
+
+export const apps = [
+  {
+    name: 'model-server',
+    script: path.join(root, 'dist/model-server/main.js'),
+    cwd: root,
+    exec_mode: 'fork',
+    instances: 1,
+    kill_timeout: modelServerDrainMs,
+    max_restarts: 10,
+    min_uptime: 5_000,
+    ...logs('model-server'),
+  },
+  {
+    name: 'router',
+    script: path.join(root, 'dist/router/main.js'),
+    cwd: root,
+    exec_mode: 'cluster',
+    // 0 → pm2's "max": one instance per core.
+    instances: config.router.instances === 0 ? 'max' : config.router.instances,
+    // A reloaded instance takes traffic once it says 'ready' (it is listening); the old one then drains.
+    wait_ready: true,
+    listen_timeout: 15_000,
+    kill_timeout: routerDrainMs,
+    ...logs('router'),
+  },
+  {
+    name: 'front',
+    script: path.join(root, 'dist/front/main.js'),
+    cwd: root,
+    exec_mode: 'fork',
+    instances: 1,
+    wait_ready: true,
+    listen_timeout: 20_000,
+    kill_timeout: 30_000,
+    ...logs('front'),
+  },
+];

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# scripts/start.sh [new] — start mt-serve under pm2: model server, router cluster, front on FRONT_ADDRESS (7777).
+# The seed's torchserve.sh, with its `new` flag:
+#   new   stop a running stack, remove LOG_DIR and MODEL_STORE, generate the demo model if MODEL_DIR is absent,
+#         archive one store entry per language of setup_config.json
+#   then  build if dist/ is missing or stale, start (or reload) the pm2 apps, wait for the model server's /ping,
+#         register every language with BATCH_SIZE / MAX_BATCH_DELAY_MS, wait for the front, send one test
+#         translation through it, and print where to POST.
+# Configuration: .env (see .env.example) overlaid by the environment, resolved by the same loader the servers
+# use (dist/scripts/config-env.js). Safe to run twice. Any failed step stops with a message and a non-zero exit.
+set -euo pipefail
+
+usage() { echo "usage: scripts/start.sh [new]" >&2; }
+case "${1:-}" in
+  new) NEW=1 ;;
+  '') NEW=0 ;;
+  -h | --help) usage; exit 0 ;;
+  *) usage; exit 2 ;;
+esac
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PM2="$ROOT/node_modules/.bin/pm2"
+
+step() { printf '\033[1m==>\033[0m %s\n' "$*"; }
+die() {
+  printf 'start.sh: %s\n' "$*" >&2
+  exit 1
+}
+[[ -x "$PM2" ]] || die "pm2 is not installed here: run \`npm ci\` first"
+command -v curl >/dev/null || die "curl is required"
+
+# --- build -----------------------------------------------------------------------------------------------
+stamp=dist/.build-stamp
+if [[ ! -f $stamp ]] || [[ -n "$(find common router front model-server scripts package.json tsconfig.json tsconfig.build.json \
+  -newer "$stamp" \( -name '*.ts' -o -name '*.json' \) -not -path '*/test/*' -not -name '*.test.ts' -print -quit)" ]]; then
+  step "building (npm run build)"
+  npm run --silent build || die "the build failed (see the TypeScript errors above)"
+  touch "$stamp"
+fi
+
+# --- configuration ---------------------------------------------------------------------------------------
+config="$(node dist/scripts/config-env.js)" || die "invalid configuration (see above); edit .env"
+eval "$config"
+read -r -a languages <<<"$MT_LANGUAGES"
+auth=()
+mgmt_auth() {
+  # TOKEN_AUTH: the management key from KEY_FILE (written by the model server at start).
+  if [[ $MT_TOKEN_AUTH == true ]]; then
+    local key
+    key="$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).management.key)' "$MT_KEY_FILE")" ||
+      die "TOKEN_AUTH=true but no management key in $MT_KEY_FILE"
+    auth=(-H "Authorization: Bearer $key")
+  fi
+}
+
+running() { "$PM2" jlist 2>/dev/null | node -e '
+  let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+    let list = []; try { list = JSON.parse(s); } catch {}
+    const ours = list.filter((p) => ["model-server", "router", "front"].includes(p.name) && p.pm2_env.status === "online");
+    process.exit(ours.length > 0 ? 0 : 1);
+  });'; }
+
+# --- new: a clean slate ----------------------------------------------------------------------------------
+if [[ $NEW == 1 ]]; then
+  if running; then
+    step "stopping the running stack first"
+    bash scripts/stop.sh
+  fi
+  if [[ -d $MT_LOG_DIR ]]; then rm -rf "$MT_LOG_DIR" && echo "removed $MT_LOG_DIR"; fi
+  if [[ -d $MT_MODEL_STORE ]]; then rm -rf "$MT_MODEL_STORE" && echo "removed $MT_MODEL_STORE"; fi
+fi
+
+if [[ ! -d $MT_MODEL_DIR ]]; then
+  preset="$(basename "$MT_MODEL_DIR")"
+  case "$preset" in
+    tiny | tiny-joinable | m2m100-418m)
+      step "generating the demo model '$preset' into $MT_MODEL_DIR (random weights: output is not a real translation)"
+      scripts/make-demo-model "$preset" "$MT_MODEL_DIR" || die "could not generate the demo model"
+      ;;
+    *) die "MODEL_DIR=$MT_MODEL_DIR does not exist: point it at an M2M100 ONNX export (scripts/download-model.sh) or at models/tiny" ;;
+  esac
+fi
+
+missing=0
+for lang in "${languages[@]}"; do [[ -f $MT_MODEL_STORE/$lang/MAR-INF/MANIFEST.json ]] || missing=1; done
+if [[ $missing == 1 ]]; then
+  step "archiving ${#languages[@]} languages into $MT_MODEL_STORE"
+  node dist/model-server/cli.js archive --model-dir "$MT_MODEL_DIR" --store "$MT_MODEL_STORE" \
+    --setup-config "$MT_SETUP_CONFIG" >/dev/null || die "archiving the model store failed"
+fi
+
+# --- pm2 -------------------------------------------------------------------------------------------------
+mkdir -p "$MT_LOG_DIR"
+if running; then
+  step "reloading the running stack (pm2 startOrReload)"
+  "$PM2" startOrReload ecosystem.config.js --update-env >/dev/null || die "pm2 could not reload the apps (npx pm2 logs)"
+else
+  step "starting the stack (pm2 start ecosystem.config.js)"
+  "$PM2" start ecosystem.config.js --update-env >/dev/null || die "pm2 could not start the apps (npx pm2 logs)"
+fi
+
+# Polls `curl ARGS…` until it prints HTTP 200, for at most $1 seconds.
+wait_http() {
+  local seconds=$1
+  shift
+  local deadline=$((SECONDS + seconds))
+  until [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$@" || true)" == 200 ]]; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+step "waiting for the model server ($MT_INFERENCE_URL/ping)"
+wait_http 60 "$MT_INFERENCE_URL/ping" ||
+  die "the model server did not answer /ping within 60 s; see $MT_LOG_DIR/model-server-error.log"
+
+mgmt_auth
+step "registering ${#languages[@]} languages (batch_size=$MT_BATCH_SIZE, max_batch_delay=$MT_MAX_BATCH_DELAY_MS ms)"
+for lang in "${languages[@]}"; do
+  url="$MT_MANAGEMENT_URL/models?url=$lang&batch_size=$MT_BATCH_SIZE&max_batch_delay=$MT_MAX_BATCH_DELAY_MS&initial_workers=1&synchronous=true"
+  body="$(mktemp)"
+  code="$(curl -s -o "$body" -w '%{http_code}' -X POST "${auth[@]}" "$url" || echo 000)"
+  case "$code" in
+    200) printf '  %-4s registered\n' "$lang" ;;
+    409) printf '  %-4s already registered\n' "$lang" ;;
+    *)
+      cat "$body" >&2
+      rm -f "$body"
+      die "registering '$lang' failed with HTTP $code; see $MT_LOG_DIR/model-server-error.log"
+      ;;
+  esac
+  rm -f "$body"
+done
+
+step "waiting for the front ($MT_FRONT_URL/health)"
+wait_http 30 "$MT_FRONT_URL/health" || die "the front did not answer /health within 30 s; see $MT_LOG_DIR/front-error.log"
+front="$(curl -s -D - -o /dev/null "$MT_FRONT_URL/health" | tr -d '\r' | sed -n 's/^x-front: //Ip')"
+
+lang="${languages[0]}"
+example="{\"src_lang\":\"en\",\"src_text\":\"Hello, world!\",\"tgt_lang\":\"$lang\"}"
+reply="$(curl -s -w '\n%{http_code}' -X POST -H 'content-type: application/json' -d "$example" "$MT_FRONT_URL/")"
+[[ "${reply##*$'\n'}" == 200 ]] || die "a test translation through the front failed: ${reply%$'\n'*}"
+
+instances="$("$PM2" jlist | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(JSON.parse(s).filter((p)=>p.name==="router").length))')"
+echo
+echo "mt-serve is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → model server ($MT_INFERENCE_URL), ${#languages[@]} languages: $MT_LANGUAGES"
+echo "  curl -s -X POST $MT_FRONT_URL -d '$example'"
+echo "  → ${reply%$'\n'*}"
+echo "  logs: $MT_LOG_DIR (npx pm2 logs) · GPUs and queues: scripts/gpu-watch · stop: npm stop"
