@@ -152,6 +152,11 @@ async function main(): Promise<void> {
         await stopAll(); // nothing a scenario started survives it
       }
       result.durationS = (Date.now() - started) / 1000;
+      // A section another scenario needed and had measured first (the engine limit for serving).
+      for (const [key, value] of ctx.shared) {
+        const implicit = value as Section;
+        if (key.startsWith('section:') && implicit !== result && !report.sections.includes(implicit)) report.sections.push(implicit);
+      }
       report.sections.push(result);
       finish(); // a later crash still leaves every finished scenario on disk
     }

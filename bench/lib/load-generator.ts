@@ -19,6 +19,7 @@
  * 64 answers at once): the window then spans whole cycles instead of catching a burst or a gap.
  * `maxTotalMs` bounds the run whatever happens (the result says `truncated`).
  */
+import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { summarize, type LatencySummary } from './stats.js';
@@ -69,6 +70,9 @@ export interface ClosedLoopOptions {
   timeoutMs?: number;
   /** Aborts the whole run (Ctrl-C): in-flight requests are cancelled and the run resolves with what it has. */
   signal?: AbortSignal;
+  /** Called once when the window opens and once when it closes (e.g. to scrape server metrics at its edges). */
+  onWindowOpen?: () => void;
+  onWindowClose?: () => void;
 }
 
 /** One answered request. Times are ms on the performance clock, relative to the start of the run. */
@@ -136,6 +140,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     keepAliveTimeout: 60_000,
   });
   const cancel = new AbortController(); // cancels in-flight requests
+  setMaxListeners(concurrency + 16, cancel.signal); // one listener per in-flight request is expected
   let sending = true; // clients send new requests while true
   const onOuterAbort = () => {
     truncated = true;
@@ -160,6 +165,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     const t = now();
     if (windowStart === Number.POSITIVE_INFINITY && t >= warmupMs && answersPerClient.every((n) => n >= warmupPerClient)) {
       windowStart = t;
+      options.onWindowOpen?.();
     }
     const inWindow = t - windowStart;
     const endOfWindow =
@@ -170,6 +176,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       windowEnd = Math.min(t, windowStart === Number.POSITIVE_INFINITY ? t : windowStart + maxWindowMs);
       if (windowStart === Number.POSITIVE_INFINITY) windowStart = t; // never opened: an empty window
       sending = false;
+      options.onWindowClose?.();
       if (!drain || t >= maxTotalMs) cancel.abort();
     }
   };

@@ -8,9 +8,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startProcess } from './processes.js';
 
-/** Flags a child needs to run a .ts entry when the bench itself runs from source (always, via tsx). */
+/**
+ * Flags a child needs to run a .ts entry when the bench itself runs from source (always, via tsx). The loader is
+ * given by absolute URL so the child may run in any working folder.
+ */
 export function tsExecArgv(): string[] {
-  return import.meta.url.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  return import.meta.url.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
 }
 
 export interface ProbeOptions {

@@ -19,6 +19,11 @@ export interface EngineProbeRequest {
   sentences: string[];
   srcLang: string;
   tgtLang: string;
+  /**
+   * Rows to translate once more with maxNewTokens only (no minimum), as the model server runs them: the result
+   * says whether the served path also generates exactly newTokens per sentence.
+   */
+  verifyRows?: { srcLang: string; text: string; tgtLang: string }[];
 }
 
 export interface EngineBatchResult {
@@ -41,6 +46,8 @@ export interface EngineProbeResult {
   device: string;
   joinable: boolean;
   batches: EngineBatchResult[];
+  /** Generated-token count → sentences, for verifyRows (absent when not asked). */
+  maxOnlyLengths?: Record<string, number>;
 }
 
 export async function runEngineProbe(request: EngineProbeRequest): Promise<EngineProbeResult> {
@@ -83,7 +90,14 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
         decoderRunsPerStep: decoderRuns / (runs * tokensPerSentence),
       });
     }
-    return { loadSeconds, device: `${engine.device.kind}/${engine.device.provider}`, joinable: engine.joinable, batches };
+    let maxOnlyLengths: Record<string, number> | undefined;
+    if (request.verifyRows) {
+      maxOnlyLengths = {};
+      for (const t of await engine.translate(request.verifyRows, { numBeams: 1, maxNewTokens: request.newTokens })) {
+        maxOnlyLengths[t.generatedTokens] = (maxOnlyLengths[t.generatedTokens] ?? 0) + 1;
+      }
+    }
+    return { loadSeconds, device: `${engine.device.kind}/${engine.device.provider}`, joinable: engine.joinable, batches, maxOnlyLengths };
   } finally {
     await engine.close();
   }

@@ -2,6 +2,11 @@
  * @module bench/scenarios — the scenarios of issue 5, in report order. `--only` selects by id.
  */
 import type { Scenario } from '../lib/context.js';
+import { baselineScenario } from './baseline.js';
 import { engineScenario } from './engine.js';
+import { memoryScenario } from './memory.js';
+import { overheadScenario } from './overhead.js';
+import { policyScenario } from './policy.js';
+import { servingScenario } from './serving.js';
 
-export const SCENARIOS: Scenario[] = [engineScenario];
+export const SCENARIOS: Scenario[] = [engineScenario, servingScenario, baselineScenario, policyScenario, memoryScenario, overheadScenario];

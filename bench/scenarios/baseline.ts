@@ -1,0 +1,111 @@
+/**
+ * @module bench/scenarios/baseline — figure 3, the batching gain over what a Node user would write instead: the
+ * same clients against (a) mt-serve's full stack with batch_size 64, (b) the same stack with batch_size 1, and
+ * (c) a plain Hono server calling the transformers.js translation pipeline once per request on the same model
+ * folder (bench/baseline/server.ts), all with the same fixed output length. Each arm runs in fresh processes;
+ * the arms alternate their order on every repeat; medians over repeats.
+ */
+import type { BenchContext, Scenario } from '../lib/context.js';
+import { startBaseline } from '../lib/baseline.js';
+import { startStack } from '../lib/stack.js';
+import { checkTarget, formatRatio, section, type Section } from '../lib/report.js';
+import { alternatingOrder, median, ratio } from '../lib/stats.js';
+import { measure, type LoadMeasurement } from './load.js';
+
+type Arm = 'mt-serve batch 64' | 'mt-serve batch 1' | 'transformers.js';
+const ARMS: Arm[] = ['mt-serve batch 64', 'transformers.js', 'mt-serve batch 1'];
+const TARGETS = ['en'];
+
+async function runArm(ctx: BenchContext, arm: Arm, repeat: number, concurrencies: number[]): Promise<Map<number, LoadMeasurement>> {
+  const { settings } = ctx;
+  const modelDir = await ctx.model('m2m100-418m');
+  const out = new Map<number, LoadMeasurement>();
+  let origin: string;
+  let metricsUrl: string | undefined;
+  let stop: () => Promise<void>;
+  if (arm === 'transformers.js') {
+    const b = await startBaseline({ workDir: ctx.workDir, name: `baseline-${repeat}`, modelDir, newTokens: settings.newTokens, intraOpThreads: settings.intraOpThreads });
+    origin = b.url;
+    stop = () => b.process.stop();
+  } else {
+    const batchSize = arm === 'mt-serve batch 64' ? settings.batchSize : 1;
+    const stack = await startStack({
+      name: `gain-b${batchSize}-${repeat}`,
+      workDir: ctx.workDir,
+      modelDir,
+      languages: TARGETS,
+      handler: 'translation',
+      layers: 'front',
+      batchSize,
+      maxBatchDelayMs: settings.maxBatchDelayMs,
+      batchPolicy: 'immediate',
+      engineSharing: 'device',
+      intraOpThreads: settings.intraOpThreads,
+      maxNewTokens: settings.newTokens,
+    });
+    origin = stack.urls.front!;
+    metricsUrl = stack.urls.metrics;
+    stop = () => stack.stop();
+  }
+  try {
+    for (const c of concurrencies) {
+      if (ctx.signal.aborted) break;
+      out.set(c, await measure(ctx, { origin, entry: 'front', concurrency: c, targets: TARGETS, metricsUrl, drain: true, label: arm }));
+    }
+  } finally {
+    await stop();
+  }
+  return out;
+}
+
+async function run(ctx: BenchContext): Promise<Section> {
+  const { settings } = ctx;
+  const s = section(
+    'baseline',
+    '3. Batching gain over a per-request transformers.js server',
+    `The same closed-loop clients (one target language, mixed-length workload, ${settings.newTokens} generated tokens per sentence, greedy) against mt-serve's full stack ` +
+      `at batch_size ${settings.batchSize} and at batch_size 1, and against a plain Hono server calling the transformers.js translation pipeline once per request on the same model folder. ` +
+      'Fresh processes per arm, arms in alternating order on each repeat, medians.',
+  );
+  const concurrencies = [1, 64];
+  const results = new Map<Arm, Map<number, LoadMeasurement>[]>(ARMS.map((a) => [a, []]));
+  for (const [r, round] of alternatingOrder(ARMS, settings.loadRepeats).entries()) {
+    for (const arm of round) {
+      if (ctx.signal.aborted) break;
+      ctx.log(`batching gain, repeat ${r + 1}/${settings.loadRepeats}: ${arm}`);
+      results.get(arm)!.push(await runArm(ctx, arm, r, concurrencies));
+    }
+  }
+  const med = (arm: Arm, c: number, pick: (m: LoadMeasurement) => number) =>
+    median(results.get(arm)!.map((m) => (m.get(c) ? pick(m.get(c)!) : Number.NaN)).filter(Number.isFinite));
+  const rows: (string | number)[][] = [];
+  const data: Record<string, unknown>[] = [];
+  for (const c of concurrencies) {
+    for (const arm of ARMS) {
+      const sps = med(arm, c, (m) => m.sentencesPerS);
+      const p50 = med(arm, c, (m) => m.load.latency.p50);
+      const p99 = med(arm, c, (m) => m.load.latency.p99);
+      const batch = med(arm, c, (m) => m.meanBatchSize);
+      const errors = results.get(arm)!.reduce((n, m) => n + (m.get(c)?.load.failed ?? 0), 0);
+      const vsBaseline = ratio(sps, med('transformers.js', c, (m) => m.sentencesPerS));
+      rows.push([arm, c, sps, sps * settings.newTokens, p50, p99, batch, formatRatio(vsBaseline), errors]);
+      data.push({ arm, concurrency: c, sentencesPerS: sps, p50, p99, meanBatchSize: batch, vsBaseline, errors });
+    }
+  }
+  s.tables.push({
+    title: 'Same clients, same model folder, same output length',
+    columns: ['System', 'Concurrency', 'sentences/s', 'tokens/s', 'p50 ms', 'p99 ms', 'mean batch', 'sentences/s vs transformers.js', 'errors'],
+    rows,
+    note: `Median of ${settings.loadRepeats} repeat(s). transformers.js has no batching across requests: concurrent requests interleave their generation loops on one session.`,
+  });
+  const gain64 = ratio(med('mt-serve batch 64', 64, (m) => m.sentencesPerS), med('transformers.js', 64, (m) => m.sentencesPerS));
+  const p50Ratio = ratio(med('mt-serve batch 64', 1, (m) => m.load.latency.p50), med('transformers.js', 1, (m) => m.load.latency.p50));
+  const batchGain = ratio(med('mt-serve batch 64', 64, (m) => m.sentencesPerS), med('mt-serve batch 1', 64, (m) => m.sentencesPerS));
+  s.targets.push(checkTarget('mt-serve ÷ transformers.js sentences/s at concurrency 64', gain64, '>=', 5, '×'));
+  s.targets.push(checkTarget('mt-serve ÷ transformers.js p50 latency at concurrency 1 (no worse)', p50Ratio, '<=', 1, '×'));
+  s.notes.push(`Our batch_size 64 ÷ batch_size 1 at concurrency 64: ${formatRatio(batchGain)} sentences/s (no target; shows what batching itself buys on this machine).`);
+  s.data = { rows: data, gain64, p50Ratio, batchGain, raw: Object.fromEntries([...results].map(([arm, runs]) => [arm, runs.map((m) => Object.fromEntries([...m].map(([c, x]) => [c, { ...x, load: { ...x.load, records: undefined } }])))])) };
+  return s;
+}
+
+export const baselineScenario: Scenario = { id: 'baseline', title: '3. Batching gain over a per-request transformers.js server', run };
