@@ -182,8 +182,10 @@ export class Generator {
         this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
       }
     } catch (err) {
+      // A failed run leaves the cohorts' tensors unusable: fail the rows in flight. Sequences still
+      // pending were not part of it; the loop restarts for them (see #ensureLoop).
       const error = err instanceof Error ? err : new Error(String(err));
-      for (const waiter of [...this.#waiters.values(), ...this.#pending.splice(0)]) waiter.reject(error);
+      for (const waiter of this.#waiters.values()) waiter.reject(error);
       this.#waiters.clear();
       this.#cohorts = [];
     }
