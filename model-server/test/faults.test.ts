@@ -1,3 +1,7 @@
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { alive, call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
 
@@ -86,6 +90,38 @@ describe('worker faults (real worker processes with injected faults)', () => {
       status: 500,
       body: { code: 500, type: 'InternalServerException', message: 'Worker did not answer every item of its batch.' },
     });
+  });
+
+  it('a handler whose inference throws answers 503 "Prediction failed" (TorchServe), and the worker lives on', async () => {
+    t = await startTestServer({ faults: { echo: 'fail-inference' } });
+    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const pid = (await describeModel(t, 'echo')).workers[0].pid;
+    expect(await predict(t, 'echo', 'boom')).toMatchObject({
+      status: 503,
+      body: { code: 503, type: 'ServiceUnavailableException', message: 'Prediction failed' },
+    });
+    expect((await describeModel(t, 'echo')).workers[0]).toMatchObject({ pid, status: 'READY' });
+  });
+
+  it('workers come from the injected factory: one that starts something else is a clean 500, not a hang', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-spawn-'));
+    const impostor = path.join(dir, 'impostor.mjs');
+    writeFileSync(impostor, 'process.exit(3);\n');
+    try {
+      t = await startTestServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
+      const res = await call(`${t.management}/models?url=echo`, { method: 'POST' });
+      expect(res).toMatchObject({
+        status: 500,
+        body: {
+          code: 500,
+          type: 'InternalServerException',
+          message: 'Failed to start workers for model echo version: 1.0',
+        },
+      });
+      expect((await call(`${t.management}/models/echo`)).status).toBe(404);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {

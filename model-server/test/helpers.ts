@@ -16,6 +16,7 @@ import type { CudaAvailability } from '../frontend/devices.js';
 import type { AppEnv } from '../frontend/error-handler.js';
 import type { ManagerTimings } from '../frontend/model-manager.js';
 import { createModelServer, type ModelServer } from '../frontend/server.js';
+import type { WorkerSpawner } from '../frontend/worker-handle.js';
 import { archiveModels } from '../store/archiver.js';
 
 export interface TestServerOptions {
@@ -31,6 +32,8 @@ export interface TestServerOptions {
   faults?: Record<string, string>;
   timings?: Partial<ManagerTimings>;
   cuda?: CudaAvailability;
+  /** Worker factory; default: the real worker entry. */
+  spawn?: WorkerSpawner;
 }
 
 export interface TestServer {
@@ -62,6 +65,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     cuda: options.cuda ?? NO_CUDA,
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
     faultFor: (model) => faults[model],
+    ...(options.spawn ? { spawn: options.spawn } : {}),
   });
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
   const [inference, management, metrics] = listening.map(

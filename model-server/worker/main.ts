@@ -15,6 +15,7 @@
  * - `slow:<ms>`            wait `ms` before running each batch
  * - `exit-after-ready`     exit(71) right after `ready` (a worker that dies between loads)
  * - `skip-items`           answer `batch-done` without answering the items (a lying worker)
+ * - `fail-inference`       the handler's inference throws (a handler bug: its items get PREDICTION_FAILED)
  */
 import { ServeError, toServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
@@ -29,6 +30,7 @@ interface Faults {
   slowMs: number;
   exitAfterReady: boolean;
   skipItems: boolean;
+  failInference: boolean;
 }
 
 /** Parse `InitMessage.fault`; an unknown fault name is a test bug and fails the load loudly. */
@@ -40,6 +42,7 @@ export function parseFaults(spec: string | undefined): Faults {
     slowMs: 0,
     exitAfterReady: false,
     skipItems: false,
+    failInference: false,
   };
   for (const part of (spec ?? '').split(',').filter(Boolean)) {
     const [name, arg] = part.split(':') as [string, string | undefined];
@@ -51,6 +54,7 @@ export function parseFaults(spec: string | undefined): Faults {
     else if (name === 'slow') faults.slowMs = n;
     else if (name === 'exit-after-ready') faults.exitAfterReady = true;
     else if (name === 'skip-items') faults.skipItems = true;
+    else if (name === 'fail-inference') faults.failInference = true;
     else throw new Error(`unknown fault: ${name}`);
   }
   return faults;
@@ -82,7 +86,7 @@ async function init(message: InitMessage): Promise<void> {
       options: message.options,
       log: workerLog,
     });
-    handler = instance;
+    handler = faults.failInference ? failingInference(instance) : instance;
     const loadMs = performance.now() - started;
     if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
     workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
@@ -121,6 +125,19 @@ function batch(message: BatchMessage): void {
   });
   inFlight.add(run);
   void run.finally(() => inFlight.delete(run));
+}
+
+/** The handler with an inference that throws (fault `fail-inference`). */
+function failingInference(inner: Handler): Handler {
+  return {
+    initialize: (ctx) => inner.initialize(ctx),
+    preprocess: (item) => inner.preprocess(item),
+    inference: async () => {
+      throw new Error('Injected fault: fail-inference.');
+    },
+    postprocess: (output, item) => inner.postprocess(output, item),
+    close: () => inner.close(),
+  };
 }
 
 async function shutdown(): Promise<void> {
