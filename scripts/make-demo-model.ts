@@ -22,7 +22,8 @@ async function main(argv: string[]): Promise<number> {
   const outDir = path.resolve(outArg ?? path.join('models', preset));
   const summary = makeDemoModel(preset, outDir);
   console.log(
-    `${summary.preset}: ${(summary.parameters / 1e6).toFixed(2)}M parameters, ${summary.files.length} files in ${outDir} ` +
+    `${summary.preset}: ${summary.writtenParameters.toLocaleString('en-US')} parameters written ` +
+      `(formula: ${summary.parameters.toLocaleString('en-US')}), ${summary.files.length} files in ${outDir} ` +
       `(${(summary.buildMs / 1000).toFixed(1)} s)`,
   );
   if (!check) return 0;
