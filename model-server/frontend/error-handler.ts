@@ -9,11 +9,14 @@
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { ServeError, toServeError } from '../../common/errors.js';
+import { ServeError, toServeError, type ErrorCode } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 
 /** Variables our middleware puts on the Hono context. */
 export type AppEnv = { Variables: { requestId: string } };
+
+/** Refusals that shed load by design (logged at debug, not warn). */
+const LOAD_SHEDDING: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['QUEUE_FULL', 'NO_WORKER', 'SHUTTING_DOWN']);
 
 /** Incoming ids we reuse (so nginx, router and model server logs share one); anything else gets a fresh UUID. */
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -52,7 +55,12 @@ export function createErrorHandler(log: Logger): (err: Error, c: Context<AppEnv>
     if (!(err instanceof ServeError)) {
       log.error({ err, requestId: c.get('requestId'), path: c.req.path }, 'unhandled error');
     } else if (serveError.status >= 500) {
-      log.warn({ code: serveError.code, message: serveError.message, requestId: c.get('requestId') }, 'request failed');
+      // Overload answers are expected and can come by the thousand: not worth a warning each.
+      const level = LOAD_SHEDDING.has(serveError.code) ? 'debug' : 'warn';
+      log[level](
+        { code: serveError.code, message: serveError.message, requestId: c.get('requestId') },
+        'request failed',
+      );
     }
     return errorResponse(c, serveError);
   };
