@@ -44,9 +44,16 @@ export class BatchQueue implements JobHolder {
   /**
    * Accept all `jobs` or none.
    * @param retryAfterS the `Retry-After` hint given with QUEUE_FULL.
-   * @throws ServeError QUEUE_FULL when they do not all fit.
+   * @throws ServeError PAYLOAD_TOO_LARGE when they could never fit (more jobs than the capacity: a retry cannot
+   *   help, so this is no 503); QUEUE_FULL when they do not fit now.
    */
   enqueue(jobs: readonly Job[], retryAfterS = 1): void {
+    if (jobs.length > this.capacity) {
+      throw new ServeError(
+        'PAYLOAD_TOO_LARGE',
+        `Request has ${jobs.length} texts; the job queue of model ${jobs[0]!.model} holds at most ${this.capacity}: split it into smaller requests.`,
+      );
+    }
     if (jobs.length > this.remainingCapacity) {
       throw new ServeError(
         'QUEUE_FULL',
