@@ -141,8 +141,16 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   return app;
 }
 
+/** Decodes the body strictly: invalid UTF-8 is the client's error, not text to translate with U+FFFD in it. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 async function readJson(c: Context<Env>): Promise<unknown> {
-  const text = await c.req.text();
+  let text: string;
+  try {
+    text = UTF8.decode(await c.req.arrayBuffer());
+  } catch {
+    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
+  }
   if (text.trim() === '') {
     throw new ServeError(
       'INVALID_JSON',

@@ -48,7 +48,7 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
   const started = performance.now();
   const name = c.req.param('model')!;
   const requestedVersion = c.req.param('version');
-  const { bodies, isArray } = splitBody(decodeBody(await c.req.text(), c.req.header('content-type')));
+  const { bodies, isArray } = splitBody(decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')));
   // Found before metrics are recorded: unknown names must not become label values.
   const { entry, jobs } = deps.manager.submit(name, requestedVersion, bodies);
   let status = 500;
@@ -74,6 +74,17 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
     throw err;
   } finally {
     deps.metrics.requestDone(entry.name, entry.version, status, performance.now() - started);
+  }
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The body as text; invalid UTF-8 is refused rather than handed on with U+FFFD in place of the bad bytes. */
+function utf8(raw: ArrayBuffer): string {
+  try {
+    return UTF8.decode(raw);
+  } catch {
+    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
   }
 }
 
