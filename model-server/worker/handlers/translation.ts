@@ -13,6 +13,12 @@ import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo } from '../../protocol.js';
 import type { Handler, HandlerContext } from './base.js';
 
+/**
+ * Characters per input token past which a text is refused rather than truncated. Tokens average 3–5 characters
+ * in alphabetic scripts and 1–2 in CJK, so a text over 16 × the token limit is several times too long in any script.
+ */
+export const MAX_CHARS_PER_INPUT_TOKEN = 16;
+
 export interface TranslationOutput {
   translated: string;
 }
@@ -57,7 +63,18 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
     const { src_lang: srcLang, src_text: text } = body as Record<string, unknown>;
     if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
     if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
-    return this.#requireEngine().prepare({ srcLang, text, tgtLang: item.model });
+    if (text.trim() === '') throw new ServeError('BAD_REQUEST', 'src_text is empty.');
+    const engine = this.#requireEngine();
+    // Inputs a little over the model's limit are truncated, as the seed did; one this far over would lose most
+    // of its text silently (and costs a long tokenization first), so it is refused before tokenizing.
+    const maxChars = engine.config.maxInputTokens * MAX_CHARS_PER_INPUT_TOKEN;
+    if (text.length > maxChars) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `src_text is too long: ${text.length} characters, more than ${maxChars} (this model reads ${engine.config.maxInputTokens} tokens); split it into sentences.`,
+      );
+    }
+    return engine.prepare({ srcLang, text, tgtLang: item.model });
   }
 
   async inference(
