@@ -14,6 +14,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
+import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type SetupConfig } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
@@ -105,6 +106,7 @@ function listen(app: Hono<AppEnv>, address: Address): Promise<{ server: Server; 
   return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port: address.port, hostname: address.host }) as Server;
     const drain = new HttpDrain(server);
+    answerClientErrors(server);
     server.once('listening', () => resolve({ server, drain }));
     server.once('error', reject);
   });

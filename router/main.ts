@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { createLogger } from '../common/logger.js';
 import { createRouterApp } from './app.js';
@@ -51,6 +52,7 @@ const server = createAdaptorServer({ fetch: app.fetch }) as Server;
 server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
 server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
 const drain = new HttpDrain(server);
+answerClientErrors(server);
 
 server.once('error', (err) => {
   logger.fatal({ err, address: router.address }, 'router cannot listen');
