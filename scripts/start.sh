@@ -31,12 +31,29 @@ die() {
 command -v curl >/dev/null || die "curl is required"
 
 # --- build -----------------------------------------------------------------------------------------------
-stamp=dist/.build-stamp
-if [[ ! -f $stamp ]] || [[ -n "$(find common router front model-server scripts package.json tsconfig.json tsconfig.build.json \
-  -newer "$stamp" \( -name '*.ts' -o -name '*.json' \) -not -path '*/test/*' -not -name '*.test.ts' -print -quit)" ]]; then
-  step "building (npm run build)"
-  npm run --silent build || die "the build failed (see the TypeScript errors above)"
-  touch "$stamp"
+# `npm run build` touches dist/.build-stamp when tsc succeeds; a source newer than it means dist/ is stale.
+stale() {
+  [[ ! -f dist/.build-stamp ]] || [[ -n "$(find common router front model-server scripts package.json tsconfig.json \
+    tsconfig.build.json -newer dist/.build-stamp \( -name '*.ts' -o -name '*.json' \) -not -path '*/test/*' \
+    -not -name '*.test.ts' -print -quit)" ]]
+}
+build() {
+  if stale; then
+    step "building (npm run build)"
+    npm run --silent build || die "the build failed (see the TypeScript errors above)"
+  fi
+}
+if stale; then
+  mkdir -p dist
+  if command -v flock >/dev/null; then
+    # Two starts at once (parallel test files) must not both write dist/: the second waits, then finds it fresh.
+    exec 9>dist/.build-lock
+    flock 9
+    build
+    flock -u 9
+  else
+    build
+  fi
 fi
 
 # --- configuration ---------------------------------------------------------------------------------------
