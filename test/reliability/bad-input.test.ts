@@ -1,0 +1,759 @@
+/**
+ * Issue 6.1 — bad input. A corpus of hostile and broken requests, sent to a real stack (model server with the
+ * generated tiny M2M100, router, both fronts) at the router, through each front, and at the model server's
+ * inference API. Each must be answered with the right 4xx and TorchServe's JSON error `{code, type, message}`
+ * whose message names the problem — never a stack trace, never an HTML page, never a hang — while a stream of
+ * good requests keeps succeeding on the same processes.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findNginx } from '../../front/nginx.js';
+import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { background, send, type Tally } from './support/load.js';
+import { stopAll, type Proc } from './support/processes.js';
+import { rawRequest } from './support/raw-http.js';
+import { startFront, startStack, translateBody, type Stack } from './support/stack.js';
+
+const ROUTER_MAX = 32_768;
+const MODEL_SERVER_MAX = 65_536;
+const QUEUE = 256;
+const LANGS = ['en', 'ko', 'fr'];
+const nginx = findNginx(process.env);
+if (!nginx)
+  console.warn('bad-input.test: nginx is not installed; the nginx front is NOT tested (apt-get install nginx-light)');
+
+/** One hostile request and the answer it must get. */
+interface Case {
+  name: string;
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  status: number;
+  type: string;
+  /** What the message must say (it names the problem). */
+  message: RegExp;
+}
+
+const BAD = 'BadRequestException';
+const body = (fields: Record<string, unknown>) =>
+  JSON.stringify({ src_lang: 'en', src_text: 'hello', tgt_lang: 'ko', ...fields });
+const without = (field: string) => {
+  const b: Record<string, unknown> = { src_lang: 'en', src_text: 'hello', tgt_lang: 'ko' };
+  delete b[field];
+  return JSON.stringify(b);
+};
+const deep = (n: number) => `${'['.repeat(n)}"x"${']'.repeat(n)}`;
+const invalidUtf8 = Buffer.concat([
+  Buffer.from('{"src_lang":"en","src_text":"caf'),
+  Buffer.from([0xc3, 0x28, 0xff]),
+  Buffer.from('","tgt_lang":"ko"}'),
+]);
+/** The tiny model reads 128 tokens; this is dozens of times more. */
+const FAR_TOO_LONG = 'the quick brown fox jumps over the lazy dog '.repeat(300);
+
+/** The router's corpus (also sent through each front: the router's answers pass through untouched). */
+const ROUTER_CASES: Case[] = [
+  // Malformed and truncated JSON
+  {
+    name: 'truncated JSON',
+    body: '{"src_lang":"en","src_text":"hi","tgt_lang":"ko"',
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  {
+    name: 'JavaScript, not JSON',
+    body: "{src_lang: 'en', src_text: 'hi', tgt_lang: 'ko'}",
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  {
+    name: 'trailing comma',
+    body: '{"src_lang":"en","src_text":"hi","tgt_lang":"ko",}',
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  {
+    name: 'NaN literal',
+    body: '{"src_lang":"en","src_text":NaN,"tgt_lang":"ko"}',
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  {
+    name: 'two JSON documents',
+    body: '{"src_lang":"en"}{"tgt_lang":"ko"}',
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  { name: 'empty body', body: '', status: 400, type: BAD, message: /body is empty/ },
+  { name: 'whitespace body', body: ' \n\t ', status: 400, type: BAD, message: /body is empty/ },
+  { name: 'JSON null', body: 'null', status: 400, type: BAD, message: /must be a JSON object.*got null/ },
+  {
+    name: 'JSON array',
+    body: '[{"src_lang":"en"}]',
+    status: 400,
+    type: BAD,
+    message: /must be a JSON object.*got array/,
+  },
+  { name: 'JSON string', body: '"translate me"', status: 400, type: BAD, message: /must be a JSON object.*got string/ },
+  { name: 'JSON number', body: '42', status: 400, type: BAD, message: /must be a JSON object.*got number/ },
+  {
+    name: 'empty object',
+    body: '{}',
+    status: 400,
+    type: BAD,
+    message: /Missing field "src_lang".*Missing field "src_text".*Missing field "tgt_lang"/,
+  },
+  // Wrong types and nulls in every field
+  {
+    name: 'src_lang null',
+    body: body({ src_lang: null }),
+    status: 400,
+    type: BAD,
+    message: /"src_lang" must be a string.*got null/,
+  },
+  {
+    name: 'src_lang number',
+    body: body({ src_lang: 7 }),
+    status: 400,
+    type: BAD,
+    message: /"src_lang" must be a string.*got number/,
+  },
+  {
+    name: 'src_text null',
+    body: body({ src_text: null }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" must be a string or an array of strings, got null/,
+  },
+  {
+    name: 'src_text number',
+    body: body({ src_text: 42 }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" must be .*got number/,
+  },
+  {
+    name: 'src_text object',
+    body: body({ src_text: { text: 'hi' } }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" must be .*got object/,
+  },
+  {
+    name: 'src_text boolean',
+    body: body({ src_text: true }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" must be .*got boolean/,
+  },
+  {
+    name: 'tgt_lang null',
+    body: body({ tgt_lang: null }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang" must be a string.*got null/,
+  },
+  {
+    name: 'tgt_lang array',
+    body: body({ tgt_lang: ['ko'] }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang" must be a string.*got array/,
+  },
+  { name: 'src_lang missing', body: without('src_lang'), status: 400, type: BAD, message: /Missing field "src_lang"/ },
+  { name: 'src_text missing', body: without('src_text'), status: 400, type: BAD, message: /Missing field "src_text"/ },
+  { name: 'tgt_lang missing', body: without('tgt_lang'), status: 400, type: BAD, message: /Missing field "tgt_lang"/ },
+  {
+    name: 'every field wrong at once',
+    body: JSON.stringify({ src_lang: 1, src_text: null, tgt_lang: false }),
+    status: 400,
+    type: BAD,
+    message: /"src_lang".*"src_text".*"tgt_lang"/,
+  },
+  // Empty and whitespace text
+  { name: 'empty text', body: body({ src_text: '' }), status: 400, type: BAD, message: /"src_text" is empty/ },
+  {
+    name: 'whitespace text',
+    body: body({ src_text: ' \n\t\r ' }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" is empty/,
+  },
+  {
+    name: 'ideographic-space text',
+    body: body({ src_text: '\u3000\u3000' }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" is empty/,
+  },
+  // Arrays: empty, mixed, nested, huge
+  {
+    name: 'empty array',
+    body: body({ src_text: [] }),
+    status: 400,
+    type: BAD,
+    message: /"src_text" is an empty array/,
+  },
+  {
+    name: 'array with a number',
+    body: body({ src_text: ['hi', 5] }),
+    status: 400,
+    type: BAD,
+    message: /"src_text\[1\]" must be a string, got number/,
+  },
+  {
+    name: 'array with an empty text',
+    body: body({ src_text: ['hi', '  '] }),
+    status: 400,
+    type: BAD,
+    message: /"src_text\[1\]" is empty/,
+  },
+  {
+    name: 'array with null',
+    body: body({ src_text: [null] }),
+    status: 400,
+    type: BAD,
+    message: /"src_text\[0\]" must be a string, got null/,
+  },
+  {
+    name: 'nested array',
+    body: body({ src_text: [['hi']] }),
+    status: 400,
+    type: BAD,
+    message: /"src_text\[0\]" must be a string, got array/,
+  },
+  {
+    name: 'deeply nested array',
+    body: `{"src_lang":"en","tgt_lang":"ko","src_text":${deep(5000)}}`,
+    status: 400,
+    type: BAD,
+    message: /"src_text\[0\]" must be a string, got array/,
+  },
+  {
+    name: 'array larger than the queue can ever hold',
+    body: body({ src_text: Array.from({ length: QUEUE * 4 }, (_, i) => `t${i}`) }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(`${QUEUE * 4} texts.*at most ${QUEUE}`),
+  },
+  // Encoding and size
+  { name: 'invalid UTF-8', body: invalidUtf8, status: 400, type: BAD, message: /not valid UTF-8/ },
+  {
+    name: 'text far over the token limit',
+    body: body({ src_text: FAR_TOO_LONG }),
+    status: 400,
+    type: BAD,
+    message: /src_text.*too long/,
+  },
+  {
+    name: 'body over the size limit',
+    body: body({ src_text: 'x'.repeat(ROUTER_MAX) }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(`larger than ${ROUTER_MAX} bytes`),
+  },
+  // Languages: unknown and malformed codes
+  {
+    name: 'unknown tgt_lang',
+    body: body({ tgt_lang: 'xx' }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang": "xx" is not served here; supported: en, ko, fr/,
+  },
+  {
+    name: 'upper-case tgt_lang',
+    body: body({ tgt_lang: 'KO' }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang": "KO" is not served/,
+  },
+  {
+    name: 'path in tgt_lang',
+    body: body({ tgt_lang: '../../models' }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang": "..\/..\/models" is not served/,
+  },
+  {
+    name: 'NUL in tgt_lang',
+    body: body({ tgt_lang: 'ko\u0000' }),
+    status: 400,
+    type: BAD,
+    message: /"tgt_lang".*is not served/,
+  },
+  {
+    name: 'malformed src_lang',
+    body: body({ src_lang: 'english' }),
+    status: 400,
+    type: BAD,
+    message: /"src_lang" must be a language code of 2-3 lowercase letters.*"english"/,
+  },
+  {
+    name: 'empty src_lang',
+    body: body({ src_lang: '' }),
+    status: 400,
+    type: BAD,
+    message: /"src_lang" must be a language code/,
+  },
+  {
+    name: 'unknown src_lang (well-formed)',
+    body: body({ src_lang: 'qq' }),
+    status: 400,
+    type: BAD,
+    message: /Unknown src_lang "qq"/,
+  },
+  // Content types
+  {
+    name: 'XML content type',
+    headers: { 'content-type': 'application/xml' },
+    body: body({}),
+    status: 415,
+    type: 'UnsupportedMediaTypeException',
+    message: /application\/xml is not accepted/,
+  },
+  {
+    name: 'multipart form',
+    headers: { 'content-type': 'multipart/form-data; boundary=x' },
+    body: '--x\r\n\r\nhi\r\n--x--',
+    status: 415,
+    type: 'UnsupportedMediaTypeException',
+    message: /multipart\/form-data is not accepted/,
+  },
+  {
+    name: 'image content type',
+    headers: { 'content-type': 'image/png' },
+    body: body({}),
+    status: 415,
+    type: 'UnsupportedMediaTypeException',
+    message: /image\/png/,
+  },
+  // Wrong methods and paths
+  { name: 'GET /', method: 'GET', status: 405, type: 'MethodNotAllowedException', message: /method is not allowed/ },
+  {
+    name: 'PUT /',
+    method: 'PUT',
+    body: body({}),
+    status: 405,
+    type: 'MethodNotAllowedException',
+    message: /method is not allowed/,
+  },
+  {
+    name: 'DELETE /',
+    method: 'DELETE',
+    status: 405,
+    type: 'MethodNotAllowedException',
+    message: /method is not allowed/,
+  },
+  {
+    name: 'PATCH /health',
+    method: 'PATCH',
+    path: '/health',
+    body: '{}',
+    status: 405,
+    type: 'MethodNotAllowedException',
+    message: /method is not allowed/,
+  },
+  {
+    name: 'POST /translate',
+    path: '/translate',
+    body: body({}),
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+  {
+    name: 'model server path',
+    path: '/predictions/ko',
+    body: body({}),
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+  {
+    name: 'management path',
+    path: '/models?url=ko',
+    body: '',
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+  {
+    name: 'metrics path',
+    method: 'GET',
+    path: '/metrics',
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+  {
+    name: 'dot-dot path',
+    method: 'GET',
+    path: '/../../etc/passwd',
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+];
+
+/** The model server's inference API: body `{src_lang, src_text}`, the model (target language) in the path. */
+const MS = (fields: Record<string, unknown>) => JSON.stringify({ src_lang: 'en', src_text: 'hello', ...fields });
+const MODEL_SERVER_CASES: Case[] = [
+  {
+    name: 'truncated JSON',
+    body: '{"src_lang":"en","src_text":"hi"',
+    status: 400,
+    type: BAD,
+    message: /not valid JSON/,
+  },
+  {
+    name: 'not JSON, no JSON content type',
+    headers: { 'content-type': 'text/plain' },
+    body: 'translate me',
+    status: 400,
+    type: BAD,
+    message: /must be a JSON object/,
+  },
+  { name: 'empty body', body: '', status: 400, type: BAD, message: /body is empty/ },
+  { name: 'JSON null', body: 'null', status: 400, type: BAD, message: /must be a JSON object/ },
+  { name: 'JSON array', body: '["hi"]', status: 400, type: BAD, message: /must be a JSON object/ },
+  { name: 'src_lang null', body: MS({ src_lang: null }), status: 400, type: BAD, message: /src_lang must be a string/ },
+  { name: 'src_lang number', body: MS({ src_lang: 1 }), status: 400, type: BAD, message: /src_lang must be a string/ },
+  { name: 'src_text null', body: MS({ src_text: null }), status: 400, type: BAD, message: /src_text must be a string/ },
+  {
+    name: 'src_text object',
+    body: MS({ src_text: { a: 1 } }),
+    status: 400,
+    type: BAD,
+    message: /src_text must be a string/,
+  },
+  {
+    name: 'src_text missing',
+    body: JSON.stringify({ src_lang: 'en' }),
+    status: 400,
+    type: BAD,
+    message: /src_text must be a string/,
+  },
+  { name: 'empty text', body: MS({ src_text: '' }), status: 400, type: BAD, message: /src_text is empty/ },
+  { name: 'whitespace text', body: MS({ src_text: '\n \t' }), status: 400, type: BAD, message: /src_text is empty/ },
+  {
+    name: 'empty array',
+    body: MS({ src_text: [] }),
+    status: 400,
+    type: BAD,
+    message: /src_text must not be an empty array/,
+  },
+  {
+    name: 'array with a number',
+    body: MS({ src_text: ['a', 2] }),
+    status: 400,
+    type: BAD,
+    message: /src_text\[1\] must be a string/,
+  },
+  {
+    name: 'nested array',
+    body: MS({ src_text: [['a']] }),
+    status: 400,
+    type: BAD,
+    message: /src_text\[0\] must be a string/,
+  },
+  {
+    name: 'array with an empty text',
+    body: MS({ src_text: ['a', ''] }),
+    status: 400,
+    type: BAD,
+    message: /src_text is empty/,
+  },
+  {
+    name: 'array larger than the queue can ever hold',
+    body: MS({ src_text: Array.from({ length: QUEUE + 1 }, () => 'a') }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(`${QUEUE + 1} texts.*at most ${QUEUE}`),
+  },
+  {
+    name: 'invalid UTF-8',
+    body: Buffer.concat([Buffer.from('{"src_lang":"en","src_text":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+    status: 400,
+    type: BAD,
+    message: /not valid UTF-8/,
+  },
+  {
+    name: 'text far over the token limit',
+    body: MS({ src_text: FAR_TOO_LONG }),
+    status: 400,
+    type: BAD,
+    message: /src_text.*too long/,
+  },
+  {
+    name: 'body over the size limit',
+    body: MS({ src_text: 'x'.repeat(MODEL_SERVER_MAX) }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(`larger than ${MODEL_SERVER_MAX} bytes`),
+  },
+  { name: 'unknown src_lang', body: MS({ src_lang: 'qq' }), status: 400, type: BAD, message: /Unknown src_lang "qq"/ },
+  {
+    name: 'malformed src_lang',
+    body: MS({ src_lang: 'English!' }),
+    status: 400,
+    type: BAD,
+    message: /Unknown src_lang "English!"/,
+  },
+  {
+    name: 'unknown model',
+    path: '/predictions/xx',
+    body: MS({}),
+    status: 404,
+    type: 'ModelNotFoundException',
+    message: /xx/,
+  },
+  {
+    name: 'unknown version',
+    path: '/predictions/ko/9.9',
+    body: MS({}),
+    status: 404,
+    type: 'ModelVersionNotFoundException',
+    message: /9\.9/,
+  },
+  {
+    name: 'GET a prediction',
+    method: 'GET',
+    path: '/predictions/ko',
+    status: 405,
+    type: 'MethodNotAllowedException',
+    message: /method is not allowed/,
+  },
+  {
+    name: 'POST /ping',
+    path: '/ping',
+    body: '{}',
+    status: 405,
+    type: 'MethodNotAllowedException',
+    message: /method is not allowed/,
+  },
+  {
+    name: 'management path on the inference port',
+    method: 'GET',
+    path: '/models',
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+  {
+    name: 'unknown path',
+    path: '/predict/ko',
+    body: MS({}),
+    status: 404,
+    type: 'ResourceNotFoundException',
+    message: /not found/,
+  },
+];
+
+/** Requests no HTTP client library sends: broken framing and header abuse, on a raw socket. */
+interface RawCase {
+  name: string;
+  bytes: string | Buffer;
+  /** Acceptable statuses (a front may name the problem 400 where the router says 431). */
+  status: number[];
+}
+const HTTP_HEAD = 'POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n';
+const RAW_CASES: RawCase[] = [
+  { name: 'garbage request line', bytes: 'HELLO THERE\r\n\r\n', status: [400] },
+  {
+    name: 'header block over 64 KiB',
+    bytes: `${HTTP_HEAD}X-Big: ${'a'.repeat(70_000)}\r\nContent-Length: 2\r\n\r\n{}`,
+    status: [400, 431],
+  },
+  {
+    name: 'control character in a header',
+    bytes: `${HTTP_HEAD}X-Bad: a\u0001b\r\nContent-Length: 2\r\n\r\n{}`,
+    status: [400],
+  },
+  { name: 'non-numeric Content-Length', bytes: `${HTTP_HEAD}Content-Length: ten\r\n\r\n{}`, status: [400] },
+  {
+    name: 'conflicting Content-Lengths',
+    bytes: `${HTTP_HEAD}Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}`,
+    status: [400],
+  },
+  {
+    name: 'Content-Length with chunked',
+    bytes: `${HTTP_HEAD}Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+    status: [400],
+  },
+  {
+    name: 'request target over 64 KiB',
+    bytes: `GET /${'a'.repeat(70_000)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    status: [400, 414, 431],
+  },
+  { name: 'unknown transfer coding', bytes: `${HTTP_HEAD}Transfer-Encoding: gzip\r\n\r\n{}`, status: [400] },
+  {
+    name: 'broken chunk framing',
+    bytes: `${HTTP_HEAD}Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+    status: [400],
+  },
+  {
+    name: 'chunked body over the size limit',
+    bytes:
+      `${HTTP_HEAD}Transfer-Encoding: chunked\r\n\r\n${(4096).toString(16)}\r\n${'x'.repeat(4096)}\r\n`.repeat(1) +
+      `${(4096).toString(16)}\r\n${'x'.repeat(4096)}\r\n`.repeat(ROUTER_MAX / 4096 + 1) +
+      '0\r\n\r\n',
+    status: [413],
+  },
+];
+
+const STACK_TRACE = /\n\s+at |node_modules|\.ts:\d+|\.js:\d+/;
+
+/** Runs `check`, collecting its assertion failure instead of stopping at the first: one run shows every bad answer. */
+function collect(problems: string[], check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    problems.push((err as Error).message.split('\n')[0]!);
+  }
+}
+
+function expectErrorBody(
+  what: string,
+  status: number,
+  text: string,
+  expected: { status: number; type: string; message: RegExp },
+) {
+  expect(status, `${what}: ${text}`).toBe(expected.status);
+  let parsed: { code?: unknown; type?: unknown; message?: unknown };
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new Error(`${what}: answered ${status} without a JSON body: ${text.slice(0, 300)}`);
+  }
+  expect(Object.keys(parsed).sort(), what).toEqual(['code', 'message', 'type']);
+  expect(parsed.code, what).toBe(expected.status);
+  expect(parsed.type, what).toBe(expected.type);
+  expect(parsed.message, what).toMatch(expected.message);
+  expect(text, `${what}: stack trace in the answer`).not.toMatch(STACK_TRACE);
+}
+
+describe('hostile and broken requests (real stack: tiny model, router, fronts)', () => {
+  let modelDir: string;
+  let stack: Stack;
+  const fronts: { kind: string; url: string; proc: Proc }[] = [];
+  let good: ReturnType<typeof background>;
+
+  beforeAll(async () => {
+    modelDir = mkdtempSync(path.join(tmpdir(), 'mt-reliability-tiny-'));
+    makeDemoModel('tiny', modelDir);
+    stack = await startStack({
+      languages: LANGS,
+      handler: 'translation',
+      modelDir,
+      env: {
+        ROUTER_MAX_BODY_BYTES: String(ROUTER_MAX),
+        MAX_REQUEST_SIZE: String(MODEL_SERVER_MAX),
+        JOB_QUEUE_SIZE: String(QUEUE),
+      },
+      register: { batchSize: 8, maxBatchDelayMs: 5 },
+    });
+    for (const kind of nginx ? (['builtin', 'nginx'] as const) : (['builtin'] as const)) {
+      fronts.push(
+        await startFront({
+          dir: stack.dir,
+          env: stack.env,
+          routerUrl: stack.routerUrls[0]!,
+          kind,
+          name: `front-${kind}`,
+        }),
+      );
+    }
+    // Good traffic through the router all along: the bad requests must not disturb it.
+    good = background({
+      url: () => stack.routerUrls[0]!,
+      body: (i) => translateBody(LANGS[i % LANGS.length]!, `good request ${i}`),
+      concurrency: 3,
+    });
+  });
+  afterAll(async () => {
+    await good?.stop();
+    for (const f of fronts) await f.proc.stop();
+    await stack?.stop();
+    await stopAll();
+    rmSync(modelDir, { recursive: true, force: true });
+  });
+
+  it(`has at least 40 distinct cases for the router and more for the model server`, () => {
+    expect(ROUTER_CASES.length).toBeGreaterThanOrEqual(40);
+    expect(new Set(ROUTER_CASES.map((c) => c.name)).size).toBe(ROUTER_CASES.length);
+    expect(ROUTER_CASES.length + MODEL_SERVER_CASES.length + RAW_CASES.length).toBeGreaterThanOrEqual(80);
+  });
+
+  const targets = () => [
+    { name: 'router', url: stack.routerUrls[0]! },
+    ...fronts.map((f) => ({ name: `front (${f.kind})`, url: f.url })),
+  ];
+
+  it('router and fronts: every case gets its 4xx and a JSON error naming the problem', async () => {
+    const problems: string[] = [];
+    for (const target of targets()) {
+      for (const c of ROUTER_CASES) {
+        const o = await send(`${target.url}${c.path ?? '/'}`, {
+          method: c.method ?? 'POST',
+          headers: { 'content-type': 'application/json', ...c.headers },
+          ...(c.body === undefined ? {} : { body: c.body }),
+          deadlineMs: 10_000,
+        });
+        collect(problems, () => expectErrorBody(`${target.name} ← ${c.name}`, o.status, o.body, c));
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('model server inference API: every case gets its 4xx and a JSON error naming the problem', async () => {
+    const problems: string[] = [];
+    for (const c of MODEL_SERVER_CASES) {
+      const o = await send(`${stack.inference}${c.path ?? '/predictions/ko'}`, {
+        method: c.method ?? 'POST',
+        headers: { 'content-type': 'application/json', ...c.headers },
+        ...(c.body === undefined ? {} : { body: c.body }),
+        deadlineMs: 10_000,
+      });
+      collect(problems, () => expectErrorBody(`model server ← ${c.name}`, o.status, o.body, c));
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('broken framing and header abuse: a JSON 4xx from every port, then the connection closes', async () => {
+    const ports = [
+      { name: 'router', port: Number(new URL(stack.routerUrls[0]!).port), max: ROUTER_MAX },
+      ...fronts.map((f) => ({ name: `front (${f.kind})`, port: Number(new URL(f.url).port), max: ROUTER_MAX })),
+      { name: 'model server inference', port: Number(new URL(stack.inference).port), max: MODEL_SERVER_MAX },
+      { name: 'model server management', port: Number(new URL(stack.management).port), max: MODEL_SERVER_MAX },
+    ];
+    const problems: string[] = [];
+    for (const target of ports) {
+      for (const c of RAW_CASES) {
+        // The chunked case is sized for the router's limit; the model server's is larger, so it is skipped there.
+        if (c.status.includes(413) && target.max !== ROUTER_MAX) continue;
+        const reply = await rawRequest(target.port, c.bytes);
+        const what = `${target.name} ← ${c.name}`;
+        collect(problems, () => {
+          expect(c.status, `${what}: ${reply.status} ${reply.body}`).toContain(reply.status);
+          const type = reply.status === 413 ? 'RequestEntityTooLargeException' : BAD;
+          expectErrorBody(what, reply.status, reply.body, { status: reply.status, type, message: /\w/ });
+        });
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it('the good traffic kept succeeding throughout', async () => {
+    const tally: Tally = await good.stop();
+    expect(tally.sent).toBeGreaterThan(10);
+    expect(tally.toJSON()).toMatchObject({ ok: tally.sent, errors: {}, unanswered: 0 });
+  });
+});
