@@ -7,6 +7,7 @@
  * IPC (when spawned with one): `'ready'` (pm2's wait_ready), then `{type: 'listening', host, port}` (tests
  * start it on port 0). `'shutdown'` (pm2's shutdown_with_message) drains like SIGINT.
  */
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
@@ -43,6 +44,7 @@ const upstream = new Upstream({
   url: router.upstreamUrl,
   connections: router.upstreamConnections,
   timeoutMs: router.upstreamTimeoutMs,
+  ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
 const app = createRouterApp(
   { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
@@ -64,6 +66,26 @@ server.listen(router.address.port, router.address.host, () => {
   process.send?.('ready');
   process.send?.({ type: 'listening', host: address, port });
 });
+
+/**
+ * TOKEN_AUTH: the model server's inference key from its key file (TorchServe's key_file.json layout), read on
+ * first use and again when the model server answers 401 (it writes new keys at each start).
+ */
+function inferenceKeyReader(keyFile: string): (refresh: boolean) => string | undefined {
+  let header: string | undefined;
+  return (refresh) => {
+    if (header === undefined || refresh) {
+      try {
+        const keys = JSON.parse(readFileSync(keyFile, 'utf8')) as { inference?: { key?: unknown } };
+        header = typeof keys.inference?.key === 'string' ? `Bearer ${keys.inference.key}` : undefined;
+      } catch (err) {
+        logger.warn({ keyFile, err: (err as Error).message }, 'TOKEN_AUTH is on but the key file cannot be read');
+        header = undefined;
+      }
+    }
+    return header;
+  };
+}
 
 async function shutdown(reason: string): Promise<void> {
   if (drain.draining) return;

@@ -46,6 +46,12 @@ export interface UpstreamOptions {
   timeoutMs: number;
   /** Longest wait for a TCP connect, in ms (→ 502). Loopback connects in microseconds; default 1000. */
   connectTimeoutMs?: number;
+  /**
+   * The `Authorization` header for the model server when it has TOKEN_AUTH on; `refresh` asks for a fresh read
+   * (the model server writes new keys at each start). Called with `refresh` after a 401, and the request is sent
+   * once more.
+   */
+  authorization?: (refresh: boolean) => string | undefined;
 }
 
 /** Headers of the model server's reply that the router passes on to its client. */
@@ -78,9 +84,11 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 export class Upstream implements UpstreamClient {
   readonly #pool: Pool;
   readonly #timeoutMs: number;
+  readonly #authorization: UpstreamOptions['authorization'];
 
   constructor(options: UpstreamOptions) {
     this.#timeoutMs = options.timeoutMs;
+    this.#authorization = options.authorization;
     this.#pool = new Pool(options.url, {
       connections: options.connections,
       pipelining: 1,
@@ -91,17 +99,11 @@ export class Upstream implements UpstreamClient {
   }
 
   async translate(request: TranslateRequest): Promise<TranslateReply> {
-    let response;
-    try {
-      response = await this.#pool.request({
-        method: 'POST',
-        path: `/predictions/${encodeURIComponent(request.tgtLang)}`,
-        headers: { 'content-type': 'application/json', 'x-request-id': request.requestId },
-        body: JSON.stringify(request.body),
-        signal: request.signal,
-      });
-    } catch (err) {
-      throw transportError(err, this.#timeoutMs);
+    const json = JSON.stringify(request.body);
+    let response = await this.#send(request, json, false);
+    if (response.statusCode === 401 && this.#authorization) {
+      await response.body.dump();
+      response = await this.#send(request, json, true);
     }
     let body: ArrayBuffer;
     try {
@@ -118,6 +120,23 @@ export class Upstream implements UpstreamClient {
       if (value !== undefined) headers[name] = value;
     }
     return { body, headers };
+  }
+
+  async #send(request: TranslateRequest, body: string, refreshKey: boolean) {
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': request.requestId };
+    const authorization = this.#authorization?.(refreshKey);
+    if (authorization !== undefined) headers.authorization = authorization;
+    try {
+      return await this.#pool.request({
+        method: 'POST',
+        path: `/predictions/${encodeURIComponent(request.tgtLang)}`,
+        headers,
+        body,
+        signal: request.signal,
+      });
+    } catch (err) {
+      throw transportError(err, this.#timeoutMs);
+    }
   }
 
   async ping(timeoutMs: number): Promise<boolean> {
