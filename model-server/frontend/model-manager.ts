@@ -228,7 +228,8 @@ export class ModelManager {
 
   /**
    * Admit the inputs of one request as jobs (all or none) into the model's queue.
-   * @throws ServeError MODEL_NOT_FOUND, MODEL_VERSION_NOT_FOUND, NO_WORKER, QUEUE_FULL, SHUTTING_DOWN
+   * @throws ServeError MODEL_NOT_FOUND, MODEL_VERSION_NOT_FOUND, NO_WORKER, QUEUE_FULL, PAYLOAD_TOO_LARGE (more
+   *   inputs than the queue can ever hold), SHUTTING_DOWN
    */
   submit(name: string, version: string | undefined, bodies: readonly unknown[]): { entry: ModelEntry; jobs: Job[] } {
     if (this.#closing) throw new ServeError('SHUTTING_DOWN');

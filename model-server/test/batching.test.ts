@@ -86,6 +86,11 @@ describe('batching (real server, real workers)', () => {
     // An array of 3 does not fit in the 2 places left: refused whole, nothing of it enqueued.
     const refusedArray = await predict(t, 'echo', { src_text: ['x', 'y', 'z'] });
     expect(refusedArray.status).toBe(503);
+    // An array that could never fit is not worth retrying: 413, not 503.
+    expect(await predict(t, 'echo', { src_text: Array.from({ length: 9 }, () => 'z') })).toMatchObject({
+      status: 413,
+      body: { code: 413, type: 'RequestEntityTooLargeException', message: expect.stringMatching(/9 texts.*at most 8/) },
+    });
     const fits = predict(t, 'echo', { src_text: ['b0', 'b1'] });
     await until(
       '8 queued',
@@ -186,6 +191,17 @@ describe('batching (real server, real workers)', () => {
     expect(await predict(t, 'ko', { src_text: ['a', 7] })).toMatchObject({
       status: 400,
       body: { message: 'src_text[1] must be a string.' },
+    });
+    const invalidUtf8 = await fetch(`${t.inference}/predictions/ko`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.concat([Buffer.from('{"src_text":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+    });
+    expect(invalidUtf8.status).toBe(400);
+    expect(await invalidUtf8.json()).toEqual({
+      code: 400,
+      type: 'BadRequestException',
+      message: 'Request body is not valid UTF-8.',
     });
     expect(await call(`${t.inference}/predictions/ko`, { body: '{not json' })).toMatchObject({
       status: 400,
