@@ -21,7 +21,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => s.id).join(',')}] [--out DIR] [--keep-work]
 
-  --quick        shorter windows, fewer repeats and concurrency levels (minutes instead of an hour)
+  --quick        shorter windows, fewer repeats and concurrency levels (≈ 25 min instead of ≈ 1 h)
+  --smoke        every code path on the tiny model in a minute or two (numbers mean nothing; for development)
   --only LIST    run only these scenarios (comma-separated); the report is named after them
   --out DIR      where to write the report (default bench/results)
   --keep-work    keep the temp folder with every server log and model store
@@ -32,6 +33,7 @@ function parseCli() {
   const { values } = parseArgs({
     options: {
       quick: { type: 'boolean', default: false },
+      smoke: { type: 'boolean', default: false },
       only: { type: 'string' },
       out: { type: 'string' },
       'keep-work': { type: 'boolean', default: false },
@@ -54,7 +56,7 @@ function parseCli() {
   const threads = Number(process.env.INTRA_OP_THREADS ?? '0');
   if (!(Number.isInteger(threads) && threads >= 0)) throw new Error(`INTRA_OP_THREADS must be a non-negative integer, got ${process.env.INTRA_OP_THREADS}`);
   return {
-    mode: values.quick ? ('quick' as const) : ('full' as const),
+    mode: values.smoke ? ('smoke' as const) : values.quick ? ('quick' as const) : ('full' as const),
     scenarios,
     only: values.only !== undefined,
     outDir: path.resolve(values.out ?? path.join(root, 'bench', 'results')),
@@ -80,7 +82,7 @@ async function main(): Promise<void> {
     startedAt: new Date().toISOString(),
     machine: machineInfo(),
     settings: {
-      model: 'm2m100-418m (generated: real M2M100-418M shapes, random weights)',
+      model: settings.speedModel === 'm2m100-418m' ? 'm2m100-418m (generated: real M2M100-418M shapes, random weights)' : settings.speedModel,
       newTokensPerSentence: settings.newTokens,
       search: 'greedy',
       batchSize: settings.batchSize,
@@ -124,7 +126,6 @@ async function main(): Promise<void> {
       }
       return p;
     },
-    shared: new Map(),
   };
 
   log(`${cli.mode} run of ${cli.scenarios.map((s) => s.id).join(', ')}; work folder ${work.dir}`);
@@ -152,11 +153,6 @@ async function main(): Promise<void> {
         await stopAll(); // nothing a scenario started survives it
       }
       result.durationS = (Date.now() - started) / 1000;
-      // A section another scenario needed and had measured first (the engine limit for serving).
-      for (const [key, value] of ctx.shared) {
-        const implicit = value as Section;
-        if (key.startsWith('section:') && implicit !== result && !report.sections.includes(implicit)) report.sections.push(implicit);
-      }
       report.sections.push(result);
       finish(); // a later crash still leaves every finished scenario on disk
     }

@@ -1,13 +1,17 @@
 /**
  * @module bench/lib/context — what every scenario gets: the settings of this run (quick or full), a work folder,
- * the abort signal (Ctrl-C), a logger, the model folders, and results other scenarios measured in the same run.
+ * the abort signal (Ctrl-C), a logger and the model folders.
  */
 import type { Section } from './report.js';
 import type { BenchModel } from './models.js';
 
 /** Everything that sizes a run. `quick` and `full` differ only in durations, repeats and concurrency lists. */
 export interface BenchSettings {
-  mode: 'quick' | 'full';
+  mode: 'quick' | 'full' | 'smoke';
+  /** The model every speed figure runs on (m2m100-418m; `tiny` in smoke runs, which only check the plumbing). */
+  speedModel: BenchModel;
+  /** The model of the one-engine-per-language memory layout (must fit 14 times in memory). */
+  perLanguageModel: BenchModel;
   /** Generated tokens per sentence, the same for every system (min = max new tokens), greedy search. */
   newTokens: number;
   /** onnxruntime intra-op threads for every engine, the baseline and the ceiling (0 = onnxruntime's default). */
@@ -29,6 +33,8 @@ export interface BenchSettings {
   translationWarmupMs: number;
   translationWindowMs: number;
   translationCyclesPerClient: number;
+  /** Load window of the memory figure, ms. */
+  memoryWindowMs: number;
   /** Echo (overhead) load window, ms, and its concurrency levels. */
   echoWindowMs: number;
   echoConcurrencies: number[];
@@ -36,10 +42,34 @@ export interface BenchSettings {
   loadRepeats: number;
 }
 
-export function settingsFor(mode: 'quick' | 'full', intraOpThreads: number): BenchSettings {
+/**
+ * `full`: the published figures. `quick`: every figure, shorter windows and one repeat. `smoke`: every code path on
+ * the tiny model in a minute or two — its numbers mean nothing (used by the bench's own test and while editing).
+ */
+export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: number): BenchSettings {
+  if (mode === 'smoke') {
+    return {
+      ...settingsFor('quick', intraOpThreads),
+      mode,
+      speedModel: 'tiny',
+      perLanguageModel: 'tiny',
+      engineRepeats: 1,
+      ceilingMinTimeMs: 50,
+      servingConcurrencies: [1, 4],
+      batchSize: 4,
+      maxBatchDelayMs: 20,
+      translationWarmupMs: 200,
+      translationWindowMs: 1_000,
+      echoWindowMs: 500,
+      echoConcurrencies: [1, 4],
+      memoryWindowMs: 500,
+    };
+  }
   const quick = mode === 'quick';
   return {
     mode,
+    speedModel: 'm2m100-418m',
+    perLanguageModel: 'bench-mid',
     newTokens: 16,
     intraOpThreads,
     engineBatches: [1, 8, 32, 64],
@@ -52,9 +82,10 @@ export function settingsFor(mode: 'quick' | 'full', intraOpThreads: number): Ben
     translationWarmupMs: quick ? 5_000 : 15_000,
     translationWindowMs: quick ? 15_000 : 60_000,
     translationCyclesPerClient: quick ? 1 : 2,
+    memoryWindowMs: quick ? 5_000 : 20_000,
     echoWindowMs: quick ? 3_000 : 10_000,
     echoConcurrencies: quick ? [1, 32] : [1, 8, 64],
-    loadRepeats: quick ? 1 : 3,
+    loadRepeats: quick ? 1 : 2,
   };
 }
 
@@ -69,8 +100,6 @@ export interface BenchContext {
   log: (line: string) => void;
   /** The folder of a bench model, built on first use. */
   model: (name: BenchModel) => Promise<string>;
-  /** Results shared between scenarios of the same run (e.g. engine tokens/s per batch for serving). */
-  shared: Map<string, unknown>;
 }
 
 export interface Scenario {

@@ -5,7 +5,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startProcess } from './processes.js';
 
 /**
@@ -13,7 +14,8 @@ import { startProcess } from './processes.js';
  * given by absolute URL so the child may run in any working folder.
  */
 export function tsExecArgv(): string[] {
-  return import.meta.url.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
+  // `tsx` exports one unconditional entry, so require.resolve finds the same file as an ESM import would.
+  return import.meta.url.endsWith('.ts') ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
 }
 
 export interface ProbeOptions {

@@ -44,7 +44,8 @@ export class ManagedProcess {
     this.logFile = options.logFile;
     // Output goes straight to a file, not through this process: a busy load generator must never be the
     // reader a server's logging waits on.
-    const fd = openSync(options.logFile, 'a');
+    // A fresh file: waitForLine must never find an announcement left by an earlier process.
+    const fd = openSync(options.logFile, 'w');
     try {
       this.child = spawn(process.execPath, [...(options.execArgv ?? []), options.file, ...(options.args ?? [])], {
         cwd: options.cwd,

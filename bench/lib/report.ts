@@ -63,7 +63,7 @@ export interface MachineInfo {
 export interface Report {
   title: string;
   command: string;
-  mode: 'quick' | 'full';
+  mode: 'quick' | 'full' | 'smoke';
   startedAt: string;
   finishedAt?: string;
   machine: MachineInfo;

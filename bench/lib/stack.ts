@@ -95,8 +95,11 @@ export function entryOf(stack: Stack, layer: 'model-server' | 'router' | 'front'
 }
 
 /** Start a stack (see StackOptions); on any failure every process it started is stopped before rethrowing. */
+let stacksStarted = 0;
+
 export async function startStack(options: StackOptions): Promise<Stack> {
-  const dir = path.join(options.workDir, options.name);
+  // Numbered, so two stacks of the same name never share a store or logs.
+  const dir = path.join(options.workDir, `${String(++stacksStarted).padStart(2, '0')}-${options.name}`);
   const store = path.join(dir, 'model_store');
   const logs = path.join(dir, 'logs');
   const run = path.join(dir, 'run');

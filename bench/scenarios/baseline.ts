@@ -18,7 +18,7 @@ const TARGETS = ['en'];
 
 async function runArm(ctx: BenchContext, arm: Arm, repeat: number, concurrencies: number[]): Promise<Map<number, LoadMeasurement>> {
   const { settings } = ctx;
-  const modelDir = await ctx.model('m2m100-418m');
+  const modelDir = await ctx.model(ctx.settings.speedModel);
   const out = new Map<number, LoadMeasurement>();
   let origin: string;
   let metricsUrl: string | undefined;

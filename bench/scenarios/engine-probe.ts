@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
+import { job } from '../lib/workload.js';
 
 export interface EngineProbeRequest {
   kind: 'engine';
@@ -15,15 +16,24 @@ export interface EngineProbeRequest {
   /** Timed runs per batch size (the median is kept), after one untimed warm-up of the whole engine. */
   runsPerBatch: number;
   intraOpThreads: number;
-  /** At least max(batches) source sentences. */
-  sentences: string[];
-  srcLang: string;
-  tgtLang: string;
+  /** At least max(batches) rows; a batch of n is the first n. */
+  rows: EngineRow[];
   /**
    * Rows to translate once more with maxNewTokens only (no minimum), as the model server runs them: the result
    * says whether the served path also generates exactly newTokens per sentence.
    */
-  verifyRows?: { srcLang: string; text: string; tgtLang: string }[];
+  verifyRows?: EngineRow[];
+}
+
+export interface EngineRow {
+  srcLang: string;
+  text: string;
+  tgtLang: string;
+}
+
+/** The first `count` rows of the workload over `targets`, as engine rows. */
+export function engineRows(count: number, targets: readonly string[]): EngineRow[] {
+  return Array.from({ length: count }, (_, i) => job(i, targets)).map((j) => ({ srcLang: j.src_lang, text: j.src_text, tgtLang: j.tgt_lang }));
 }
 
 export interface EngineBatchResult {
@@ -55,13 +65,13 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
   const engine = await TranslationEngine.load({ modelDir: request.modelDir, intraOpThreads: request.intraOpThreads, device: { kind: 'cpu' } });
   const loadSeconds = (performance.now() - t0) / 1000;
   const options = { numBeams: 1, minNewTokens: request.newTokens, maxNewTokens: request.newTokens };
-  const rows = (n: number) => request.sentences.slice(0, n).map((text) => ({ srcLang: request.srcLang, text, tgtLang: request.tgtLang }));
+  const rows = (n: number) => request.rows.slice(0, n);
   try {
     // One small untimed batch: onnxruntime allocates its arenas and prepacks on the first runs.
-    await engine.translate(rows(Math.min(4, request.sentences.length)), options);
+    await engine.translate(rows(Math.min(4, request.rows.length)), options);
     const batches: EngineBatchResult[] = [];
     for (const batch of request.batches) {
-      if (batch > request.sentences.length) throw new RangeError(`batch ${batch} needs ${batch} sentences, got ${request.sentences.length}`);
+      if (batch > request.rows.length) throw new RangeError(`batch ${batch} needs ${batch} rows, got ${request.rows.length}`);
       const times: number[] = [];
       let tokens = 0;
       let sourceTokens = 0;

@@ -5,7 +5,6 @@
  * row counts, turned into tokens/s by the model's GEMM FLOPs per generated token (bench/lib/model-flops).
  *
  * Engine and ceiling run in fresh processes, alternating which goes first on each repeat; medians are reported.
- * The engine tokens/s per batch size is shared with the serving figure (served ÷ engine at the matching batch).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -24,21 +23,8 @@ import {
 import { runProbe } from '../lib/probe-runner.js';
 import { checkTarget, formatNumber, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median, ratio } from '../lib/stats.js';
-import { job, sentences, SEED_LANGUAGES } from '../lib/workload.js';
-import type { EngineProbeRequest, EngineProbeResult } from './engine-probe.js';
-
-/** What the serving figures read from this one (ctx.shared key `engine-limit`). */
-export interface EngineLimit {
-  /** Generated tokens/s of the engine alone, median over repeats, by batch size. */
-  tokensPerS: Map<number, number>;
-  /** Sentences/s of the engine alone by batch size. */
-  sentencesPerS: Map<number, number>;
-  meanSourceTokens: number;
-}
-
-export const ENGINE_LIMIT_KEY = 'engine-limit';
-/** The engine section, when another scenario had it measured first (run.ts adds it to the report). */
-export const ENGINE_SECTION_KEY = 'section:engine';
+import { job, SEED_LANGUAGES } from '../lib/workload.js';
+import { engineRows, type EngineProbeRequest, type EngineProbeResult } from './engine-probe.js';
 
 /** Mean source length in tokens (special tokens included) of the first `count` workload sentences. */
 export function meanSourceTokens(modelDir: string, count: number): number {
@@ -47,14 +33,6 @@ export function meanSourceTokens(modelDir: string, count: number): number {
   let total = 0;
   for (let i = 0; i < count; i++) total += tokenizer.encode(job(i, ['en']).src_text, job(i, ['en']).src_lang).ids.length;
   return total / count;
-}
-
-/** Engine tokens/s per batch size; measures it (ceiling included) when this run has not yet. */
-export async function engineLimit(ctx: BenchContext): Promise<EngineLimit> {
-  const known = ctx.shared.get(ENGINE_LIMIT_KEY) as EngineLimit | undefined;
-  if (known) return known;
-  await runEngineScenario(ctx);
-  return ctx.shared.get(ENGINE_LIMIT_KEY) as EngineLimit;
 }
 
 async function runEngineScenario(ctx: BenchContext): Promise<Section> {
@@ -66,7 +44,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       "GFLOP/s on the model's own layer shapes at the same row counts, measured in the same run.",
   );
   const { settings } = ctx;
-  const modelDir = await ctx.model('m2m100-418m');
+  const modelDir = await ctx.model(ctx.settings.speedModel);
   const shape = shapeFromConfig(JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>);
   const batches = settings.engineBatches;
   const maxBatch = Math.max(...batches);
@@ -94,13 +72,9 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
           newTokens: settings.newTokens,
           runsPerBatch: settings.engineRunsPerBatch,
           intraOpThreads: settings.intraOpThreads,
-          sentences: sentences(maxBatch),
-          srcLang: SEED_LANGUAGES[1]!,
-          tgtLang: SEED_LANGUAGES[0]!,
+          rows: engineRows(maxBatch, ['en']),
           // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
-          ...(r === 0
-            ? { verifyRows: Array.from({ length: maxBatch }, (_, i) => job(i, SEED_LANGUAGES)).map((j) => ({ srcLang: j.src_lang, text: j.src_text, tgtLang: j.tgt_lang })) }
-            : {}),
+          ...(r === 0 ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
         };
         engineRuns.push(await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label: `engine-${r}`, timeoutMs: 20 * 60_000 }));
       } else {
@@ -156,7 +130,6 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     note: `Median of ${ceilingRuns.length} fresh-process repeats. Decoder shapes at rows = batch; encoder shapes at rows = batch × ${formatNumber(srcTokens)} mean source tokens.`,
   });
 
-  const limit: EngineLimit = { tokensPerS: new Map(), sentencesPerS: new Map(), meanSourceTokens: srcTokens };
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
   for (const [i, batch] of batches.entries()) {
@@ -169,8 +142,6 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       (key) => gflops(key, encoderRows[i]!),
     );
     const tokens = engineTokens(batch);
-    limit.tokensPerS.set(batch, tokens);
-    limit.sentencesPerS.set(batch, engineSentences(batch));
     const effectiveGflops = ceiling.decoderOnly * ceiling.decoderGflopPerToken;
     const rowsPerRun = engineField(batch, 'rowsPerDecoderRun');
     const runsPerStep = engineField(batch, 'decoderRunsPerStep');
@@ -187,8 +158,6 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       ratioAllWork: ratio(tokens, ceiling.allWork),
     });
   }
-  ctx.shared.set(ENGINE_LIMIT_KEY, limit);
-  ctx.shared.set(ENGINE_SECTION_KEY, s);
   s.tables.push({
     title: 'Engine tokens/s vs ceiling tokens/s',
     columns: ['Batch', 'engine tokens/s', 'engine sentences/s', 'rows per decoder run', 'decoder runs per token', 'decoder GEMM GFLOP/s', 'ceiling tokens/s (decoder step)', 'engine ÷ ceiling', 'ceiling tokens/s (all work)', 'engine ÷ ceiling (all work)'],
@@ -221,6 +190,5 @@ function describeCount(shape: Seq2SeqShape): string {
 export const engineScenario: Scenario = {
   id: 'engine',
   title: '1. Engine limit vs the machine ceiling',
-  // Measured once per run, whichever scenario needs it first.
-  run: async (ctx) => (ctx.shared.get(ENGINE_SECTION_KEY) as Section | undefined) ?? runEngineScenario(ctx),
+  run: runEngineScenario,
 };

@@ -75,8 +75,9 @@ export async function measure(ctx: BenchContext, options: MeasureOptions): Promi
     warmupMs: window.warmupMs,
     warmupPerClient: 1,
     minWindowMs: window.minWindowMs,
-    minWindowCompletions: window.cyclesPerClient * options.concurrency,
-    maxTotalMs: settings.mode === 'quick' ? 8 * 60_000 : 20 * 60_000,
+    // Whole cycles of every client, and never fewer than 8 answers (latency percentiles need a few).
+    minWindowCompletions: Math.max(8, window.cyclesPerClient * options.concurrency),
+    maxTotalMs: settings.mode === 'full' ? 15 * 60_000 : 8 * 60_000,
     onWindowEnd: options.drain ? 'drain' : 'abort',
     signal: ctx.signal,
     onWindowOpen: () => (opened = scrapeAt()),

@@ -23,7 +23,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       '`torchserve`: a batch leaves when it has batch_size jobs or its oldest job has waited max_batch_delay. `immediate`: an idle worker takes whatever is queued at once. ' +
       'Fresh model server per arm, arms in alternating order on each repeat, medians.',
   );
-  const modelDir = await ctx.model('m2m100-418m');
+  const modelDir = await ctx.model(ctx.settings.speedModel);
   const low = 1;
   const high = 64;
   const results = new Map<Policy, Map<number, LoadMeasurement>[]>(POLICIES.map((p) => [p, []]));
