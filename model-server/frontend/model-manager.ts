@@ -51,6 +51,8 @@ export interface ModelManagerOptions {
   timings?: Partial<ManagerTimings>;
   /** Tests only: a fault (worker/main.ts) injected into the workers of the named model. Never set from HTTP. */
   faultFor?: (model: string) => string | undefined;
+  /** Batches in flight per worker; default max(2, models on the engine) (see worker-pool.ts). */
+  maxBatchesPerWorker?: number;
 }
 
 /** A registration, with TorchServe's parameters already validated and typed. */
@@ -390,6 +392,9 @@ export class ModelManager {
       backoffUnitMs: this.#timings.backoffUnitMs,
       unhealthyAfterMs: this.#timings.unhealthyAfterMs,
       nextWorkerId: () => String(this.#nextWorkerId++),
+      ...(this.#options.maxBatchesPerWorker === undefined
+        ? {}
+        : { maxBatchesPerWorker: this.#options.maxBatchesPerWorker }),
       onBatchDone: (r) => metrics.batchDone(r.model, r.version, r.size, r.handlerMs),
       onWorkerDied: () => metrics.workerDied(spec.key),
     });
