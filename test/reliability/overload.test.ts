@@ -1,0 +1,118 @@
+/**
+ * Issue 6.3 — overload far beyond capacity, with real processes (router → model server → a slow worker). The
+ * model serves about 80 texts/s (batches of 4, 100 ms each, 2 in flight); 300 clients ask as fast as they can.
+ * The queue bound must hold (the excess gets 503 + Retry-After at once), every accepted job must be answered,
+ * the latency of accepted jobs must stay bounded by the queue's length, memory must stay flat, and the stack
+ * must serve normally as soon as the load drops. Every request is tallied; unanswered must be 0.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { drive, send } from './support/load.js';
+import { stopAll } from './support/processes.js';
+import { startStack, translateBody, type Stack } from './support/stack.js';
+
+const QUEUE = 32;
+const BATCH = 4;
+const BATCH_MS = 100;
+
+/** Resident memory of a process, bytes (Linux /proc). */
+function rssBytes(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(match![1]) * 1024;
+}
+
+afterAll(stopAll);
+
+describe('overload far beyond capacity (300 clients against ~80 texts/s)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({
+      languages: ['ko', 'en'],
+      handler: 'echo',
+      faults: { ko: `slow:${BATCH_MS}`, en: `slow:${BATCH_MS}` },
+      env: { JOB_QUEUE_SIZE: String(QUEUE) },
+      register: { batchSize: BATCH, maxBatchDelayMs: 5, responseTimeoutS: 30 },
+    });
+  });
+  afterAll(() => stack?.stop());
+
+  it('queue bound holds (503 + Retry-After), every accepted job is answered in bounded time, memory stays flat, then it recovers', async () => {
+    const router = stack.routerUrls[0]!;
+    // Warm up, then take the baseline memory of the model server and the router.
+    await drive({ url: () => router, body: (i) => translateBody('ko', `warm ${i}`), concurrency: 8, count: 40 });
+    const pids = { modelServer: stack.modelServer.pid, router: stack.routers[0]!.pid };
+    const baseline = { modelServer: rssBytes(pids.modelServer), router: rssBytes(pids.router) };
+    const peak = { ...baseline };
+    let maxDepth = 0;
+    let stopWatching = false;
+    const sampler = setInterval(() => {
+      peak.modelServer = Math.max(peak.modelServer, rssBytes(pids.modelServer));
+      peak.router = Math.max(peak.router, rssBytes(pids.router));
+    }, 100);
+    const depthWatch = (async () => {
+      for (;;) {
+        const res = await fetch(`${stack.management}/models/ko`).catch(() => undefined);
+        if (!res) return;
+        const [d] = (await res.json()) as [{ jobQueueStatus: { pendingRequests: number } }];
+        maxDepth = Math.max(maxDepth, d.jobQueueStatus.pendingRequests);
+        if (stopWatching) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+
+    const started = performance.now();
+    const tally = await drive({
+      url: () => router,
+      body: (i) => translateBody(i % 4 === 0 ? 'en' : 'ko', `burst ${i}`),
+      concurrency: 300,
+      connections: 300,
+      signal: AbortSignal.timeout(6_000),
+      deadlineMs: 20_000,
+    });
+    const elapsedS = (performance.now() - started) / 1000;
+    stopWatching = true;
+    await depthWatch;
+    clearInterval(sampler);
+
+    // Every request is accounted for: answered 200, or refused at once with 503 + Retry-After. Nothing lost.
+    expect(tally.unanswered, tally.toString()).toBe(0);
+    expect(tally.malformed).toBe(0);
+    expect(Object.keys(Object.fromEntries(tally.errors))).toEqual(['503 ServiceUnavailableException']);
+    expect(tally.missingRetryAfter).toBe(0);
+    for (const message of tally.messages.keys())
+      expect(message).toMatch(/^Job queue of model (ko|en) is full \(32 jobs\), retry later\.$/);
+    expect(tally.ok + tally.status(503)).toBe(tally.sent);
+    // Far beyond capacity: 300 clients against room for 40 (queue + in flight) — the excess is refused all along,
+    // and the accepted ones run at about the model's capacity, not more.
+    expect(tally.status(503)).toBeGreaterThan(100);
+    // Both languages share one engine (one worker, 2 batches in flight): 2 × BATCH texts per BATCH_MS.
+    const capacityPerS = 2 * BATCH * (1000 / BATCH_MS);
+    expect(tally.ok / elapsedS).toBeLessThanOrEqual(capacityPerS * 1.1);
+    expect(tally.ok / elapsedS).toBeGreaterThan(20);
+    // The bound held: never more than QUEUE waiting.
+    expect(maxDepth).toBeLessThanOrEqual(QUEUE);
+    expect(maxDepth).toBeGreaterThan(QUEUE / 2);
+    // Accepted latency is bounded by the queues (2 × QUEUE jobs ahead at ~80 texts/s ≈ 1 s, plus the batch) and by
+    // nothing else: no job waits anywhere unbounded. The margin is for a shared 2-core machine saturated by this
+    // very test; it is still a third of the 30 s response timeout, which no accepted job came near.
+    expect(tally.okPercentile(100), tally.toString()).toBeLessThan(10_000);
+    // Memory bounded: a refused request costs nothing that stays.
+    expect(peak.modelServer - baseline.modelServer).toBeLessThan(100 * 2 ** 20);
+    expect(peak.router - baseline.router).toBeLessThan(100 * 2 ** 20);
+
+    // Load drops: normal service at once, at normal latency.
+    const after = await drive({
+      url: () => router,
+      body: (i) => translateBody('ko', `calm ${i}`),
+      concurrency: 2,
+      count: 20,
+    });
+    expect(after.toJSON()).toMatchObject({ sent: 20, ok: 20, errors: {}, unanswered: 0 });
+    expect(after.okPercentile(100)).toBeLessThan(BATCH_MS * 5);
+    const ping = await send(`${stack.inference}/ping`);
+    expect(ping.status).toBe(200);
+    console.info(
+      `overload: ${tally} in ${elapsedS.toFixed(1)} s; max queue depth ${maxDepth}/${QUEUE}; RSS Δ model server ${((peak.modelServer - baseline.modelServer) / 2 ** 20).toFixed(1)} MiB, router ${((peak.router - baseline.router) / 2 ** 20).toFixed(1)} MiB`,
+    );
+  });
+});
