@@ -96,6 +96,11 @@ function runNginx(binary: string, log: Logger): void {
   }
   const nginx = spawnNginx(binary, files);
   log.info({ binary, pid: nginx.pid, conf: files.confPath }, 'nginx started');
+  // Whatever ends this process (a crash, process.exit) ends nginx with it: it must not hold the port orphaned.
+  // (SIGKILL cannot be caught; pm2 kills the whole process tree, and tests stop the front with SIGTERM.)
+  process.once('exit', () => {
+    if (nginx.exitCode === null && nginx.signalCode === null) nginx.kill('SIGTERM');
+  });
   nginx.once('exit', (code, signal) => {
     if (!stopping) log.error({ code, signal }, 'nginx exited unexpectedly');
     process.exit(stopping ? (code ?? 0) : 1);

@@ -81,7 +81,7 @@ describe.each([
   });
   afterAll(async () => {
     if (!available) return;
-    front?.kill();
+    await front?.stop();
     await router?.close();
     rmSync(dir, { recursive: true, force: true });
   });

@@ -45,8 +45,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const { child } of Object.values(fronts)) child.kill();
-  router?.kill();
+  await Promise.all(Object.values(fronts).map(({ child }) => child.stop()));
+  await router?.stop();
   await stack?.close();
 });
 

@@ -81,8 +81,7 @@ export async function startModelStack(cudaIds: Record<string, string>): Promise<
     server,
     ports: listening.ports,
     close: async () => {
-      server.kill();
-      await server.exited;
+      await server.stop();
       rmSync(files.dir, { recursive: true, force: true });
     },
   };

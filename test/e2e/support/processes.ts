@@ -23,6 +23,11 @@ export interface Child {
   message<T>(match: (m: unknown) => m is T, timeoutMs?: number): Promise<T>;
   /** SIGKILL if still running. */
   kill(): void;
+  /**
+   * SIGTERM, and SIGKILL after `timeoutMs` if it has not exited; resolves once it has. Use it for processes
+   * that own children of their own (the front's nginx), which a SIGKILL would orphan.
+   */
+  stop(timeoutMs?: number): Promise<void>;
 }
 
 /** Fork `entry` (a path under ROOT, `.ts`) with the tsx loader, cwd `cwd` and exactly `env` (plus PATH, HOME). */
@@ -63,6 +68,13 @@ export function startEntry(entry: string, cwd: string, env: Record<string, strin
     },
     kill: () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+    stop: async (timeoutMs = 10_000) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      await exited;
+      clearTimeout(timer);
     },
   };
 }
