@@ -6,14 +6,14 @@
  * medians of repeats): the machine is shared and noisy, so an absolute time alone would mean nothing.
  * Every process the run starts is stopped at the end, on failure and on Ctrl-C (bench/lib/processes).
  */
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { settingsFor, type BenchContext, type Scenario } from './lib/context.js';
 import { ensureModel, type BenchModel } from './lib/models.js';
-import { installCleanup, stopAll, tempDir } from './lib/processes.js';
+import { installCleanup, profileProcessesInto, stopAll, tempDir } from './lib/processes.js';
 import { machineInfo, renderMarkdown, writeReport, type Report, type Section } from './lib/report.js';
 import { SCENARIOS } from './scenarios/index.js';
 
@@ -26,6 +26,7 @@ const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => 
   --only LIST    run only these scenarios (comma-separated); the report is named after them
   --out DIR      where to write the report (default bench/results)
   --keep-work    keep the temp folder with every server log and model store
+  --profile      every process writes a V8 CPU profile (--cpu-prof) into DIR/profiles/<report name>/
 Environment: INTRA_OP_THREADS (onnxruntime threads per engine, default 0 = all cores),
              MT_BENCH_MODELS_DIR (where bench models are built and reused, default ./models)`;
 
@@ -37,6 +38,7 @@ function parseCli() {
       only: { type: 'string' },
       out: { type: 'string' },
       'keep-work': { type: 'boolean', default: false },
+      profile: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     allowPositionals: false,
@@ -61,6 +63,7 @@ function parseCli() {
     only: values.only !== undefined,
     outDir: path.resolve(values.out ?? path.join(root, 'bench', 'results')),
     keepWork: values['keep-work'] ?? false,
+    profile: values.profile ?? false,
     intraOpThreads: threads,
   };
 }
@@ -128,6 +131,12 @@ async function main(): Promise<void> {
     },
   };
 
+  if (cli.profile) {
+    const dir = path.join(cli.outDir, 'profiles', reportName);
+    mkdirSync(dir, { recursive: true });
+    profileProcessesInto(dir);
+    log(`CPU profiles (*.cpuprofile, gitignored) go to ${dir}`);
+  }
   log(`${cli.mode} run of ${cli.scenarios.map((s) => s.id).join(', ')}; work folder ${work.dir}`);
   try {
     for (const scenario of cli.scenarios) {

@@ -166,7 +166,20 @@ function killPid(pid: number): void {
 
 /** Start a server process (see StartOptions); it is stopped by `stopAll()` or on exit at the latest. */
 export function startProcess(options: StartOptions): ManagedProcess {
-  return new ManagedProcess(options);
+  if (profileDir === undefined) return new ManagedProcess(options);
+  // NODE_OPTIONS reaches every node process below this one too (model-server workers, router instances).
+  const nodeOptions = [options.env?.NODE_OPTIONS, '--cpu-prof', `--cpu-prof-dir=${profileDir}`].filter(Boolean).join(' ');
+  return new ManagedProcess({ ...options, env: { ...options.env, NODE_OPTIONS: nodeOptions } });
+}
+
+let profileDir: string | undefined;
+
+/**
+ * Make every process started from now on write a V8 CPU profile (`--cpu-prof`) into `dir` when it exits
+ * (`npm run bench -- --profile`); open them in Chrome DevTools or speedscope.
+ */
+export function profileProcessesInto(dir: string): void {
+  profileDir = dir;
 }
 
 /** Stop every process this benchmark started and has not stopped yet. */

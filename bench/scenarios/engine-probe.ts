@@ -49,6 +49,8 @@ export interface EngineBatchResult {
   /** Mean rows per decoder run during the timed runs (the engine's real batch), and runs per generated token. */
   rowsPerDecoderRun: number;
   decoderRunsPerStep: number;
+  /** Share of the timed wall time spent in encoder runs, decoder runs, search and tensor re-layout (engine stats). */
+  phases: { encoder: number; decoder: number; search: number; layout: number };
 }
 
 export interface EngineProbeResult {
@@ -84,6 +86,8 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
         sourceTokens += out.reduce((sum, t) => sum + t.inputTokens, 0);
       }
       const after = engine.stats();
+      const wallMs = times.reduce((a, b) => a + b, 0) * 1000;
+      const share = (key: 'encoderMs' | 'decoderMs' | 'searchMs' | 'layoutMs') => (after[key] - before[key]) / wallMs;
       times.sort((a, b) => a - b);
       const seconds = times[Math.floor((times.length - 1) / 2)]!;
       const runs = request.runsPerBatch;
@@ -98,6 +102,7 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
         sourceTokens: sourceTokens / (runs * batch),
         rowsPerDecoderRun: (after.decoderRows - before.decoderRows) / decoderRuns,
         decoderRunsPerStep: decoderRuns / (runs * tokensPerSentence),
+        phases: { encoder: share('encoderMs'), decoder: share('decoderMs'), search: share('searchMs'), layout: share('layoutMs') },
       });
     }
     let maxOnlyLengths: Record<string, number> | undefined;

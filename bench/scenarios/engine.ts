@@ -100,6 +100,8 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const engineTokens = (batch: number) => median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.tokensPerS ?? Number.NaN).filter(Number.isFinite));
   const engineField = (batch: number, field: 'rowsPerDecoderRun' | 'decoderRunsPerStep' | 'sourceTokens') =>
     median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.[field] ?? Number.NaN).filter(Number.isFinite));
+  const phase = (batch: number, key: 'encoder' | 'decoder' | 'search' | 'layout') =>
+    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.phases?.[key] ?? Number.NaN).filter(Number.isFinite));
   const engineSentences = (batch: number) =>
     median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.sentencesPerS ?? Number.NaN).filter(Number.isFinite));
   const generatedPerSentence = engineRuns.flatMap((run) => run.batches.map((b) => b.tokensPerSentence));
@@ -166,6 +168,16 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       `Ceiling (decoder step) = batch ÷ time of one decoder step's GEMMs at the measured rates (${formatNumber(flopsPerRow(step) / 1e9)} GFLOP per generated token); ` +
       `ceiling (all work) also spreads each sentence's encoder and cross-attention k/v GEMMs (${formatNumber((flopsPerRow(source) * srcTokens) / 1e9)} GFLOP for ${formatNumber(srcTokens)} source tokens) over its ${settings.newTokens} tokens. ` +
       'Rows per decoder run and decoder runs per generated token come from the engine\'s own counters: a pre-formed batch that the engine steps as more than one cohort shows more than one run per token.',
+  });
+  s.tables.push({
+    title: 'Where the engine spends its time (share of wall time, engine counters)',
+    columns: ['Batch', 'encoder runs', 'decoder runs', 'greedy search', 'cache re-layout', 'other (JS, tensors, tokenizer)'],
+    rows: batches.map((b) => {
+      const parts = (['encoder', 'decoder', 'search', 'layout'] as const).map((k) => phase(b, k));
+      const pct = (v: number) => (Number.isFinite(v) ? `${(100 * v).toFixed(1)}%` : 'n/a');
+      return [b, ...parts.map(pct), pct(1 - parts.reduce((a, v) => a + v, 0))];
+    }),
+    note: 'Decoder and encoder runs are onnxruntime session.run calls: the GEMMs the ceiling counts, plus attention, layer norms and the KV-cache concatenation inside the graph.',
   });
   const at = batches.indexOf(64) >= 0 ? 64 : maxBatch;
   const d = data[batches.indexOf(at)]!;
