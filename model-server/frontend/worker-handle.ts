@@ -13,8 +13,10 @@
  *   skipped it (a lying worker: INTERNAL), or by the process exit (WORKER_DIED). Replies for jobs already settled
  *   (timed out) are ignored.
  * - A job on this worker whose response timeout passes recycles the worker (SIGKILL), as TorchServe does: a
- *   worker that overran the deadline is presumed stuck. Its other in-flight jobs fail with WORKER_DIED; we do not
- *   retry them (see docs/model-server.md: a poison input would kill worker after worker).
+ *   worker that overran the deadline is presumed stuck, and every job it still holds shares that fate: 504
+ *   REQUEST_TIMEOUT, not "Worker died." (it did not crash; it hung, and these jobs were stuck behind it). We do not
+ *   retry them (see docs/model-server.md: a poison input would hang worker after worker). A worker that exits
+ *   by itself fails its jobs with WORKER_DIED.
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -87,6 +89,8 @@ export class WorkerHandle implements JobHolder {
   #expectedExit = false;
   #wasReady = false;
   #exitReason = '';
+  /** What in-flight jobs fail with when we killed the worker on purpose (e.g. REQUEST_TIMEOUT). */
+  #killError: ServeError | undefined;
   #exited: Promise<void>;
 
   constructor(options: WorkerHandleOptions) {
@@ -180,14 +184,24 @@ export class WorkerHandle implements JobHolder {
 
   jobExpired(job: Job): void {
     if (!this.#jobBatch.has(job.id)) return;
-    this.#log.warn({ jobId: job.id, model: job.model }, 'a job overran its response timeout on this worker');
-    this.kill('response timeout');
+    this.#log.warn(
+      { jobId: job.id, model: job.model, stuckJobs: this.#jobBatch.size },
+      'a job overran its response timeout on this worker; recycling it',
+    );
+    this.kill(
+      'response timeout',
+      new ServeError('REQUEST_TIMEOUT', 'Request timed out: its worker overran the response timeout and was recycled.'),
+    );
   }
 
-  /** End the process now (SIGKILL). Its in-flight jobs fail with WORKER_DIED. Idempotent. */
-  kill(reason: string): void {
+  /**
+   * End the process now (SIGKILL). Its in-flight jobs fail with `failJobsWith` (default WORKER_DIED). Idempotent:
+   * the first call's reason and error stand.
+   */
+  kill(reason: string, failJobsWith?: ServeError): void {
     if (this.#state === 'dead') return;
     this.#exitReason ||= reason;
+    this.#killError ??= failJobsWith;
     this.#child.kill('SIGKILL');
   }
 
@@ -283,7 +297,7 @@ export class WorkerHandle implements JobHolder {
     const how = err ? `spawn failed (${err.message})` : signal ? `killed by ${signal}` : `exited with code ${code}`;
     const reason = this.#exitReason ? `${this.#exitReason}; ${how}` : how;
     this.#fail(`process ${how} before it was ready`);
-    const died = new ServeError('WORKER_DIED');
+    const died = this.#killError ?? new ServeError('WORKER_DIED');
     for (const record of this.#batches.values()) for (const job of record.jobs.values()) job.reject(died);
     this.#batches.clear();
     this.#jobBatch.clear();

@@ -70,6 +70,27 @@ describe('worker faults (real worker processes with injected faults)', () => {
     expect(alive(replacement.pid)).toBe(true);
   });
 
+  it('every job stuck on a worker recycled for a response timeout gets 504, also those whose deadline was later', async () => {
+    t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
+    const reg = await call(`${t.management}/models?url=echo&batch_size=4&response_timeout=1`, { method: 'POST' });
+    expect(reg.status).toBe(200);
+    const server = t;
+    // The first request hangs the worker; the next ones, 300 ms later (the age gap under test: the first is long
+    // on the worker by then), reach it in a second batch and still have 300 ms of their deadline left when the
+    // first one's passes and the worker is recycled.
+    const first = predict(server, 'echo', 'hangs');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const later = ['l0', 'l1'].map((text) => predict(server, 'echo', text));
+    const answers = await Promise.all([first, ...later]);
+    expect(answers.map((a) => a.status)).toEqual([504, 504, 504]);
+    expect(answers[0]!.body.message).toBe('Request timed out.');
+    expect(answers[1]!.body).toEqual({
+      code: 504,
+      type: 'RequestTimeoutException',
+      message: 'Request timed out: its worker overran the response timeout and was recycled.',
+    });
+  });
+
   it('a worker that crashes on a batch answers 500 "Worker died." and is restarted with backoff', async () => {
     t = await startTestServer({ faults: { echo: 'crash-on-batch' } });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
