@@ -47,12 +47,12 @@ export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
 async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Response> {
   const started = performance.now();
   const name = c.req.param('model')!;
-  const requestedVersion = c.req.param('version');
-  const { bodies, isArray } = splitBody(decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')));
-  // Found before metrics are recorded: unknown names must not become label values.
-  const { entry, jobs } = deps.manager.submit(name, requestedVersion, bodies);
+  // Resolved before anything is recorded: unknown names must not become metric label values.
+  const entry = deps.manager.registry.get(name, c.req.param('version'));
   let status = 500;
   try {
+    const { bodies, isArray } = splitBody(decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')));
+    const { jobs } = deps.manager.submit(entry.name, entry.version, bodies);
     const outcomes = await Promise.allSettled(jobs.map((job) => job.promise));
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed !== undefined) throw toServeError(failed.reason);

@@ -104,6 +104,9 @@ describe('batching (real server, real workers)', () => {
       message: 'Job queue of model echo is full (8 jobs), retry later.',
     });
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Refusals are counted too: the 503 rate is what an operator alerts on.
+    const refusals = metricValue(await metrics(t), 'mt_requests_total', { model_name: 'echo', code: '503' });
+    expect(refusals).toBe(2);
     const answers = await Promise.all(accepted);
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `a${i}` } }));
     expect(await fits).toMatchObject({ status: 200, body: { translated: ['b0', 'b1'] } });
