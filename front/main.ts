@@ -20,8 +20,14 @@ import { createLogger, type Logger } from '../common/logger.js';
 import { createBuiltinProxy } from './builtin-proxy.js';
 import { checkNginxConfig, findNginx, spawnNginx, writeNginxConfig, type NginxFiles } from './nginx.js';
 
-/** The seed's proxy_read_timeout: the router enforces the real deadline (504) long before. */
-const ROUTER_TIMEOUT_MS = 86_400_000;
+/**
+ * Slack on top of the router's own deadline. The router answers everything it accepted within its upstream
+ * timeout (a 504 at worst), so a front still waiting past it waits on a connection nobody will answer: a request
+ * that was being handed to a router instance when that instance was killed stays open in the cluster master
+ * forever (Node's cluster round-robin never closes a handle whose worker died before taking it). The front then
+ * answers 504 instead of hanging for the seed's 24 hours.
+ */
+const ROUTER_TIMEOUT_SLACK_MS = 10_000;
 /** Longest wait for nginx to bind its port before the start counts as failed. */
 const NGINX_START_TIMEOUT_MS = 15_000;
 
@@ -36,6 +42,7 @@ try {
 }
 const logger = createLogger('front', config.logLevel);
 const { front } = config;
+const routerTimeoutMs = config.router.upstreamTimeoutMs + ROUTER_TIMEOUT_SLACK_MS;
 
 const nginxBinary = front.kind === 'builtin' ? undefined : findNginx(process.env);
 if (front.kind === 'nginx' && nginxBinary === undefined) {
@@ -55,7 +62,7 @@ else runBuiltin(logger);
 
 function runBuiltin(log: Logger): void {
   const { server, close } = createBuiltinProxy(
-    { routerUrl: front.routerUrl, maxBodyBytes: front.maxBodyBytes, timeoutMs: ROUTER_TIMEOUT_MS },
+    { routerUrl: front.routerUrl, maxBodyBytes: front.maxBodyBytes, timeoutMs: routerTimeoutMs },
     { logger: log },
   );
   const drain = new HttpDrain(server);
@@ -81,6 +88,7 @@ function runNginx(binary: string, log: Logger): void {
       listen: { host: front.host, port: front.port },
       router: config.router.address,
       maxBodyBytes: front.maxBodyBytes,
+      routerTimeoutS: Math.ceil(routerTimeoutMs / 1000),
       runDir: config.runDir,
       logDir: config.logDir,
     });

@@ -31,6 +31,8 @@ export interface NginxValues {
   listen: Address;
   router: Address;
   maxBodyBytes: number;
+  /** proxy_read_timeout, seconds: the router's own deadline plus slack (default the seed's 86400). */
+  routerTimeoutS?: number;
   runDir: string;
   logDir: string;
 }
@@ -47,6 +49,7 @@ export function renderNginxConfig(template: string, values: NginxValues): string
     LISTEN: hostPort(values.listen),
     ROUTER: hostPort(values.router),
     MAX_BODY_BYTES: String(values.maxBodyBytes),
+    ROUTER_TIMEOUT_S: String(values.routerTimeoutS ?? 86_400),
     RUN_DIR: values.runDir,
     LOG_DIR: values.logDir,
   };
