@@ -3,7 +3,7 @@
  * run in-process where the bug lived in-process (fast, exact); the drills in this folder cover the same paths
  * end to end.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,7 +20,10 @@ import { call, startTestServer, type TestServer } from '../../model-server/test/
 import { TranslationHandler } from '../../model-server/worker/handlers/translation.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
-import { freePort, ROOT, until } from './support/processes.js';
+import { createServer, type Socket } from 'node:net';
+import { freePort, ROOT, stopAll, until } from './support/processes.js';
+import { send } from './support/load.js';
+import { startFront } from './support/stack.js';
 import { rawRequest } from './support/raw-http.js';
 
 const log = createLogger('test', 'silent');
@@ -216,3 +219,47 @@ describe.skipIf(!nginx)(
     });
   },
 );
+
+describe('bug: a request lost with a killed router instance hung at the front for 24 hours (the seed’s proxy timeout)', () => {
+  // A "router" that accepts connections and never answers: what the cluster master leaves behind when it was
+  // handing a connection to an instance that died (Node's round-robin handoff never closes it).
+  const sockets = new Set<Socket>();
+  const blackHole = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mt-regression-front-'));
+    mkdirSync(path.join(dir, 'logs'));
+    await new Promise<void>((resolve) => blackHole.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    await stopAll();
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => blackHole.close(() => resolve()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('both fronts answer 504 JSON once the router’s own deadline (+10 s) has passed', async () => {
+    const routerUrl = `http://127.0.0.1:${(blackHole.address() as AddressInfo).port}`;
+    // RESPONSE_TIMEOUT_S=1: the router's deadline is 1 + 5 s, so the fronts give up after 16 s.
+    const env = { LOG_LEVEL: 'warn', LOG_DIR: path.join(dir, 'logs'), RESPONSE_TIMEOUT_S: '1' };
+    const kinds = nginx ? (['builtin', 'nginx'] as const) : (['builtin'] as const);
+    const replies = await Promise.all(
+      kinds.map(async (kind) => {
+        const front = await startFront({ dir, env, routerUrl, kind, name: `front-${kind}` });
+        return send(front.url, { body: '{"src_lang":"en","src_text":"hi","tgt_lang":"ko"}', deadlineMs: 40_000 });
+      }),
+    );
+    for (const reply of replies) {
+      expect(reply).toMatchObject({
+        status: 504,
+        kind: 'RequestTimeoutException',
+        message: 'Router did not answer in time.',
+      });
+      expect(reply.latencyMs).toBeGreaterThanOrEqual(15_000);
+      expect(reply.latencyMs).toBeLessThan(25_000);
+    }
+  }, 60_000);
+});

@@ -1,0 +1,247 @@
+/**
+ * Issues 6.2 and 6.4 under pm2 — the process manager production runs: a router instance SIGKILLed under load is
+ * restarted by pm2 while the other instance keeps serving; `pm2 reload router` under load with slow requests in
+ * flight fails none of them; `npm stop` (scripts/stop.sh) under load answers every request already accepted.
+ *
+ * The apps are ecosystem.config.js's three, with its pm2 settings (cluster mode, wait_ready, kill_timeout), run
+ * from source through tsx so the drill needs no build; the model server is the fault-drill entry with every
+ * batch slowed to 300 ms, so requests are always in flight when a process goes away. Everything is private to
+ * this file: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findNginx } from '../../front/nginx.js';
+import { archiveModels } from '../../model-server/store/archiver.js';
+import { background, drive, type Outcome, type Tally } from './support/load.js';
+import { freePort, ROOT, TSX, until } from './support/processes.js';
+import { translateBody } from './support/stack.js';
+
+const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
+const SLOW_MS = 300;
+const FRONT = findNginx(process.env) ? 'nginx' : 'builtin';
+
+interface Pm2Process {
+  name: string;
+  pid: number;
+  pm2_env: { status: string; restart_time: number };
+}
+
+describe(`under pm2 (router ×2 in cluster mode, ${FRONT} front)`, () => {
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+  let urls: { front: string; router: string; management: string; inference: string };
+
+  const run = (file: string, args: string[], timeoutMs = 60_000) =>
+    new Promise<{ code: number; out: string }>((resolve) =>
+      execFile(file, args, { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+      ),
+    );
+  const jlist = async (): Promise<Pm2Process[]> => JSON.parse((await run(PM2, ['jlist'])).out) as Pm2Process[];
+  const routers = async () => (await jlist()).filter((p) => p.name === 'router');
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'mt-reliability-pm2-'));
+    const store = path.join(dir, 'model_store');
+    const modelDir = path.join(dir, 'no-model');
+    mkdirSync(modelDir);
+    archiveModels({ modelDir, store, names: ['ko', 'en'], handler: 'echo' });
+    const setupConfig = path.join(dir, 'setup_config.json');
+    writeFileSync(setupConfig, JSON.stringify({ cuda_id: { ko: '0', en: '0' } }));
+    const [inference, management, metrics, router, front] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
+    urls = {
+      front: `http://127.0.0.1:${front}`,
+      router: `http://127.0.0.1:${router}`,
+      management: `http://127.0.0.1:${management}`,
+      inference: `http://127.0.0.1:${inference}`,
+    };
+    const appEnv = {
+      MODEL_STORE: store,
+      MODEL_DIR: modelDir,
+      SETUP_CONFIG: setupConfig,
+      LOG_DIR: path.join(dir, 'logs'),
+      RUN_DIR: path.join(dir, 'run'),
+      INFERENCE_ADDRESS: `127.0.0.1:${inference}`,
+      MANAGEMENT_ADDRESS: `127.0.0.1:${management}`,
+      METRICS_ADDRESS: `127.0.0.1:${metrics}`,
+      ROUTER_ADDRESS: `127.0.0.1:${router}`,
+      FRONT_ADDRESS: `127.0.0.1:${front}`,
+      FRONT,
+      LOG_LEVEL: 'warn',
+      // The router's deadline is 5 + 5 s, the front's 10 s more: a request lost with a killed instance ends in 20 s.
+      RESPONSE_TIMEOUT_S: '5',
+      MT_TEST_FAULTS: JSON.stringify({ ko: `slow:${SLOW_MS}`, en: `slow:${SLOW_MS}` }),
+    };
+    env = { PATH: process.env.PATH, HOME: process.env.HOME, PM2_HOME: path.join(dir, 'pm2') };
+    const entry = (file: string) => ({
+      script: path.join(ROOT, 'test/reliability/support/pm2-entry.js'),
+      env: { ...appEnv, MT_ENTRY: path.join(ROOT, file) },
+    });
+    const common = { cwd: dir, node_args: ['--import', TSX], merge_logs: true };
+    const logs = (name: string) => ({
+      out_file: path.join(dir, 'logs', `${name}.log`),
+      error_file: path.join(dir, 'logs', `${name}.log`),
+    });
+    // ecosystem.config.js's settings: fork / cluster ×N with wait_ready / fork, and the drain budgets.
+    const apps = [
+      {
+        name: 'model-server',
+        ...entry('test/reliability/support/model-server-with-faults.ts'),
+        exec_mode: 'fork',
+        kill_timeout: 35_000,
+        ...common,
+        ...logs('model-server'),
+      },
+      {
+        name: 'router',
+        ...entry('router/main.ts'),
+        exec_mode: 'cluster',
+        instances: 2,
+        wait_ready: true,
+        listen_timeout: 15_000,
+        kill_timeout: 130_000,
+        ...common,
+        ...logs('router'),
+      },
+      {
+        name: 'front',
+        ...entry('front/main.ts'),
+        exec_mode: 'fork',
+        wait_ready: true,
+        listen_timeout: 20_000,
+        kill_timeout: 30_000,
+        ...common,
+        ...logs('front'),
+      },
+    ];
+    const file = path.join(dir, 'apps.json');
+    writeFileSync(file, JSON.stringify({ apps }));
+    const started = await run(PM2, ['start', file]);
+    if (started.code !== 0) throw new Error(`pm2 start failed: ${started.out}`);
+    await until(
+      'the model server',
+      () =>
+        fetch(`${urls.inference}/ping`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      60_000,
+    );
+    for (const lang of ['ko', 'en']) {
+      const res = await fetch(`${urls.management}/models?url=${lang}&batch_size=8&max_batch_delay=5`, {
+        method: 'POST',
+      });
+      expect(res.status, await res.text()).toBe(200);
+    }
+    await until(
+      'the front',
+      () =>
+        fetch(`${urls.front}/health`).then(
+          (r) => r.ok,
+          () => false,
+        ),
+      60_000,
+    );
+    expect(await routers()).toHaveLength(2);
+  });
+
+  afterAll(async () => {
+    if (env) await run(PM2, ['kill'], 30_000);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const load = (url: string, concurrency: number) =>
+    background({ url: () => url, body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`), concurrency });
+
+  it('SIGKILL of one router instance: pm2 restarts it, the other keeps serving, the front answers every request', async () => {
+    const [victim, survivor] = await routers();
+    const traffic = load(urls.front, 16);
+    await until('traffic', async () => (await fetch(`${urls.front}/health`)).ok);
+    process.kill(victim!.pid, 'SIGKILL');
+    const restarted = await until('pm2 to restart the instance', async () => {
+      const now = await routers();
+      const fresh = now.find((p) => p.pid !== victim!.pid && p.pid !== survivor!.pid);
+      return fresh?.pm2_env.status === 'online' ? fresh : undefined;
+    });
+    // Traffic keeps flowing through both instances again before the tally closes.
+    const direct = await drive({
+      url: () => urls.router,
+      body: (i) => translateBody('ko', `after ${i}`),
+      concurrency: 8,
+      count: 48,
+    });
+    const tally = await traffic.stop();
+
+    expect(restarted.pm2_env.restart_time).toBeGreaterThanOrEqual(1);
+    expect((await routers()).map((p) => p.pid)).toContain(survivor!.pid);
+    // Only what the killed instance held can fail, and it fails clearly. The front re-sends a request that
+    // meets a reset once (a translation has no side effects); one whose retry met another dead connection gets
+    // the front's 502. A connection the cluster master was handing to the instance as it died stays open in the
+    // master, unanswered (Node's round-robin handoff): the front's bounded wait turns it into its 504.
+    expect(tally.unanswered, tally.toString()).toBe(0);
+    expect(tally.malformed).toBe(0);
+    const failed = tally.status(502) + tally.status(504);
+    expect(tally.errorCount, tally.toString()).toBe(failed);
+    for (const m of tally.messages.keys())
+      expect(['Router is unavailable.', 'Router did not answer in time.']).toContain(m);
+    expect(failed).toBeLessThanOrEqual(8); // 16 clients over 2 instances: at most 8 in flight on the victim
+    expect(tally.ok + failed).toBe(tally.sent);
+    expect(tally.ok).toBeGreaterThan(16);
+    expect(direct.toJSON()).toMatchObject({ sent: 48, ok: 48, unanswered: 0 });
+  });
+
+  it('pm2 reload router with slow requests in flight: zero failed requests, through the front and straight to the router', async () => {
+    const before = (await routers()).map((p) => p.pid);
+    const viaFront = load(urls.front, 16);
+    const direct = load(urls.router, 8);
+    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    const reload = await run(PM2, ['reload', 'router'], 120_000);
+    expect(reload.code, reload.out).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    const [front, router] = await Promise.all([viaFront.stop(), direct.stop()]);
+
+    const after = (await routers()).map((p) => p.pid);
+    expect(after).toHaveLength(2);
+    for (const pid of after) expect(before).not.toContain(pid);
+    for (const [what, tally] of [
+      ['front', front],
+      ['router', router],
+    ] as const) {
+      expect(tally.toJSON(), `${what}: ${tally}`).toMatchObject({ errors: {}, unanswered: 0 });
+      expect(tally.ok, what).toBe(tally.sent);
+      expect(tally.ok, what).toBeGreaterThan(20);
+    }
+  });
+
+  it('npm stop under load: every request accepted before the stop is answered 200; then nothing listens', async () => {
+    const outcomes: { o: Outcome; sentAt: number }[] = [];
+    const traffic = background({
+      url: () => urls.front,
+      body: (i) => translateBody('ko', `last ${i}`),
+      concurrency: 16,
+      onOutcome: (o) => outcomes.push({ o, sentAt: performance.now() - o.latencyMs }),
+    });
+    await until('requests in flight', () => outcomes.length >= 32);
+    const stopAt = performance.now();
+    const stopped = await run('npm', ['stop', '--silent'], 120_000);
+    const tally: Tally = await traffic.stop();
+
+    expect(stopped.code, stopped.out).toBe(0);
+    expect(stopped.out).toContain('mt-serve stopped');
+    // Sent before the stop began → answered, and answered 200: the drain finished them.
+    const before = outcomes.filter((x) => x.sentAt < stopAt);
+    expect(before.length).toBeGreaterThan(32);
+    expect(before.filter((x) => x.o.status !== 200).map((x) => `${x.o.status} ${x.o.kind}`)).toEqual([]);
+    // Sent after it: answered 200 while the drain still took them, else not taken at all — refused at connect, or
+    // an idle keep-alive connection the stopping front closed before reading the request. Never an error answer.
+    for (const x of outcomes.filter((y) => y.sentAt >= stopAt)) {
+      expect([200, 0]).toContain(x.o.status);
+      if (x.o.status === 0) expect(['ECONNREFUSED', 'UND_ERR_SOCKET', 'ECONNRESET']).toContain(x.o.kind);
+    }
+    expect(tally.malformed).toBe(0);
+    expect(await jlist()).toEqual([]);
+  });
+});
