@@ -23,7 +23,8 @@ try {
   let result: unknown;
   switch (request.kind) {
     case 'matmul':
-      result = await measureMatmuls(request.cases, request.rows, request);
+      result = [];
+      for (const group of request.groups) (result as unknown[]).push(...(await measureMatmuls(group.cases, group.rows, request)));
       break;
     case 'engine':
       result = await runEngineProbe(request);

@@ -36,11 +36,10 @@ export interface MatmulMeasurement {
   gflops: number;
 }
 
-/** The `matmul` kind of bench/probe.ts. */
+/** The `matmul` kind of bench/probe.ts: each group's cases at each of its row counts. */
 export interface MatmulProbeRequest extends MatmulOptions {
   kind: 'matmul';
-  cases: MatmulCase[];
-  rows: number[];
+  groups: { cases: MatmulCase[]; rows: number[] }[];
 }
 
 export interface MatmulOptions {

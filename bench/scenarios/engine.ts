@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
 import type { BenchContext, Scenario } from '../lib/context.js';
-import type { MatmulCase, MatmulMeasurement, MatmulProbeRequest } from '../lib/matmul-ceiling.js';
+import type { MatmulMeasurement, MatmulProbeRequest } from '../lib/matmul-ceiling.js';
 import {
   ceilingTokensPerS,
   decoderStepGemms,
@@ -22,7 +22,7 @@ import {
 } from '../lib/model-flops.js';
 import { runProbe } from '../lib/probe-runner.js';
 import { checkTarget, formatNumber, section, type Section } from '../lib/report.js';
-import { alternatingOrder, median, ratio } from '../lib/stats.js';
+import { median, ratio } from '../lib/stats.js';
 import { job, SEED_LANGUAGES } from '../lib/workload.js';
 import { engineRows, type EngineProbeRequest, type EngineProbeResult } from './engine-probe.js';
 
@@ -56,40 +56,48 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const decoderShapes = shapes;
   const encoderShapes = distinctShapes(source);
 
+  // Each batch size is measured as a pair — the engine at that batch, the ceiling at those row counts — in
+  // fresh processes, one right after the other, so the machine's load drifts as little as possible between the two
+  // halves of a ratio. The pair's order and the order of batch sizes alternate on every repeat.
   const engineRuns: EngineProbeResult[] = [];
   const ceilingRuns: MatmulMeasurement[][] = [];
-  const rounds = alternatingOrder(['ceiling', 'engine'] as const, settings.engineRepeats);
-  for (const [r, round] of rounds.entries()) {
-    for (const arm of round) {
-      if (ctx.signal.aborted) break;
-      if (arm === 'engine') {
-        ctx.log(`engine probe ${r + 1}/${rounds.length}: batches ${batches.join(', ')}`);
-        const request: EngineProbeRequest = {
-          kind: 'engine',
-          modelDir,
-          // Alternate the batch order too, so no size always runs first in a fresh process.
-          batches: r % 2 === 0 ? batches : [...batches].reverse(),
-          newTokens: settings.newTokens,
-          runsPerBatch: settings.engineRunsPerBatch,
-          intraOpThreads: settings.intraOpThreads,
-          rows: engineRows(maxBatch, ['en']),
-          // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
-          ...(r === 0 ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
-        };
-        engineRuns.push(await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label: `engine-${r}`, timeoutMs: 20 * 60_000 }));
-      } else {
-        ctx.log(`ceiling probe ${r + 1}/${rounds.length}: ${shapes.length} shapes × ${batches.length + encoderRows.length} row counts`);
-        const probe = (cases: MatmulCase[], rowCounts: number[]): MatmulProbeRequest => ({
-          kind: 'matmul',
-          cases,
-          rows: rowCounts,
-          intraOpThreads: settings.intraOpThreads,
-          minTimeMs: settings.ceilingMinTimeMs,
-        });
-        const decoder = await runProbe<MatmulMeasurement[]>(probe(decoderShapes, batches), { workDir: ctx.workDir, label: `ceiling-${r}`, timeoutMs: 15 * 60_000 });
-        const encoder = await runProbe<MatmulMeasurement[]>(probe(encoderShapes, encoderRows), { workDir: ctx.workDir, label: `ceiling-enc-${r}`, timeoutMs: 15 * 60_000 });
-        ceilingRuns.push([...decoder, ...encoder]);
+  let pairs = 0;
+  for (let r = 0; r < settings.engineRepeats; r++) {
+    for (const [i, batch] of (r % 2 === 0 ? batches : [...batches].reverse()).entries()) {
+      const arms = (r + i) % 2 === 0 ? (['ceiling', 'engine'] as const) : (['engine', 'ceiling'] as const);
+      for (const arm of arms) {
+        if (ctx.signal.aborted) break;
+        if (arm === 'engine') {
+          const request: EngineProbeRequest = {
+            kind: 'engine',
+            modelDir,
+            batches: [batch],
+            newTokens: settings.newTokens,
+            runsPerBatch: settings.engineRunsPerBatch,
+            intraOpThreads: settings.intraOpThreads,
+            rows: engineRows(batch, ['en']),
+            // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
+            ...(r === 0 && batch === maxBatch ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
+          };
+          const result = await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label: `engine-${r}-b${batch}`, timeoutMs: 20 * 60_000 });
+          engineRuns.push(result);
+          ctx.log(`engine alone, batch ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches[0]!.tokensPerS.toFixed(1)} tokens/s`);
+        } else {
+          const request: MatmulProbeRequest = {
+            kind: 'matmul',
+            groups: [
+              { cases: decoderShapes, rows: [batch] },
+              { cases: encoderShapes, rows: [encoderRows[batches.indexOf(batch)]!] },
+            ],
+            intraOpThreads: settings.intraOpThreads,
+            minTimeMs: settings.ceilingMinTimeMs,
+          };
+          const result = await runProbe<MatmulMeasurement[]>(request, { workDir: ctx.workDir, label: `ceiling-${r}-b${batch}`, timeoutMs: 15 * 60_000 });
+          ceilingRuns.push(result);
+          ctx.log(`ceiling, rows ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.map((m) => `${m.key} ${m.gflops.toFixed(0)}`).join(', ')} GFLOP/s`);
+        }
       }
+      pairs++;
     }
   }
   if (engineRuns.length === 0 || ceilingRuns.length === 0) throw new Error('aborted before both the engine and the ceiling were measured');
@@ -129,7 +137,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       ...batches.map((b) => (step.some((u) => u.key === sh.key) ? gflops(sh.key, b) : '')),
       ...encoderRows.map((r) => (source.some((u) => u.key === sh.key) ? gflops(sh.key, r) : '')),
     ]),
-    note: `Median of ${ceilingRuns.length} fresh-process repeats. Decoder shapes at rows = batch; encoder shapes at rows = batch × ${formatNumber(srcTokens)} mean source tokens.`,
+    note: `Median of ${settings.engineRepeats} fresh-process repeats, each paired with the engine probe at the same batch. Decoder shapes at rows = batch; encoder shapes at rows = batch × ${formatNumber(srcTokens)} mean source tokens.`,
   });
 
   const rows: (string | number)[][] = [];
@@ -186,7 +194,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     describeCount(shape),
     'The target is read on the all-work ceiling: its numerator and denominator count the same work (a sentence cannot be generated without encoding its source). The decoder-step-only ratio is shown beside it; the gap between the two is the encoder share of this workload.',
   );
-  s.data = { model: modelDir, shape, meanSourceTokens: srcTokens, newTokens: settings.newTokens, repeats: { engine: engineRuns.length, ceiling: ceilingRuns.length }, batches: data, engineRuns, ceilingRuns };
+  s.data = { model: modelDir, shape, meanSourceTokens: srcTokens, newTokens: settings.newTokens, pairs, batches: data, engineRuns, ceilingRuns };
   return s;
 }
 
