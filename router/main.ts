@@ -93,7 +93,18 @@ async function shutdown(reason: string): Promise<void> {
   const clean = await drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs });
   await upstream.close();
   logger.info({ clean }, 'router stopped');
-  process.exit(clean ? 0 : 1);
+  exitWhenIdle(clean ? 0 : 1);
+}
+
+/**
+ * Exit once pending output is written. Under pm2 the log lines travel through pipes and file streams that an
+ * immediate `process.exit` cuts off (the last lines, "router stopped" among them, were lost): let the event loop
+ * empty instead — the IPC channel to pm2 must not hold it open — with a hard exit as the backstop.
+ */
+function exitWhenIdle(code: number): void {
+  process.exitCode = code;
+  process.channel?.unref();
+  setTimeout(() => process.exit(code), 2_000).unref();
 }
 process.on('SIGINT', () => void shutdown('SIGINT'));
 process.on('SIGTERM', () => void shutdown('SIGTERM'));

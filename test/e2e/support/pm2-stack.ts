@@ -6,7 +6,7 @@
  * model/store/log/run folders, free ports.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
@@ -67,7 +67,8 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
       MAX_BATCH_DELAY_MS: '10',
       NUM_BEAMS: '1',
       MAX_NEW_TOKENS: '16',
-      LOG_LEVEL: 'warn',
+      // info: the routers' drain lines are what proves a reload drained (below).
+      LOG_LEVEL: 'info',
     };
     const started = await run('bash', ['scripts/start.sh', 'new']);
     startOutput = started.stdout + started.stderr;
@@ -136,6 +137,15 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
       expect(after).toHaveLength(2);
       for (const pid of after) expect(before).not.toContain(pid);
       expect(Object.fromEntries(statuses)).toEqual({ '200': done });
+      // Every answer was a 200, and not because the front resent what a router dropped: each old instance
+      // finished its drain (every request answered, every connection closed by its client) before exiting.
+      const lines = readFileSync(path.join(env.LOG_DIR!, 'router-out.log'), 'utf8')
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { pid: number; msg: string; clean?: boolean });
+      for (const pid of before) {
+        expect(lines.find((l) => l.pid === pid && l.msg === 'router stopped')).toMatchObject({ clean: true });
+      }
     });
 
     it('stop.sh drains and stops every app', async () => {
