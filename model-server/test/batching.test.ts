@@ -46,12 +46,19 @@ describe('batching (real server, real workers)', () => {
     t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
     await register(t, 'url=echo&batch_size=64&max_batch_delay=200');
     await predict(t, 'echo', { src_text: 'warm-up' });
+    const labels = { model_name: 'echo', model_version: '1.0' };
+    const queuedBefore = metricValue(await metrics(t), 'mt_queue_wait_seconds_sum', labels)!;
     const started = performance.now();
     const res = await predict(t, 'echo', { src_lang: 'ko', src_text: 'alone' });
     const elapsed = performance.now() - started;
     expect(res).toMatchObject({ status: 200, body: { translated: 'alone' } });
+    // In the server: the job left its queue when its window closed, 200 ms after it arrived (timer lag aside).
+    const queuedS = metricValue(await metrics(t), 'mt_queue_wait_seconds_sum', labels)! - queuedBefore;
+    expect(queuedS).toBeGreaterThanOrEqual(0.2);
+    expect(queuedS).toBeLessThan(0.2 + 0.1);
+    // At the client: the window plus a round trip; the margin allows for a loaded shared CI machine.
     expect(elapsed).toBeGreaterThanOrEqual(195);
-    expect(elapsed).toBeLessThan(200 + 150);
+    expect(elapsed).toBeLessThan(200 + 300);
   });
 
   it('two concurrent requests with batch_size 2 and a long delay arrive in one batch (TorchServe test)', async () => {
