@@ -49,6 +49,8 @@ interface Attempt {
   tries: number;
   timedOut: boolean;
   reusedSocket: boolean;
+  /** The client's own X-Forwarded-* headers: http-proxy appends to them in place, a resend starts over. */
+  forwarded: Record<string, string | string[] | undefined>;
 }
 
 export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProxyDeps): BuiltinProxy {
@@ -73,6 +75,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
 
   const forward = (req: IncomingMessage, res: ServerResponse, attempt: Attempt) => {
     attempt.tries += 1;
+    Object.assign(req.headers, attempt.forwarded);
     attempt.reusedSocket = false;
     proxy.web(req, res, { buffer: Readable.from([attempt.body]) }, (err: NodeJS.ErrnoException) => {
       if (res.headersSent) {
@@ -105,7 +108,19 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
     });
     req.on('end', () => {
       if (res.headersSent || res.writableEnded) return;
-      const attempt: Attempt = { body: Buffer.concat(chunks), tries: 0, timedOut: false, reusedSocket: false };
+      const forwarded = Object.fromEntries(
+        ['x-forwarded-for', 'x-forwarded-port', 'x-forwarded-proto', 'x-forwarded-host'].map((h) => [
+          h,
+          req.headers[h],
+        ]),
+      );
+      const attempt: Attempt = {
+        body: Buffer.concat(chunks),
+        tries: 0,
+        timedOut: false,
+        reusedSocket: false,
+        forwarded,
+      };
       attempts.set(req, attempt);
       // The body goes whole, with its exact length; the client's Expect: 100-continue was answered here.
       delete req.headers['transfer-encoding'];

@@ -97,6 +97,10 @@ describe('built-in front proxy', () => {
       const reply = await send(front.port, '/reset-reused', '{"n":1}', agent);
       expect(reply.status).toBe(200);
       expect(JSON.parse(reply.body)).toMatchObject({ path: '/reset-reused', body: '{"n":1}' });
+      // The resend carries the client's address once, not once per attempt.
+      expect((JSON.parse(reply.body) as { headers: http.IncomingHttpHeaders }).headers['x-forwarded-for']).toBe(
+        '127.0.0.1',
+      );
     } finally {
       agent.destroy();
     }
