@@ -75,16 +75,19 @@ async function run(ctx: BenchContext): Promise<Section> {
     });
     frontKind = stack.frontKind;
     try {
-      for (const c of settings.servingConcurrencies) {
+      for (const [ci, c] of settings.servingConcurrencies.entries()) {
         if (ctx.signal.aborted) break;
+        const lastLevel = ci === settings.servingConcurrencies.length - 1;
         const batch = matchingBatch(c, settings.batchSize);
         let served: LoadMeasurement | undefined;
         let engine = Number.NaN;
         const arms = level++ % 2 === 0 ? (['serve', 'engine'] as const) : (['engine', 'serve'] as const);
-        for (const arm of arms) {
+        for (const [ai, arm] of arms.entries()) {
           if (ctx.signal.aborted) break;
           if (arm === 'serve') {
-            served = await measure(ctx, { origin: stack.urls.front!, entry: 'front', concurrency: c, targets, metricsUrl: stack.urls.metrics, drain: true, label: `serving ${label}` });
+            // Drain unless nothing runs before this stack is stopped: queued work must not overlap the next measurement.
+            const drain = !(lastLevel && ai === arms.length - 1);
+            served = await measure(ctx, { origin: stack.urls.front!, entry: 'front', concurrency: c, targets, metricsUrl: stack.urls.metrics, drain, label: `serving ${label}` });
           } else {
             engine = await engineReference(ctx, modelDir, batch, targets, `serving-engine-${targets.length}-b${batch}`);
           }
