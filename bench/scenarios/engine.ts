@@ -4,7 +4,9 @@
  * machine's own ceiling measured in the same run: onnxruntime MatMul GFLOP/s on the model's layer shapes at those
  * row counts, turned into tokens/s by the model's GEMM FLOPs per generated token (bench/lib/model-flops).
  *
- * Engine and ceiling run in fresh processes, alternating which goes first on each repeat; medians are reported.
+ * Each batch size is a pair of fresh processes run one right after the other — the engine at that batch, the
+ * ceiling at those row counts — with the pair's order and the order of batch sizes alternating on every repeat;
+ * medians over repeats are reported.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -48,11 +50,13 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const shape = shapeFromConfig(JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>);
   const batches = settings.engineBatches;
   const maxBatch = Math.max(...batches);
-  const srcTokens = meanSourceTokens(modelDir, maxBatch);
+  // A batch of b is the first b workload sentences: its encoder work is b × their mean source length.
+  const srcTokensOf = new Map(batches.map((b) => [b, meanSourceTokens(modelDir, b)]));
+  const srcTokens = srcTokensOf.get(maxBatch)!;
   const step = decoderStepGemms(shape);
   const source = sourceTokenGemms(shape);
   const shapes = distinctShapes(step, source);
-  const encoderRows = batches.map((b) => Math.round(b * srcTokens));
+  const encoderRows = batches.map((b) => Math.round(b * srcTokensOf.get(b)!));
   const decoderShapes = shapes;
   const encoderShapes = distinctShapes(source);
 
@@ -137,7 +141,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       ...batches.map((b) => (step.some((u) => u.key === sh.key) ? gflops(sh.key, b) : '')),
       ...encoderRows.map((r) => (source.some((u) => u.key === sh.key) ? gflops(sh.key, r) : '')),
     ]),
-    note: `Median of ${settings.engineRepeats} fresh-process repeats, each paired with the engine probe at the same batch. Decoder shapes at rows = batch; encoder shapes at rows = batch × ${formatNumber(srcTokens)} mean source tokens.`,
+    note: `Median of ${settings.engineRepeats} fresh-process repeats, each paired with the engine probe at the same batch. Decoder shapes at rows = batch; encoder shapes at rows = batch × the batch's mean source tokens (${batches.map((b) => formatNumber(srcTokensOf.get(b)!)).join(', ')}).`,
   });
 
   const rows: (string | number)[][] = [];
@@ -147,7 +151,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       shape,
       batch,
       settings.newTokens,
-      srcTokens,
+      srcTokensOf.get(batch)!,
       (key) => gflops(key, batch),
       (key) => gflops(key, encoderRows[i]!),
     );
@@ -174,7 +178,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     rows,
     note:
       `Ceiling (decoder step) = batch ÷ time of one decoder step's GEMMs at the measured rates (${formatNumber(flopsPerRow(step) / 1e9)} GFLOP per generated token); ` +
-      `ceiling (all work) also spreads each sentence's encoder and cross-attention k/v GEMMs (${formatNumber((flopsPerRow(source) * srcTokens) / 1e9)} GFLOP for ${formatNumber(srcTokens)} source tokens) over its ${settings.newTokens} tokens. ` +
+      `ceiling (all work) also spreads each sentence's encoder and cross-attention k/v GEMMs (${formatNumber((flopsPerRow(source) * srcTokens) / 1e9)} GFLOP for the ${formatNumber(srcTokens)} source tokens of a mean sentence) over its ${settings.newTokens} tokens. ` +
       'Rows per decoder run and decoder runs per generated token come from the engine\'s own counters: a pre-formed batch that the engine steps as more than one cohort shows more than one run per token.',
   });
   s.tables.push({
@@ -194,7 +198,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     describeCount(shape),
     'The target is read on the all-work ceiling: its numerator and denominator count the same work (a sentence cannot be generated without encoding its source). The decoder-step-only ratio is shown beside it; the gap between the two is the encoder share of this workload.',
   );
-  s.data = { model: modelDir, shape, meanSourceTokens: srcTokens, newTokens: settings.newTokens, pairs, batches: data, engineRuns, ceilingRuns };
+  s.data = { model: modelDir, shape, meanSourceTokens: Object.fromEntries(srcTokensOf), newTokens: settings.newTokens, pairs, batches: data, engineRuns, ceilingRuns };
   return s;
 }
 
