@@ -1,0 +1,106 @@
+/**
+ * Issue 6.4 — unregistering a model (`DELETE /models/{name}`) with jobs queued, through the router: the queued
+ * jobs are finished when a worker can run them, or failed with a clear error when none can — never left hanging,
+ * and the DELETE itself returns in bounded time. Every request is tallied; unanswered must be 0.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { background, send, type Tally } from './support/load.js';
+import { stopAll, until } from './support/processes.js';
+import { startStack, translateBody, type Stack } from './support/stack.js';
+
+const pending = async (stack: Stack, model: string): Promise<number> => {
+  const res = await fetch(`${stack.management}/models/${model}`);
+  if (res.status !== 200) return -1;
+  const [d] = (await res.json()) as [{ jobQueueStatus: { pendingRequests: number } }];
+  return d.jobQueueStatus.pendingRequests;
+};
+
+afterAll(stopAll);
+
+describe('DELETE /models/{name} with queued jobs (router → model server with fault-injected workers)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({
+      languages: ['ko', 'en', 'fr', 'de'],
+      handler: 'echo',
+      // ko: a slow worker (its queue fills); en: a worker that hangs; fr: workers that never load; de: healthy.
+      faults: { ko: 'slow:1000', en: 'hang-on-batch', fr: 'fail-load' },
+      register: false,
+    });
+    for (const [lang, query] of [
+      ['ko', 'batch_size=1&response_timeout=30'],
+      ['en', 'batch_size=1&response_timeout=2'],
+      ['fr', 'batch_size=2&response_timeout=2&synchronous=false'],
+      ['de', 'batch_size=8'],
+    ] as const) {
+      const res = await fetch(`${stack.management}/models?url=${lang}&max_batch_delay=5&${query}`, { method: 'POST' });
+      expect(res.status, await res.text()).toBeLessThan(300);
+    }
+  });
+  afterAll(() => stack?.stop());
+
+  /** Queue `n` requests for `lang` through the router; resolves once `atLeast` wait in its queue. */
+  async function queue(lang: string, n: number, atLeast: number) {
+    const router = stack.routerUrls[0]!;
+    const answers = Array.from({ length: n }, (_, i) =>
+      send(router, { body: translateBody(lang, `${lang} ${i}`), deadlineMs: 30_000 }),
+    );
+    await until(`${atLeast} queued for ${lang}`, async () => (await pending(stack, lang)) >= atLeast);
+    return answers;
+  }
+
+  it('a model with a working (slow) worker: DELETE waits for its queued jobs, every one answered 200', async () => {
+    const others = background({
+      url: () => stack.routerUrls[0]!,
+      body: (i) => translateBody('de', `other ${i}`),
+      concurrency: 2,
+    });
+    // batch_size 1: exactly 2 jobs on the worker (its 2 batch slots), so 10 waiting means all 12 arrived.
+    const answers = await queue('ko', 12, 10);
+    const started = performance.now();
+    const del = await send(`${stack.management}/models/ko`, { method: 'DELETE', deadlineMs: 30_000 });
+    const deleteMs = performance.now() - started;
+    const outcomes = await Promise.all(answers);
+    const tally: Tally = await others.stop();
+
+    expect(del).toMatchObject({ status: 200, body: '{"status":"Model \\"ko\\" unregistered"}' });
+    expect(outcomes.map((o) => `${o.status} ${o.message}`)).toEqual(Array(12).fill('200 '));
+    expect(deleteMs).toBeLessThan(12_000); // 12 jobs, one per 1 s batch, 2 at a time: 6 s
+    expect((await fetch(`${stack.management}/models/ko`)).status).toBe(404);
+    // Later requests for it are refused clearly by the model server, through the router.
+    const gone = await send(stack.routerUrls[0]!, { body: translateBody('ko', 'late') });
+    expect(gone).toMatchObject({ status: 404, kind: 'ModelNotFoundException' });
+    // Other models were not disturbed.
+    expect(tally.toJSON()).toMatchObject({ errors: {}, unanswered: 0 });
+    expect(tally.ok).toBe(tally.sent);
+  });
+
+  it('a model whose worker hangs: DELETE returns within response_timeout + 1 s, its jobs get 504, none hangs', async () => {
+    // batch_size 1: exactly 2 jobs stuck on the hung worker, so 4 waiting means all 6 arrived.
+    const answers = await queue('en', 6, 4);
+    const started = performance.now();
+    const del = await send(`${stack.management}/models/en`, { method: 'DELETE', deadlineMs: 30_000 });
+    const deleteMs = performance.now() - started;
+    const outcomes = await Promise.all(answers);
+
+    expect(del.status).toBe(200);
+    expect(deleteMs).toBeLessThan(3_500);
+    for (const o of outcomes)
+      expect(o).toMatchObject({ status: 504, kind: 'RequestTimeoutException', message: 'Request timed out.' });
+  });
+
+  it('a model with no worker able to load: its queued jobs fail clearly (503/504), DELETE returns, nothing hangs', async () => {
+    const answers = await queue('fr', 4, 4);
+    const started = performance.now();
+    const del = await send(`${stack.management}/models/fr`, { method: 'DELETE', deadlineMs: 30_000 });
+    const outcomes = await Promise.all(answers);
+
+    expect(del.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(3_500);
+    for (const o of outcomes) {
+      expect(o.status === 503 || o.status === 504, JSON.stringify(o)).toBe(true);
+      expect(o.message).toMatch(/^(Model fr version 1\.0 was unregistered before this job ran\.|Request timed out\.)$/);
+    }
+    expect((await send(`${stack.inference}/ping`)).status).toBe(200);
+  });
+});
