@@ -4,6 +4,7 @@
  * and TorchServe type), or unanswered (the connection failed, or no answer within the client's deadline).
  * "Nothing lost" is `unanswered === 0`.
  */
+import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 
 /** One finished request. */
@@ -92,7 +93,8 @@ export class Tally {
 
 export interface SendOptions {
   method?: string;
-  body?: string | Buffer;
+  /** A Readable is sent chunked (no Content-Length). */
+  body?: string | Buffer | Readable;
   headers?: Record<string, string>;
   /** The client's patience, ms: past it the request counts as unanswered. */
   deadlineMs?: number;

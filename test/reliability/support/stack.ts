@@ -5,7 +5,7 @@
  * setup_config.json, logs and run folder. The repository's `.env` plays no part: processes run in the temp folder
  * and get every setting through their environment.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { archiveModels } from '../../../model-server/store/archiver.js';
@@ -125,7 +125,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       management: `http://127.0.0.1:${ms.ports.management}`,
       metrics: `http://127.0.0.1:${ms.ports.metrics}`,
     });
-    const registerOne = async (name: string, r: RegisterOptions = {}, headers: Record<string, string> = {}) => {
+    const registerOne = async (name: string, r: RegisterOptions = {}, headers = managementHeaders(env)) => {
       const query = new URLSearchParams({ url: name, synchronous: 'true' });
       if (r.batchSize !== undefined) query.set('batch_size', String(r.batchSize));
       if (r.maxBatchDelayMs !== undefined) query.set('max_batch_delay', String(r.maxBatchDelayMs));
@@ -234,6 +234,17 @@ export async function startFront(options: {
     throw err;
   });
   return { proc, url: `http://127.0.0.1:${port}`, kind: front };
+}
+
+/** The generated keys (TOKEN_AUTH=true), read from the key file the model server writes at start. */
+export function apiKeys(env: Record<string, string>): { inference: string; management: string } {
+  const file = JSON.parse(readFileSync(env.KEY_FILE!, 'utf8')) as Record<'inference' | 'management', { key: string }>;
+  return { inference: file.inference.key, management: file.management.key };
+}
+
+/** `Authorization` for the management API when token authorization is on, else nothing. */
+export function managementHeaders(env: Record<string, string>): Record<string, string> {
+  return env.TOKEN_AUTH === 'true' ? { authorization: `Bearer ${apiKeys(env).management}` } : {};
 }
 
 /** A translation body for the router and the front. */
