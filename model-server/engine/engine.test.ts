@@ -146,6 +146,21 @@ describe('TranslationEngine', () => {
     }
   });
 
+  it('fetches only the appended cache entries and gives the tokens of fetching the whole present cache', async () => {
+    expect(tiny.cacheFetch).toBe('appended');
+    expect(joinable.cacheFetch).toBe('appended');
+    const present = await load(tinyDir, { cacheFetch: 'present' });
+    expect(present.cacheFetch).toBe('present');
+    expect(present.cacheFetchReason).toMatch(/asked for/);
+    // Mixed lengths (rows leave, the cache is gathered out of reused buffers) and beams (reordered by parent).
+    const list = rows(24, 37);
+    for (const options of [GREEDY, { numBeams: 3, maxNewTokens: 40 }]) {
+      expect((await tiny.translate(list, options)).map((t) => t.tokenIds)).toEqual(
+        (await present.translate(list, options)).map((t) => t.tokenIds),
+      );
+    }
+  });
+
   it('falls back to decoder_model.onnx only when the merged decoder is absent', async () => {
     const dir = path.join(root, 'no-merged');
     cpSync(tinyDir, dir, { recursive: true });

@@ -15,7 +15,7 @@ import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Generator, type GeneratorStats } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
-import { type EngineSessions, loadSessions } from './session.js';
+import { type CacheFetch, type EngineSessions, loadSessions } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
 export interface EngineOptions {
@@ -27,6 +27,12 @@ export interface EngineOptions {
   intraOpThreads?: number;
   /** `no-cache` recomputes the whole prefix every step (for tests); default `auto`. */
   decoder?: 'auto' | 'no-cache';
+  /**
+   * `appended` (default): a step fetches only the cache entries it appends and the engine keeps the cache
+   * in reusable buffers, when the decoder graph allows it (see `cacheFetch`); `present`: the whole cache
+   * every step, as exported (tests compare the two).
+   */
+  cacheFetch?: 'appended' | 'present';
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default 256. */
   maxBatchRows?: number;
   /** Defaults for every call, over generation_config.json's. */
@@ -105,6 +111,7 @@ export class TranslationEngine {
       device: options.device ?? { kind: 'cpu' },
       intraOpThreads: options.intraOpThreads ?? 0,
       decoder: options.decoder ?? 'auto',
+      cacheFetch: options.cacheFetch ?? 'appended',
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -125,6 +132,16 @@ export class TranslationEngine {
   /** `merged` (KV cache) or `no-cache`. */
   get decoderKind(): EngineSessions['decoderKind'] {
     return this.#sessions.decoderKind;
+  }
+
+  /** How a step gets the self-attention cache: appended entries only, or the whole `present` (with why). */
+  get cacheFetch(): CacheFetch['kind'] {
+    return this.#sessions.cacheFetch.kind;
+  }
+
+  /** Why the whole cache is fetched each step (undefined when only appended entries are). */
+  get cacheFetchReason(): string | undefined {
+    return this.#sessions.cacheFetch.kind === 'present' ? this.#sessions.cacheFetch.reason : undefined;
   }
 
   /** Whether rows arriving mid-generation share the running decoder batch (else: their own cohort). */

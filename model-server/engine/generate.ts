@@ -24,11 +24,16 @@
  * - a row's cache holds exactly its fed tokens, right-aligned (`align: 'end'`), masked where padded;
  * - a sequence's rows (its beams) are adjacent in one cohort;
  * - when rows leave, tensors are gathered and trimmed to the longest remaining content, so a step costs
- *   what its live rows cost; when no row leaves and no beam reorders, `present.*` is fed back as is.
+ *   what its live rows cost; when no row leaves and no beam reorders, the cache is fed back as is;
+ * - the self-attention cache: when the decoder graph exposes what a step appends (decoder-graph.ts), a step
+ *   fetches only that and the cohort's CacheBuffers build the next cache in reused memory (kv-cache.ts);
+ *   otherwise the whole `present.*.decoder` is fetched (onnxruntime-node copies each fetched output into a
+ *   fresh ArrayBuffer: ~100 MB per step at batch 64).
  */
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import { decideStep, type Hypothesis, type Row, SearchState, type SearchSettings } from './decoding.js';
+import { CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
 import type { EngineSessions } from './session.js';
@@ -48,7 +53,7 @@ export interface GeneratorStats {
   encodedRows: number;
   /** Cohorts merged into a running one (rows that joined mid-generation). */
   merges: number;
-  /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts (ms). */
+  /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
   encoderMs: number;
   decoderMs: number;
   searchMs: number;
@@ -76,6 +81,8 @@ interface Cohort {
   crossCache: Float32Array[] | null;
   /** Per layer `[key, value]` of the self-attention cache `[n, H, P, dh]`. */
   selfCache: Float32Array[] | null;
+  /** Where the cache is built step by step when the decoder returns only appended entries (else null). */
+  cacheBuffers: CacheBuffers | null;
   pastLength: number;
   /** `[n, P]` 1 for real cache positions (joinable graphs only). */
   selfMask: BigInt64Array | null;
@@ -254,6 +261,10 @@ export class Generator {
       encoderLength: S,
       crossCache: null,
       selfCache: null,
+      cacheBuffers:
+        this.#sessions.decoderKind === 'merged' && this.#sessions.cacheFetch.kind === 'appended'
+          ? new CacheBuffers(2 * this.#layers)
+          : null,
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
     };
@@ -294,6 +305,7 @@ export class Generator {
     const dh = this.#headDim;
     const first = cohort.crossCache === null;
     const fetches = ['logits'];
+    const { cacheFetch } = this.#sessions;
     if (this.#sessions.decoderInputs.has('use_cache_branch')) {
       feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
       const empty = new Float32Array(0);
@@ -314,7 +326,9 @@ export class Generator {
             dh,
           ]);
           if (cached) {
-            fetches.push(`present.${i}.decoder.${part}`);
+            fetches.push(
+              cacheFetch.kind === 'appended' ? cacheFetch.outputs[2 * i + j]! : `present.${i}.decoder.${part}`,
+            );
             if (first) fetches.push(`present.${i}.encoder.${part}`);
           }
         });
@@ -343,11 +357,23 @@ export class Generator {
     this.#stats.searchMs += performance.now() - ran;
 
     if (cached) {
+      const building = performance.now();
+      const past = cohort.selfCache;
+      const buffers = cohort.cacheBuffers;
       cohort.selfCache = [];
       for (let i = 0; i < this.#layers; i++) {
-        for (const part of ['key', 'value'])
-          cohort.selfCache.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
+        ['key', 'value'].forEach((part, j) => {
+          const k = 2 * i + j;
+          if (cacheFetch.kind === 'present' || buffers === null) {
+            cohort.selfCache!.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
+            return;
+          }
+          // One copy of the cache per step, into a buffer the past is not in (kv-cache.ts).
+          const appended = out[cacheFetch.outputs[k]!]!.data as Float32Array;
+          cohort.selfCache!.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
+        });
       }
+      this.#stats.layoutMs += performance.now() - building;
       if (first) {
         cohort.crossCache = [];
         for (let i = 0; i < this.#layers; i++) {

@@ -5,11 +5,19 @@
  * Device policy: CUDA (`deviceId` N) when asked for; if the CUDA provider or the GPU is missing the
  * sessions are created on the CPU and `DeviceInfo.fallbackReason` says why — never silently.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
+import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import { exposeCacheAppends } from './decoder-graph.js';
+
+/**
+ * Largest decoder .onnx file rewritten in memory (decoder-graph.ts). Exports with external weights are a
+ * few hundred KB; a graph with its weights inline would be decoded, copied and handed over in memory.
+ */
+const MAX_REWRITTEN_GRAPH_BYTES = 256 * 2 ** 20;
 
 /** Which decoder graph drives generation. */
 export type DecoderKind =
@@ -28,7 +36,20 @@ export interface SessionOptions {
    * `no-cache`: full recompute every step (tests compare it with the cache).
    */
   decoder?: 'auto' | 'no-cache';
+  /**
+   * What a cached step fetches of the self-attention cache. `appended` (default): only the entries the step
+   * appends, when the graph can be given such outputs (decoder-graph.ts), else the whole cache as
+   * `present`. `present`: always the whole cache (the export as is; tests compare the two).
+   */
+  cacheFetch?: 'appended' | 'present';
 }
+
+/** How the step loop gets the self-attention cache of a step (see SessionOptions.cacheFetch). */
+export type CacheFetch =
+  /** Outputs of the appended entries, in cache order (layer i key, layer i value, …). */
+  | { kind: 'appended'; outputs: string[] }
+  /** The `present.*.decoder` outputs; `reason` says why not `appended`. */
+  | { kind: 'present'; reason: string };
 
 export interface EngineSessions {
   encoder: ort.InferenceSession;
@@ -38,6 +59,7 @@ export interface EngineSessions {
   decoderFile: string;
   /** Input names the decoder declares (optional ones such as `encoder_attention_mask` are fed only if here). */
   decoderInputs: ReadonlySet<string>;
+  cacheFetch: CacheFetch;
   device: DeviceInfo;
 }
 
@@ -83,11 +105,22 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   const decoder = chooseDecoder(modelDir, options.decoder ?? 'auto');
   const decoderFile = path.join(modelDir, decoder.file);
   const threads = Math.max(0, Math.floor(options.intraOpThreads));
+  const rewritten =
+    decoder.kind === 'merged'
+      ? rewriteDecoder(decoderFile, options.cacheFetch ?? 'appended', layersOf(modelDir))
+      : { bytes: null, cacheFetch: { kind: 'present', reason: 'no KV cache (no-cache decoder)' } as CacheFetch };
 
   const create = async (provider: ort.InferenceSession.ExecutionProviderConfig) => {
     const encoder = await ort.InferenceSession.create(encoderFile, sessionOptions(threads, provider));
     try {
-      return { encoder, decoder: await ort.InferenceSession.create(decoderFile, sessionOptions(threads, provider)) };
+      const decoderOptions = sessionOptions(threads, provider);
+      if (rewritten.bytes === null)
+        return { encoder, decoder: await ort.InferenceSession.create(decoderFile, decoderOptions) };
+      // From memory, external weights are found through this folder, not the graph file's.
+      decoderOptions.extra = {
+        session: { model_external_initializers_file_folder_path: path.dirname(decoderFile) },
+      };
+      return { encoder, decoder: await ort.InferenceSession.create(rewritten.bytes, decoderOptions) };
     } catch (err) {
       await encoder.release();
       throw err;
@@ -98,7 +131,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   if (device.kind === 'cuda') {
     try {
       const sessions = await create({ name: 'cuda', deviceId: device.id });
-      return finish(sessions, decoder, { kind: 'cuda', id: device.id, provider: 'cuda' });
+      return finish(sessions, decoder, rewritten.cacheFetch, { kind: 'cuda', id: device.id, provider: 'cuda' });
     } catch (err) {
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
@@ -107,7 +140,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     const sessions = await create('cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
     const info: DeviceInfo = { kind: 'cpu', id: null, provider: 'cpu' };
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
-    return finish(sessions, decoder, info);
+    return finish(sessions, decoder, rewritten.cacheFetch, info);
   } catch (err) {
     throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
       cause: err,
@@ -118,6 +151,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
 function finish(
   sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession },
   decoder: { file: string; kind: DecoderKind },
+  cacheFetch: CacheFetch,
   device: DeviceInfo,
 ): EngineSessions {
   return {
@@ -125,6 +159,37 @@ function finish(
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
+    cacheFetch,
     device,
   };
+}
+
+/** `decoder_layers` from config.json (validated again, with the rest, by model-config.ts). */
+function layersOf(modelDir: string): number {
+  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as { decoder_layers?: unknown };
+  const layers = config.decoder_layers;
+  if (typeof layers !== 'number' || !Number.isInteger(layers) || layers < 1) {
+    throw new ServeError('WORKER_START_FAILED', `${modelDir}/config.json: decoder_layers must be a positive integer.`);
+  }
+  return layers;
+}
+
+/**
+ * The merged decoder with appended-entries outputs (decoder-graph.ts) as bytes, or null bytes (load the
+ * file as is) with the reason. The weights stay in their external data file either way.
+ */
+function rewriteDecoder(
+  file: string,
+  wanted: 'appended' | 'present',
+  layers: number,
+): { bytes: Uint8Array | null; cacheFetch: CacheFetch } {
+  const keep = (reason: string) => ({ bytes: null, cacheFetch: { kind: 'present', reason } as CacheFetch });
+  if (wanted === 'present') return keep('asked for (cacheFetch: present)');
+  const size = statSync(file).size;
+  if (size > MAX_REWRITTEN_GRAPH_BYTES) return keep(`${path.basename(file)} holds its weights inline (${size} bytes)`);
+  const { onnx } = onnxProto;
+  const model = onnx.ModelProto.decode(readFileSync(file));
+  const exposed = exposeCacheAppends(model, layers);
+  if (!exposed.ok) return keep(exposed.reason);
+  return { bytes: onnx.ModelProto.encode(model).finish(), cacheFetch: { kind: 'appended', outputs: exposed.outputs } };
 }

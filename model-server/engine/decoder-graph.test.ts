@@ -1,0 +1,80 @@
+import onnxProto from 'onnx-proto';
+import * as ort from 'onnxruntime-node';
+import { describe, expect, it } from 'vitest';
+import { appendedOutputName, exposeCacheAppends } from './decoder-graph.js';
+import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
+
+const { onnx } = onnxProto;
+const DIMS = ['batch_size', 2, 'past', 3];
+
+/**
+ * One layer's self-attention cache in the Hugging Face merged-export layout: `If(use_cache_branch)`, the
+ * then-branch `Concat(past, 2·x)` (through an Identity, as exporters often leave), the else-branch `3·x`.
+ */
+function ifLayoutModel(): Uint8Array {
+  const g = new GraphBuilder(new WeightSink(1));
+  const x = g.input('x', ElemType.FLOAT, ['batch_size', 2, 1, 3]);
+  const useCache = g.input('use_cache_branch', ElemType.BOOL, [1]);
+  const past = ['key', 'value'].map((part) => g.input(`past_key_values.0.decoder.${part}`, ElemType.FLOAT, DIMS));
+  const withPast = g.branch();
+  const noPast = g.branch();
+  ['key', 'value'].forEach((part, j) => {
+    const concat = withPast.op('Concat', [past[j]!, withPast.op('Mul', [x, withPast.float(2)])], { axis: { i: 2 } });
+    withPast.output(withPast.op('Identity', [concat]), `with_past_${part}`, ElemType.FLOAT, DIMS);
+    noPast.output(noPast.op('Mul', [x, noPast.float(3)]), `no_past_${part}`, ElemType.FLOAT, DIMS);
+  });
+  const presents = ['key', 'value'].map((part) => `present.0.decoder.${part}`);
+  g.opN(
+    'If',
+    [useCache],
+    { then_branch: { g: withPast.graph('with_past') }, else_branch: { g: noPast.graph('no_past') } },
+    presents,
+  );
+  for (const name of presents) g.outputs.push({ name, type: { tensorType: { elemType: ElemType.FLOAT } } });
+  return encodeModel(g.graph('if_layout'), 'test');
+}
+
+describe('exposeCacheAppends', () => {
+  it('exposes what each If branch appends (Hugging Face merged layout), leaving present as it was', async () => {
+    const model = onnx.ModelProto.decode(ifLayoutModel());
+    const exposed = exposeCacheAppends(model, 1);
+    expect(exposed).toEqual({ ok: true, outputs: [appendedOutputName(0, 'key'), appendedOutputName(0, 'value')] });
+    const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish());
+    try {
+      const x = Float32Array.from({ length: 6 }, (_, i) => i + 1);
+      const past = Float32Array.from({ length: 12 }, (_, i) => -i);
+      for (const [cache, factor, P] of [
+        [true, 2, 2],
+        [false, 3, 0],
+      ] as const) {
+        const pastData = cache ? past : new Float32Array(0);
+        const out = await session.run({
+          x: new ort.Tensor('float32', x, [1, 2, 1, 3]),
+          use_cache_branch: new ort.Tensor('bool', Uint8Array.of(cache ? 1 : 0), [1]),
+          'past_key_values.0.decoder.key': new ort.Tensor('float32', pastData, [1, 2, P, 3]),
+          'past_key_values.0.decoder.value': new ort.Tensor('float32', pastData, [1, 2, P, 3]),
+        });
+        for (const part of ['key', 'value'] as const) {
+          const appended = out[appendedOutputName(0, part)]!;
+          expect(appended.dims).toEqual([1, 2, 1, 3]);
+          expect(Array.from(appended.data as Float32Array)).toEqual(Array.from(x, (v) => v * factor));
+          expect(out[`present.0.decoder.${part}`]!.dims).toEqual([1, 2, P + 1, 3]);
+        }
+      }
+    } finally {
+      await session.release();
+    }
+  });
+
+  it('leaves a graph it does not recognise untouched and says why', () => {
+    const g = new GraphBuilder(new WeightSink(1));
+    const past = g.input('past_key_values.0.decoder.key', ElemType.FLOAT, DIMS);
+    g.output(g.op('Add', [past, g.float(1)]), 'present.0.decoder.key', ElemType.FLOAT, DIMS);
+    g.output(g.op('Concat', [past, past], { axis: { i: 2 } }), 'present.0.decoder.value', ElemType.FLOAT, DIMS);
+    const model = onnx.ModelProto.decode(encodeModel(g.graph('other'), 'test'));
+    const before = onnx.ModelProto.encode(model).finish();
+    const result = exposeCacheAppends(model, 1);
+    expect(result).toEqual({ ok: false, reason: expect.stringContaining('present.0.decoder.key comes from Add') });
+    expect(onnx.ModelProto.encode(model).finish()).toEqual(before);
+  });
+});

@@ -1,0 +1,119 @@
+/**
+ * @module engine/decoder-graph — prepares the merged decoder graph for the step loop: an extra output per
+ * self-attention cache tensor holding only the keys/values the step appends (`[n, H, T, dh]`), so a step
+ * fetches those instead of the whole `present.*.decoder` cache.
+ *
+ * Why: onnxruntime-node 1.30 copies every fetched output into a fresh ArrayBuffer (even one passed as a
+ * pre-allocated output: onnxruntime writes into it, then the binding copies it out again). At batch 64 the
+ * present cache is ~100 MB per step, so fetching it cost an allocation, page faults and a copy per step on
+ * top of the Concat that onnxruntime does anyway. With the appended entries as outputs the step loop keeps
+ * the cache in reusable buffers of its own (kv-cache.ts) and fetches ~0.3 MB per layer.
+ *
+ * Recognised layouts (anything else leaves the graph as it is and says why):
+ * - `present.{i}.decoder.{key,value}` made by a top-level `Concat(past_key_values.{i}.decoder.{…}, X)` on
+ *   the length axis (the project's generated models): X is exposed;
+ * - made by an `If` (Hugging Face / optimum merged export): in the branch where it is
+ *   `Concat(past…, X)`, X is exposed; in the other branch (no past) the branch's present is itself the
+ *   appended part.
+ */
+import onnxProto from 'onnx-proto';
+
+type IModelProto = onnxProto.onnx.IModelProto;
+type IGraphProto = onnxProto.onnx.IGraphProto;
+type INodeProto = onnxProto.onnx.INodeProto;
+type IValueInfoProto = onnxProto.onnx.IValueInfoProto;
+
+const FLOAT = 1;
+
+/** Output name of the appended keys/values of cache tensor `present.{layer}.decoder.{part}`. */
+export function appendedOutputName(layer: number, part: 'key' | 'value'): string {
+  return `mt_serve.appended.${layer}.decoder.${part}`;
+}
+
+export type ExposeResult =
+  /** The graph was changed; `outputs[2·i + j]` is layer i's key (j = 0) or value (j = 1) appended part. */
+  { ok: true; outputs: string[] } | { ok: false; reason: string };
+
+/**
+ * Add the appended-entries outputs to `model` in place (see module doc). Returns the output names in the
+ * step loop's cache order, or why the graph was left unchanged (the caller then fetches `present.*`).
+ */
+export function exposeCacheAppends(model: IModelProto, layers: number): ExposeResult {
+  const graph = model.graph;
+  if (!graph) return { ok: false, reason: 'model has no graph' };
+  // Plan every change first, so an unrecognised layer leaves the graph untouched.
+  const edits: (() => void)[] = [];
+  const outputs: string[] = [];
+  for (let i = 0; i < layers; i++) {
+    for (const part of ['key', 'value'] as const) {
+      const present = `present.${i}.decoder.${part}`;
+      const past = `past_key_values.${i}.decoder.${part}`;
+      const out = appendedOutputName(i, part);
+      const producer = producerOf(graph, present);
+      if (producer === undefined) return { ok: false, reason: `no node makes ${present}` };
+      const appended = concatTail(producer, past);
+      if (appended !== null) {
+        edits.push(() => graph.node!.push(identity(appended, out)));
+      } else if (producer.opType === 'If') {
+        const planned = planIf(producer, present, past, out);
+        if (typeof planned === 'string') return { ok: false, reason: planned };
+        edits.push(planned);
+      } else {
+        return { ok: false, reason: `${present} comes from ${producer.opType}, not Concat(${past}, …) or If` };
+      }
+      edits.push(() => graph.output!.push(floatOutput(out)));
+      outputs.push(out);
+    }
+  }
+  for (const edit of edits) edit();
+  return { ok: true, outputs };
+}
+
+/** The node of `graph` (not its subgraphs) that makes `name`, looking through Identity nodes. */
+function producerOf(graph: IGraphProto, name: string): INodeProto | undefined {
+  let node = graph.node?.find((n) => n.output?.includes(name));
+  for (let hops = 0; node?.opType === 'Identity' && hops < 8; hops++) {
+    const input = node.input?.[0];
+    node = graph.node?.find((n) => n.output?.includes(input ?? ''));
+  }
+  return node;
+}
+
+/** X when `node` is `Concat(past, X)` along the cache length axis (2 or -2 of a rank-4 tensor), else null. */
+function concatTail(node: INodeProto, past: string): string | null {
+  if (node.opType !== 'Concat' || node.input?.length !== 2 || node.input[0] !== past) return null;
+  const axis = Number(node.attribute?.find((a) => a.name === 'axis')?.i ?? Number.NaN);
+  return axis === 2 || axis === -2 ? node.input[1]! : null;
+}
+
+/** The edit exposing the appended part of an `If` output, or why it cannot be done. */
+function planIf(node: INodeProto, present: string, past: string, out: string): (() => void) | string {
+  const index = node.output!.indexOf(present);
+  const branches = ['then_branch', 'else_branch'].map((name) => node.attribute?.find((a) => a.name === name)?.g);
+  if (branches.some((g) => !g || !g.output || g.output.length <= index)) return `If making ${present} lacks a branch`;
+  const [thenGraph, elseGraph] = branches as IGraphProto[];
+  const tails = [thenGraph, elseGraph].map((g) => {
+    const inner = producerOf(g, g.output![index]!.name!);
+    return inner ? concatTail(inner, past) : null;
+  });
+  // Exactly one branch appends to the past; in the other the branch's present is all new.
+  if ((tails[0] === null) === (tails[1] === null)) return `If making ${present}: no single branch appends to ${past}`;
+  return () => {
+    [thenGraph, elseGraph].forEach((g, b) => {
+      const value = tails[b] ?? g.output![index]!.name!;
+      const branchOut = `${out}.${b === 0 ? 'then' : 'else'}`;
+      g.node!.push(identity(value, branchOut));
+      g.output!.push(floatOutput(branchOut));
+    });
+    node.output!.push(out);
+  };
+}
+
+function identity(input: string, output: string): INodeProto {
+  return { opType: 'Identity', input: [input], output: [output], name: `${output}/identity` };
+}
+
+/** A float output of unstated shape (`[n, H, T, dh]`; onnxruntime infers it, the step loop checks it). */
+function floatOutput(name: string): IValueInfoProto {
+  return { name, type: { tensorType: { elemType: FLOAT } } };
+}
