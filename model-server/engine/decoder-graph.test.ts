@@ -1,7 +1,7 @@
 import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { appendedOutputName, exposeCacheAppends } from './decoder-graph.js';
+import { appendedOutputName, exposeCacheAppends, exposeGreedyTop2, TOP2_OUTPUTS } from './decoder-graph.js';
 import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
 
 const { onnx } = onnxProto;
@@ -76,5 +76,39 @@ describe('exposeCacheAppends', () => {
     const result = exposeCacheAppends(model, 1);
     expect(result).toEqual({ ok: false, reason: expect.stringContaining('present.0.decoder.key comes from Add') });
     expect(onnx.ModelProto.encode(model).finish()).toEqual(before);
+  });
+});
+
+describe('exposeGreedyTop2', () => {
+  const logitsModel = (width: number) => {
+    const g = new GraphBuilder(new WeightSink(1));
+    const x = g.input('x', ElemType.FLOAT, ['batch_size', 'length', width]);
+    g.output(g.op('Identity', [x]), 'logits', ElemType.FLOAT, ['batch_size', 'length', width]);
+    return onnx.ModelProto.decode(encodeModel(g.graph('logits'), 'test'));
+  };
+
+  it('adds the top-2 of the last axis, best first, ties to the lower id', async () => {
+    const model = logitsModel(5);
+    expect(exposeGreedyTop2(model, 5)).toEqual({ ok: true, ...TOP2_OUTPUTS });
+    const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish());
+    try {
+      const x = Float32Array.of(0.1, 0.9, 0.3, 0.9, -1, /* row 2 */ 5, 4, 3, 2, 1);
+      const out = await session.run({ x: new ort.Tensor('float32', x, [2, 1, 5]) }, [
+        TOP2_OUTPUTS.values,
+        TOP2_OUTPUTS.ids,
+      ]);
+      expect(out[TOP2_OUTPUTS.ids]!.dims).toEqual([2, 1, 2]);
+      expect(Array.from(out[TOP2_OUTPUTS.ids]!.data as BigInt64Array, Number)).toEqual([1, 3, 0, 1]);
+      expect(Array.from(out[TOP2_OUTPUTS.values]!.data as Float32Array)).toEqual([0.9, 0.9, 5, 4].map(Math.fround));
+    } finally {
+      await session.release();
+    }
+  });
+
+  it('refuses logits whose last axis is not exactly the vocabulary', () => {
+    expect(exposeGreedyTop2(logitsModel(6), 5)).toEqual({
+      ok: false,
+      reason: "logits' last axis is 6, not vocab_size 5",
+    });
   });
 });

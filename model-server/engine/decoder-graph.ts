@@ -1,7 +1,7 @@
 /**
- * @module engine/decoder-graph — prepares the merged decoder graph for the step loop: an extra output per
- * self-attention cache tensor holding only the keys/values the step appends (`[n, H, T, dh]`), so a step
- * fetches those instead of the whole `present.*.decoder` cache.
+ * @module engine/decoder-graph — prepares the merged decoder graph for the step loop with extra outputs: per
+ * self-attention cache tensor, only the keys/values the step appends (`[n, H, T, dh]`), so a step fetches
+ * those instead of the whole `present.*.decoder` cache; and the top-2 of the logits for greedy steps.
  *
  * Why: onnxruntime-node 1.30 copies every fetched output into a fresh ArrayBuffer (even one passed as a
  * pre-allocated output: onnxruntime writes into it, then the binding copies it out again). At batch 64 the
@@ -24,6 +24,8 @@ type INodeProto = onnxProto.onnx.INodeProto;
 type IValueInfoProto = onnxProto.onnx.IValueInfoProto;
 
 const FLOAT = 1;
+const INT64 = 7;
+const ATTRIBUTE_INT = onnxProto.onnx.AttributeProto.AttributeType.INT;
 
 /** Output name of the appended keys/values of cache tensor `present.{layer}.decoder.{part}`. */
 export function appendedOutputName(layer: number, part: 'key' | 'value'): string {
@@ -116,4 +118,47 @@ function identity(input: string, output: string): INodeProto {
 /** A float output of unstated shape (`[n, H, T, dh]`; onnxruntime infers it, the step loop checks it). */
 function floatOutput(name: string): IValueInfoProto {
   return { name, type: { tensorType: { elemType: FLOAT } } };
+}
+
+/** Output names of the greedy top-2 (values, then ids) of the logits' last axis. */
+export const TOP2_OUTPUTS = { values: 'mt_serve.top2.values', ids: 'mt_serve.top2.ids' } as const;
+
+export type Top2Result = { ok: true; values: string; ids: string } | { ok: false; reason: string };
+
+/**
+ * Add `TopK(logits, 2)` over the vocabulary as two outputs (`[n, T, 2]` float values and int64 ids, best
+ * first; ONNX orders equal values by lower index, as an argmax scan does). A greedy step then fetches 4
+ * values per row instead of `vocab` logits (32 MB per step at batch 64 for M2M100) and skips the argmax
+ * pass in JS; the second id stands in when `</s>` wins while it is suppressed (minNewTokens).
+ * Done only when the logits' last axis is exactly `vocab` wide, so every id is a real token.
+ */
+export function exposeGreedyTop2(model: IModelProto, vocab: number): Top2Result {
+  const graph = model.graph;
+  const logits = graph?.output?.find((o) => o.name === 'logits');
+  if (!graph || !logits) return { ok: false, reason: 'no logits output' };
+  const dims = logits.type?.tensorType?.shape?.dim ?? [];
+  const width = dims.length > 0 ? Number(dims[dims.length - 1]!.dimValue ?? Number.NaN) : Number.NaN;
+  if (width !== vocab)
+    return { ok: false, reason: `logits' last axis is ${dims.length ? width : 'unknown'}, not vocab_size ${vocab}` };
+  const k = 'mt_serve.top2.k';
+  graph.initializer!.push({
+    name: k,
+    dims: [1],
+    dataType: INT64,
+    rawData: new Uint8Array(BigInt64Array.of(2n).buffer),
+  });
+  graph.node!.push({
+    opType: 'TopK',
+    input: ['logits', k],
+    output: [TOP2_OUTPUTS.values, TOP2_OUTPUTS.ids],
+    name: 'mt_serve.top2/topk',
+    attribute: [
+      { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
+      { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
+      { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
+    ],
+  });
+  graph.output!.push({ name: TOP2_OUTPUTS.values, type: { tensorType: { elemType: FLOAT } } });
+  graph.output!.push({ name: TOP2_OUTPUTS.ids, type: { tensorType: { elemType: INT64 } } });
+  return { ok: true, ...TOP2_OUTPUTS };
 }

@@ -77,17 +77,19 @@ export interface StepDecision {
 }
 
 /**
- * Decide the successors of `rows`, whose next-token logits are `logits[offset + i·stride …+vocab]`.
- * Successors of one sequence stay adjacent and in rank order, so a batch's layout is deterministic.
+ * A step's scores per row `r`: the last position's logits `data[offset + r·stride … +vocab)`, or, for
+ * all-greedy steps, the decoder's top-2 of them (`values`/`ids[offset + r·stride + 0|1]`, best first).
  */
-export function decideStep(
-  rows: readonly Row[],
-  logits: Float32Array,
-  stride: number,
-  offset: number,
-  vocab: number,
-  eosId: number,
-): StepDecision {
+export type StepScores =
+  | { kind: 'logits'; data: Float32Array; stride: number; offset: number; vocab: number }
+  | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number };
+
+/**
+ * Decide the successors of `rows` from their next-token scores.
+ * Successors of one sequence stay adjacent and in rank order, so a batch's layout is deterministic.
+ * @throws Error when a beam sequence is given top-2 scores (beam search needs every logit)
+ */
+export function decideStep(rows: readonly Row[], scores: StepScores, eosId: number): StepDecision {
   const next: StepDecision['next'] = [];
   const done: SearchState[] = [];
   let i = 0;
@@ -96,9 +98,11 @@ export function decideStep(
     let end = i + 1;
     while (end < rows.length && rows[end]!.state === state) end++;
     if (state.settings.strategy === 'greedy') {
-      for (let r = i; r < end; r++) greedy(rows[r]!, r, logits, offset + r * stride, vocab, eosId, next, done);
+      for (let r = i; r < end; r++) greedy(rows[r]!, r, scores, eosId, next, done);
+    } else if (scores.kind === 'logits') {
+      beam(rows, i, end, scores.data, scores.stride, scores.offset, scores.vocab, eosId, next, done);
     } else {
-      beam(rows, i, end, logits, stride, offset, vocab, eosId, next, done);
+      throw new Error('beam search needs the full logits, not top-2 scores');
     }
     i = end;
   }
@@ -108,9 +112,7 @@ export function decideStep(
 function greedy(
   row: Row,
   index: number,
-  logits: Float32Array,
-  base: number,
-  vocab: number,
+  scores: StepScores,
   eosId: number,
   next: StepDecision['next'],
   done: SearchState[],
@@ -122,11 +124,19 @@ function greedy(
   if (generated === 0) {
     token = settings.forcedTokenId;
   } else {
-    // The hot loop of a greedy step (vocab × rows per step): plain argmax first; the suppressed `</s>`
-    // costs a second scan only in the rare step where it won.
-    token = argmax(logits, base, vocab, -1);
-    if (token === eosId && generated < settings.minNewTokens) token = argmax(logits, base, vocab, eosId);
-    if (token < 0) token = eosId; // all logits NaN: end the row rather than emit garbage forever
+    const suppressEos = generated < settings.minNewTokens;
+    const base = scores.offset + index * scores.stride;
+    if (scores.kind === 'top2') {
+      // The decoder's TopK: the runner-up stands in when a suppressed `</s>` won.
+      const pick = Number(scores.ids[base]!) === eosId && suppressEos ? 1 : 0;
+      token = Number.isNaN(scores.values[base + pick]!) ? -1 : Number(scores.ids[base + pick]!);
+    } else {
+      // The hot loop of a greedy step (vocab × rows per step): plain argmax first; the suppressed `</s>`
+      // costs a second scan only in the rare step where it won.
+      token = argmax(scores.data, base, scores.vocab, -1);
+      if (token === eosId && suppressEos) token = argmax(scores.data, base, scores.vocab, eosId);
+    }
+    if (token < 0) token = eosId; // NaN logits: end the row rather than emit garbage forever
   }
   hyp.tokens.push(token);
   if (token === eosId || hyp.tokens.length >= settings.maxNewTokens) {

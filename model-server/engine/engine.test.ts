@@ -146,19 +146,33 @@ describe('TranslationEngine', () => {
     }
   });
 
-  it('fetches only the appended cache entries and gives the tokens of fetching the whole present cache', async () => {
-    expect(tiny.cacheFetch).toBe('appended');
-    expect(joinable.cacheFetch).toBe('appended');
-    const present = await load(tinyDir, { cacheFetch: 'present' });
-    expect(present.cacheFetch).toBe('present');
-    expect(present.cacheFetchReason).toMatch(/asked for/);
-    // Mixed lengths (rows leave, the cache is gathered out of reused buffers) and beams (reordered by parent).
+  it('the rewritten decoder (appended cache entries, greedy top-2) gives the tokens of the graph as exported', async () => {
+    for (const engine of [tiny, joinable]) {
+      expect(engine.decoderOutputs.appendedCache).toHaveLength(2 * engine.config.decoderLayers);
+      expect(engine.decoderOutputs.greedyTop2).not.toBeNull();
+      expect(engine.decoderOutputs.notes).toEqual([]);
+    }
+    const exported = await load(tinyDir, { decoderGraph: 'as-exported' });
+    expect(exported.decoderOutputs).toEqual({
+      appendedCache: null,
+      greedyTop2: null,
+      notes: ['decoder graph not rewritten: asked for (as-exported)'],
+    });
+    // Mixed lengths (rows leave: the cache is gathered out of reused buffers), a suppressed </s> (the
+    // runner-up of the top-2 stands in), beams (reordered by parent; full logits), greedy and beam rows together.
     const list = rows(24, 37);
-    for (const options of [GREEDY, { numBeams: 3, maxNewTokens: 40 }]) {
+    const suppressed: TranslateOptions = { numBeams: 1, maxNewTokens: 30, minNewTokens: 20 };
+    for (const options of [GREEDY, suppressed, { numBeams: 3, maxNewTokens: 40 }]) {
       expect((await tiny.translate(list, options)).map((t) => t.tokenIds)).toEqual(
-        (await present.translate(list, options)).map((t) => t.tokenIds),
+        (await exported.translate(list, options)).map((t) => t.tokenIds),
       );
     }
+    const mixed = (e: TranslationEngine) =>
+      Promise.all([
+        e.translate(list.slice(0, 12), GREEDY),
+        e.translate(list.slice(12), { numBeams: 2, maxNewTokens: 30 }),
+      ]);
+    expect(await mixed(tiny)).toEqual(await mixed(exported));
   });
 
   it('falls back to decoder_model.onnx only when the merged decoder is absent', async () => {

@@ -15,7 +15,7 @@ import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Generator, type GeneratorStats } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
-import { type CacheFetch, type EngineSessions, loadSessions } from './session.js';
+import { type DecoderOutputs, type EngineSessions, loadSessions } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
 export interface EngineOptions {
@@ -28,11 +28,11 @@ export interface EngineOptions {
   /** `no-cache` recomputes the whole prefix every step (for tests); default `auto`. */
   decoder?: 'auto' | 'no-cache';
   /**
-   * `appended` (default): a step fetches only the cache entries it appends and the engine keeps the cache
-   * in reusable buffers, when the decoder graph allows it (see `cacheFetch`); `present`: the whole cache
-   * every step, as exported (tests compare the two).
+   * `rewritten` (default): the merged decoder gets extra outputs where its graph allows (only the appended
+   * cache entries per step, kept by the engine in reused buffers; the top-2 tokens for greedy steps), see
+   * `decoderOutputs`; `as-exported`: the graph as is (tests compare the two).
    */
-  cacheFetch?: 'appended' | 'present';
+  decoderGraph?: 'rewritten' | 'as-exported';
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default 256. */
   maxBatchRows?: number;
   /** Defaults for every call, over generation_config.json's. */
@@ -111,7 +111,7 @@ export class TranslationEngine {
       device: options.device ?? { kind: 'cpu' },
       intraOpThreads: options.intraOpThreads ?? 0,
       decoder: options.decoder ?? 'auto',
-      cacheFetch: options.cacheFetch ?? 'appended',
+      decoderGraph: options.decoderGraph ?? 'rewritten',
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -134,14 +134,9 @@ export class TranslationEngine {
     return this.#sessions.decoderKind;
   }
 
-  /** How a step gets the self-attention cache: appended entries only, or the whole `present` (with why). */
-  get cacheFetch(): CacheFetch['kind'] {
-    return this.#sessions.cacheFetch.kind;
-  }
-
-  /** Why the whole cache is fetched each step (undefined when only appended entries are). */
-  get cacheFetchReason(): string | undefined {
-    return this.#sessions.cacheFetch.kind === 'present' ? this.#sessions.cacheFetch.reason : undefined;
+  /** What a decoder step fetches (appended cache entries or the whole cache; top-2 or logits), and why not. */
+  get decoderOutputs(): Readonly<DecoderOutputs> {
+    return this.#sessions.decoderOutputs;
   }
 
   /** Whether rows arriving mid-generation share the running decoder batch (else: their own cohort). */

@@ -7,7 +7,7 @@
  *                      ▼
  *   ┌──────── loop: admit pending → encode → first decoder step (use_cache_branch=false) ─┐
  *   │                                                    merge into the running cohort ◀───┘ (joinable graph)
- *   │         step every cohort: decoder(input_ids [n,1], past) → logits → decideStep
+ *   │         step every cohort: decoder(input_ids [n,1], past) → logits or top-2 → decideStep
  *   │         finished rows resolve at once and leave; their cache rows are gathered out
  *   └──────── until no cohort and nothing pending
  * ```
@@ -32,7 +32,14 @@
  */
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
-import { decideStep, type Hypothesis, type Row, SearchState, type SearchSettings } from './decoding.js';
+import {
+  decideStep,
+  type Hypothesis,
+  type Row,
+  SearchState,
+  type SearchSettings,
+  type StepScores,
+} from './decoding.js';
 import { CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
@@ -261,10 +268,7 @@ export class Generator {
       encoderLength: S,
       crossCache: null,
       selfCache: null,
-      cacheBuffers:
-        this.#sessions.decoderKind === 'merged' && this.#sessions.cacheFetch.kind === 'appended'
-          ? new CacheBuffers(2 * this.#layers)
-          : null,
+      cacheBuffers: this.#sessions.decoderOutputs.appendedCache !== null ? new CacheBuffers(2 * this.#layers) : null,
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
     };
@@ -304,8 +308,10 @@ export class Generator {
     const H = this.#heads;
     const dh = this.#headDim;
     const first = cohort.crossCache === null;
-    const fetches = ['logits'];
-    const { cacheFetch } = this.#sessions;
+    const { appendedCache, greedyTop2 } = this.#sessions.decoderOutputs;
+    // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
+    const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
+    const fetches = top2 !== null ? [top2.values, top2.ids] : ['logits'];
     if (this.#sessions.decoderInputs.has('use_cache_branch')) {
       feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
       const empty = new Float32Array(0);
@@ -326,9 +332,7 @@ export class Generator {
             dh,
           ]);
           if (cached) {
-            fetches.push(
-              cacheFetch.kind === 'appended' ? cacheFetch.outputs[2 * i + j]! : `present.${i}.decoder.${part}`,
-            );
+            fetches.push(appendedCache?.[2 * i + j] ?? `present.${i}.decoder.${part}`);
             if (first) fetches.push(`present.${i}.encoder.${part}`);
           }
         });
@@ -341,19 +345,7 @@ export class Generator {
     this.#stats.decoderRuns++;
     this.#stats.decoderRows += n;
 
-    const V = this.#config.vocabSize;
-    const logits = out.logits;
-    if (logits === undefined) throw new Error('decoder returned no logits');
-    const stride = logits.dims[1]! * logits.dims[2]!;
-    const vocab = Math.min(V, logits.dims[2]!);
-    const decision = decideStep(
-      rows,
-      logits.data as Float32Array,
-      stride,
-      stride - logits.dims[2]!,
-      vocab,
-      this.#config.eosTokenId,
-    );
+    const decision = decideStep(rows, this.#scores(out, top2), this.#config.eosTokenId);
     this.#stats.searchMs += performance.now() - ran;
 
     if (cached) {
@@ -364,12 +356,12 @@ export class Generator {
       for (let i = 0; i < this.#layers; i++) {
         ['key', 'value'].forEach((part, j) => {
           const k = 2 * i + j;
-          if (cacheFetch.kind === 'present' || buffers === null) {
+          if (appendedCache === null || buffers === null) {
             cohort.selfCache!.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
             return;
           }
           // One copy of the cache per step, into a buffer the past is not in (kv-cache.ts).
-          const appended = out[cacheFetch.outputs[k]!]!.data as Float32Array;
+          const appended = out[appendedCache[k]!]!.data as Float32Array;
           cohort.selfCache!.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
         });
       }
@@ -402,6 +394,33 @@ export class Generator {
       decision.next.map((s) => s.row),
     );
     this.#stats.layoutMs += performance.now() - gathering;
+  }
+
+  /** The last position's scores per row from a decoder run: its top-2 outputs or its logits. */
+  #scores(out: ort.InferenceSession.ReturnType, top2: { values: string; ids: string } | null): StepScores {
+    if (top2 !== null) {
+      const values = out[top2.values];
+      const ids = out[top2.ids];
+      if (values === undefined || ids === undefined) throw new Error('decoder returned no top-2 outputs');
+      const stride = values.dims[1]! * 2;
+      return {
+        kind: 'top2',
+        values: values.data as Float32Array,
+        ids: ids.data as BigInt64Array,
+        stride,
+        offset: stride - 2,
+      };
+    }
+    const logits = out.logits;
+    if (logits === undefined) throw new Error('decoder returned no logits');
+    const stride = logits.dims[1]! * logits.dims[2]!;
+    return {
+      kind: 'logits',
+      data: logits.data as Float32Array,
+      stride,
+      offset: stride - logits.dims[2]!,
+      vocab: Math.min(this.#config.vocabSize, logits.dims[2]!),
+    };
   }
 
   /**

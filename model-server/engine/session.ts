@@ -11,7 +11,7 @@ import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
-import { exposeCacheAppends } from './decoder-graph.js';
+import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 
 /**
  * Largest decoder .onnx file rewritten in memory (decoder-graph.ts). Exports with external weights are a
@@ -37,19 +37,22 @@ export interface SessionOptions {
    */
   decoder?: 'auto' | 'no-cache';
   /**
-   * What a cached step fetches of the self-attention cache. `appended` (default): only the entries the step
-   * appends, when the graph can be given such outputs (decoder-graph.ts), else the whole cache as
-   * `present`. `present`: always the whole cache (the export as is; tests compare the two).
+   * `rewritten` (default): the merged decoder gets extra outputs where its graph is recognised
+   * (decoder-graph.ts: appended cache entries, greedy top-2); `as-exported`: the graph as is (tests
+   * compare the two).
    */
-  cacheFetch?: 'appended' | 'present';
+  decoderGraph?: 'rewritten' | 'as-exported';
 }
 
-/** How the step loop gets the self-attention cache of a step (see SessionOptions.cacheFetch). */
-export type CacheFetch =
-  /** Outputs of the appended entries, in cache order (layer i key, layer i value, …). */
-  | { kind: 'appended'; outputs: string[] }
-  /** The `present.*.decoder` outputs; `reason` says why not `appended`. */
-  | { kind: 'present'; reason: string };
+/** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
+export interface DecoderOutputs {
+  /** Outputs of the appended self-attention entries in cache order (layer i key, value, …); null: `present.*.decoder`. */
+  appendedCache: string[] | null;
+  /** Top-2 outputs for all-greedy steps; null: `logits`. */
+  greedyTop2: { values: string; ids: string } | null;
+  /** Why a rewrite was not made (empty when all were). */
+  notes: string[];
+}
 
 export interface EngineSessions {
   encoder: ort.InferenceSession;
@@ -59,7 +62,7 @@ export interface EngineSessions {
   decoderFile: string;
   /** Input names the decoder declares (optional ones such as `encoder_attention_mask` are fed only if here). */
   decoderInputs: ReadonlySet<string>;
-  cacheFetch: CacheFetch;
+  decoderOutputs: DecoderOutputs;
   device: DeviceInfo;
 }
 
@@ -106,9 +109,12 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   const decoderFile = path.join(modelDir, decoder.file);
   const threads = Math.max(0, Math.floor(options.intraOpThreads));
   const rewritten =
-    decoder.kind === 'merged'
-      ? rewriteDecoder(decoderFile, options.cacheFetch ?? 'appended', layersOf(modelDir))
-      : { bytes: null, cacheFetch: { kind: 'present', reason: 'no KV cache (no-cache decoder)' } as CacheFetch };
+    decoder.kind === 'merged' && (options.decoderGraph ?? 'rewritten') === 'rewritten'
+      ? rewriteDecoder(decoderFile, modelShape(modelDir))
+      : {
+          bytes: null,
+          outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
+        };
 
   const create = async (provider: ort.InferenceSession.ExecutionProviderConfig) => {
     const encoder = await ort.InferenceSession.create(encoderFile, sessionOptions(threads, provider));
@@ -131,7 +137,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   if (device.kind === 'cuda') {
     try {
       const sessions = await create({ name: 'cuda', deviceId: device.id });
-      return finish(sessions, decoder, rewritten.cacheFetch, { kind: 'cuda', id: device.id, provider: 'cuda' });
+      return finish(sessions, decoder, rewritten.outputs, { kind: 'cuda', id: device.id, provider: 'cuda' });
     } catch (err) {
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
@@ -140,7 +146,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     const sessions = await create('cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
     const info: DeviceInfo = { kind: 'cpu', id: null, provider: 'cpu' };
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
-    return finish(sessions, decoder, rewritten.cacheFetch, info);
+    return finish(sessions, decoder, rewritten.outputs, info);
   } catch (err) {
     throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
       cause: err,
@@ -151,7 +157,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
 function finish(
   sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession },
   decoder: { file: string; kind: DecoderKind },
-  cacheFetch: CacheFetch,
+  decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
 ): EngineSessions {
   return {
@@ -159,37 +165,49 @@ function finish(
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
-    cacheFetch,
+    decoderOutputs,
     device,
   };
 }
 
-/** `decoder_layers` from config.json (validated again, with the rest, by model-config.ts). */
-function layersOf(modelDir: string): number {
-  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as { decoder_layers?: unknown };
-  const layers = config.decoder_layers;
-  if (typeof layers !== 'number' || !Number.isInteger(layers) || layers < 1) {
-    throw new ServeError('WORKER_START_FAILED', `${modelDir}/config.json: decoder_layers must be a positive integer.`);
-  }
-  return layers;
+function asExported(reason: string): DecoderOutputs {
+  return { appendedCache: null, greedyTop2: null, notes: [`decoder graph not rewritten: ${reason}`] };
+}
+
+/** `decoder_layers` and `vocab_size` from config.json (validated again, with the rest, by model-config.ts). */
+function modelShape(modelDir: string): { layers: number; vocab: number } {
+  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const positive = (key: string) => {
+    const value = config[key];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+      throw new ServeError('WORKER_START_FAILED', `${modelDir}/config.json: ${key} must be a positive integer.`);
+    }
+    return value;
+  };
+  return { layers: positive('decoder_layers'), vocab: positive('vocab_size') };
 }
 
 /**
- * The merged decoder with appended-entries outputs (decoder-graph.ts) as bytes, or null bytes (load the
- * file as is) with the reason. The weights stay in their external data file either way.
+ * The merged decoder with the extra outputs of decoder-graph.ts, as bytes (null: load the file as is), and
+ * what it offers. The weights stay in their external data file either way.
  */
 function rewriteDecoder(
   file: string,
-  wanted: 'appended' | 'present',
-  layers: number,
-): { bytes: Uint8Array | null; cacheFetch: CacheFetch } {
-  const keep = (reason: string) => ({ bytes: null, cacheFetch: { kind: 'present', reason } as CacheFetch });
-  if (wanted === 'present') return keep('asked for (cacheFetch: present)');
+  shape: { layers: number; vocab: number },
+): { bytes: Uint8Array | null; outputs: DecoderOutputs } {
   const size = statSync(file).size;
-  if (size > MAX_REWRITTEN_GRAPH_BYTES) return keep(`${path.basename(file)} holds its weights inline (${size} bytes)`);
+  if (size > MAX_REWRITTEN_GRAPH_BYTES) {
+    return { bytes: null, outputs: asExported(`${path.basename(file)} holds its weights inline (${size} bytes)`) };
+  }
   const { onnx } = onnxProto;
   const model = onnx.ModelProto.decode(readFileSync(file));
-  const exposed = exposeCacheAppends(model, layers);
-  if (!exposed.ok) return keep(exposed.reason);
-  return { bytes: onnx.ModelProto.encode(model).finish(), cacheFetch: { kind: 'appended', outputs: exposed.outputs } };
+  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, notes: [] };
+  const appended = exposeCacheAppends(model, shape.layers);
+  if (appended.ok) outputs.appendedCache = appended.outputs;
+  else outputs.notes.push(`whole present cache fetched: ${appended.reason}`);
+  const top2 = exposeGreedyTop2(model, shape.vocab);
+  if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
+  else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
+  const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
+  return { bytes: changed ? onnx.ModelProto.encode(model).finish() : null, outputs };
 }
