@@ -22,6 +22,8 @@ export interface StackOptions {
   faults?: Record<string, string>;
   /** Router processes, each on its own port (default 1). */
   routers?: number;
+  /** Instances per router process: above 1, each is a node:cluster of that many sharing its port (pm2's mechanism). */
+  routerInstances?: number;
   /** Start a front too. */
   front?: 'builtin' | 'nginx';
   /** Extra environment for every process (JOB_QUEUE_SIZE, RESPONSE_TIMEOUT_S, TOKEN_AUTH, LOG_LEVEL …). */
@@ -155,10 +157,16 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     for (let i = 0; i < (options.routers ?? 1); i++) {
       const router = startProcess({
         name: `router-${i}`,
-        entry: 'router/main.ts',
+        entry: (options.routerInstances ?? 1) > 1 ? 'test/reliability/support/router-cluster.ts' : 'router/main.ts',
         cwd: dir,
         logFile: path.join(logs, `router-${i}.log`),
-        env: { ...env, ROUTER_ADDRESS: '127.0.0.1:0', INFERENCE_ADDRESS: `127.0.0.1:${ms.ports.inference}` },
+        env: {
+          ...env,
+          // A cluster shares one port, which the instances cannot pick with port 0 each: a free one is chosen.
+          ROUTER_ADDRESS: `127.0.0.1:${(options.routerInstances ?? 1) > 1 ? await freePort() : 0}`,
+          INFERENCE_ADDRESS: `127.0.0.1:${ms.ports.inference}`,
+          MT_ROUTER_INSTANCES: String(options.routerInstances ?? 1),
+        },
       });
       started.push(router);
       routers.push(router);

@@ -1,0 +1,411 @@
+/**
+ * @module scripts/soak — the long run (issue 6.5): the whole stack in fresh processes on free ports (model server
+ * with its worker on the generated tiny M2M100, a router cluster, the front), mixed languages at high
+ * concurrency for a fixed time. It prints RSS and open file descriptors of every process at start, after the
+ * warm-up and at the end, the queue depth and throughput over time, and the tally of every request (2xx / which
+ * error / unanswered). Exit status 0 only when nothing unexpected happened: no error, nothing unanswered, no
+ * process died, and no process's descriptors grew after the warm-up.
+ *
+ *     npm run soak -- --minutes 10                # the documented run
+ *     npm run soak -- --seconds 30 --json out.json
+ *
+ * Options: --minutes N | --seconds N (duration, default 1 minute), --concurrency N (64), --warmup-seconds N
+ * (10 % of the run, 5–60 s), --interval-seconds N (sampling, default duration/20 within 2–30 s), --routers N
+ * (cluster instances, 2), --front auto|builtin|nginx (auto: nginx when installed), --handler translation|echo,
+ * --json FILE (the whole report).
+ */
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { findNginx } from '../front/nginx.js';
+import { makeDemoModel } from '../model-server/engine/demo-model/index.js';
+import { Tally, send } from '../test/reliability/support/load.js';
+import { stopAll } from '../test/reliability/support/processes.js';
+import { startStack, type Stack } from '../test/reliability/support/stack.js';
+import { Agent } from 'undici';
+
+/** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
+const SENTENCES: Record<string, string[]> = {
+  en: ['The weather is nice today.', 'Where is the train station?', 'I would like a cup of coffee, please.'],
+  ko: ['오늘 날씨가 좋네요.', '기차역이 어디에 있나요?', '커피 한 잔 주세요.'],
+  zh: ['今天天气很好。', '火车站在哪里？', '请给我一杯咖啡。'],
+  es: ['Hoy hace buen tiempo.', '¿Dónde está la estación de tren?', 'Un café, por favor.'],
+  fr: ['Il fait beau aujourd’hui.', 'Où est la gare ?', 'Un café, s’il vous plaît.'],
+  de: ['Heute ist schönes Wetter.', 'Wo ist der Bahnhof?', 'Einen Kaffee, bitte.'],
+  ja: ['今日はいい天気ですね。', '駅はどこですか？', 'コーヒーを一杯ください。'],
+};
+const LANGUAGES = Object.keys(SENTENCES);
+
+interface Options {
+  durationS: number;
+  concurrency: number;
+  warmupS: number;
+  intervalS: number;
+  routers: number;
+  front: 'builtin' | 'nginx';
+  handler: 'translation' | 'echo';
+  json: string | undefined;
+}
+
+function parseOptions(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      minutes: { type: 'string' },
+      seconds: { type: 'string' },
+      concurrency: { type: 'string', default: '64' },
+      'warmup-seconds': { type: 'string' },
+      'interval-seconds': { type: 'string' },
+      routers: { type: 'string', default: '2' },
+      front: { type: 'string', default: 'auto' },
+      handler: { type: 'string', default: 'translation' },
+      json: { type: 'string' },
+    },
+  });
+  const number = (name: string, value: string | undefined, min: number) => {
+    const n = Number(value);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${name} must be a number ≥ ${min}, got ${value}`);
+    return n;
+  };
+  const durationS =
+    values.seconds !== undefined
+      ? number('seconds', values.seconds, 5)
+      : number('minutes', values.minutes ?? '1', 5 / 60) * 60;
+  const front = values.front === 'auto' ? (findNginx(process.env) ? 'nginx' : 'builtin') : values.front;
+  if (front !== 'nginx' && front !== 'builtin') throw new Error(`--front must be auto, nginx or builtin`);
+  if (values.handler !== 'translation' && values.handler !== 'echo')
+    throw new Error('--handler must be translation or echo');
+  return {
+    durationS,
+    concurrency: number('concurrency', values.concurrency, 1),
+    warmupS:
+      values['warmup-seconds'] !== undefined
+        ? number('warmup-seconds', values['warmup-seconds'], 0)
+        : Math.min(60, Math.max(5, durationS * 0.1)),
+    intervalS:
+      values['interval-seconds'] !== undefined
+        ? number('interval-seconds', values['interval-seconds'], 0.5)
+        : Math.min(30, Math.max(2, durationS / 20)),
+    routers: number('routers', values.routers, 1),
+    front,
+    handler: values.handler,
+    json: values.json,
+  };
+}
+
+/** One process of the stack as /proc shows it. */
+export interface ProcessSample {
+  pid: number;
+  name: string;
+  rssMiB: number;
+  /** Open file descriptors, all kinds. */
+  fds: number;
+  /** Of those, the ones that are not sockets (files, pipes, event fds): these must not grow at all. */
+  files: number;
+}
+
+/** Every live process under `roots` (the roots and all their descendants), named by role. */
+export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // exited while listing
+    }
+  }
+  const pids: number[] = [];
+  const stack = roots.filter((r) => parents.has(r));
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    pids.push(pid);
+    for (const [child, parent] of parents) if (parent === pid) stack.push(child);
+  }
+  const out: ProcessSample[] = [];
+  for (const pid of pids) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+      const fds = readdirSync(`/proc/${pid}/fd`);
+      let sockets = 0;
+      for (const fd of fds) {
+        try {
+          if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) sockets += 1;
+        } catch {
+          // closed while counting
+        }
+      }
+      out.push({
+        pid,
+        name: roleOf(cmdline),
+        rssMiB: rss ? Number(rss[1]) / 1024 : 0,
+        fds: fds.length,
+        files: fds.length - sockets,
+      });
+    } catch {
+      // exited while sampling
+    }
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name) || a.pid - b.pid);
+}
+
+function roleOf(cmdline: string): string {
+  if (cmdline.includes('worker/main')) return 'worker';
+  if (cmdline.includes('model-server')) return 'model-server';
+  if (cmdline.includes('router-cluster')) return 'router (primary)';
+  if (cmdline.includes('router/main')) return 'router';
+  if (cmdline.startsWith('nginx: master')) return 'nginx master';
+  if (cmdline.startsWith('nginx: worker')) return 'nginx worker';
+  if (cmdline.includes('front/main')) return 'front';
+  if (cmdline.includes('esbuild')) return 'esbuild (tsx)';
+  return cmdline.split(' ')[0] ?? '?';
+}
+
+interface Interval {
+  atS: number;
+  requests: number;
+  rps: number;
+  errors: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxQueueDepth: number;
+  rssMiB: number;
+  fds: number;
+}
+
+/** Sum of `mt_queue_depth` samples, and the largest, from the metrics API. */
+async function queueDepth(metricsUrl: string): Promise<number> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+  let max = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('mt_queue_depth{')) max = Math.max(max, Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  return max;
+}
+
+const percentile = (values: number[], p: number) => {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+};
+
+const signed = (n: number, digits = 0) => `${n >= 0 ? '+' : ''}${n.toFixed(digits)}`;
+
+function table(title: string, samples: ProcessSample[]): string {
+  const rows = samples.map(
+    (s) =>
+      `  ${s.name.padEnd(18)} ${String(s.pid).padStart(8)} ${s.rssMiB.toFixed(1).padStart(9)} ${String(s.fds).padStart(5)}`,
+  );
+  const rss = samples.reduce((a, s) => a + s.rssMiB, 0);
+  return [
+    `${title}`,
+    `  ${'process'.padEnd(18)} ${'pid'.padStart(8)} ${'RSS MiB'.padStart(9)} ${'fds'.padStart(5)}`,
+    ...rows,
+    `  ${'total'.padEnd(18)} ${''.padStart(8)} ${rss.toFixed(1).padStart(9)} ${String(samples.reduce((a, s) => a + s.fds, 0)).padStart(5)}`,
+  ].join('\n');
+}
+
+export interface SoakReport {
+  options: Options;
+  frontKind: string | undefined;
+  tally: ReturnType<Tally['toJSON']>;
+  start: ProcessSample[];
+  warm: ProcessSample[];
+  end: ProcessSample[];
+  intervals: Interval[];
+  /** Per process alive at warm-up and at the end: RSS and fd change after the warm-up. */
+  growth: { name: string; pid: number; rssMiB: number; fds: number; files: number }[];
+  /** Total RSS change over the second half of the run, MiB per minute (a leak shows as a steady slope). */
+  rssSlopeMiBPerMin: number;
+  died: string[];
+  ok: boolean;
+  problems: string[];
+}
+
+/** Run a soak; resolves with its report (also printed as it goes). */
+export async function soak(
+  options: Options,
+  log: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+): Promise<SoakReport> {
+  const work = mkdtempSync(path.join(tmpdir(), 'mt-soak-'));
+  let stack: Stack | undefined;
+  try {
+    const modelDir = path.join(work, 'tiny');
+    if (options.handler === 'translation') makeDemoModel('tiny', modelDir);
+    log(
+      `soak: starting the stack (${options.handler}, ${LANGUAGES.length} languages, router ×${options.routers}, ${options.front} front)`,
+    );
+    stack = await startStack({
+      languages: LANGUAGES,
+      handler: options.handler,
+      ...(options.handler === 'translation' ? { modelDir } : {}),
+      routerInstances: options.routers,
+      front: options.front,
+      env: { LOG_LEVEL: 'info', NUM_BEAMS: '2', MAX_NEW_TOKENS: '32', INTRA_OP_THREADS: '0' },
+      register: { batchSize: 32, maxBatchDelayMs: 10 },
+    });
+    const roots = [
+      stack.modelServer.pid,
+      ...stack.routers.map((r) => r.pid),
+      ...(stack.front ? [stack.front.pid] : []),
+    ];
+    const url = stack.frontUrl!;
+    const start = sampleProcesses(roots);
+    log(table('processes at start (idle, before any request)', start));
+
+    const tally = new Tally();
+    const dispatcher = new Agent({ connections: options.concurrency, keepAliveTimeout: 30_000 });
+    const startedAt = performance.now();
+    const endAt = startedAt + options.durationS * 1000;
+    let window: { latencies: number[]; errors: number } = { latencies: [], errors: 0 };
+    let n = 0;
+    const client = async () => {
+      while (performance.now() < endAt) {
+        const i = n++;
+        const lang = LANGUAGES[i % LANGUAGES.length]!;
+        const tgt = LANGUAGES[(i * 7 + 3) % LANGUAGES.length]!;
+        const sentences = SENTENCES[lang]!;
+        // One request in ten carries several texts (an array), as batch clients send.
+        const text = i % 10 === 0 ? sentences : sentences[i % sentences.length]!;
+        const o = await send(url, {
+          body: JSON.stringify({ src_lang: lang, src_text: text, tgt_lang: tgt }),
+          dispatcher,
+          deadlineMs: 120_000,
+        });
+        tally.add(o);
+        if (o.status === 200) window.latencies.push(o.latencyMs);
+        else window.errors += 1;
+      }
+    };
+    const clients = Array.from({ length: options.concurrency }, client);
+
+    const intervals: Interval[] = [];
+    let warm: ProcessSample[] | undefined;
+    let previous = { at: startedAt, sent: 0 };
+    log(
+      `soak: ${options.concurrency} clients for ${options.durationS} s (warm-up ${options.warmupS} s), sampling every ${options.intervalS} s`,
+    );
+    log('     t   req/s  errors  p50 ms  p99 ms  queue  RSS MiB    fds');
+    while (performance.now() < endAt) {
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.min(options.intervalS * 1000, Math.max(0, endAt - performance.now()))),
+      );
+      const now = performance.now();
+      const samples = sampleProcesses(roots);
+      const row: Interval = {
+        atS: (now - startedAt) / 1000,
+        requests: tally.sent - previous.sent,
+        rps: (tally.sent - previous.sent) / ((now - previous.at) / 1000),
+        errors: window.errors,
+        p50Ms: percentile(window.latencies, 50),
+        p99Ms: percentile(window.latencies, 99),
+        maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
+        rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
+        fds: samples.reduce((a, s) => a + s.fds, 0),
+      };
+      intervals.push(row);
+      previous = { at: now, sent: tally.sent };
+      window = { latencies: [], errors: 0 };
+      log(
+        `${row.atS.toFixed(0).padStart(6)} ${row.rps.toFixed(0).padStart(7)} ${String(row.errors).padStart(7)} ${row.p50Ms.toFixed(0).padStart(7)} ${row.p99Ms.toFixed(0).padStart(7)} ${String(row.maxQueueDepth).padStart(6)} ${row.rssMiB.toFixed(0).padStart(8)} ${String(row.fds).padStart(6)}`,
+      );
+      if (warm === undefined && row.atS >= options.warmupS) {
+        warm = samples;
+        log(table(`processes after the warm-up (${row.atS.toFixed(0)} s)`, warm));
+      }
+    }
+    await Promise.all(clients);
+    await dispatcher.close();
+    const end = sampleProcesses(roots);
+    warm ??= end;
+    log(table('processes at the end', end));
+
+    const died = warm.filter((w) => !end.some((e) => e.pid === w.pid)).map((w) => `${w.name} ${w.pid}`);
+    const growth = warm
+      .filter((w) => end.some((e) => e.pid === w.pid))
+      .map((w) => {
+        const e = end.find((x) => x.pid === w.pid)!;
+        return { name: w.name, pid: w.pid, rssMiB: e.rssMiB - w.rssMiB, fds: e.fds - w.fds, files: e.files - w.files };
+      });
+    const problems: string[] = [];
+    if (tally.errorCount > 0)
+      problems.push(`${tally.errorCount} error answers: ${JSON.stringify(Object.fromEntries(tally.errors))}`);
+    if (tally.unanswered > 0)
+      problems.push(`${tally.unanswered} unanswered: ${JSON.stringify(Object.fromEntries(tally.lost))}`);
+    if (died.length > 0) problems.push(`processes died: ${died.join(', ')}`);
+    // Sockets come and go with the keep-alive connections of the load (bounded by its concurrency); every other
+    // descriptor (files, pipes, event fds) must stay exactly where the warm-up left it.
+    for (const g of growth) {
+      if (g.files > 0)
+        problems.push(`${g.name} ${g.pid}: ${g.files} more non-socket descriptors than after the warm-up`);
+      if (g.fds > options.concurrency)
+        problems.push(`${g.name} ${g.pid}: ${g.fds} more descriptors than after the warm-up`);
+    }
+    const half = intervals.filter((r) => r.atS >= options.durationS / 2);
+    const rssSlopeMiBPerMin =
+      half.length >= 2 ? ((half.at(-1)!.rssMiB - half[0]!.rssMiB) / (half.at(-1)!.atS - half[0]!.atS)) * 60 : 0;
+    const depths = intervals.filter((r) => r.atS >= options.warmupS).map((r) => r.maxQueueDepth);
+    log(
+      `soak: ${tally.sent} requests in ${options.durationS} s (${(tally.sent / options.durationS).toFixed(0)}/s): ${tally.ok} ok, ` +
+        `errors ${JSON.stringify(Object.fromEntries(tally.errors))}, unanswered ${tally.unanswered}; ` +
+        `latency p50 ${tally.okPercentile(50).toFixed(0)} ms, p99 ${tally.okPercentile(99).toFixed(0)} ms; ` +
+        `queue depth after warm-up max ${Math.max(0, ...depths)}`,
+    );
+    log(
+      `soak: after warm-up → end: ${growth.map((g) => `${g.name} ${signed(g.rssMiB, 1)} MiB ${signed(g.fds)} fds (${signed(g.files)} non-socket)`).join('; ')}`,
+    );
+    log(`soak: total RSS over the second half of the run: ${signed(rssSlopeMiBPerMin, 1)} MiB/min`);
+    log(
+      problems.length === 0
+        ? 'soak: OK — zero unexpected errors, nothing unanswered, descriptors flat'
+        : `soak: FAILED\n  ${problems.join('\n  ')}`,
+    );
+    const report: SoakReport = {
+      options,
+      frontKind: stack.frontKind,
+      tally: tally.toJSON(),
+      start,
+      warm,
+      end,
+      intervals,
+      growth,
+      rssSlopeMiBPerMin,
+      died,
+      ok: problems.length === 0,
+      problems,
+    };
+    if (options.json) writeFileSync(options.json, `${JSON.stringify(report, null, 2)}\n`);
+    return report;
+  } finally {
+    await stack?.stop();
+    await stopAll();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+// Run as a program (the test imports `soak`).
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  let options: Options;
+  try {
+    options = parseOptions(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`soak: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const interrupt = () => void stopAll().then(() => process.exit(130));
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
+  soak(options).then(
+    (report) => process.exit(report.ok ? 0 : 1),
+    async (err: unknown) => {
+      process.stderr.write(`soak: ${err instanceof Error ? err.stack : String(err)}\n`);
+      await stopAll();
+      process.exit(1);
+    },
+  );
+}
+
+export { parseOptions, type Options as SoakOptions };
