@@ -90,6 +90,15 @@ export function forkWorker(logLevel: string): WorkerSpawner {
       execArgv: entry.execArgv,
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      env: { ...process.env, MT_WORKER_LOG_LEVEL: logLevel, MT_WORKER_ID: workerId },
+      // glibc: keep large freed buffers in the heap (defaults, overridable). onnxruntime-node copies every
+      // fetched output into a fresh ArrayBuffer (beam logits: 63 MB per step at batch 64); by default each is
+      // a new mmap whose pages fault in every step (docs/engine.md, "Performance notes").
+      env: {
+        MALLOC_MMAP_THRESHOLD_: '4294967296',
+        MALLOC_TRIM_THRESHOLD_: '4294967296',
+        ...process.env,
+        MT_WORKER_LOG_LEVEL: logLevel,
+        MT_WORKER_ID: workerId,
+      },
     });
 }
