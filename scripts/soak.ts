@@ -174,9 +174,11 @@ interface Interval {
   maxQueueDepth: number;
   rssMiB: number;
   fds: number;
+  /** Every process at this point (the JSON report keeps the per-process series). */
+  processes: ProcessSample[];
 }
 
-/** Sum of `mt_queue_depth` samples, and the largest, from the metrics API. */
+/** The largest `mt_queue_depth` sample (any model) from the metrics API. */
 async function queueDepth(metricsUrl: string): Promise<number> {
   const text = await (await fetch(`${metricsUrl}/metrics`)).text();
   let max = 0;
@@ -305,6 +307,7 @@ export async function soak(
         maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
         rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
         fds: samples.reduce((a, s) => a + s.fds, 0),
+        processes: samples,
       };
       intervals.push(row);
       previous = { at: now, sent: tally.sent };
@@ -357,7 +360,20 @@ export async function soak(
     log(
       `soak: after warm-up → end: ${growth.map((g) => `${g.name} ${signed(g.rssMiB, 1)} MiB ${signed(g.fds)} fds (${signed(g.files)} non-socket)`).join('; ')}`,
     );
-    log(`soak: total RSS over the second half of the run: ${signed(rssSlopeMiBPerMin, 1)} MiB/min`);
+    // Per process: where a total trend comes from (a leak is one process climbing steadily).
+    const slopes =
+      half.length >= 2
+        ? half[0]!.processes
+            .map((p) => {
+              const last = half.at(-1)!.processes.find((q) => q.pid === p.pid);
+              return last
+                ? `${p.name} ${signed(((last.rssMiB - p.rssMiB) / (half.at(-1)!.atS - half[0]!.atS)) * 60, 1)}`
+                : '';
+            })
+            .filter(Boolean)
+            .join('; ')
+        : '';
+    log(`soak: RSS over the second half of the run, MiB/min: total ${signed(rssSlopeMiBPerMin, 1)} (${slopes})`);
     log(
       problems.length === 0
         ? 'soak: OK — zero unexpected errors, nothing unanswered, descriptors flat'

@@ -86,7 +86,11 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
     expect(del.status).toBe(200);
     expect(deleteMs).toBeLessThan(3_500);
     for (const o of outcomes)
-      expect(o).toMatchObject({ status: 504, kind: 'RequestTimeoutException', message: 'Request timed out.' });
+      expect(o).toMatchObject({
+        status: 504,
+        kind: 'RequestTimeoutException',
+        message: expect.stringMatching(/^Request timed out\b/),
+      });
   });
 
   it('a model with no worker able to load: its queued jobs fail clearly (503/504), DELETE returns, nothing hangs', async () => {
@@ -99,7 +103,9 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
     expect(performance.now() - started).toBeLessThan(3_500);
     for (const o of outcomes) {
       expect(o.status === 503 || o.status === 504, JSON.stringify(o)).toBe(true);
-      expect(o.message).toMatch(/^(Model fr version 1\.0 was unregistered before this job ran\.|Request timed out\.)$/);
+      expect(o.message).toMatch(
+        /^(Model fr version 1\.0 was unregistered before this job ran\.|Request timed out\b.*)$/,
+      );
     }
     expect((await send(`${stack.inference}/ping`)).status).toBe(200);
   });
