@@ -24,7 +24,7 @@
  * - a row's cache holds exactly its fed tokens, right-aligned (`align: 'end'`), masked where padded;
  * - a sequence's rows (its beams) are adjacent in one cohort;
  * - when rows leave, tensors are gathered and trimmed to the longest remaining content, so a step costs
- *   what its live rows cost; when no row leaves and no beam reorders, the cache is fed back as is;
+ *   what its live rows cost; when no row leaves and no beam reorders, nothing is gathered;
  * - the self-attention cache: when the decoder graph exposes what a step appends (decoder-graph.ts), a step
  *   fetches only that and the cohort's CacheBuffers build the next cache in reused memory (kv-cache.ts);
  *   otherwise the whole `present.*.decoder` is fetched (onnxruntime-node copies each fetched output into a
@@ -40,7 +40,7 @@ import {
   type SearchSettings,
   type StepScores,
 } from './decoding.js';
-import { CacheBuffers } from './kv-cache.js';
+import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
 import type { EngineSessions } from './session.js';
@@ -114,6 +114,8 @@ export class Generator {
   readonly #feedsEncoderMask: boolean;
   readonly #pending: Waiter[] = [];
   readonly #waiters = new Map<SearchState, Waiter>();
+  /** Self-attention cache memory shared by the cohorts (two cohorts' worth kept between batches). */
+  readonly #cachePool: CacheBufferPool;
   #cohorts: Cohort[] = [];
   #loop: Promise<void> | null = null;
   #closed = false;
@@ -139,6 +141,7 @@ export class Generator {
     const inputs = options.sessions.decoderInputs;
     this.#joinable = options.sessions.decoderKind === 'merged' && inputs.has('decoder_attention_mask');
     this.#feedsEncoderMask = inputs.has('encoder_attention_mask');
+    this.#cachePool = new CacheBufferPool(2 * 2 * 2 * this.#layers);
   }
 
   /** True when rows arriving mid-generation merge into the running batch (see module doc). */
@@ -193,6 +196,7 @@ export class Generator {
         for (const cohort of this.#cohorts) {
           if (cohort !== fresh) await this.#step(cohort);
         }
+        for (const gone of this.#cohorts.filter((c) => c.rows.length === 0)) gone.cacheBuffers?.release();
         this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
       }
     } catch (err) {
@@ -225,11 +229,16 @@ export class Generator {
 
     const cohort = await this.#encode(admitted);
     await this.#step(cohort);
-    if (cohort.rows.length === 0) return null;
+    if (cohort.rows.length === 0) {
+      cohort.cacheBuffers?.release();
+      return null;
+    }
     const running = this.#cohorts[0];
     if (this.#joinable && running !== undefined && running.rows.length > 0) {
       const merging = performance.now();
       this.#merge(running, cohort);
+      // Its rows now live in the running cohort's tensors (fresh arrays): its buffers are free.
+      cohort.cacheBuffers?.release();
       this.#stats.layoutMs += performance.now() - merging;
       this.#stats.merges++;
       return null;
@@ -268,7 +277,10 @@ export class Generator {
       encoderLength: S,
       crossCache: null,
       selfCache: null,
-      cacheBuffers: this.#sessions.decoderOutputs.appendedCache !== null ? new CacheBuffers(2 * this.#layers) : null,
+      cacheBuffers:
+        this.#sessions.decoderOutputs.appendedCache !== null
+          ? new CacheBuffers(this.#cachePool, 2 * this.#layers)
+          : null,
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
     };

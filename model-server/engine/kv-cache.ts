@@ -1,34 +1,79 @@
 /**
- * @module engine/kv-cache — one cohort's self-attention cache in reusable buffers. Each step the decoder
- * returns only the entries it appends (decoder-graph.ts); `append` writes past + appended into a buffer
- * that does not hold the past, and returns an exact-length view of it for the next step's feed.
+ * @module engine/kv-cache — the self-attention cache of a cohort, built step by step in reused memory.
+ * Each step the decoder returns only the entries it appends (decoder-graph.ts); `CacheBuffers.append`
+ * writes past + appended into a buffer that does not hold the past and returns an exact-length view of it
+ * for the next step's feed. Buffers come from a `CacheBufferPool` shared by every cohort of one engine,
+ * so a new batch reuses the memory of the last one instead of allocating (and page-faulting) it again.
  *
  * Invariants:
  * - two buffers per cache tensor (ping-pong): the result never shares memory with the `past` it was built
  *   from, whatever buffer that past lives in (a previous result, or a fresh array after a gather/merge);
  * - a returned view stays valid until the second following `append` of the same tensor, which may reuse
- *   its buffer: callers keep exactly one view per tensor (the cohort's current past) and hand it back as
- *   the next `past`; gathers and merges copy rows out into fresh arrays before the views are reused;
- * - buffers grow geometrically (×1.5 past what is needed) and never shrink while the cohort lives, so once
- *   a generation has reached its length a step allocates nothing.
+ *   its buffer: the cohort keeps exactly one view per tensor (its current past) and hands it back as the
+ *   next `past`; gathers and merges copy rows out into fresh arrays before the views are reused;
+ * - a cohort's buffers go back to the pool only when the cohort is gone (`release`), never while one of
+ *   its views may still be fed;
+ * - a buffer too small for the next cache goes back to the pool and is replaced by the best-fitting free
+ *   one, or a new one 1.5× what is needed: a growing generation allocates O(log length) times, and a batch
+ *   like an earlier one allocates nothing;
+ * - the pool keeps at most `maxFree` free buffers (dropping the smallest), a bound on the memory it holds
+ *   between batches.
  */
 
 /** Capacity growth when a buffer is too small: room for ~50% more positions before the next allocation. */
 const GROWTH = 1.5;
 
+/**
+ * Free cache buffers of one engine, kept for the next batch as onnxruntime's arena keeps its own memory.
+ * Holds at most `maxFree` buffers, the largest: about the cache memory of the largest recent batches.
+ */
+export class CacheBufferPool {
+  readonly #free: Float32Array[] = [];
+  readonly #maxFree: number;
+
+  /** @param maxFree buffers kept free at most (a cohort returns 2 per cache tensor) */
+  constructor(maxFree: number) {
+    this.#maxFree = Math.max(0, Math.floor(maxFree));
+  }
+
+  /** Floats held by free buffers. */
+  get freeFloats(): number {
+    return this.#free.reduce((sum, b) => sum + b.length, 0);
+  }
+
+  /** The smallest free buffer that holds `length` floats, else a new one with room to grow. */
+  take(length: number): Float32Array {
+    const at = this.#free.findIndex((b) => b.length >= length);
+    if (at >= 0) return this.#free.splice(at, 1)[0]!;
+    return new Float32Array(Math.ceil(length * GROWTH));
+  }
+
+  /** Keep `buffer` for a later `take` (the caller holds no view of it any more). */
+  give(buffer: Float32Array): void {
+    if (buffer.length === 0) return;
+    // Sorted ascending: take() finds the best fit first, and the smallest is dropped when full.
+    let at = this.#free.length;
+    while (at > 0 && this.#free[at - 1]!.length > buffer.length) at--;
+    this.#free.splice(at, 0, buffer);
+    if (this.#free.length > this.#maxFree) this.#free.shift();
+  }
+}
+
+/** One cohort's cache buffers: two per cache tensor, taken from the engine's pool as needed. */
 export class CacheBuffers {
+  readonly #pool: CacheBufferPool;
   /** Per cache tensor, its two buffers (empty until first needed). */
   readonly #slots: [Float32Array, Float32Array][];
-  #allocatedFloats = 0;
 
   /** @param tensors cache tensors per step (2 per decoder layer: key and value) */
-  constructor(tensors: number) {
+  constructor(pool: CacheBufferPool, tensors: number) {
+    this.#pool = pool;
     this.#slots = Array.from({ length: tensors }, () => [new Float32Array(0), new Float32Array(0)]);
   }
 
-  /** Floats held by every buffer (for tests and memory accounting). */
-  get allocatedFloats(): number {
-    return this.#allocatedFloats;
+  /** Floats held by this cohort's buffers. */
+  get heldFloats(): number {
+    return this.#slots.reduce((sum, [a, b]) => sum + a.length + b.length, 0);
   }
 
   /**
@@ -66,18 +111,26 @@ export class CacheBuffers {
     return out;
   }
 
-  /** An exact-length view of tensor k's buffer that does not hold `past`, grown if needed. */
+  /** Give every buffer back to the pool. Only once the cohort is gone: no view of them may be fed again. */
+  release(): void {
+    for (const slots of this.#slots) {
+      this.#pool.give(slots[0]);
+      this.#pool.give(slots[1]);
+      slots[0] = new Float32Array(0);
+      slots[1] = new Float32Array(0);
+    }
+  }
+
+  /** An exact-length view of tensor k's buffer that does not hold `past`, replaced by a larger one if needed. */
   #target(k: number, past: Float32Array, length: number): Float32Array {
     const slots = this.#slots[k];
     if (slots === undefined) throw new RangeError(`cache tensor ${k} out of range (${this.#slots.length} tensors)`);
-    const index = slots[0].buffer === past.buffer && slots[0].length > 0 ? 1 : 0;
-    let buffer = slots[index];
-    if (buffer.length < length) {
-      this.#allocatedFloats -= buffer.length;
-      buffer = new Float32Array(Math.ceil(length * GROWTH));
-      this.#allocatedFloats += buffer.length;
-      slots[index] = buffer;
+    const index = slots[0].length > 0 && slots[0].buffer === past.buffer ? 1 : 0;
+    if (slots[index].length < length) {
+      // The outgrown buffer may still fit another cohort's early steps.
+      this.#pool.give(slots[index]);
+      slots[index] = this.#pool.take(length);
     }
-    return buffer.subarray(0, length);
+    return slots[index].subarray(0, length);
   }
 }
