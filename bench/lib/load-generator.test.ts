@@ -158,6 +158,10 @@ describe('runClosedLoop', () => {
     expect(result.truncated).toBe(true);
     expect(result.completed).toBe(0);
     expect(Number.isNaN(result.latency.p50)).toBe(true);
+    // Nothing answered: only a bound remains — at most 2 requests in ~0.2 s.
+    expect(result.answeredTotal).toBe(0);
+    expect(result.elapsedMs).toBeGreaterThanOrEqual(190);
+    expect(result.requestsPerSUpperBound).toBeCloseTo(2 / (result.elapsedMs / 1000), 6);
   });
 
   it('rejects contradictory bounds', async () => {

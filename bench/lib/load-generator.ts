@@ -99,6 +99,16 @@ export interface LoadResult {
   warmupMs: number;
   /** The run hit maxTotalMs or was aborted: the window is shorter than asked. */
   truncated: boolean;
+  /** The whole run, warm-up and drain included, ms. */
+  elapsedMs: number;
+  /** Answers over the whole run, warm-up included. */
+  answeredTotal: number;
+  /**
+   * An upper bound on the server's throughput over the whole run, requests/s: as if every request still in flight
+   * had been answered at its very end, (answeredTotal + concurrency) ÷ elapsed. The one figure a server too slow to
+   * answer anything inside the run still has.
+   */
+  requestsPerSUpperBound: number;
   /** Requests answered inside the window, successful or not. */
   completed: number;
   ok: number;
@@ -240,10 +250,18 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     if (windowStart === Number.POSITIVE_INFINITY) windowStart = windowEnd;
   }
   const inWindow = records.filter((r) => r.endMs >= windowStart && r.endMs <= windowEnd);
-  return { ...resultOf(concurrency, windowEnd - windowStart, inWindow), warmupMs: windowStart, truncated };
+  const elapsedMs = now();
+  return {
+    ...resultOf(concurrency, windowEnd - windowStart, inWindow),
+    warmupMs: windowStart,
+    truncated,
+    elapsedMs,
+    answeredTotal: records.length,
+    requestsPerSUpperBound: (records.length + concurrency) / (elapsedMs / 1000),
+  };
 }
 
-/** Aggregate records answered inside a window of `windowMs` into a LoadResult (warm-up 0, not truncated). */
+/** Aggregate records answered inside a window of `windowMs` into a LoadResult (no warm-up: the window is the run). */
 export function resultOf(concurrency: number, windowMs: number, records: RequestRecord[]): LoadResult {
   const errorsByStatus: Record<string, number> = {};
   let ok = 0;
@@ -267,6 +285,9 @@ export function resultOf(concurrency: number, windowMs: number, records: Request
     windowMs,
     warmupMs: 0,
     truncated: false,
+    elapsedMs: windowMs,
+    answeredTotal: records.length,
+    requestsPerSUpperBound: seconds > 0 ? (records.length + concurrency) / seconds : Number.NaN,
     completed: records.length,
     ok,
     failed: records.length - ok,
