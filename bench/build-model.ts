@@ -12,4 +12,6 @@ if (!presetArg || !outDir) {
 }
 const preset: string | DemoPreset = presetArg.startsWith('{') ? (JSON.parse(presetArg) as DemoPreset) : presetArg;
 const summary = makeDemoModel(preset, outDir);
-process.stdout.write(`${JSON.stringify({ preset: summary.preset, parameters: summary.parameters, buildMs: Math.round(summary.buildMs) })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ preset: summary.preset, parameters: summary.parameters, buildMs: Math.round(summary.buildMs) })}\n`,
+);

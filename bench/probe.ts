@@ -24,7 +24,8 @@ try {
   switch (request.kind) {
     case 'matmul':
       result = [];
-      for (const group of request.groups) (result as unknown[]).push(...(await measureMatmuls(group.cases, group.rows, request)));
+      for (const group of request.groups)
+        (result as unknown[]).push(...(await measureMatmuls(group.cases, group.rows, request)));
       break;
     case 'engine':
       result = await runEngineProbe(request);

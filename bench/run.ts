@@ -50,13 +50,18 @@ function parseCli() {
   const known = new Map(SCENARIOS.map((s) => [s.id, s]));
   let scenarios: Scenario[] = SCENARIOS;
   if (values.only) {
-    const ids = values.only.split(',').map((s) => s.trim()).filter(Boolean);
+    const ids = values.only
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     const unknown = ids.filter((id) => !known.has(id));
-    if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...known.keys()].join(', ')}`);
+    if (unknown.length > 0)
+      throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${[...known.keys()].join(', ')}`);
     scenarios = SCENARIOS.filter((s) => ids.includes(s.id)); // keep the canonical order
   }
   const threads = Number(process.env.INTRA_OP_THREADS ?? '0');
-  if (!(Number.isInteger(threads) && threads >= 0)) throw new Error(`INTRA_OP_THREADS must be a non-negative integer, got ${process.env.INTRA_OP_THREADS}`);
+  if (!(Number.isInteger(threads) && threads >= 0))
+    throw new Error(`INTRA_OP_THREADS must be a non-negative integer, got ${process.env.INTRA_OP_THREADS}`);
   return {
     mode: values.smoke ? ('smoke' as const) : values.quick ? ('quick' as const) : ('full' as const),
     scenarios,
@@ -75,7 +80,10 @@ async function main(): Promise<void> {
   const abort = new AbortController();
   const modelsDir = path.resolve(process.env.MT_BENCH_MODELS_DIR ?? path.join(root, 'models'));
   const log = (line: string) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}\n`);
-  const command = `npm run bench --${process.argv.slice(2).map((a) => ` ${a}`).join('')}`.replace(/ --$/, '');
+  const command = `npm run bench --${process.argv
+    .slice(2)
+    .map((a) => ` ${a}`)
+    .join('')}`.replace(/ --$/, '');
   const reportName = cli.only ? `only-${cli.scenarios.map((s) => s.id).join('-')}-${cli.mode}` : `latest-${cli.mode}`;
 
   const report: Report = {
@@ -85,7 +93,10 @@ async function main(): Promise<void> {
     startedAt: new Date().toISOString(),
     machine: machineInfo(),
     settings: {
-      model: settings.speedModel === 'm2m100-418m' ? 'm2m100-418m (generated: real M2M100-418M shapes, random weights)' : settings.speedModel,
+      model:
+        settings.speedModel === 'm2m100-418m'
+          ? 'm2m100-418m (generated: real M2M100-418M shapes, random weights)'
+          : settings.speedModel,
       newTokensPerSentence: settings.newTokens,
       search: 'greedy',
       batchSize: settings.batchSize,

@@ -21,7 +21,11 @@ afterAll(async () => {
 });
 
 const post = async (body: unknown) => {
-  const res = await request(`${baseline.url}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await request(`${baseline.url}/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   return { status: res.statusCode, headers: res.headers, body: (await res.body.json()) as Record<string, unknown> };
 };
 
@@ -40,12 +44,25 @@ describe('transformers.js baseline server', () => {
   });
 
   it('counts generated tokens per request when requests overlap', async () => {
-    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => post({ src_lang: 'en', tgt_lang: 'de', src_text: `Sentence number ${i} of a few.` })));
-    expect(answers.map((a) => [a.status, a.headers['x-generated-tokens']])).toEqual(Array.from({ length: 6 }, () => [200, '7']));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        post({ src_lang: 'en', tgt_lang: 'de', src_text: `Sentence number ${i} of a few.` }),
+      ),
+    );
+    expect(answers.map((a) => [a.status, a.headers['x-generated-tokens']])).toEqual(
+      Array.from({ length: 6 }, () => [200, '7']),
+    );
   });
 
   it('refuses a request without the required fields', async () => {
     const res = await post({ src_lang: 'en', tgt_lang: 'ko' });
-    expect(res).toMatchObject({ status: 400, body: { code: 400, type: 'BadRequestException', message: 'src_lang, src_text and tgt_lang are required strings.' } });
+    expect(res).toMatchObject({
+      status: 400,
+      body: {
+        code: 400,
+        type: 'BadRequestException',
+        message: 'src_lang, src_text and tgt_lang are required strings.',
+      },
+    });
   });
 });

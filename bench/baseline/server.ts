@@ -61,7 +61,10 @@ app.post('/', async (c) => {
   }
   const { src_lang, src_text, tgt_lang } = body;
   if (typeof src_lang !== 'string' || typeof tgt_lang !== 'string' || typeof src_text !== 'string' || src_text === '') {
-    return c.json({ code: 400, type: 'BadRequestException', message: 'src_lang, src_text and tgt_lang are required strings.' }, 400);
+    return c.json(
+      { code: 400, type: 'BadRequestException', message: 'src_lang, src_text and tgt_lang are required strings.' },
+      400,
+    );
   }
   const generated = { count: 0 };
   const output = (await generatedTokens.run(generated, () =>

@@ -7,14 +7,22 @@ import { fileURLToPath } from 'node:url';
 import { freePort, startProcess, waitForHttp, type ManagedProcess } from './processes.js';
 import { tsExecArgv } from './probe-runner.js';
 
-const entry = fileURLToPath(new URL(`../baseline/server.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url));
+const entry = fileURLToPath(
+  new URL(`../baseline/server.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url),
+);
 
 export interface Baseline {
   url: string;
   process: ManagedProcess;
 }
 
-export async function startBaseline(options: { workDir: string; name: string; modelDir: string; newTokens: number; intraOpThreads: number }): Promise<Baseline> {
+export async function startBaseline(options: {
+  workDir: string;
+  name: string;
+  modelDir: string;
+  newTokens: number;
+  intraOpThreads: number;
+}): Promise<Baseline> {
   const port = await freePort();
   const proc = startProcess({
     name: `${options.name} baseline`,

@@ -42,7 +42,9 @@ const json = (res: ServerResponse, status: number, value: unknown) => {
 
 describe('runClosedLoop', () => {
   it('sends exactly the requested count, never more than `concurrency` at once, and records each answer', async () => {
-    const { origin, state } = await startServer((_req, res, body) => setTimeout(() => json(res, 200, { echo: JSON.parse(body) }), 5));
+    const { origin, state } = await startServer((_req, res, body) =>
+      setTimeout(() => json(res, 200, { echo: JSON.parse(body) }), 5),
+    );
     const result = await runClosedLoop({
       origin,
       concurrency: 4,
@@ -154,7 +156,13 @@ describe('runClosedLoop', () => {
     const { origin } = await startServer(() => undefined); // never answers
     const outer = new AbortController();
     setTimeout(() => outer.abort(), 200);
-    const result = await runClosedLoop({ origin, concurrency: 2, minWindowMs: 60_000, request: () => ({ path: '/' }), signal: outer.signal });
+    const result = await runClosedLoop({
+      origin,
+      concurrency: 2,
+      minWindowMs: 60_000,
+      request: () => ({ path: '/' }),
+      signal: outer.signal,
+    });
     expect(result.truncated).toBe(true);
     expect(result.completed).toBe(0);
     expect(Number.isNaN(result.latency.p50)).toBe(true);
@@ -165,7 +173,11 @@ describe('runClosedLoop', () => {
   });
 
   it('rejects contradictory bounds', async () => {
-    await expect(runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 1, request: () => ({ path: '/' }) })).rejects.toThrow(/exactly one/);
-    await expect(runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 0, requests: 1, request: () => ({ path: '/' }) })).rejects.toThrow(/concurrency/);
+    await expect(
+      runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 1, request: () => ({ path: '/' }) }),
+    ).rejects.toThrow(/exactly one/);
+    await expect(
+      runClosedLoop({ origin: 'http://127.0.0.1:1', concurrency: 0, requests: 1, request: () => ({ path: '/' }) }),
+    ).rejects.toThrow(/concurrency/);
   });
 });

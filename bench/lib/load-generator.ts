@@ -128,9 +128,11 @@ export interface LoadResult {
 /** Run a closed-loop load against `options.origin` (see the module doc for how a run is bounded). */
 export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadResult> {
   const { concurrency } = options;
-  if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`concurrency must be ≥ 1, got ${concurrency}`);
+  if (!(Number.isInteger(concurrency) && concurrency >= 1))
+    throw new RangeError(`concurrency must be ≥ 1, got ${concurrency}`);
   const countBounded = options.requests !== undefined;
-  if (countBounded === (options.minWindowMs !== undefined)) throw new TypeError('give exactly one of requests or minWindowMs');
+  if (countBounded === (options.minWindowMs !== undefined))
+    throw new TypeError('give exactly one of requests or minWindowMs');
   const timeoutMs = options.timeoutMs ?? 600_000;
   const check = options.check ?? ((status: number) => (status >= 200 && status < 300 ? undefined : String(status)));
   const minWindowMs = options.minWindowMs ?? 0;
@@ -173,7 +175,11 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   const advance = () => {
     if (countBounded || !sending) return;
     const t = now();
-    if (windowStart === Number.POSITIVE_INFINITY && t >= warmupMs && answersPerClient.every((n) => n >= warmupPerClient)) {
+    if (
+      windowStart === Number.POSITIVE_INFINITY &&
+      t >= warmupMs &&
+      answersPerClient.every((n) => n >= warmupPerClient)
+    ) {
       windowStart = t;
       options.onWindowOpen?.();
     }
@@ -191,11 +197,14 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     }
   };
   const ticker = setInterval(advance, 20);
-  const hardStop = setTimeout(() => {
-    truncated = true;
-    sending = false;
-    cancel.abort();
-  }, maxTotalMs + (drain ? timeoutMs : 0));
+  const hardStop = setTimeout(
+    () => {
+      truncated = true;
+      sending = false;
+      cancel.abort();
+    },
+    maxTotalMs + (drain ? timeoutMs : 0),
+  );
   if (options.signal?.aborted) onOuterAbort();
 
   const client = async (clientId: number): Promise<void> => {
@@ -224,7 +233,17 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
         error = networkErrorName(err);
       }
       const endMs = now();
-      records.push({ seq, client: clientId, startMs, endMs, latencyMs: endMs - startMs, status, bytes, units: spec.units ?? 1, error });
+      records.push({
+        seq,
+        client: clientId,
+        startMs,
+        endMs,
+        latencyMs: endMs - startMs,
+        status,
+        bytes,
+        units: spec.units ?? 1,
+        error,
+      });
       answersPerClient[clientId]!++;
       if (endMs >= windowStart && endMs <= windowEnd) windowCompletions++;
       advance();

@@ -76,7 +76,12 @@ export function buildMatmulModel(k: number, n: number, copies: number): Uint8Arr
   for (let i = 0; i < copies; i++) {
     const w = new Float32Array(k * n);
     fillWeights(w, 0x9e3779b9 + i);
-    initializer.push({ name: `W${i}`, dims: [k, n], dataType: onnx.TensorProto.DataType.FLOAT, rawData: new Uint8Array(w.buffer) });
+    initializer.push({
+      name: `W${i}`,
+      dims: [k, n],
+      dataType: onnx.TensorProto.DataType.FLOAT,
+      rawData: new Uint8Array(w.buffer),
+    });
     node.push({ opType: 'MatMul', input: ['X', `W${i}`], output: [`Y${i}`], name: `matmul${i}` });
     output.push({ name: `Y${i}`, type: floatType(['rows', n]) });
   }
@@ -84,7 +89,13 @@ export function buildMatmulModel(k: number, n: number, copies: number): Uint8Arr
     irVersion: 8,
     producerName: 'mt-serve-bench',
     opsetImport: [{ domain: '', version: 17 }],
-    graph: { name: `matmul_${k}x${n}`, node, initializer, input: [{ name: 'X', type: floatType(['rows', k]) }], output },
+    graph: {
+      name: `matmul_${k}x${n}`,
+      node,
+      initializer,
+      input: [{ name: 'X', type: floatType(['rows', k]) }],
+      output,
+    },
   });
   return onnx.ModelProto.encode(model).finish();
 }
@@ -95,7 +106,11 @@ export function copiesFor(k: number, n: number): number {
 }
 
 /** Measure GFLOP/s of every case at every row count. One session per shape, created and released here. */
-export async function measureMatmuls(cases: readonly MatmulCase[], rowCounts: readonly number[], options: MatmulOptions): Promise<MatmulMeasurement[]> {
+export async function measureMatmuls(
+  cases: readonly MatmulCase[],
+  rowCounts: readonly number[],
+  options: MatmulOptions,
+): Promise<MatmulMeasurement[]> {
   const results: MatmulMeasurement[] = [];
   for (const c of cases) {
     const copies = copiesFor(c.k, c.n);
@@ -125,7 +140,16 @@ export async function measureMatmuls(cases: readonly MatmulCase[], rowCounts: re
           times.push((performance.now() - t) / 1000);
         }
         const runSeconds = median(times);
-        results.push({ key: c.key, k: c.k, n: c.n, rows, copies, runSeconds, runs: times.length, gflops: (2 * rows * c.k * c.n * copies) / runSeconds / 1e9 });
+        results.push({
+          key: c.key,
+          k: c.k,
+          n: c.n,
+          rows,
+          copies,
+          runSeconds,
+          runs: times.length,
+          gflops: (2 * rows * c.k * c.n * copies) / runSeconds / 1e9,
+        });
       }
     } finally {
       await session.release();

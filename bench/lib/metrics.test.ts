@@ -17,7 +17,11 @@ describe('metrics', () => {
     const samples = parsePrometheus(scrape(40, 5));
     expect(samples).toHaveLength(7);
     expect(samples[1]).toEqual({ name: 'mt_batch_size_bucket', labels: { model_name: 'en', le: '+Inf' }, value: 5 });
-    expect(samples[6]).toEqual({ name: 'ts_inference_requests_total', labels: { model_name: 'en', hostname: 'h "q"' }, value: 12 });
+    expect(samples[6]).toEqual({
+      name: 'ts_inference_requests_total',
+      labels: { model_name: 'en', hostname: 'h "q"' },
+      value: 12,
+    });
     expect(parsePrometheus('x NaN\ny +Inf')[1]!.value).toBe(Number.POSITIVE_INFINITY);
   });
 

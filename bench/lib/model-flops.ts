@@ -28,7 +28,8 @@ export interface Seq2SeqShape {
 export function shapeFromConfig(config: Record<string, unknown>): Seq2SeqShape {
   const num = (key: string): number => {
     const v = config[key];
-    if (typeof v !== 'number' || !(v > 0)) throw new Error(`config.json: ${key} must be a positive number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !(v > 0))
+      throw new Error(`config.json: ${key} must be a positive number, got ${JSON.stringify(v)}`);
     return v;
   };
   return {

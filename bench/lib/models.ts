@@ -36,7 +36,9 @@ export const BENCH_MID_PRESET: DemoPreset = {
   seed: 4545,
 };
 
-const buildEntry = fileURLToPath(new URL(`../build-model.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url));
+const buildEntry = fileURLToPath(
+  new URL(`../build-model.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url),
+);
 
 const demoModelSources = fileURLToPath(new URL('../../model-server/engine/demo-model/', import.meta.url));
 const STAMP = '.bench-build.json';
@@ -47,7 +49,9 @@ const STAMP = '.bench-build.json';
  */
 function fingerprint(preset: string): string {
   const hash = createHash('sha256').update(preset);
-  for (const file of readdirSync(demoModelSources).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts')).sort()) {
+  for (const file of readdirSync(demoModelSources)
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'))
+    .sort()) {
     hash.update(file).update(readFileSync(path.join(demoModelSources, file)));
   }
   return hash.digest('hex').slice(0, 16);
@@ -93,7 +97,10 @@ export async function ensureModel(model: BenchModel, modelsDir: string, log: (li
     throw new Error(`building ${model} failed (exit ${code}):\n${proc.tail}`);
   }
   rmSync(`${partial}.log`, { force: true });
-  writeFileSync(path.join(partial, STAMP), `${JSON.stringify({ preset: model, fingerprint: stamp, builtAt: new Date().toISOString() })}\n`);
+  writeFileSync(
+    path.join(partial, STAMP),
+    `${JSON.stringify({ preset: model, fingerprint: stamp, builtAt: new Date().toISOString() })}\n`,
+  );
   if (isComplete(dir, stamp)) {
     rmSync(partial, { recursive: true, force: true }); // someone else finished first
   } else {

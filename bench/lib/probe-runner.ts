@@ -15,7 +15,9 @@ import { startProcess } from './processes.js';
  */
 export function tsExecArgv(): string[] {
   // `tsx` exports one unconditional entry, so require.resolve finds the same file as an ESM import would.
-  return import.meta.url.endsWith('.ts') ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
+  return import.meta.url.endsWith('.ts')
+    ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href]
+    : [];
 }
 
 export interface ProbeOptions {
@@ -52,7 +54,9 @@ export async function runProbe<T>(request: { kind: string }, options: ProbeOptio
   try {
     const code = await proc.whenExited();
     if (code !== 0 || !existsSync(resultFile)) {
-      throw new Error(`probe ${options.label} failed (${timedOut ? `timed out after ${options.timeoutMs} ms` : `exit ${code}`}):\n${proc.tail}`);
+      throw new Error(
+        `probe ${options.label} failed (${timedOut ? `timed out after ${options.timeoutMs} ms` : `exit ${code}`}):\n${proc.tail}`,
+      );
     }
     return JSON.parse(readFileSync(resultFile, 'utf8')) as T;
   } finally {

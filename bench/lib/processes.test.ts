@@ -41,7 +41,13 @@ describe('processes', () => {
     const { dir, remove } = tempDir('proc-test');
     dirs.push(remove);
     const port = await freePort();
-    const proc = startProcess({ name: 'parent', file: writeParentScript(dir), args: [String(port)], logFile: path.join(dir, 'parent.log'), env: { PATH: process.env.PATH } });
+    const proc = startProcess({
+      name: 'parent',
+      file: writeParentScript(dir),
+      args: [String(port)],
+      logFile: path.join(dir, 'parent.log'),
+      env: { PATH: process.env.PATH },
+    });
     const line = await proc.waitForLine(/"msg":"listening"/, 10_000);
     const { parent, child } = JSON.parse(line) as { parent: number; child: number };
     await waitForHttp(`http://127.0.0.1:${port}/`, proc, 10_000);
@@ -64,8 +70,15 @@ describe('processes', () => {
     dirs.push(remove);
     const file = path.join(dir, 'crash.mjs');
     writeFileSync(file, "console.error('cannot start: bad config'); process.exit(3);");
-    const proc = startProcess({ name: 'crash', file, logFile: path.join(dir, 'crash.log'), env: { PATH: process.env.PATH } });
-    await expect(proc.waitForLine(/listening/, 10_000)).rejects.toThrow(/crash exited \(3\).*\n.*cannot start: bad config/s);
+    const proc = startProcess({
+      name: 'crash',
+      file,
+      logFile: path.join(dir, 'crash.log'),
+      env: { PATH: process.env.PATH },
+    });
+    await expect(proc.waitForLine(/listening/, 10_000)).rejects.toThrow(
+      /crash exited \(3\).*\n.*cannot start: bad config/s,
+    );
     await expect(waitForHttp('http://127.0.0.1:1/', proc, 10_000)).rejects.toThrow(/crash exited before/);
   });
 
@@ -74,7 +87,14 @@ describe('processes', () => {
     dirs.push(remove);
     const file = path.join(dir, 'idle.mjs');
     writeFileSync(file, 'setInterval(() => {}, 1000);');
-    const procs = [0, 1].map((i) => startProcess({ name: `idle${i}`, file, logFile: path.join(dir, `idle${i}.log`), env: { PATH: process.env.PATH } }));
+    const procs = [0, 1].map((i) =>
+      startProcess({
+        name: `idle${i}`,
+        file,
+        logFile: path.join(dir, `idle${i}.log`),
+        env: { PATH: process.env.PATH },
+      }),
+    );
     await stopAll();
     expect(procs.every((p) => p.exited)).toBe(true);
     expect(existsSync(dir)).toBe(true);

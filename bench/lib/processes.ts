@@ -7,7 +7,17 @@
  * every group that is still alive — a benchmark never leaves servers behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -94,8 +104,10 @@ export class ManagedProcess {
       const text = existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
       const line = text.split('\n').find((l) => pattern.test(l));
       if (line !== undefined) return line;
-      if (this.exited) throw new Error(`${this.name} exited (${this.#exitCode}) before printing ${pattern}:\n${this.tail}`);
-      if (Date.now() > deadline) throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms:\n${this.tail}`);
+      if (this.exited)
+        throw new Error(`${this.name} exited (${this.#exitCode}) before printing ${pattern}:\n${this.tail}`);
+      if (Date.now() > deadline)
+        throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms:\n${this.tail}`);
       await delay(100);
     }
   }
@@ -168,7 +180,9 @@ function killPid(pid: number): void {
 export function startProcess(options: StartOptions): ManagedProcess {
   if (profileDir === undefined) return new ManagedProcess(options);
   // NODE_OPTIONS reaches every node process below this one too (model-server workers, router instances).
-  const nodeOptions = [options.env?.NODE_OPTIONS, '--cpu-prof', `--cpu-prof-dir=${profileDir}`].filter(Boolean).join(' ');
+  const nodeOptions = [options.env?.NODE_OPTIONS, '--cpu-prof', `--cpu-prof-dir=${profileDir}`]
+    .filter(Boolean)
+    .join(' ');
   return new ManagedProcess({ ...options, env: { ...options.env, NODE_OPTIONS: nodeOptions } });
 }
 

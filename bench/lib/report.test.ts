@@ -2,7 +2,16 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { checkTarget, formatNumber, machineInfo, markdownTable, renderMarkdown, section, writeReport, type Report } from './report.js';
+import {
+  checkTarget,
+  formatNumber,
+  machineInfo,
+  markdownTable,
+  renderMarkdown,
+  section,
+  writeReport,
+  type Report,
+} from './report.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -11,7 +20,15 @@ afterEach(() => {
 
 function sampleReport(): Report {
   const s = section('engine', 'Engine limit', 'The engine alone.');
-  s.tables.push({ title: 'Tokens/s', columns: ['Batch', 'tokens/s', 'ratio'], rows: [[1, 12.345, 0.5], [64, 150.2, Number.NaN]], note: 'a | b' });
+  s.tables.push({
+    title: 'Tokens/s',
+    columns: ['Batch', 'tokens/s', 'ratio'],
+    rows: [
+      [1, 12.345, 0.5],
+      [64, 150.2, Number.NaN],
+    ],
+    note: 'a | b',
+  });
   s.targets.push(checkTarget('ratio at batch 64', 0.68, '>=', 0.75));
   s.notes.push('Counted: decoder GEMMs.');
   s.data = { ratio: Number.NaN, tokens: [1, 2] };

@@ -91,8 +91,13 @@ export function checkTarget(
   }
   const met = comparison === '>=' ? measured >= threshold : measured <= threshold;
   const gap = Math.abs(measured - threshold);
-  const pct = threshold !== 0 ? ` (${formatNumber((100 * gap) / Math.abs(threshold))}% ${met ? 'margin' : comparison === '>=' ? 'short' : 'over'})` : '';
-  const verdict = met ? `met: ${fmt(measured)} ${comparison} ${fmt(threshold)}${pct}` : `MISSED by ${fmt(gap)}: ${fmt(measured)}, target ${comparison} ${fmt(threshold)}${pct}`;
+  const pct =
+    threshold !== 0
+      ? ` (${formatNumber((100 * gap) / Math.abs(threshold))}% ${met ? 'margin' : comparison === '>=' ? 'short' : 'over'})`
+      : '';
+  const verdict = met
+    ? `met: ${fmt(measured)} ${comparison} ${fmt(threshold)}${pct}`
+    : `MISSED by ${fmt(gap)}: ${fmt(measured)}, target ${comparison} ${fmt(threshold)}${pct}`;
   return { name, measured, comparison, threshold, unit, met, verdict };
 }
 
@@ -149,20 +154,33 @@ export function renderMarkdown(report: Report): string {
   ];
   const targets = report.sections.flatMap((s) => s.targets.map((t) => ({ s, t })));
   if (targets.length > 0) {
-    out.push('## Targets', '', markdownTable({
-      title: 'Targets',
-      columns: ['Scenario', 'Figure', 'Target', 'Measured', 'Verdict'],
-      rows: targets.map(({ s, t }) => [s.title, t.name, `${t.comparison} ${formatNumber(t.threshold)}${t.unit ?? ''}`, `${formatNumber(t.measured)}${t.unit ?? ''}`, t.verdict]),
-    }), '');
+    out.push(
+      '## Targets',
+      '',
+      markdownTable({
+        title: 'Targets',
+        columns: ['Scenario', 'Figure', 'Target', 'Measured', 'Verdict'],
+        rows: targets.map(({ s, t }) => [
+          s.title,
+          t.name,
+          `${t.comparison} ${formatNumber(t.threshold)}${t.unit ?? ''}`,
+          `${formatNumber(t.measured)}${t.unit ?? ''}`,
+          t.verdict,
+        ]),
+      }),
+      '',
+    );
   }
   for (const s of report.sections) {
     out.push(`## ${s.title}`, '', s.description, '');
-    if (s.error) out.push(`**Scenario failed:** ${s.error.split('\n')[0]}`, '', '```', s.error.slice(0, 2000), '```', '');
+    if (s.error)
+      out.push(`**Scenario failed:** ${s.error.split('\n')[0]}`, '', '```', s.error.slice(0, 2000), '```', '');
     for (const t of s.tables) {
       out.push(`### ${t.title}`, '', markdownTable(t), '');
       if (t.note) out.push(`_${t.note}_`, '');
     }
-    for (const t of s.targets) out.push(`- **Target** ${t.name} ${t.comparison} ${formatNumber(t.threshold)}${t.unit ?? ''}: ${t.verdict}`);
+    for (const t of s.targets)
+      out.push(`- **Target** ${t.name} ${t.comparison} ${formatNumber(t.threshold)}${t.unit ?? ''}: ${t.verdict}`);
     if (s.targets.length > 0) out.push('');
     for (const n of s.notes) out.push(`- ${n}`);
     if (s.notes.length > 0) out.push('');

@@ -163,14 +163,20 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         synchronous: 'true',
         response_timeout: '900',
       });
-      const res = await request(`${urls.management}/models?${query}`, { method: 'POST', headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      const res = await request(`${urls.management}/models?${query}`, {
+        method: 'POST',
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
       const body = await res.body.text();
-      if (res.statusCode !== 200) throw new Error(`registering ${lang}: ${res.statusCode} ${body}\n${modelServer.tail}`);
+      if (res.statusCode !== 200)
+        throw new Error(`registering ${lang}: ${res.statusCode} ${body}\n${modelServer.tail}`);
     }
 
     let frontKind: string | undefined;
     if (options.layers !== 'model-server') {
-      const instances = options.routerInstances && options.routerInstances > 0 ? options.routerInstances : os.availableParallelism();
+      const instances =
+        options.routerInstances && options.routerInstances > 0 ? options.routerInstances : os.availableParallelism();
       const router = startProcess({
         name: `${options.name} router`,
         file: path.join(root, 'bench', `router-cluster.${ext}`),
@@ -178,7 +184,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         execArgv: tsExecArgv(),
         cwd: root,
         logFile: path.join(logs, 'router.log'),
-        env: { ...baseEnv, ROUTER_ADDRESS: '127.0.0.1:0', INFERENCE_ADDRESS: `127.0.0.1:${ports.inference}`, ROUTER_UPSTREAM_CONNECTIONS: '64' },
+        env: {
+          ...baseEnv,
+          ROUTER_ADDRESS: '127.0.0.1:0',
+          INFERENCE_ADDRESS: `127.0.0.1:${ports.inference}`,
+          ROUTER_UPSTREAM_CONNECTIONS: '64',
+        },
       });
       started.push(router);
       const routerLine = await router.waitForLine(/router cluster listening/, 60_000);
@@ -192,7 +203,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           execArgv: tsExecArgv(),
           cwd: root,
           logFile: path.join(logs, 'front.log'),
-          env: { ...baseEnv, FRONT_ADDRESS: `127.0.0.1:${frontPort}`, ROUTER_ADDRESS: urls.router.replace('http://', ''), FRONT: 'auto' },
+          env: {
+            ...baseEnv,
+            FRONT_ADDRESS: `127.0.0.1:${frontPort}`,
+            ROUTER_ADDRESS: urls.router.replace('http://', ''),
+            FRONT: 'auto',
+          },
         });
         started.push(front);
         const frontLine = await front.waitForLine(/front listening/, 60_000);

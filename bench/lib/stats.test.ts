@@ -35,7 +35,13 @@ describe('stats', () => {
   });
 
   it('medianOf takes each field over repeats and skips repeats that did not measure it', () => {
-    expect(medianOf([{ a: 1, b: 10 }, { a: 3, b: Number.NaN }, { a: 2, b: 30 }])).toEqual({ a: 2, b: 20 });
+    expect(
+      medianOf([
+        { a: 1, b: 10 },
+        { a: 3, b: Number.NaN },
+        { a: 2, b: 30 },
+      ]),
+    ).toEqual({ a: 2, b: 20 });
     expect(medianOf([{ a: Number.NaN }]).a).toBeNaN();
     expect(() => medianOf([])).toThrow(RangeError);
   });

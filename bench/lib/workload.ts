@@ -5,7 +5,22 @@
 import { readFileSync } from 'node:fs';
 
 /** The 14 languages of the seed's setup_config.json, in its order. */
-export const SEED_LANGUAGES = ['ko', 'en', 'zh', 'es', 'fr', 'ru', 'id', 'ja', 'vi', 'de', 'it', 'hi', 'ar', 'pt'] as const;
+export const SEED_LANGUAGES = [
+  'ko',
+  'en',
+  'zh',
+  'es',
+  'fr',
+  'ru',
+  'id',
+  'ja',
+  'vi',
+  'de',
+  'it',
+  'hi',
+  'ar',
+  'pt',
+] as const;
 
 /** Languages served, from a setup_config.json (`{"cuda_id": {lang: device}}`). */
 export function languagesOf(setupConfigPath: string): string[] {
@@ -59,7 +74,11 @@ export function sentence(i: number): string {
  * Job number `i` of a workload over `targets`: the target cycles through them, the source language is the
  * next language in the list that is not the target, the text is `sentence(i)`.
  */
-export function job(i: number, targets: readonly string[], sources: readonly string[] = SEED_LANGUAGES): TranslationJob {
+export function job(
+  i: number,
+  targets: readonly string[],
+  sources: readonly string[] = SEED_LANGUAGES,
+): TranslationJob {
   const tgt = targets[i % targets.length]!;
   let src = sources[(i + 1) % sources.length]!;
   if (src === tgt) src = sources[(i + 2) % sources.length]!;

@@ -16,7 +16,12 @@ type Arm = 'mt-serve batch 64' | 'mt-serve batch 1' | 'transformers.js';
 const ARMS: Arm[] = ['mt-serve batch 64', 'transformers.js', 'mt-serve batch 1'];
 const TARGETS = ['en'];
 
-async function runArm(ctx: BenchContext, arm: Arm, repeat: number, concurrencies: number[]): Promise<Map<number, LoadMeasurement>> {
+async function runArm(
+  ctx: BenchContext,
+  arm: Arm,
+  repeat: number,
+  concurrencies: number[],
+): Promise<Map<number, LoadMeasurement>> {
   const { settings } = ctx;
   const modelDir = await ctx.model(ctx.settings.speedModel);
   const out = new Map<number, LoadMeasurement>();
@@ -24,7 +29,13 @@ async function runArm(ctx: BenchContext, arm: Arm, repeat: number, concurrencies
   let metricsUrl: string | undefined;
   let stop: () => Promise<void>;
   if (arm === 'transformers.js') {
-    const b = await startBaseline({ workDir: ctx.workDir, name: `baseline-${repeat}`, modelDir, newTokens: settings.newTokens, intraOpThreads: settings.intraOpThreads });
+    const b = await startBaseline({
+      workDir: ctx.workDir,
+      name: `baseline-${repeat}`,
+      modelDir,
+      newTokens: settings.newTokens,
+      intraOpThreads: settings.intraOpThreads,
+    });
     origin = b.url;
     stop = () => b.process.stop();
   } else {
@@ -52,7 +63,10 @@ async function runArm(ctx: BenchContext, arm: Arm, repeat: number, concurrencies
       if (ctx.signal.aborted) break;
       // The last level need not wait for its in-flight answers: the server is stopped right after.
       const drain = i < concurrencies.length - 1;
-      out.set(c, await measure(ctx, { origin, entry: 'front', concurrency: c, targets: TARGETS, metricsUrl, drain, label: arm }));
+      out.set(
+        c,
+        await measure(ctx, { origin, entry: 'front', concurrency: c, targets: TARGETS, metricsUrl, drain, label: arm }),
+      );
     }
   } finally {
     await stop();
@@ -79,7 +93,12 @@ async function run(ctx: BenchContext): Promise<Section> {
     }
   }
   const med = (arm: Arm, c: number, pick: (m: LoadMeasurement) => number) =>
-    median(results.get(arm)!.map((m) => (m.get(c) ? pick(m.get(c)!) : Number.NaN)).filter(Number.isFinite));
+    median(
+      results
+        .get(arm)!
+        .map((m) => (m.get(c) ? pick(m.get(c)!) : Number.NaN))
+        .filter(Number.isFinite),
+    );
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
   for (const c of concurrencies) {
@@ -89,39 +108,104 @@ async function run(ctx: BenchContext): Promise<Section> {
       const p99 = med(arm, c, (m) => m.load.latency.p99);
       const batch = med(arm, c, (m) => m.meanBatchSize);
       const errors = results.get(arm)!.reduce((n, m) => n + (m.get(c)?.load.failed ?? 0), 0);
-      const vsBaseline = ratio(sps, med('transformers.js', c, (m) => m.sentencesPerS));
+      const vsBaseline = ratio(
+        sps,
+        med('transformers.js', c, (m) => m.sentencesPerS),
+      );
       // A system that answered nothing in its run shows its throughput bound instead of n/a.
       const bound = med(arm, c, (m) => (m.load.ok === 0 ? m.load.requestsPerSUpperBound : Number.NaN));
       const spsCell = Number.isFinite(sps) ? sps : Number.isFinite(bound) ? `≤ ${formatNumber(bound)}` : sps;
-      const baselineBoundAtC = med('transformers.js', c, (m) => (m.load.ok === 0 ? m.load.requestsPerSUpperBound : Number.NaN));
-      const vsText = Number.isFinite(vsBaseline) || !Number.isFinite(baselineBoundAtC) ? formatRatio(vsBaseline) : `≥ ${formatRatio(ratio(sps, baselineBoundAtC))}`;
-      rows.push([arm, c, spsCell, Number.isFinite(sps) ? sps * settings.newTokens : '', p50, p99, batch, vsText, errors]);
+      const baselineBoundAtC = med('transformers.js', c, (m) =>
+        m.load.ok === 0 ? m.load.requestsPerSUpperBound : Number.NaN,
+      );
+      const vsText =
+        Number.isFinite(vsBaseline) || !Number.isFinite(baselineBoundAtC)
+          ? formatRatio(vsBaseline)
+          : `≥ ${formatRatio(ratio(sps, baselineBoundAtC))}`;
+      rows.push([
+        arm,
+        c,
+        spsCell,
+        Number.isFinite(sps) ? sps * settings.newTokens : '',
+        p50,
+        p99,
+        batch,
+        vsText,
+        errors,
+      ]);
       data.push({ arm, concurrency: c, sentencesPerS: sps, p50, p99, meanBatchSize: batch, vsBaseline, errors });
     }
   }
   s.tables.push({
     title: 'Same clients, same model folder, same output length',
-    columns: ['System', 'Concurrency', 'sentences/s', 'tokens/s', 'p50 ms', 'p99 ms', 'mean batch', 'sentences/s vs transformers.js', 'errors'],
+    columns: [
+      'System',
+      'Concurrency',
+      'sentences/s',
+      'tokens/s',
+      'p50 ms',
+      'p99 ms',
+      'mean batch',
+      'sentences/s vs transformers.js',
+      'errors',
+    ],
     rows,
     note: `Median of ${settings.loadRepeats} repeat(s). transformers.js has no batching across requests: concurrent requests interleave their generation loops on one session.`,
   });
-  let gain64 = ratio(med('mt-serve batch 64', 64, (m) => m.sentencesPerS), med('transformers.js', 64, (m) => m.sentencesPerS));
+  let gain64 = ratio(
+    med('mt-serve batch 64', 64, (m) => m.sentencesPerS),
+    med('transformers.js', 64, (m) => m.sentencesPerS),
+  );
   const baselineBound = med('transformers.js', 64, (m) => m.load.requestsPerSUpperBound);
-  if (!Number.isFinite(gain64) && Number.isFinite(baselineBound) && results.get('transformers.js')!.some((m) => m.get(64)?.load.ok === 0)) {
+  if (
+    !Number.isFinite(gain64) &&
+    Number.isFinite(baselineBound) &&
+    results.get('transformers.js')!.some((m) => m.get(64)?.load.ok === 0)
+  ) {
     // The baseline answered nothing inside its run: its throughput is at most the bound, so the gain is at least this.
-    gain64 = ratio(med('mt-serve batch 64', 64, (m) => m.sentencesPerS), baselineBound);
+    gain64 = ratio(
+      med('mt-serve batch 64', 64, (m) => m.sentencesPerS),
+      baselineBound,
+    );
     s.notes.push(
       `transformers.js at concurrency 64 answered no request inside its ${formatNumber(med('transformers.js', 64, (m) => m.load.elapsedMs) / 1000)} s run: ` +
         `its throughput is at most ${formatNumber(baselineBound)} sentences/s (every request in flight counted as answered at the end), so the gain below is a lower bound.`,
     );
   }
-  const p50Ratio = ratio(med('mt-serve batch 64', 1, (m) => m.load.latency.p50), med('transformers.js', 1, (m) => m.load.latency.p50));
-  const batchGain = ratio(med('mt-serve batch 64', 64, (m) => m.sentencesPerS), med('mt-serve batch 1', 64, (m) => m.sentencesPerS));
+  const p50Ratio = ratio(
+    med('mt-serve batch 64', 1, (m) => m.load.latency.p50),
+    med('transformers.js', 1, (m) => m.load.latency.p50),
+  );
+  const batchGain = ratio(
+    med('mt-serve batch 64', 64, (m) => m.sentencesPerS),
+    med('mt-serve batch 1', 64, (m) => m.sentencesPerS),
+  );
   s.targets.push(checkTarget('mt-serve ÷ transformers.js sentences/s at concurrency 64', gain64, '>=', 5, '×'));
-  s.targets.push(checkTarget('mt-serve ÷ transformers.js p50 latency at concurrency 1 (no worse)', p50Ratio, '<=', 1, '×'));
-  s.notes.push(`Our batch_size 64 ÷ batch_size 1 at concurrency 64: ${formatRatio(batchGain)} sentences/s (no target; shows what batching itself buys on this machine).`);
-  s.data = { rows: data, gain64, p50Ratio, batchGain, raw: Object.fromEntries([...results].map(([arm, runs]) => [arm, runs.map((m) => Object.fromEntries([...m].map(([c, x]) => [c, { ...x, load: { ...x.load, records: undefined } }])))])) };
+  s.targets.push(
+    checkTarget('mt-serve ÷ transformers.js p50 latency at concurrency 1 (no worse)', p50Ratio, '<=', 1, '×'),
+  );
+  s.notes.push(
+    `Our batch_size 64 ÷ batch_size 1 at concurrency 64: ${formatRatio(batchGain)} sentences/s (no target; shows what batching itself buys on this machine).`,
+  );
+  s.data = {
+    rows: data,
+    gain64,
+    p50Ratio,
+    batchGain,
+    raw: Object.fromEntries(
+      [...results].map(([arm, runs]) => [
+        arm,
+        runs.map((m) =>
+          Object.fromEntries([...m].map(([c, x]) => [c, { ...x, load: { ...x.load, records: undefined } }])),
+        ),
+      ]),
+    ),
+  };
   return s;
 }
 
-export const baselineScenario: Scenario = { id: 'baseline', title: '3. Batching gain over a per-request transformers.js server', run };
+export const baselineScenario: Scenario = {
+  id: 'baseline',
+  title: '3. Batching gain over a per-request transformers.js server',
+  run,
+};

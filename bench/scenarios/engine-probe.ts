@@ -33,7 +33,11 @@ export interface EngineRow {
 
 /** The first `count` rows of the workload over `targets`, as engine rows. */
 export function engineRows(count: number, targets: readonly string[]): EngineRow[] {
-  return Array.from({ length: count }, (_, i) => job(i, targets)).map((j) => ({ srcLang: j.src_lang, text: j.src_text, tgtLang: j.tgt_lang }));
+  return Array.from({ length: count }, (_, i) => job(i, targets)).map((j) => ({
+    srcLang: j.src_lang,
+    text: j.src_text,
+    tgtLang: j.tgt_lang,
+  }));
 }
 
 export interface EngineBatchResult {
@@ -64,7 +68,11 @@ export interface EngineProbeResult {
 
 export async function runEngineProbe(request: EngineProbeRequest): Promise<EngineProbeResult> {
   const t0 = performance.now();
-  const engine = await TranslationEngine.load({ modelDir: request.modelDir, intraOpThreads: request.intraOpThreads, device: { kind: 'cpu' } });
+  const engine = await TranslationEngine.load({
+    modelDir: request.modelDir,
+    intraOpThreads: request.intraOpThreads,
+    device: { kind: 'cpu' },
+  });
   const loadSeconds = (performance.now() - t0) / 1000;
   const options = { numBeams: 1, minNewTokens: request.newTokens, maxNewTokens: request.newTokens };
   const rows = (n: number) => request.rows.slice(0, n);
@@ -73,7 +81,8 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
     await engine.translate(rows(Math.min(4, request.rows.length)), options);
     const batches: EngineBatchResult[] = [];
     for (const batch of request.batches) {
-      if (batch > request.rows.length) throw new RangeError(`batch ${batch} needs ${batch} rows, got ${request.rows.length}`);
+      if (batch > request.rows.length)
+        throw new RangeError(`batch ${batch} needs ${batch} rows, got ${request.rows.length}`);
       const times: number[] = [];
       let tokens = 0;
       let sourceTokens = 0;
@@ -102,7 +111,12 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
         sourceTokens: sourceTokens / (runs * batch),
         rowsPerDecoderRun: (after.decoderRows - before.decoderRows) / decoderRuns,
         decoderRunsPerStep: decoderRuns / (runs * tokensPerSentence),
-        phases: { encoder: share('encoderMs'), decoder: share('decoderMs'), search: share('searchMs'), layout: share('layoutMs') },
+        phases: {
+          encoder: share('encoderMs'),
+          decoder: share('decoderMs'),
+          search: share('searchMs'),
+          layout: share('layoutMs'),
+        },
       });
     }
     let maxOnlyLengths: Record<string, number> | undefined;
@@ -112,7 +126,13 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
         maxOnlyLengths[t.generatedTokens] = (maxOnlyLengths[t.generatedTokens] ?? 0) + 1;
       }
     }
-    return { loadSeconds, device: `${engine.device.kind}/${engine.device.provider}`, joinable: engine.joinable, batches, maxOnlyLengths };
+    return {
+      loadSeconds,
+      device: `${engine.device.kind}/${engine.device.provider}`,
+      joinable: engine.joinable,
+      batches,
+      maxOnlyLengths,
+    };
   } finally {
     await engine.close();
   }

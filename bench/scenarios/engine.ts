@@ -33,7 +33,8 @@ export function meanSourceTokens(modelDir: string, count: number): number {
   const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as { eos_token_id?: number };
   const tokenizer = TranslationTokenizer.load(modelDir, { eosTokenId: config.eos_token_id ?? 2, maxInputTokens: 1024 });
   let total = 0;
-  for (let i = 0; i < count; i++) total += tokenizer.encode(job(i, ['en']).src_text, job(i, ['en']).src_lang).ids.length;
+  for (let i = 0; i < count; i++)
+    total += tokenizer.encode(job(i, ['en']).src_text, job(i, ['en']).src_lang).ids.length;
   return total / count;
 }
 
@@ -47,7 +48,9 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   );
   const { settings } = ctx;
   const modelDir = await ctx.model(ctx.settings.speedModel);
-  const shape = shapeFromConfig(JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>);
+  const shape = shapeFromConfig(
+    JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>,
+  );
   const batches = settings.engineBatches;
   const maxBatch = Math.max(...batches);
   // A batch of b is the first b workload sentences: its encoder work is b × their mean source length.
@@ -83,9 +86,15 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
             // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
             ...(r === 0 && batch === maxBatch ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
           };
-          const result = await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label: `engine-${r}-b${batch}`, timeoutMs: 20 * 60_000 });
+          const result = await runProbe<EngineProbeResult>(request, {
+            workDir: ctx.workDir,
+            label: `engine-${r}-b${batch}`,
+            timeoutMs: 20 * 60_000,
+          });
           engineRuns.push(result);
-          ctx.log(`engine alone, batch ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches[0]!.tokensPerS.toFixed(1)} tokens/s`);
+          ctx.log(
+            `engine alone, batch ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches[0]!.tokensPerS.toFixed(1)} tokens/s`,
+          );
         } else {
           const request: MatmulProbeRequest = {
             kind: 'matmul',
@@ -96,29 +105,59 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
             intraOpThreads: settings.intraOpThreads,
             minTimeMs: settings.ceilingMinTimeMs,
           };
-          const result = await runProbe<MatmulMeasurement[]>(request, { workDir: ctx.workDir, label: `ceiling-${r}-b${batch}`, timeoutMs: 15 * 60_000 });
+          const result = await runProbe<MatmulMeasurement[]>(request, {
+            workDir: ctx.workDir,
+            label: `ceiling-${r}-b${batch}`,
+            timeoutMs: 15 * 60_000,
+          });
           ceilingRuns.push(result);
-          ctx.log(`ceiling, rows ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.map((m) => `${m.key} ${m.gflops.toFixed(0)}`).join(', ')} GFLOP/s`);
+          ctx.log(
+            `ceiling, rows ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.map((m) => `${m.key} ${m.gflops.toFixed(0)}`).join(', ')} GFLOP/s`,
+          );
         }
       }
       pairs++;
     }
   }
-  if (engineRuns.length === 0 || ceilingRuns.length === 0) throw new Error('aborted before both the engine and the ceiling were measured');
+  if (engineRuns.length === 0 || ceilingRuns.length === 0)
+    throw new Error('aborted before both the engine and the ceiling were measured');
 
   // Medians over repeats.
   const gflops = (key: string, rows: number) =>
-    median(ceilingRuns.map((run) => run.find((m) => m.key === key && m.rows === rows)?.gflops ?? Number.NaN).filter(Number.isFinite));
-  const engineTokens = (batch: number) => median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.tokensPerS ?? Number.NaN).filter(Number.isFinite));
+    median(
+      ceilingRuns
+        .map((run) => run.find((m) => m.key === key && m.rows === rows)?.gflops ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
+  const engineTokens = (batch: number) =>
+    median(
+      engineRuns
+        .map((run) => run.batches.find((b) => b.batch === batch)?.tokensPerS ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
   const engineField = (batch: number, field: 'rowsPerDecoderRun' | 'decoderRunsPerStep' | 'sourceTokens') =>
-    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.[field] ?? Number.NaN).filter(Number.isFinite));
+    median(
+      engineRuns
+        .map((run) => run.batches.find((b) => b.batch === batch)?.[field] ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
   const phase = (batch: number, key: 'encoder' | 'decoder' | 'search' | 'layout') =>
-    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.phases?.[key] ?? Number.NaN).filter(Number.isFinite));
+    median(
+      engineRuns
+        .map((run) => run.batches.find((b) => b.batch === batch)?.phases?.[key] ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
   const engineSentences = (batch: number) =>
-    median(engineRuns.map((run) => run.batches.find((b) => b.batch === batch)?.sentencesPerS ?? Number.NaN).filter(Number.isFinite));
+    median(
+      engineRuns
+        .map((run) => run.batches.find((b) => b.batch === batch)?.sentencesPerS ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
   const generatedPerSentence = engineRuns.flatMap((run) => run.batches.map((b) => b.tokensPerSentence));
   if (generatedPerSentence.some((n) => n !== settings.newTokens)) {
-    s.notes.push(`WARNING: the engine generated ${[...new Set(generatedPerSentence)].join('/')} tokens per sentence, not the fixed ${settings.newTokens}.`);
+    s.notes.push(
+      `WARNING: the engine generated ${[...new Set(generatedPerSentence)].join('/')} tokens per sentence, not the fixed ${settings.newTokens}.`,
+    );
   }
   const lengths = engineRuns.find((run) => run.maxOnlyLengths)?.maxOnlyLengths;
   if (lengths) {
@@ -137,7 +176,12 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     columns: ['Weight [K×N]', 'used per', ...batches.map((b) => `rows ${b}`), ...encoderRows.map((r) => `rows ${r}`)],
     rows: shapes.map((sh) => [
       `${sh.k}×${sh.n}`,
-      [step.some((u) => u.key === sh.key) ? 'generated token' : '', source.some((u) => u.key === sh.key) ? 'source token' : ''].filter(Boolean).join(', '),
+      [
+        step.some((u) => u.key === sh.key) ? 'generated token' : '',
+        source.some((u) => u.key === sh.key) ? 'source token' : '',
+      ]
+        .filter(Boolean)
+        .join(', '),
       ...batches.map((b) => (step.some((u) => u.key === sh.key) ? gflops(sh.key, b) : '')),
       ...encoderRows.map((r) => (source.some((u) => u.key === sh.key) ? gflops(sh.key, r) : '')),
     ]),
@@ -159,7 +203,18 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     const effectiveGflops = ceiling.decoderOnly * ceiling.decoderGflopPerToken;
     const rowsPerRun = engineField(batch, 'rowsPerDecoderRun');
     const runsPerStep = engineField(batch, 'decoderRunsPerStep');
-    rows.push([batch, tokens, engineSentences(batch), rowsPerRun, runsPerStep, effectiveGflops, ceiling.decoderOnly, ratio(tokens, ceiling.decoderOnly), ceiling.allWork, ratio(tokens, ceiling.allWork)]);
+    rows.push([
+      batch,
+      tokens,
+      engineSentences(batch),
+      rowsPerRun,
+      runsPerStep,
+      effectiveGflops,
+      ceiling.decoderOnly,
+      ratio(tokens, ceiling.decoderOnly),
+      ceiling.allWork,
+      ratio(tokens, ceiling.allWork),
+    ]);
     data.push({
       batch,
       engineTokensPerS: tokens,
@@ -174,16 +229,34 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   }
   s.tables.push({
     title: 'Engine tokens/s vs ceiling tokens/s',
-    columns: ['Batch', 'engine tokens/s', 'engine sentences/s', 'rows per decoder run', 'decoder runs per token', 'decoder GEMM GFLOP/s', 'ceiling tokens/s (decoder step)', 'engine ÷ ceiling', 'ceiling tokens/s (all work)', 'engine ÷ ceiling (all work)'],
+    columns: [
+      'Batch',
+      'engine tokens/s',
+      'engine sentences/s',
+      'rows per decoder run',
+      'decoder runs per token',
+      'decoder GEMM GFLOP/s',
+      'ceiling tokens/s (decoder step)',
+      'engine ÷ ceiling',
+      'ceiling tokens/s (all work)',
+      'engine ÷ ceiling (all work)',
+    ],
     rows,
     note:
       `Ceiling (decoder step) = batch ÷ time of one decoder step's GEMMs at the measured rates (${formatNumber(flopsPerRow(step) / 1e9)} GFLOP per generated token); ` +
       `ceiling (all work) also spreads each sentence's encoder and cross-attention k/v GEMMs (${formatNumber((flopsPerRow(source) * srcTokens) / 1e9)} GFLOP for the ${formatNumber(srcTokens)} source tokens of a mean sentence) over its ${settings.newTokens} tokens. ` +
-      'Rows per decoder run and decoder runs per generated token come from the engine\'s own counters: a pre-formed batch that the engine steps as more than one cohort shows more than one run per token.',
+      "Rows per decoder run and decoder runs per generated token come from the engine's own counters: a pre-formed batch that the engine steps as more than one cohort shows more than one run per token.",
   });
   s.tables.push({
     title: 'Where the engine spends its time (share of wall time, engine counters)',
-    columns: ['Batch', 'encoder runs', 'decoder runs', 'greedy search', 'cache re-layout', 'other (JS, tensors, tokenizer)'],
+    columns: [
+      'Batch',
+      'encoder runs',
+      'decoder runs',
+      'greedy search',
+      'cache re-layout',
+      'other (JS, tensors, tokenizer)',
+    ],
     rows: batches.map((b) => {
       const parts = (['encoder', 'decoder', 'search', 'layout'] as const).map((k) => phase(b, k));
       const pct = (v: number) => (Number.isFinite(v) ? `${(100 * v).toFixed(1)}%` : 'n/a');
@@ -198,7 +271,16 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     describeCount(shape),
     'The target is read on the all-work ceiling: its numerator and denominator count the same work (a sentence cannot be generated without encoding its source). The decoder-step-only ratio is shown beside it; the gap between the two is the encoder share of this workload.',
   );
-  s.data = { model: modelDir, shape, meanSourceTokens: Object.fromEntries(srcTokensOf), newTokens: settings.newTokens, pairs, batches: data, engineRuns, ceilingRuns };
+  s.data = {
+    model: modelDir,
+    shape,
+    meanSourceTokens: Object.fromEntries(srcTokensOf),
+    newTokens: settings.newTokens,
+    pairs,
+    batches: data,
+    engineRuns,
+    ceilingRuns,
+  };
   return s;
 }
 

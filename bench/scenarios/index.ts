@@ -9,4 +9,11 @@ import { overheadScenario } from './overhead.js';
 import { policyScenario } from './policy.js';
 import { servingScenario } from './serving.js';
 
-export const SCENARIOS: Scenario[] = [engineScenario, servingScenario, baselineScenario, policyScenario, memoryScenario, overheadScenario];
+export const SCENARIOS: Scenario[] = [
+  engineScenario,
+  servingScenario,
+  baselineScenario,
+  policyScenario,
+  memoryScenario,
+  overheadScenario,
+];

@@ -26,7 +26,11 @@ export function translationRequest(entry: EntryKind, targets: readonly string[])
     const j = job(seq, targets);
     return entry === 'front'
       ? { path: '/', body: JSON.stringify(j), units: 1 }
-      : { path: `/predictions/${j.tgt_lang}`, body: JSON.stringify({ src_lang: j.src_lang, src_text: j.src_text }), units: 1 };
+      : {
+          path: `/predictions/${j.tgt_lang}`,
+          body: JSON.stringify({ src_lang: j.src_lang, src_text: j.src_text }),
+          units: 1,
+        };
   };
 }
 
@@ -64,7 +68,8 @@ export async function measure(ctx: BenchContext, options: MeasureOptions): Promi
     cyclesPerClient: settings.translationCyclesPerClient,
   };
   // The batch-size histogram is scraped at the window's edges, so warm-up batches do not count.
-  const scrapeAt = () => (options.metricsUrl ? scrape(`${options.metricsUrl}/metrics`).catch(() => undefined) : Promise.resolve(undefined));
+  const scrapeAt = () =>
+    options.metricsUrl ? scrape(`${options.metricsUrl}/metrics`).catch(() => undefined) : Promise.resolve(undefined);
   let opened: ReturnType<typeof scrapeAt> = Promise.resolve(undefined);
   let closed: ReturnType<typeof scrapeAt> = Promise.resolve(undefined);
   const load = await runClosedLoop({

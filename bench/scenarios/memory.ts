@@ -30,9 +30,29 @@ const LAYOUTS: Layout[] = [
 ];
 
 /** The seed's spread of languages over GPUs 0–2 (setup_config.json); on a CPU-only host all fall back to the CPU. */
-const SEED_DEVICES: Record<string, string> = { ko: '0', en: '0', zh: '0', es: '0', fr: '0', ru: '1', id: '1', ja: '1', vi: '1', de: '1', it: '2', hi: '2', ar: '2', pt: '2' };
+const SEED_DEVICES: Record<string, string> = {
+  ko: '0',
+  en: '0',
+  zh: '0',
+  es: '0',
+  fr: '0',
+  ru: '1',
+  id: '1',
+  ja: '1',
+  vi: '1',
+  de: '1',
+  it: '2',
+  hi: '2',
+  ar: '2',
+  pt: '2',
+};
 
-async function measureLayout(ctx: BenchContext, model: BenchModel, layout: Layout, repeat: number): Promise<MemoryPeak & { workers: number; sentencesPerS: number }> {
+async function measureLayout(
+  ctx: BenchContext,
+  model: BenchModel,
+  layout: Layout,
+  repeat: number,
+): Promise<MemoryPeak & { workers: number; sentencesPerS: number }> {
   const { settings } = ctx;
   const modelDir = await ctx.model(model);
   const sampler = new RssSampler();
@@ -114,22 +134,45 @@ async function run(ctx: BenchContext): Promise<Section> {
       const workers = median(ms.map((m) => m.workers));
       peaks.set(`${model}:${layout.label}`, rss);
       rows.push([model, layout.label, workers, formatBytes(rss), formatBytes(pss), formatRatio(ratio(rss, one))]);
-      data.push({ model, layout: layout.label, engineSharing: layout.sharing, languages: layout.languages.length, workers, peakRssBytes: rss, peakPssBytes: pss, vsOneLanguage: ratio(rss, one) });
+      data.push({
+        model,
+        layout: layout.label,
+        engineSharing: layout.sharing,
+        languages: layout.languages.length,
+        workers,
+        peakRssBytes: rss,
+        peakPssBytes: pss,
+        vsOneLanguage: ratio(rss, one),
+      });
     }
   }
   s.tables.push({
     title: 'Peak memory of the model server and its workers',
     columns: ['Model', 'Layout', 'worker processes', 'peak RSS', 'peak PSS', 'RSS vs 1 language'],
     rows,
-    note: 'bench-mid: d_model 256, 6+6 layers, FFN 1024, M2M100\'s 128 112-token vocabulary, ~45 M parameters — the preset on which 14 per-language copies fit this machine; m2m100-418m per language would need ~14 × 2.4 GB.',
+    note: "bench-mid: d_model 256, 6+6 layers, FFN 1024, M2M100's 128 112-token vocabulary, ~45 M parameters — the preset on which 14 per-language copies fit this machine; m2m100-418m per language would need ~14 × 2.4 GB.",
   });
-  const shared = ratio(peaks.get(`${big}:${LAYOUTS[1]!.label}`) ?? Number.NaN, peaks.get(`${big}:${LAYOUTS[0]!.label}`) ?? Number.NaN);
-  s.targets.push(checkTarget(`14 languages ÷ 1 language peak RSS, ${big}, one engine per device`, shared, '<=', 1.25, '×'));
+  const shared = ratio(
+    peaks.get(`${big}:${LAYOUTS[1]!.label}`) ?? Number.NaN,
+    peaks.get(`${big}:${LAYOUTS[0]!.label}`) ?? Number.NaN,
+  );
+  s.targets.push(
+    checkTarget(`14 languages ÷ 1 language peak RSS, ${big}, one engine per device`, shared, '<=', 1.25, '×'),
+  );
   const small = settings.perLanguageModel;
-  const perLanguage = ratio(peaks.get(`${small}:${LAYOUTS[2]!.label}`) ?? Number.NaN, peaks.get(`${small}:${LAYOUTS[1]!.label}`) ?? Number.NaN);
-  s.notes.push(`On ${small}, one engine per language costs ${formatRatio(perLanguage)} the memory of one engine per device for the same 14 languages.`);
+  const perLanguage = ratio(
+    peaks.get(`${small}:${LAYOUTS[2]!.label}`) ?? Number.NaN,
+    peaks.get(`${small}:${LAYOUTS[1]!.label}`) ?? Number.NaN,
+  );
+  s.notes.push(
+    `On ${small}, one engine per language costs ${formatRatio(perLanguage)} the memory of one engine per device for the same 14 languages.`,
+  );
   s.data = { rows: data };
   return s;
 }
 
-export const memoryScenario: Scenario = { id: 'memory', title: '5. Memory: 14 languages on one engine per device vs one engine per language', run };
+export const memoryScenario: Scenario = {
+  id: 'memory',
+  title: '5. Memory: 14 languages on one engine per device vs one engine per language',
+  run,
+};

@@ -42,7 +42,8 @@ async function run(ctx: BenchContext): Promise<Section> {
       for (const [r, round] of alternatingOrder(ENTRIES, Math.max(2, settings.loadRepeats)).entries()) {
         for (const entry of round) {
           if (ctx.signal.aborted) break;
-          const origin = entry === 'front' ? stack.urls.front! : entry === 'router' ? stack.urls.router! : stack.urls.inference;
+          const origin =
+            entry === 'front' ? stack.urls.front! : entry === 'router' ? stack.urls.router! : stack.urls.inference;
           const m = await measure(ctx, {
             origin,
             entry: entry === 'model-server' ? 'model-server' : 'front',
@@ -59,7 +60,8 @@ async function run(ctx: BenchContext): Promise<Section> {
   } finally {
     await stack.stop();
   }
-  const med = (entry: Entry, c: number, pick: (m: LoadMeasurement) => number) => median((results.get(`${entry}:${c}`) ?? []).map(pick).filter(Number.isFinite));
+  const med = (entry: Entry, c: number, pick: (m: LoadMeasurement) => number) =>
+    median((results.get(`${entry}:${c}`) ?? []).map(pick).filter(Number.isFinite));
   const rows: (string | number)[][] = [];
   const hops: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
@@ -72,10 +74,16 @@ async function run(ctx: BenchContext): Promise<Section> {
       rows.push([entry, c, rps, p50, p99, errors]);
       data.push({ entry, concurrency: c, requestsPerS: rps, p50, p99, errors });
     }
-    const added = (upper: Entry, lower: Entry, pick: (m: LoadMeasurement) => number) => med(upper, c, pick) - med(lower, c, pick);
+    const added = (upper: Entry, lower: Entry, pick: (m: LoadMeasurement) => number) =>
+      med(upper, c, pick) - med(lower, c, pick);
     const p50 = (m: LoadMeasurement) => m.load.latency.p50;
     const p99 = (m: LoadMeasurement) => m.load.latency.p99;
-    hops.push([`front (${stack.frontKind ?? '?'}) → router`, c, added('front', 'router', p50), added('front', 'router', p99)]);
+    hops.push([
+      `front (${stack.frontKind ?? '?'}) → router`,
+      c,
+      added('front', 'router', p50),
+      added('front', 'router', p99),
+    ]);
     hops.push(['router → model server', c, added('router', 'model-server', p50), added('router', 'model-server', p99)]);
     hops.push(['model server + worker (echo)', c, med('model-server', c, p50), med('model-server', c, p99)]);
   }

@@ -51,7 +51,18 @@ async function run(ctx: BenchContext): Promise<Section> {
           if (ctx.signal.aborted) break;
           // The high-load level is the last on this server, which is stopped right after: no need to drain it.
           const drain = c !== high;
-          byConcurrency.set(c, await measure(ctx, { origin: stack.urls.inference, entry: 'model-server', concurrency: c, targets: TARGETS, metricsUrl: stack.urls.metrics, drain, label: `policy ${policy}` }));
+          byConcurrency.set(
+            c,
+            await measure(ctx, {
+              origin: stack.urls.inference,
+              entry: 'model-server',
+              concurrency: c,
+              targets: TARGETS,
+              metricsUrl: stack.urls.metrics,
+              drain,
+              label: `policy ${policy}`,
+            }),
+          );
         }
       } finally {
         await stack.stop();
@@ -60,11 +71,25 @@ async function run(ctx: BenchContext): Promise<Section> {
     }
   }
   const med = (p: Policy, c: number, pick: (m: LoadMeasurement) => number) =>
-    median(results.get(p)!.map((m) => (m.get(c) ? pick(m.get(c)!) : Number.NaN)).filter(Number.isFinite));
+    median(
+      results
+        .get(p)!
+        .map((m) => (m.get(c) ? pick(m.get(c)!) : Number.NaN))
+        .filter(Number.isFinite),
+    );
   const rows: (string | number)[][] = [];
   for (const p of POLICIES) {
     for (const c of [low, high]) {
-      rows.push([p, c, med(p, c, (m) => m.sentencesPerS), med(p, c, (m) => m.tokensPerS), med(p, c, (m) => m.load.latency.p50), med(p, c, (m) => m.load.latency.p90), med(p, c, (m) => m.load.latency.p99), med(p, c, (m) => m.meanBatchSize)]);
+      rows.push([
+        p,
+        c,
+        med(p, c, (m) => m.sentencesPerS),
+        med(p, c, (m) => m.tokensPerS),
+        med(p, c, (m) => m.load.latency.p50),
+        med(p, c, (m) => m.load.latency.p90),
+        med(p, c, (m) => m.load.latency.p99),
+        med(p, c, (m) => m.meanBatchSize),
+      ]);
     }
   }
   s.tables.push({
@@ -72,16 +97,37 @@ async function run(ctx: BenchContext): Promise<Section> {
     columns: ['Policy', 'Concurrency', 'sentences/s', 'tokens/s', 'p50 ms', 'p90 ms', 'p99 ms', 'mean batch'],
     rows,
   });
-  const lowP50 = ratio(med('torchserve', low, (m) => m.load.latency.p50), med('immediate', low, (m) => m.load.latency.p50));
-  const highTput = ratio(med('torchserve', high, (m) => m.sentencesPerS), med('immediate', high, (m) => m.sentencesPerS));
-  const highP50 = ratio(med('torchserve', high, (m) => m.load.latency.p50), med('immediate', high, (m) => m.load.latency.p50));
+  const lowP50 = ratio(
+    med('torchserve', low, (m) => m.load.latency.p50),
+    med('immediate', low, (m) => m.load.latency.p50),
+  );
+  const highTput = ratio(
+    med('torchserve', high, (m) => m.sentencesPerS),
+    med('immediate', high, (m) => m.sentencesPerS),
+  );
+  const highP50 = ratio(
+    med('torchserve', high, (m) => m.load.latency.p50),
+    med('immediate', high, (m) => m.load.latency.p50),
+  );
   s.tables.push({
     title: 'torchserve ÷ immediate',
     columns: ['Figure', 'ratio', 'better'],
     rows: [
-      [`p50 latency at concurrency ${low}`, formatRatio(lowP50), Number.isFinite(lowP50) ? (lowP50 > 1 ? 'immediate' : 'torchserve') : 'n/a'],
-      [`sentences/s at concurrency ${high}`, formatRatio(highTput), Number.isFinite(highTput) ? (highTput < 1 ? 'immediate' : 'torchserve') : 'n/a'],
-      [`p50 latency at concurrency ${high}`, formatRatio(highP50), Number.isFinite(highP50) ? (highP50 > 1 ? 'immediate' : 'torchserve') : 'n/a'],
+      [
+        `p50 latency at concurrency ${low}`,
+        formatRatio(lowP50),
+        Number.isFinite(lowP50) ? (lowP50 > 1 ? 'immediate' : 'torchserve') : 'n/a',
+      ],
+      [
+        `sentences/s at concurrency ${high}`,
+        formatRatio(highTput),
+        Number.isFinite(highTput) ? (highTput < 1 ? 'immediate' : 'torchserve') : 'n/a',
+      ],
+      [
+        `p50 latency at concurrency ${high}`,
+        formatRatio(highP50),
+        Number.isFinite(highP50) ? (highP50 > 1 ? 'immediate' : 'torchserve') : 'n/a',
+      ],
     ],
     note: 'The default (BATCH_POLICY in .env.example) should be the policy that wins at low load without losing at high load.',
   });
@@ -95,4 +141,8 @@ async function run(ctx: BenchContext): Promise<Section> {
   return s;
 }
 
-export const policyScenario: Scenario = { id: 'policy', title: '4. Batching policy: TorchServe vs immediate dispatch', run };
+export const policyScenario: Scenario = {
+  id: 'policy',
+  title: '4. Batching policy: TorchServe vs immediate dispatch',
+  run,
+};

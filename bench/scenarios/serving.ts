@@ -21,7 +21,13 @@ export function matchingBatch(concurrency: number, batchSize: number): number {
 }
 
 /** Engine tokens/s on a pre-formed batch of the first `batch` workload rows over `targets` (fresh process). */
-export async function engineReference(ctx: BenchContext, modelDir: string, batch: number, targets: readonly string[], label: string): Promise<number> {
+export async function engineReference(
+  ctx: BenchContext,
+  modelDir: string,
+  batch: number,
+  targets: readonly string[],
+  label: string,
+): Promise<number> {
   const { settings } = ctx;
   const request: EngineProbeRequest = {
     kind: 'engine',
@@ -87,7 +93,15 @@ async function run(ctx: BenchContext): Promise<Section> {
           if (arm === 'serve') {
             // Drain unless nothing runs before this stack is stopped: queued work must not overlap the next measurement.
             const drain = !(lastLevel && ai === arms.length - 1);
-            served = await measure(ctx, { origin: stack.urls.front!, entry: 'front', concurrency: c, targets, metricsUrl: stack.urls.metrics, drain, label: `serving ${label}` });
+            served = await measure(ctx, {
+              origin: stack.urls.front!,
+              entry: 'front',
+              concurrency: c,
+              targets,
+              metricsUrl: stack.urls.metrics,
+              drain,
+              label: `serving ${label}`,
+            });
           } else {
             engine = await engineReference(ctx, modelDir, batch, targets, `serving-engine-${targets.length}-b${batch}`);
           }
@@ -96,7 +110,20 @@ async function run(ctx: BenchContext): Promise<Section> {
         const efficiency = ratio(served.tokensPerS, engine);
         efficiencyAt.set(`${targets.length}:${c}`, efficiency);
         const l = served.load.latency;
-        rows.push([label, c, served.sentencesPerS, served.tokensPerS, l.p50, l.p90, l.p99, served.meanBatchSize, batch, engine, efficiency, errorsText(served)]);
+        rows.push([
+          label,
+          c,
+          served.sentencesPerS,
+          served.tokensPerS,
+          l.p50,
+          l.p90,
+          l.p99,
+          served.meanBatchSize,
+          batch,
+          engine,
+          efficiency,
+          errorsText(served),
+        ]);
         data.push({
           targets: targets.length,
           concurrency: c,
@@ -119,7 +146,20 @@ async function run(ctx: BenchContext): Promise<Section> {
   }
   s.tables.push({
     title: 'Served through front → router → model server, beside the engine alone',
-    columns: ['Targets', 'Concurrency', 'sentences/s', 'tokens/s', 'p50 ms', 'p90 ms', 'p99 ms', 'mean batch', 'engine batch', 'engine tokens/s', 'served ÷ engine', 'errors'],
+    columns: [
+      'Targets',
+      'Concurrency',
+      'sentences/s',
+      'tokens/s',
+      'p50 ms',
+      'p90 ms',
+      'p99 ms',
+      'mean batch',
+      'engine batch',
+      'engine tokens/s',
+      'served ÷ engine',
+      'errors',
+    ],
     rows,
     note:
       `tokens/s = sentences/s × ${settings.newTokens} (every sentence generates exactly that many: checked in figure 1). Engine batch = min(concurrency, batch_size). ` +
@@ -127,7 +167,14 @@ async function run(ctx: BenchContext): Promise<Section> {
   });
   const c = settings.servingConcurrencies.includes(64) ? 64 : Math.max(...settings.servingConcurrencies);
   for (const targets of [1, SEED_LANGUAGES.length]) {
-    s.targets.push(checkTarget(`served ÷ engine tokens/s at concurrency ${c}, ${targets === 1 ? '1 language' : `${targets} languages`}`, efficiencyAt.get(`${targets}:${c}`) ?? Number.NaN, '>=', 0.9));
+    s.targets.push(
+      checkTarget(
+        `served ÷ engine tokens/s at concurrency ${c}, ${targets === 1 ? '1 language' : `${targets} languages`}`,
+        efficiencyAt.get(`${targets}:${c}`) ?? Number.NaN,
+        '>=',
+        0.9,
+      ),
+    );
   }
   const one = data.find((d) => d.targets === 1 && d.concurrency === c);
   const all = data.find((d) => d.targets === SEED_LANGUAGES.length && d.concurrency === c);
