@@ -45,6 +45,9 @@ import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
 import type { EngineSessions } from './session.js';
 
+/** Most cache positions a cohort's buffers are sized for up front (see #expectedCacheLength). */
+const EXPECTED_CACHE_CAP = 32;
+
 export interface GenerationRequest {
   /** Encoder input: `[__src__] tokens </s>`. */
   inputIds: readonly number[];
@@ -284,6 +287,15 @@ export class Generator {
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
     };
+  }
+
+  /**
+   * Cache length to size new cache buffers for: the start token plus every token but the last, for the
+   * longest allowed output, capped so a large maxNewTokens that rows rarely reach does not reserve memory
+   * for it (past the cap buffers grow ×1.5).
+   */
+  #expectedCacheLength(admitted: Waiter[]): number {
+    return Math.min(EXPECTED_CACHE_CAP, Math.max(...admitted.map((w) => w.state.settings.maxNewTokens)));
   }
 
   /** One decoder run for `cohort`, then its rows' successors; finished sequences resolve here. */

@@ -49,6 +49,13 @@ describe('CacheBuffers', () => {
     }
   });
 
+  it('sized for the expected length, a generation that stays within it allocates each buffer once', () => {
+    const buffers = new CacheBuffers(new CacheBufferPool(8), 2, 12);
+    const { used } = generate(buffers, 2, 4, 2, 12);
+    for (const buffersOfTensor of used) expect(new Set(buffersOfTensor).size).toBe(2);
+    expect(buffers.heldFloats).toBe(2 * 2 * 4 * 12 * 2);
+  });
+
   it('a batch after an earlier one of the same size reuses its memory: nothing is allocated', () => {
     const pool = new CacheBufferPool(8);
     const first = new CacheBuffers(pool, 2);

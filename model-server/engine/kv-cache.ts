@@ -14,8 +14,9 @@
  * - a cohort's buffers go back to the pool only when the cohort is gone (`release`), never while one of
  *   its views may still be fed;
  * - a buffer too small for the next cache goes back to the pool and is replaced by the best-fitting free
- *   one, or a new one 1.5× what is needed: a growing generation allocates O(log length) times, and a batch
- *   like an earlier one allocates nothing;
+ *   one, or a new one sized for the expected length (else 1.5× what is needed): a generation allocates
+ *   once per buffer when it stays within the expected length, O(log length) times otherwise, and a
+ *   batch like an earlier one allocates nothing;
  * - the pool keeps at most `maxFree` free buffers (dropping the smallest), a bound on the memory it holds
  *   between batches.
  */
@@ -41,11 +42,11 @@ export class CacheBufferPool {
     return this.#free.reduce((sum, b) => sum + b.length, 0);
   }
 
-  /** The smallest free buffer that holds `length` floats, else a new one with room to grow. */
-  take(length: number): Float32Array {
+  /** The smallest free buffer that holds `length` floats, else a new one of `allocate` (≥ length) floats. */
+  take(length: number, allocate = Math.ceil(length * GROWTH)): Float32Array {
     const at = this.#free.findIndex((b) => b.length >= length);
     if (at >= 0) return this.#free.splice(at, 1)[0]!;
-    return new Float32Array(Math.ceil(length * GROWTH));
+    return new Float32Array(Math.max(length, allocate));
   }
 
   /** Keep `buffer` for a later `take` (the caller holds no view of it any more). */
@@ -62,12 +63,18 @@ export class CacheBufferPool {
 /** One cohort's cache buffers: two per cache tensor, taken from the engine's pool as needed. */
 export class CacheBuffers {
   readonly #pool: CacheBufferPool;
+  readonly #expectedPositions: number;
   /** Per cache tensor, its two buffers (empty until first needed). */
   readonly #slots: [Float32Array, Float32Array][];
 
-  /** @param tensors cache tensors per step (2 per decoder layer: key and value) */
-  constructor(pool: CacheBufferPool, tensors: number) {
+  /**
+   * @param tensors cache tensors per step (2 per decoder layer: key and value)
+   * @param expectedPositions cache length a new buffer is sized for at least (the caller's guess of the
+   *   final length, capped), so a generation that reaches it allocates once instead of growing ×1.5 from 1
+   */
+  constructor(pool: CacheBufferPool, tensors: number, expectedPositions = 1) {
     this.#pool = pool;
+    this.#expectedPositions = Math.max(1, Math.floor(expectedPositions));
     this.#slots = Array.from({ length: tensors }, () => [new Float32Array(0), new Float32Array(0)]);
   }
 
@@ -102,7 +109,7 @@ export class CacheBuffers {
       throw new RangeError(`cache tensor ${k}: appended holds ${appended.length} floats, not ${rowsHeads}×T×${dh}`);
     }
     const span = pastSpan + appendedSpan;
-    const out = this.#target(k, past, rowsHeads * span);
+    const out = this.#target(k, past, rowsHeads * span, rowsHeads * this.#expectedPositions * dh);
     for (let block = 0; block < rowsHeads; block++) {
       const at = block * span;
       if (pastSpan > 0) out.set(past.subarray(block * pastSpan, (block + 1) * pastSpan), at);
@@ -122,14 +129,14 @@ export class CacheBuffers {
   }
 
   /** An exact-length view of tensor k's buffer that does not hold `past`, replaced by a larger one if needed. */
-  #target(k: number, past: Float32Array, length: number): Float32Array {
+  #target(k: number, past: Float32Array, length: number, expected: number): Float32Array {
     const slots = this.#slots[k];
     if (slots === undefined) throw new RangeError(`cache tensor ${k} out of range (${this.#slots.length} tensors)`);
     const index = slots[0].length > 0 && slots[0].buffer === past.buffer ? 1 : 0;
     if (slots[index].length < length) {
       // The outgrown buffer may still fit another cohort's early steps.
       this.#pool.give(slots[index]);
-      slots[index] = this.#pool.take(length);
+      slots[index] = this.#pool.take(length, Math.max(Math.ceil(length * GROWTH), expected));
     }
     return slots[index].subarray(0, length);
   }
