@@ -164,7 +164,7 @@ export function renderMarkdown(report: Report): string {
           s.title,
           t.name,
           `${t.comparison} ${formatNumber(t.threshold)}${t.unit ?? ''}`,
-          `${formatNumber(t.measured)}${t.unit ?? ''}`,
+          Number.isFinite(t.measured) ? `${formatNumber(t.measured)}${t.unit ?? ''}` : 'n/a',
           t.verdict,
         ]),
       }),
