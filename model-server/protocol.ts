@@ -3,7 +3,8 @@
  *
  * Transport: Node IPC (`child_process.fork`, `serialization: 'advanced'`). The frontend sends `init` once,
  * then `batch` messages — possibly several before the first finishes: a worker whose handler can merge
- * work (the translation engine joins rows at step boundaries) keeps them all in flight. The worker answers
+ * work (the translation engine joins rows at step boundaries) keeps them all in flight. A worker that cannot
+ * merge (`ready.mergesWork` false) gets work only while idle, as one `round` of batches handled together. The worker answers
  * every item of every batch exactly once with an `item` message as soon as that item is done (finished
  * rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.
@@ -56,11 +57,21 @@ export interface BatchMessage {
   items: BatchItem[];
 }
 
+/**
+ * Several batches that must reach the handler in the same tick (a dispatch *round*, worker-pool.ts): sent as one
+ * IPC message because separate messages may be read in separate event-loop turns, and an engine that cannot
+ * merge work would then start generating the first before it sees the others.
+ */
+export interface RoundMessage {
+  type: 'round';
+  batches: BatchMessage[];
+}
+
 export interface ShutdownMessage {
   type: 'shutdown';
 }
 
-export type ToWorker = InitMessage | BatchMessage | ShutdownMessage;
+export type ToWorker = InitMessage | BatchMessage | RoundMessage | ShutdownMessage;
 
 export interface ReadyMessage {
   type: 'ready';
@@ -69,6 +80,11 @@ export interface ReadyMessage {
   loadMs: number;
   /** Languages (or other model names) this handler can serve, when it knows; e.g. the tokenizer's codes. */
   languages?: string[];
+  /**
+   * True when the handler folds work that arrives during an `inference` call into the running one at no extra
+   * per-step cost; false when such work costs its own pass (the frontend then sends it nothing until it is idle).
+   */
+  mergesWork: boolean;
 }
 
 export interface InitFailedMessage {

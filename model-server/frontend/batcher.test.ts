@@ -16,7 +16,7 @@ function job(responseTimeoutMs = 10_000): Job {
  */
 class Driver {
   readonly inFlight: Job[][] = [];
-  readonly sent: { jobs: Job[]; at: number; queuedBefore: number; allLive: boolean }[] = [];
+  readonly sent: { jobs: Job[]; at: number; queuedBefore: number; allLive: boolean; flushed: boolean }[] = [];
   constructor(
     readonly batcher: Batcher,
     readonly slots: number,
@@ -29,8 +29,31 @@ class Driver {
       const jobs = this.batcher.nextBatch();
       if (jobs === null) return;
       this.inFlight.push(jobs);
-      this.sent.push({ jobs, at: performance.now(), queuedBefore, allLive: jobs.every((j) => !j.settled) });
+      this.sent.push({
+        jobs,
+        at: performance.now(),
+        queuedBefore,
+        allLive: jobs.every((j) => !j.settled),
+        flushed: false,
+      });
     }
+  }
+  /** A round taking this batcher's waiting jobs regardless of its window (worker-pool.ts, non-merging workers). */
+  flush(): void {
+    if (this.inFlight.length >= this.slots) return;
+    const queuedBefore = this.batcher.queue.size;
+    const jobs = this.batcher.nextBatch({ flush: true });
+    // Flush hands out whatever waits: null only when nothing does.
+    expect(jobs === null).toBe(queuedBefore === 0);
+    if (jobs === null) return;
+    this.inFlight.push(jobs);
+    this.sent.push({
+      jobs,
+      at: performance.now(),
+      queuedBefore,
+      allLive: jobs.every((j) => !j.settled),
+      flushed: true,
+    });
   }
   answerOldest(): void {
     const jobs = this.inFlight.shift();
@@ -166,7 +189,8 @@ describe('Batcher', () => {
     | { kind: 'advance'; ms: number }
     | { kind: 'answer' }
     | { kind: 'die' }
-    | { kind: 'bounce' };
+    | { kind: 'bounce' }
+    | { kind: 'flush' };
 
   const command: fc.Arbitrary<Command> = fc.oneof(
     fc.record({ kind: fc.constant('arrive' as const), count: fc.integer({ min: 1, max: 5 }) }),
@@ -174,9 +198,10 @@ describe('Batcher', () => {
     fc.record({ kind: fc.constant('answer' as const) }),
     fc.record({ kind: fc.constant('die' as const) }),
     fc.record({ kind: fc.constant('bounce' as const) }),
+    fc.record({ kind: fc.constant('flush' as const) }),
   );
 
-  it('property: every accepted job is answered exactly once, batches respect size, order and the window', async () => {
+  it('property: every accepted job is answered exactly once, batches respect size, order and the window (flushes: any waiting job)', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({
@@ -206,7 +231,8 @@ describe('Batcher', () => {
               for (let i = 1; i < s.jobs.length; i += 1) {
                 expect(s.jobs[i]!.arrivedAt).toBeGreaterThanOrEqual(s.jobs[i - 1]!.arrivedAt);
               }
-              if (settings.policy === 'torchserve' && !batcher.closing) {
+              expect(s.jobs.length).toBe(Math.min(s.queuedBefore, settings.batchSize));
+              if (settings.policy === 'torchserve' && !batcher.closing && !s.flushed) {
                 const due =
                   s.queuedBefore >= settings.batchSize || s.at - s.jobs[0]!.arrivedAt >= settings.maxBatchDelayMs;
                 expect(due).toBe(true);
@@ -237,6 +263,7 @@ describe('Batcher', () => {
               }
             } else if (c.kind === 'advance') vi.advanceTimersByTime(c.ms);
             else if (c.kind === 'answer') driver.answerOldest();
+            else if (c.kind === 'flush') driver.flush();
             else if (c.kind === 'die') driver.dieAll();
             else {
               const jobs = driver.inFlight.pop();

@@ -23,6 +23,7 @@
  *   unless that job was handed back with `putBack`.
  * - torchserve: non-null iff size ≥ batchSize, or the oldest job has waited ≥ maxBatchDelayMs, or the batcher is
  *   closing (a draining model flushes without waiting). immediate: non-null iff a job waits.
+ *   `nextBatch({ flush: true })` (either policy): non-null iff a job waits.
  * - While jobs wait and none is due, exactly one timer is armed, for the oldest job's due time.
  * - `close()` resolves once the queue is empty and every dispatched job is settled.
  */
@@ -115,13 +116,14 @@ export class Batcher {
 
   /**
    * The batch to send now to a worker with a free slot, or null (then a timer is armed if jobs wait).
-   * The caller must send every returned job or hand it back with `putBack`.
+   * With `flush`, whatever waits leaves now regardless of the window (a non-merging worker's round, see
+   * worker-pool.ts). The caller must send every returned job or hand it back with `putBack`.
    */
-  nextBatch(): Job[] | null {
+  nextBatch(options: { flush?: boolean } = {}): Job[] | null {
     const dueAt = this.dueAt();
     if (dueAt === Infinity) return null;
     const now = this.#now();
-    if (dueAt > now) {
+    if (dueAt > now && options.flush !== true) {
       this.#armTimer(dueAt, now);
       return null;
     }
@@ -135,7 +137,10 @@ export class Batcher {
         () => this.#settled(job),
       );
     }
-    if (this.queue.size === 0) this.#clearTimer();
+    // What is left may not be due yet (a flush, or a full batch taken from a longer queue): keep its timer.
+    const nextDueAt = this.dueAt();
+    if (nextDueAt === Infinity) this.#clearTimer();
+    else if (nextDueAt > now) this.#armTimer(nextDueAt, now);
     return jobs;
   }
 

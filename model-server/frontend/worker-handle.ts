@@ -22,7 +22,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import type { BatchMessage, DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
 import type { Job, JobHolder } from './job.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
@@ -37,6 +37,13 @@ export interface BatchReport {
   size: number;
   /** Handler time reported by the worker, ms. */
   handlerMs: number;
+}
+
+/** One model's batch for `sendRound`. */
+export interface OutgoingBatch {
+  jobs: readonly Job[];
+  model: string;
+  version: string;
 }
 
 export interface WorkerEvents {
@@ -76,6 +83,11 @@ export class WorkerHandle implements JobHolder {
   /** Where the worker says it runs; undefined until `ready`. */
   device: DeviceInfo | undefined;
   languages: string[] | undefined;
+  /**
+   * Whether the worker folds batches sent while it works into the running one at no extra per-step cost (its
+   * `ready` message); false until ready. The pool sends a non-merging worker work only while it is idle.
+   */
+  mergesWork = false;
 
   #state: WorkerState = 'starting';
   #child: ChildProcess;
@@ -160,18 +172,36 @@ export class WorkerHandle implements JobHolder {
   }
 
   /**
+   * Send several batches (one per model) as one `round` message, so the worker hands them all to its handler in
+   * the same tick. All or nothing: false when the worker cannot take them; the caller puts every job back.
+   */
+  sendRound(batches: readonly OutgoingBatch[]): boolean {
+    if (this.#state !== 'ready' || batches.length === 0 || batches.some((b) => b.jobs.length === 0)) return false;
+    if (batches.length === 1) return this.send(batches[0]!.jobs, batches[0]!.model, batches[0]!.version);
+    const messages = batches.map((b) => this.#batchMessage(b.jobs, b.model));
+    if (!this.#post({ type: 'round', batches: messages })) return false;
+    batches.forEach((b, i) => this.#record(messages[i]!.batchId, b.jobs, b.model, b.version));
+    return true;
+  }
+
+  /**
    * Send one batch (all jobs of one model). Returns false when the worker cannot take it; the caller then puts
    * the jobs back in their queue.
    */
   send(jobs: readonly Job[], model: string, version: string): boolean {
     if (this.#state !== 'ready' || jobs.length === 0) return false;
-    const batchId = ++nextBatchId;
-    const message: ToWorker = {
-      type: 'batch',
-      batchId,
-      items: jobs.map((job) => ({ id: job.id, model, body: job.body })),
-    };
+    const message = this.#batchMessage(jobs, model);
     if (!this.#post(message)) return false;
+    this.#record(message.batchId, jobs, model, version);
+    return true;
+  }
+
+  #batchMessage(jobs: readonly Job[], model: string): BatchMessage {
+    return { type: 'batch', batchId: ++nextBatchId, items: jobs.map((job) => ({ id: job.id, model, body: job.body })) };
+  }
+
+  /** The batch is on its way: its jobs are held by this worker until answered. */
+  #record(batchId: number, jobs: readonly Job[], model: string, version: string): void {
     const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map() };
     for (const job of jobs) {
       record.jobs.set(job.id, job);
@@ -179,7 +209,6 @@ export class WorkerHandle implements JobHolder {
       job.holdBy(this);
     }
     this.#batches.set(batchId, record);
-    return true;
   }
 
   jobExpired(job: Job): void {
@@ -240,6 +269,7 @@ export class WorkerHandle implements JobHolder {
         clearTimeout(this.#startTimer);
         this.device = message.device;
         this.languages = message.languages;
+        this.mergesWork = message.mergesWork;
         this.#wasReady = true;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
         this.#started?.resolve();

@@ -3,11 +3,19 @@
  * (handler, model dir, device), shared by every model (language) attached to it. Feeds the attached models'
  * batchers into free worker slots, restarts dead workers with backoff, and reports health.
  *
- * Dispatch: a worker has a free slot while it runs fewer than `maxBatchesPerWorker` batches (default: one per
- * attached model, at least 2: enough to keep it busy, and to let the translation engine join rows of several
- * languages at its step boundaries). Whenever a slot may have freed or a batch may be due, `pump()` gives each
- * free slot, least-loaded worker first, the next due batch from the attached batchers in round-robin order, so
- * one busy language cannot starve the others on a shared device.
+ * Dispatch depends on whether the worker's handler merges work (`ready.mergesWork`):
+ * - Merging (the translation engine with a masked decoder, echo): a worker has a free slot while it runs fewer
+ *   than `maxBatchesPerWorker` batches (default: one per attached model, at least 2: enough to keep it busy, and
+ *   to let the engine join rows of several languages at its step boundaries). Whenever a slot may have freed or a
+ *   batch may be due, `pump()` gives each free slot, least-loaded worker first, the next due batch from the
+ *   attached batchers in round-robin order, so one busy language cannot starve the others on a shared device.
+ * - Non-merging (the Hugging Face export layout: a batch arriving mid-generation becomes its own cohort, which
+ *   costs a full decoder call, a whole pass over the weights, every step): a worker is free only with NO batch in
+ *   flight, and then takes a *round*: as soon as one attached batcher has a batch due (its policy decides), that
+ *   batch AND every other attached batcher's waiting jobs (up to each one's batch size, window or not) leave
+ *   together in one `round` message, so all languages sharing the engine start as one cohort and each step is
+ *   one weight pass for all of them. Jobs arriving meanwhile wait for the next round (they would otherwise run
+ *   as a second cohort at nearly the cost of the first).
  *
  * Restarts follow TorchServe: a worker that dies (or fails to load) is restarted after a Fibonacci backoff of
  * 1, 1, 2, 3, 5, 8 … units (unit 1 s, capped at 60 units), reset once a worker loads. A slot that has been
@@ -19,6 +27,7 @@
 import type { Logger } from '../../common/logger.js';
 import type { DeviceRequest, WorkerOptions } from '../protocol.js';
 import type { Batcher } from './batcher.js';
+import type { Job } from './job.js';
 import { WorkerHandle, type BatchReport, type WorkerSpawner } from './worker-handle.js';
 
 /** What one engine loads: the same for every worker of the pool. */
@@ -47,7 +56,7 @@ export interface WorkerPoolOptions {
   backoffUnitMs: number;
   /** A slot failing this long is unhealthy, ms (TorchServe: 300 s). */
   unhealthyAfterMs: number;
-  /** Fixed cap of batches in flight per worker; default max(2, attached models). */
+  /** Fixed cap of batches in flight per merging worker; default max(2, attached models). Non-merging: 1 round. */
   maxBatchesPerWorker?: number;
   /** Worker ids are unique across the server; the pool asks for one per spawn. */
   nextWorkerId: () => string;
@@ -208,10 +217,14 @@ export class WorkerPool {
       let worker: WorkerHandle | undefined;
       for (const slot of this.#slots) {
         const w = slot.worker;
-        if (w?.state !== 'ready' || w.inFlightBatches >= cap) continue;
+        if (w?.state !== 'ready' || w.inFlightBatches >= (w.mergesWork ? cap : 1)) continue;
         if (worker === undefined || w.inFlightBatches < worker.inFlightBatches) worker = w;
       }
       if (worker === undefined) return;
+      if (!worker.mergesWork) {
+        if (!this.#sendRound(worker, batchers)) return;
+        continue;
+      }
       let sent = false;
       for (let i = 0; i < batchers.length && !sent; i += 1) {
         const index = (this.#rr + i) % batchers.length;
@@ -229,6 +242,31 @@ export class WorkerPool {
       }
       if (!sent) return;
     }
+  }
+
+  /**
+   * Give an idle non-merging worker a round: the first due batch in round-robin order, then every other batcher's
+   * waiting jobs (flushed, up to its batch size). Returns false when nothing is due or the worker left.
+   */
+  #sendRound(worker: WorkerHandle, batchers: Batcher[]): boolean {
+    let first = -1;
+    let due: Job[] | null = null;
+    for (let i = 0; i < batchers.length && due === null; i += 1) {
+      first = (this.#rr + i) % batchers.length;
+      due = batchers[first]!.nextBatch();
+    }
+    if (due === null) return false;
+    this.#rr = (first + 1) % batchers.length;
+    const taken: { batcher: Batcher; jobs: Job[] }[] = [{ batcher: batchers[first]!, jobs: due }];
+    for (let i = 1; i < batchers.length; i += 1) {
+      const batcher = batchers[(first + i) % batchers.length]!;
+      const jobs = batcher.nextBatch({ flush: true });
+      if (jobs !== null) taken.push({ batcher, jobs });
+    }
+    const round = taken.map(({ jobs }) => ({ jobs, model: jobs[0]!.model, version: jobs[0]!.version }));
+    if (worker.sendRound(round)) return true;
+    for (const { batcher, jobs } of taken) batcher.putBack(jobs);
+    return false; // the worker is leaving; its exit or the next event pumps again
   }
 
   #startSlot(slot: Slot): void {

@@ -27,6 +27,12 @@ export interface Handler<Input = unknown, Output = unknown> {
   initialize(ctx: HandlerContext): Promise<DeviceInfo>;
   /** Languages/models this handler can serve, if it knows (after initialize). */
   languages?(): string[];
+  /**
+   * Whether work passed to `inference` while an earlier call runs is folded into it at no extra per-step cost
+   * (absent: true, e.g. a handler that answers at once). False makes the frontend send work only while this
+   * worker is idle, every waiting model's batch in one round (see frontend/worker-pool.ts).
+   */
+  mergesWork?(): boolean;
   /** Validate and decode one request. Throw a ServeError to fail this request alone. */
   preprocess(item: BatchItem): Input;
   /**

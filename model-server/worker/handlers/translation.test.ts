@@ -135,4 +135,30 @@ describe('TranslationHandler', () => {
       }
     }
   });
+
+  it('mergesWork follows the engine: true with the masked decoder (tiny-joinable), false with the export layout (tiny)', async () => {
+    expect(handler.mergesWork()).toBe(true);
+    const tinyDir = mkdtempSync(path.join(tmpdir(), 'translation-handler-tiny-'));
+    const tiny = new TranslationHandler();
+    try {
+      makeDemoModel('tiny', tinyDir);
+      await tiny.initialize({ modelDir: tinyDir, device: { kind: 'cpu' }, options, log });
+      expect(tiny.mergesWork()).toBe(false);
+      // What a `round` relies on (worker/main.ts): batches handed to the handler in one synchronous pass start
+      // as ONE cohort (one encoder run), even on an engine that cannot merge.
+      const engine = await TranslationEngine.load({ modelDir: tinyDir, intraOpThreads: 1 });
+      try {
+        const rows = ['ko', 'fr', 'de'].map((tgtLang) =>
+          engine.prepare({ srcLang: 'en', text: 'Hello there.', tgtLang }),
+        );
+        await Promise.all(rows.map((row) => engine.generate(row, { numBeams: 1, maxNewTokens: 8 })));
+        expect(engine.stats().encoderRuns).toBe(1);
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      await tiny.close();
+      rmSync(tinyDir, { recursive: true, force: true });
+    }
+  });
 });

@@ -54,6 +54,15 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
     return this.#requireEngine().languages();
   }
 
+  /**
+   * The engine's `joinable`: with a decoder that takes a self-attention mask, rows arriving mid-generation join the
+   * running decoder batch; with the Hugging Face export layout they form their own cohort and cost a full decoder
+   * call (a pass over the weights) every step, so the frontend should send this worker work only while it is idle.
+   */
+  mergesWork(): boolean {
+    return this.#requireEngine().joinable;
+  }
+
   /** `{src_lang, src_text}` with tgt_lang = the model name. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
   preprocess(item: BatchItem): PreparedRow {
     const body = item.body;
