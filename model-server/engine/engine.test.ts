@@ -116,6 +116,8 @@ describe('TranslationEngine', () => {
     // A row is stepped once per token it generates: no finished row rides along.
     expect(after.decoderRows - before.decoderRows).toBe(lengths.reduce((a, b) => a + b, 0));
     expect(after.encoderRuns - before.encoderRuns).toBe(1);
+    // One admission, encoded in groups of similar length (less padding), same tokens as alone.
+    expect(after.encoderCalls - before.encoderCalls).toBeGreaterThan(1);
   });
 
   it('beam search: batched equals one by one, and differs from greedy somewhere', async () => {

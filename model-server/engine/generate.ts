@@ -43,6 +43,7 @@ import {
 import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
+import { sourceBuckets } from './source-buckets.js';
 import type { EngineSessions } from './session.js';
 
 /** Most cache positions a cohort's buffers are sized for up front (see #expectedCacheLength). */
@@ -59,7 +60,10 @@ export interface GeneratorStats {
   decoderRuns: number;
   /** Sum over decoder runs of the rows in the run (beams count once each). */
   decoderRows: number;
+  /** Admitted groups encoded (each starts one cohort). */
   encoderRuns: number;
+  /** onnxruntime encoder calls (an admitted group is encoded in groups of similar source length). */
+  encoderCalls: number;
   encodedRows: number;
   /** Cohorts merged into a running one (rows that joined mid-generation). */
   merges: number;
@@ -126,6 +130,7 @@ export class Generator {
     decoderRuns: 0,
     decoderRows: 0,
     encoderRuns: 0,
+    encoderCalls: 0,
     encodedRows: 0,
     merges: 0,
     encoderMs: 0,
@@ -250,31 +255,44 @@ export class Generator {
     return cohort;
   }
 
+  /**
+   * Encode the admitted rows in groups of similar source length (source-buckets.ts), scattering each
+   * group's states into one right-padded `[n, S, d]` cohort tensor in admission order.
+   */
   async #encode(admitted: Waiter[]): Promise<Cohort> {
     const n = admitted.length;
+    const d = this.#config.dModel;
     const lengths = admitted.map((w) => w.request.inputIds.length);
     const S = Math.max(...lengths);
-    const ids = new BigInt64Array(n * S).fill(BigInt(this.#config.padTokenId));
     const mask = new BigInt64Array(n * S);
-    admitted.forEach((w, r) => {
-      w.request.inputIds.forEach((id, t) => {
-        ids[r * S + t] = BigInt(id);
-        mask[r * S + t] = 1n;
+    lengths.forEach((length, r) => mask.fill(1n, r * S, r * S + length));
+    const encoderStates = new Float32Array(n * S * d);
+    for (const group of sourceBuckets(lengths)) {
+      const m = group.length;
+      const Sg = Math.max(...group.map((r) => lengths[r]!));
+      const ids = new BigInt64Array(m * Sg).fill(BigInt(this.#config.padTokenId));
+      const groupMask = new BigInt64Array(m * Sg);
+      group.forEach((r, j) => {
+        admitted[r]!.request.inputIds.forEach((id, t) => (ids[j * Sg + t] = BigInt(id)));
+        groupMask.fill(1n, j * Sg, j * Sg + lengths[r]!);
       });
-    });
-    const started = performance.now();
-    const out = await this.#sessions.encoder.run({
-      input_ids: new ort.Tensor('int64', ids, [n, S]),
-      attention_mask: new ort.Tensor('int64', mask, [n, S]),
-    });
-    this.#stats.encoderMs += performance.now() - started;
+      const started = performance.now();
+      const out = await this.#sessions.encoder.run({
+        input_ids: new ort.Tensor('int64', ids, [m, Sg]),
+        attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
+      });
+      this.#stats.encoderMs += performance.now() - started;
+      this.#stats.encoderCalls++;
+      const states = out.last_hidden_state?.data as Float32Array | undefined;
+      if (states === undefined) throw new Error('encoder returned no last_hidden_state');
+      // Real positions only; the padding stays zero (masked everywhere downstream).
+      group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[r]!) * d), r * S * d));
+    }
     this.#stats.encoderRuns++;
     this.#stats.encodedRows += n;
-    const states = out.last_hidden_state;
-    if (states === undefined) throw new Error('encoder returned no last_hidden_state');
     return {
       rows: admitted.map((w) => ({ state: w.state, hyp: { tokens: [], logprob: 0 } })),
-      encoderStates: states.data as Float32Array,
+      encoderStates,
       encoderMask: mask,
       encoderLengths: lengths,
       encoderLength: S,
@@ -282,7 +300,7 @@ export class Generator {
       selfCache: null,
       cacheBuffers:
         this.#sessions.decoderOutputs.appendedCache !== null
-          ? new CacheBuffers(this.#cachePool, 2 * this.#layers)
+          ? new CacheBuffers(this.#cachePool, 2 * this.#layers, this.#expectedCacheLength(admitted))
           : null,
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
