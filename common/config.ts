@@ -282,7 +282,10 @@ export function readSetupConfig(file: string): SetupConfig {
     throw new ConfigError([`SETUP_CONFIG=${file}: cannot read JSON (${(err as Error).message})`]);
   }
   const schema = z.object({
-    cuda_id: z.record(z.string().regex(/^[a-z]{2,3}$/, 'language codes are 2–3 lowercase letters'), z.string().regex(/^\d+$/, 'device ids are digit strings')),
+    cuda_id: z.record(
+      z.string().regex(/^[a-z]{2,3}$/, 'language codes are 2–3 lowercase letters'),
+      z.string().regex(/^\d+$/, 'device ids are digit strings'),
+    ),
   });
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {

@@ -133,7 +133,9 @@ describe('runClosedLoop', () => {
       expect(result.completed).toBeGreaterThanOrEqual(16);
       // The window opens right after one burst and closes on the second burst after it: two cycles.
       expect(result.windowMs).toBeGreaterThanOrEqual(250);
-      expect(result.requestsPerS).toBeLessThanOrEqual(8 / 0.15 + 1);
+      // A window cut mid-cycle would count a burst over a fraction of its period and overstate the rate by far more
+      // than the 10% allowed here for setInterval's jitter on a loaded machine (seen: 54.39 against 53.3 nominal).
+      expect(result.requestsPerS).toBeLessThanOrEqual((8 / 0.15) * 1.1);
     } finally {
       clearInterval(timer);
     }

@@ -3,24 +3,10 @@
  * length and the language pairs they travel, so each arm of a comparison sees exactly the same sequence.
  */
 import { readFileSync } from 'node:fs';
+import { DEMO_LANGUAGES } from '../../model-server/engine/demo-model/presets.js';
 
-/** The 14 languages of the seed's setup_config.json, in its order. */
-export const SEED_LANGUAGES = [
-  'ko',
-  'en',
-  'zh',
-  'es',
-  'fr',
-  'ru',
-  'id',
-  'ja',
-  'vi',
-  'de',
-  'it',
-  'hi',
-  'ar',
-  'pt',
-] as const;
+/** The 14 languages of the seed's setup_config.json, in its order (the generated models cover exactly these). */
+export const SEED_LANGUAGES = DEMO_LANGUAGES;
 
 /** Languages served, from a setup_config.json (`{"cuda_id": {lang: device}}`). */
 export function languagesOf(setupConfigPath: string): string[] {
