@@ -74,6 +74,9 @@ export const apps = [
     wait_ready: true,
     listen_timeout: 20_000,
     kill_timeout: 30_000,
+    // pm2 signals the whole process tree by default: nginx would get SIGINT itself, which is its *fast* shutdown
+    // (open connections dropped). Signal front/main.ts alone; it turns SIGINT into nginx's graceful SIGQUIT.
+    treekill: false,
     ...logs('front'),
   },
 ];

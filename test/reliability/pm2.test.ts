@@ -113,6 +113,7 @@ describe(`under pm2 (router ×2 in cluster mode, ${FRONT} front)`, () => {
         wait_ready: true,
         listen_timeout: 20_000,
         kill_timeout: 30_000,
+        treekill: false,
         ...common,
         ...logs('front'),
       },
