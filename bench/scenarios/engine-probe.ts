@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
+import type { BenchSettings } from '../lib/context.js';
 import { job } from '../lib/workload.js';
 
 export interface EngineProbeRequest {
@@ -32,6 +33,24 @@ export interface EngineRow {
 }
 
 /** The first `count` rows of the workload over `targets`, as engine rows. */
+/** The probe request for one pre-formed batch of the first `batch` workload rows over `targets`, at the run's settings. */
+export function engineBatchRequest(
+  settings: BenchSettings,
+  modelDir: string,
+  batch: number,
+  targets: readonly string[],
+): EngineProbeRequest {
+  return {
+    kind: 'engine',
+    modelDir,
+    batches: [batch],
+    newTokens: settings.newTokens,
+    runsPerBatch: settings.engineRunsPerBatch,
+    intraOpThreads: settings.intraOpThreads,
+    rows: engineRows(batch, targets),
+  };
+}
+
 export function engineRows(count: number, targets: readonly string[]): EngineRow[] {
   return Array.from({ length: count }, (_, i) => job(i, targets)).map((j) => ({
     srcLang: j.src_lang,

@@ -26,7 +26,7 @@ import { runProbe } from '../lib/probe-runner.js';
 import { checkTarget, formatNumber, section, type Section } from '../lib/report.js';
 import { median, ratio } from '../lib/stats.js';
 import { job, SEED_LANGUAGES } from '../lib/workload.js';
-import { engineRows, type EngineProbeRequest, type EngineProbeResult } from './engine-probe.js';
+import { engineBatchRequest, engineRows, type EngineProbeRequest, type EngineProbeResult } from './engine-probe.js';
 
 /** Mean source length in tokens (special tokens included) of the first `count` workload sentences. */
 export function meanSourceTokens(modelDir: string, count: number): number {
@@ -76,13 +76,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
         if (ctx.signal.aborted) break;
         if (arm === 'engine') {
           const request: EngineProbeRequest = {
-            kind: 'engine',
-            modelDir,
-            batches: [batch],
-            newTokens: settings.newTokens,
-            runsPerBatch: settings.engineRunsPerBatch,
-            intraOpThreads: settings.intraOpThreads,
-            rows: engineRows(batch, ['en']),
+            ...engineBatchRequest(settings, modelDir, batch, ['en']),
             // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
             ...(r === 0 && batch === maxBatch ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
           };

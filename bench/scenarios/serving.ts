@@ -12,7 +12,7 @@ import { startStack } from '../lib/stack.js';
 import { checkTarget, section, type Section } from '../lib/report.js';
 import { median, ratio } from '../lib/stats.js';
 import { SEED_LANGUAGES } from '../lib/workload.js';
-import { engineRows, type EngineProbeRequest, type EngineProbeResult } from './engine-probe.js';
+import { engineBatchRequest, type EngineProbeResult } from './engine-probe.js';
 import { measure, type LoadMeasurement } from './load.js';
 
 /** The engine batch a concurrency level corresponds to: the clients in flight, capped by batch_size. */
@@ -28,16 +28,7 @@ export async function engineReference(
   targets: readonly string[],
   label: string,
 ): Promise<number> {
-  const { settings } = ctx;
-  const request: EngineProbeRequest = {
-    kind: 'engine',
-    modelDir,
-    batches: [batch],
-    newTokens: settings.newTokens,
-    runsPerBatch: settings.engineRunsPerBatch,
-    intraOpThreads: settings.intraOpThreads,
-    rows: engineRows(batch, targets),
-  };
+  const request = engineBatchRequest(ctx.settings, modelDir, batch, targets);
   const result = await runProbe<EngineProbeResult>(request, { workDir: ctx.workDir, label, timeoutMs: 15 * 60_000 });
   const tokensPerS = result.batches[0]?.tokensPerS ?? Number.NaN;
   ctx.log(`${label}: engine alone at batch ${batch}: ${tokensPerS.toFixed(1)} tokens/s`);
