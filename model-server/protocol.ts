@@ -2,11 +2,10 @@
  * @module model-server/protocol — the typed messages between the frontend and its worker processes.
  *
  * Transport: Node IPC (`child_process.fork`, `serialization: 'advanced'`). The frontend sends `init` once,
- * then `batch` messages — possibly several before the first finishes: a worker whose handler can merge
- * work (the translation engine joins rows at step boundaries) keeps them all in flight. A worker that cannot
- * merge (`ready.mergesWork` false) gets work only while idle, as one `round` of batches handled together. The worker answers
- * every item of every batch exactly once with an `item` message as soon as that item is done (finished
- * rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
+ * then `batch` (or `round`: several batches at once) messages — many before the first finishes, up to the
+ * worker's job cap (frontend/worker-pool.ts): the handler batches everything it holds itself (the translation
+ * engine at every step boundary). The worker answers every item of every batch exactly once with an `item`
+ * message as soon as that item is done (finished rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.
  */
 import type { WireError } from '../common/errors.js';
@@ -58,9 +57,9 @@ export interface BatchMessage {
 }
 
 /**
- * Several batches that must reach the handler in the same tick (a dispatch *round*, worker-pool.ts): sent as one
- * IPC message because separate messages may be read in separate event-loop turns, and an engine that cannot
- * merge work would then start generating the first before it sees the others.
+ * Every batch the pool gives one worker in one dispatch pass (a *round*, worker-pool.ts), as one IPC message:
+ * separate messages may be read in separate event-loop turns, and the engine would then start the first at once
+ * and the others at its next step boundary, as a cohort that must catch up with the first.
  */
 export interface RoundMessage {
   type: 'round';
@@ -81,10 +80,10 @@ export interface ReadyMessage {
   /** Languages (or other model names) this handler can serve, when it knows; e.g. the tokenizer's codes. */
   languages?: string[];
   /**
-   * True when the handler folds work that arrives during an `inference` call into the running one at no extra
-   * per-step cost; false when such work costs its own pass (the frontend then sends it nothing until it is idle).
+   * Most jobs the handler runs at once (the translation engine: its decoder rows ÷ beams); the frontend never has
+   * more in flight on this worker. Absent: no bound of the handler's own.
    */
-  mergesWork: boolean;
+  capacity?: number;
 }
 
 export interface InitFailedMessage {
@@ -105,6 +104,14 @@ export interface BatchDoneMessage {
   batchId: number;
   /** Time the handler spent on this batch, preprocess to last postprocess. */
   handlerMs: number;
+  /** The handler's step counters since it loaded (handlers that batch in steps, e.g. the translation engine). */
+  steps?: StepCounters;
+}
+
+/** Cumulative counts of a handler's batched steps: runs, and the rows they carried (mean batch = rows ÷ runs). */
+export interface StepCounters {
+  runs: number;
+  rows: number;
 }
 
 export type FromWorker = ReadyMessage | InitFailedMessage | ItemMessage | BatchDoneMessage;

@@ -212,12 +212,58 @@ describe('TranslationEngine', () => {
     expect(tiny.stats().encoderRuns).toBe(before);
   });
 
-  describe.each([
-    ['tiny-joinable (rows merge into the running batch)', () => joinable, true],
-    ['tiny (export layout: newcomers step as their own cohort)', () => tiny, false],
-  ])('rows joining mid-generation: %s', (_name, engine, merges) => {
-    it('give the same tokens as run alone, and answer while the long row still runs', async () => {
-      const e = engine();
+  /** What the joining scenario below must show for one way of scheduling rows that arrive mid-generation. */
+  interface Joining {
+    engine: () => Promise<TranslationEngine>;
+    /** Cohorts merged, and cohort-steps paused for a younger cohort to catch up. */
+    merges: boolean;
+    pauses: boolean;
+    /** Who answers first: newcomers run beside the long row, or wait for it (a cohort limit of 1). */
+    finished: string[];
+  }
+
+  const noCacheDir = path.join(root, 'no-cache');
+  describe.each<[string, Joining]>([
+    [
+      'tiny-joinable: newcomers merge into the running batch at once',
+      { engine: async () => joinable, merges: true, pauses: false, finished: ['joiners', 'long'] },
+    ],
+    [
+      'tiny (export layout): newcomers catch up while the long row pauses, then merge',
+      { engine: async () => tiny, merges: true, pauses: true, finished: ['joiners', 'long'] },
+    ],
+    [
+      'tiny, no KV cache: catching up works on step counts alone',
+      {
+        engine: async () => {
+          cpSync(tinyDir, noCacheDir, { recursive: true });
+          return load(noCacheDir, { decoder: 'no-cache' });
+        },
+        merges: true,
+        pauses: true,
+        finished: ['joiners', 'long'],
+      },
+    ],
+    [
+      'tiny, catch-up off: newcomers step as their own cohort beside the long row',
+      { engine: () => load(tinyDir, { catchUpSteps: 0 }), merges: false, pauses: false, finished: ['joiners', 'long'] },
+    ],
+    [
+      'tiny, a gap wider than the pause budget: no pause, no merge',
+      { engine: () => load(tinyDir, { catchUpSteps: 2 }), merges: false, pauses: false, finished: ['joiners', 'long'] },
+    ],
+    [
+      'tiny, catch-up off and one cohort at a time: newcomers wait for the long row',
+      {
+        engine: () => load(tinyDir, { catchUpSteps: 0, maxCohorts: 1 }),
+        merges: false,
+        pauses: false,
+        finished: ['long', 'joiners'],
+      },
+    ],
+  ])('rows joining mid-generation: %s', (_name, expected) => {
+    it('give the same tokens as run alone, and are scheduled as this mode says', async () => {
+      const e = await expected.engine();
       const long: TranslateRow = { srcLang: 'en', tgtLang: 'fr', text: 'the quick brown fox jumps over the lazy dog' };
       const fixed = (n: number): TranslateOptions => ({ numBeams: 1, maxNewTokens: n, minNewTokens: n });
       const joiners = rows(12, 17);
@@ -229,7 +275,7 @@ describe('TranslationEngine', () => {
         finished.push('long');
         return r;
       });
-      // When the short row finishes (step 3 of the long one's 40), more rows arrive: they join at the next step.
+      // When the short row finishes (step 3 of the long one's 40), more rows arrive: they start at the next step.
       await e.translate([{ ...long, text: 'hello' }], fixed(3), () => {
         joined = Promise.all([
           e.translate(joiners, GREEDY).then((r) => (finished.push('joiners'), r)),
@@ -241,15 +287,44 @@ describe('TranslationEngine', () => {
         Awaited<ReturnType<TranslationEngine['translate']>>,
       ];
       const after = e.stats();
-      expect(after.merges - before.merges > 0).toBe(merges);
+      expect(after.merges - before.merges > 0).toBe(expected.merges);
+      expect(after.pauses - before.pauses > 0).toBe(expected.pauses);
+      // A row pauses at most catchUpSteps (8 by default) steps: the long row waited for 3 only.
+      expect(after.pauses - before.pauses).toBeLessThanOrEqual(8);
       expect(after.encoderRuns - before.encoderRuns).toBe(2); // the long+short pair, then the joiners together
-      expect(finished).toEqual(['joiners', 'long']);
-      expect(longOut!.tokenIds).toEqual((await e.translate([long], fixed(40)))[0]!.tokenIds);
-      expect(joinedGreedy.map((t) => t.tokenIds)).toEqual(await oneByOne(e, joiners, GREEDY));
+      expect(finished).toEqual(expected.finished);
+      expect(longOut!.tokenIds).toEqual((await tiny.translate([long], fixed(40)))[0]!.tokenIds);
+      expect(joinedGreedy.map((t) => t.tokenIds)).toEqual(await oneByOne(tiny, joiners, GREEDY));
       expect(joinedBeam!.tokenIds).toEqual(
-        (await e.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }))[0]!.tokenIds,
+        (await tiny.translate([beamJoiner], { numBeams: 3, maxNewTokens: 30 }))[0]!.tokenIds,
       );
     });
+  });
+
+  it('a row pauses at most catchUpSteps steps in all, however many newcomers keep arriving', async () => {
+    const e = await load(tinyDir, { catchUpSteps: 4 });
+    const long: TranslateRow = { srcLang: 'en', tgtLang: 'fr', text: 'the quick brown fox jumps over the lazy dog' };
+    const fixed = (n: number): TranslateOptions => ({ numBeams: 1, maxNewTokens: n, minNewTokens: n });
+    // A chain of 21 two-token rows: each one's answer submits the next, so a newcomer the long row could wait for
+    // arrives every other boundary. Waiting for each (2 pauses apiece) would hold the long row back 42 steps and
+    // it would finish after the chain; with a budget of 4 it takes at most 30 + 4 boundaries, the chain ≥ 42.
+    let left = 20;
+    let leftWhenLongDone = -1;
+    let chainDone!: () => void;
+    const chainFinished = new Promise<void>((resolve) => (chainDone = resolve));
+    const next = (): void => {
+      void e.translate([{ ...long, text: `hello ${left}` }], fixed(2)).then(() => {
+        if (left-- > 0) next();
+        else chainDone();
+      });
+    };
+    const before = e.stats();
+    const longRun = e.translate([long], fixed(30)).then((out) => ((leftWhenLongDone = left), out));
+    next();
+    const [[longOut]] = await Promise.all([longRun, chainFinished]);
+    expect(e.stats().pauses - before.pauses).toBeGreaterThan(0);
+    expect(leftWhenLongDone).toBeGreaterThan(0);
+    expect(longOut!.tokenIds).toEqual((await tiny.translate([long], fixed(30)))[0]!.tokenIds);
   });
 
   it('caps the rows stepped together at maxBatchRows; the rest start at later boundaries with the same result', async () => {

@@ -8,8 +8,9 @@
  * out.text; out.generatedTokens;
  * ```
  *
- * Concurrent `translate` calls share one generation loop: rows of a later call join the running batch at
- * the next step boundary (see generate.ts). Each row resolves as soon as it finishes.
+ * Concurrent `translate` calls share one generation loop: rows of a later call start at the next step boundary
+ * and join the running batch at once (decoders with a self-attention mask) or once they have caught up with it
+ * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
@@ -35,6 +36,13 @@ export interface EngineOptions {
   decoderGraph?: 'rewritten' | 'as-exported';
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default 256. */
   maxBatchRows?: number;
+  /**
+   * Decoders without a self-attention mask (every Hugging Face export): most steps a row may pause so that rows
+   * that started after it catch up and share its decoder runs; 0 turns catch-up off. Default 8 (see catch-up.ts).
+   */
+  catchUpSteps?: number;
+  /** Decoders without a self-attention mask: most cohorts generating at once (default 2, see generate.ts). */
+  maxCohorts?: number;
   /** Defaults for every call, over generation_config.json's. */
   defaults?: TranslateOptions;
 }
@@ -84,6 +92,7 @@ export class TranslationEngine {
   readonly #sessions: EngineSessions;
   readonly #generator: Generator;
   readonly #defaults: TranslateOptions;
+  readonly #maxBatchRows: number;
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -96,7 +105,14 @@ export class TranslationEngine {
     this.#tokenizer = tokenizer;
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
-    this.#generator = new Generator({ sessions, config, maxBatchRows: options.maxBatchRows ?? 256 });
+    this.#maxBatchRows = options.maxBatchRows ?? 256;
+    this.#generator = new Generator({
+      sessions,
+      config,
+      maxBatchRows: this.#maxBatchRows,
+      ...(options.catchUpSteps === undefined ? {} : { catchUpSteps: options.catchUpSteps }),
+      ...(options.maxCohorts === undefined ? {} : { maxCohorts: options.maxCohorts }),
+    });
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
@@ -139,9 +155,14 @@ export class TranslationEngine {
     return this.#sessions.decoderOutputs;
   }
 
-  /** Whether rows arriving mid-generation share the running decoder batch (else: their own cohort). */
+  /** Whether rows arriving mid-generation share the running decoder batch at once (else: after catching up). */
   get joinable(): boolean {
     return this.#generator.joinable;
+  }
+
+  /** Most decoder rows (beams included) stepped at once. */
+  get maxBatchRows(): number {
+    return this.#maxBatchRows;
   }
 
   /** Language codes served (the tokenizer's), sorted. */

@@ -5,24 +5,28 @@
  * ```
  * submit() ─▶ pending ─┐   (step boundary)
  *                      ▼
- *   ┌──────── loop: admit pending → encode → first decoder step (use_cache_branch=false) ─┐
- *   │                                                    merge into the running cohort ◀───┘ (joinable graph)
- *   │         step every cohort: decoder(input_ids [n,1], past) → logits or top-2 → decideStep
+ *   ┌──────── loop: admit pending (encode) → new cohort at step 0
+ *   │         step the cohorts the plan picks: decoder(input_ids [n,1], past) → logits or top-2 → decideStep
  *   │         finished rows resolve at once and leave; their cache rows are gathered out
+ *   │         merge cohorts that can share a decoder run from now on
  *   └──────── until no cohort and nothing pending
  * ```
  *
- * A *cohort* is a set of rows sharing one set of batched tensors. Rows that start together form one.
- * Rows that arrive while others are generating are encoded at the next step boundary and, when the
- * decoder graph takes `decoder_attention_mask`, merged into the running cohort (their shorter caches
- * left-padded and masked, encoder tensors right-padded to the common length): one decoder call per
- * step for everyone. The Hugging Face export has no such input — there positions follow the cache
- * length — so there the newcomers form their own cohort, stepped in the same loop.
+ * A *cohort* is a set of rows sharing one set of batched tensors. Rows admitted at one boundary form one.
+ * Which cohorts merge depends on the decoder graph:
+ * - when it takes `decoder_attention_mask` (joinable), every cohort merges into the running one after its first
+ *   step (shorter caches left-padded and masked, encoder tensors right-padded to the common length): one decoder
+ *   call per step for everyone;
+ * - the Hugging Face export has no such input — positions follow the cache length — so only cohorts that have
+ *   taken the same number of steps merge. Younger cohorts catch up with older ones, which pause for a bounded
+ *   number of steps (catch-up.ts); while some cannot catch up, at most `maxCohorts` cohorts generate at once and
+ *   later rows wait at the boundary (each extra cohort costs a decoder run, a pass over the weights, per step).
  *
  * Invariants (the loop is the only writer of cohort state; `submit` only appends to `#pending`):
  * - one decoder or encoder run at a time on the shared sessions;
  * - a row's cache holds exactly its fed tokens, right-aligned (`align: 'end'`), masked where padded;
  * - a sequence's rows (its beams) are adjacent in one cohort;
+ * - no cohort steps twice between two boundaries, and no row pauses more than `catchUpSteps` steps in all;
  * - when rows leave, tensors are gathered and trimmed to the longest remaining content, so a step costs
  *   what its live rows cost; when no row leaves and no beam reorders, nothing is gathered;
  * - the self-attention cache: when the decoder graph exposes what a step appends (decoder-graph.ts), a step
@@ -40,6 +44,7 @@ import {
   type SearchSettings,
   type StepScores,
 } from './decoding.js';
+import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from './model-config.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
@@ -65,8 +70,10 @@ export interface GeneratorStats {
   /** onnxruntime encoder calls (an admitted group is encoded in groups of similar source length). */
   encoderCalls: number;
   encodedRows: number;
-  /** Cohorts merged into a running one (rows that joined mid-generation). */
+  /** Cohorts merged into another (rows that joined mid-generation, or caught up with an older cohort). */
   merges: number;
+  /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
+  pauses: number;
   /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
   encoderMs: number;
   decoderMs: number;
@@ -100,6 +107,10 @@ interface Cohort {
   pastLength: number;
   /** `[n, P]` 1 for real cache positions (joinable graphs only). */
   selfMask: BigInt64Array | null;
+  /** Decoder steps taken by every row of the cohort (rows of one cohort always have taken the same number). */
+  steps: number;
+  /** Steps this cohort may still pause for a younger one to catch up (catch-up.ts). */
+  pauseBudget: number;
 }
 
 export interface GeneratorOptions {
@@ -107,12 +118,25 @@ export interface GeneratorOptions {
   config: ModelConfig;
   /** Most decoder rows (beams included) stepped at once; later sequences wait at the boundary. */
   maxBatchRows: number;
+  /**
+   * Non-joinable graphs: most steps a row may pause in all so that younger rows catch up and share its decoder
+   * runs (catch-up.ts); 0 turns catch-up off. Default 8.
+   */
+  catchUpSteps?: number;
+  /**
+   * Non-joinable graphs: most cohorts generating at once; rows that can neither start nor catch up wait at the
+   * boundary. Default 2: a second cohort lets new rows start while a long one finishes, at the price of one more
+   * decoder run per step.
+   */
+  maxCohorts?: number;
 }
 
 export class Generator {
   readonly #sessions: EngineSessions;
   readonly #config: ModelConfig;
   readonly #maxBatchRows: number;
+  readonly #catchUpSteps: number;
+  readonly #maxCohorts: number;
   readonly #heads: number;
   readonly #headDim: number;
   readonly #layers: number;
@@ -133,6 +157,7 @@ export class Generator {
     encoderCalls: 0,
     encodedRows: 0,
     merges: 0,
+    pauses: 0,
     encoderMs: 0,
     decoderMs: 0,
     searchMs: 0,
@@ -143,6 +168,8 @@ export class Generator {
     this.#sessions = options.sessions;
     this.#config = options.config;
     this.#maxBatchRows = Math.max(1, options.maxBatchRows);
+    this.#catchUpSteps = Math.max(0, Math.floor(options.catchUpSteps ?? 8));
+    this.#maxCohorts = Math.max(1, Math.floor(options.maxCohorts ?? 2));
     this.#heads = options.config.decoderHeads;
     this.#headDim = options.config.dModel / options.config.decoderHeads;
     this.#layers = options.config.decoderLayers;
@@ -201,11 +228,13 @@ export class Generator {
     try {
       while (this.#pending.length > 0 || this.#cohorts.length > 0) {
         const fresh = await this.#admit();
-        for (const cohort of this.#cohorts) {
-          if (cohort !== fresh) await this.#step(cohort);
-        }
+        if (fresh !== null) this.#cohorts.push(fresh);
+        const stepping = this.#joinable ? this.#cohorts : planSteps(this.#cohorts);
+        this.#stats.pauses += this.#cohorts.length - stepping.length;
+        for (const cohort of stepping) await this.#step(cohort);
         for (const gone of this.#cohorts.filter((c) => c.rows.length === 0)) gone.cacheBuffers?.release();
         this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
+        this.#coalesce();
       }
     } catch (err) {
       // A failed run leaves the cohorts' tensors unusable: fail the rows in flight. Sequences still
@@ -213,20 +242,29 @@ export class Generator {
       const error = err instanceof Error ? err : new Error(String(err));
       for (const waiter of this.#waiters.values()) waiter.reject(error);
       this.#waiters.clear();
+      for (const cohort of this.#cohorts) cohort.cacheBuffers?.release();
       this.#cohorts = [];
     }
   }
 
   /**
-   * Encode what fits of the pending sequences and give them their first decoder step. Returns the new
-   * cohort if it stands alone (it has stepped this iteration), null if none or merged into the running one.
+   * Encode what may start of the pending sequences as a new cohort (0 steps taken), or null. Rows fit within
+   * `maxBatchRows`; on a non-joinable graph they also wait while `maxCohorts` cohorts run and none of them can
+   * wait for newcomers to catch up (an idle engine always takes the first sequence, however wide its beam).
    */
   async #admit(): Promise<Cohort | null> {
+    if (this.#pending.length === 0) return null;
+    if (
+      !this.#joinable &&
+      this.#cohorts.length >= this.#maxCohorts &&
+      !(this.#catchUpSteps > 0 && reachable(this.#cohorts))
+    ) {
+      return null;
+    }
     let room = this.#maxBatchRows - this.liveRows;
     const admitted: Waiter[] = [];
     while (this.#pending.length > 0) {
       const rows = this.#pending[0]!.state.settings.numBeams;
-      // An idle engine always takes the first sequence, however wide its beam.
       const mustTake = admitted.length === 0 && this.liveRows === 0;
       if (!mustTake && rows > room) break;
       admitted.push(this.#pending.shift()!);
@@ -234,25 +272,31 @@ export class Generator {
     }
     if (admitted.length === 0) return null;
     for (const waiter of admitted) this.#waiters.set(waiter.state, waiter);
+    return this.#encode(admitted);
+  }
 
-    const cohort = await this.#encode(admitted);
-    await this.#step(cohort);
-    if (cohort.rows.length === 0) {
-      cohort.cacheBuffers?.release();
-      return null;
+  /**
+   * Merge the cohorts that can share decoder runs from now on, each into the earliest-started of its group:
+   * with a joinable graph every cohort that has stepped; otherwise those with equal step counts (equal cache
+   * lengths: no padding, true positions). A merged cohort keeps the smaller pause budget.
+   */
+  #coalesce(): void {
+    const groups = this.#joinable
+      ? [this.#cohorts.filter((c) => c.steps > 0)]
+      : equalStepGroups(this.#cohorts.filter((c) => c.steps > 0));
+    for (const [into, ...rest] of groups) {
+      for (const joining of rest) {
+        const merging = performance.now();
+        this.#merge(into!, joining);
+        into!.pauseBudget = Math.min(into!.pauseBudget, joining.pauseBudget);
+        // Its rows now live in `into`'s tensors (fresh arrays): its buffers are free.
+        joining.cacheBuffers?.release();
+        joining.rows = [];
+        this.#stats.layoutMs += performance.now() - merging;
+        this.#stats.merges++;
+      }
     }
-    const running = this.#cohorts[0];
-    if (this.#joinable && running !== undefined && running.rows.length > 0) {
-      const merging = performance.now();
-      this.#merge(running, cohort);
-      // Its rows now live in the running cohort's tensors (fresh arrays): its buffers are free.
-      cohort.cacheBuffers?.release();
-      this.#stats.layoutMs += performance.now() - merging;
-      this.#stats.merges++;
-      return null;
-    }
-    this.#cohorts.push(cohort);
-    return cohort;
+    this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
   }
 
   /**
@@ -304,6 +348,8 @@ export class Generator {
           : null,
       pastLength: 0,
       selfMask: this.#joinable ? new BigInt64Array(0) : null,
+      steps: 0,
+      pauseBudget: this.#catchUpSteps,
     };
   }
 
@@ -386,6 +432,7 @@ export class Generator {
     this.#stats.decoderMs += ran - started;
     this.#stats.decoderRuns++;
     this.#stats.decoderRows += n;
+    cohort.steps++;
 
     const decision = decideStep(rows, this.#scores(out, top2), this.#config.eosTokenId);
     this.#stats.searchMs += performance.now() - ran;

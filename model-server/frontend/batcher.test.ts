@@ -11,49 +11,31 @@ function job(responseTimeoutMs = 10_000): Job {
 }
 
 /**
- * A stand-in for the worker pool: `slots` batches may be in flight; whenever the batcher says a batch may be due,
- * it fills free slots. Batches are answered only when the test says so.
+ * A stand-in for the worker pool: at most `capacity` jobs may be in flight (worker-pool.ts caps a worker in jobs);
+ * whenever the batcher says a batch may be due, it fills the room left. Batches are answered only when the test
+ * says so.
  */
 class Driver {
   readonly inFlight: Job[][] = [];
-  readonly sent: { jobs: Job[]; at: number; queuedBefore: number; allLive: boolean; flushed: boolean }[] = [];
+  readonly sent: { jobs: Job[]; at: number; queuedBefore: number; room: number; allLive: boolean }[] = [];
   constructor(
     readonly batcher: Batcher,
-    readonly slots: number,
+    readonly capacity: number,
   ) {
     batcher.onDue(() => this.pump());
   }
+  get room(): number {
+    return this.capacity - this.inFlight.reduce((n, jobs) => n + jobs.filter((j) => !j.settled).length, 0);
+  }
   pump(): void {
-    while (this.inFlight.length < this.slots) {
+    while (this.room > 0) {
       const queuedBefore = this.batcher.queue.size;
-      const jobs = this.batcher.nextBatch();
+      const room = this.room;
+      const jobs = this.batcher.nextBatch({ max: room });
       if (jobs === null) return;
       this.inFlight.push(jobs);
-      this.sent.push({
-        jobs,
-        at: performance.now(),
-        queuedBefore,
-        allLive: jobs.every((j) => !j.settled),
-        flushed: false,
-      });
+      this.sent.push({ jobs, at: performance.now(), queuedBefore, room, allLive: jobs.every((j) => !j.settled) });
     }
-  }
-  /** A round taking this batcher's waiting jobs regardless of its window (worker-pool.ts, non-merging workers). */
-  flush(): void {
-    if (this.inFlight.length >= this.slots) return;
-    const queuedBefore = this.batcher.queue.size;
-    const jobs = this.batcher.nextBatch({ flush: true });
-    // Flush hands out whatever waits: null only when nothing does.
-    expect(jobs === null).toBe(queuedBefore === 0);
-    if (jobs === null) return;
-    this.inFlight.push(jobs);
-    this.sent.push({
-      jobs,
-      at: performance.now(),
-      queuedBefore,
-      allLive: jobs.every((j) => !j.settled),
-      flushed: true,
-    });
   }
   answerOldest(): void {
     const jobs = this.inFlight.shift();
@@ -76,7 +58,7 @@ describe('Batcher', () => {
 
   it('torchserve policy: a lone job leaves when max_batch_delay has passed since its arrival, not before', () => {
     const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 100, queueSize: 10 });
-    const driver = new Driver(batcher, 1);
+    const driver = new Driver(batcher, 4);
     const a = job();
     batcher.submit([a]);
     vi.advanceTimersByTime(30);
@@ -93,7 +75,7 @@ describe('Batcher', () => {
 
   it('torchserve policy: batch_size waiting jobs leave at once, and a backlog leaves as full batches', () => {
     const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 1000, queueSize: 100 });
-    const driver = new Driver(batcher, 1);
+    const driver = new Driver(batcher, 4);
     batcher.submit(Array.from({ length: 4 }, () => job()));
     expect(driver.sent.map((s) => s.jobs.length)).toEqual([4]);
     batcher.submit(Array.from({ length: 10 }, () => job()));
@@ -114,15 +96,20 @@ describe('Batcher', () => {
     expect(driver.sent).toHaveLength(1);
   });
 
-  it('immediate policy: an idle worker takes what waits at once; batches grow while it is busy', () => {
+  it('immediate policy: a worker with room takes what waits at once; jobs arriving while it is full leave together', () => {
     const batcher = new Batcher({ policy: 'immediate', batchSize: 8, maxBatchDelayMs: 100, queueSize: 100 });
-    const driver = new Driver(batcher, 1);
+    const driver = new Driver(batcher, 8);
     batcher.submit([job()]);
-    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1]);
+    batcher.submit([job()]);
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 1]);
+    batcher.submit(Array.from({ length: 6 }, () => job()));
     for (let i = 0; i < 5; i += 1) batcher.submit([job()]);
-    expect(driver.sent).toHaveLength(1);
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 1, 6]);
     driver.answerOldest();
-    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 5]);
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 1, 6, 1]);
+    driver.answerOldest();
+    driver.answerOldest();
+    expect(driver.sent.map((s) => s.jobs.length)).toEqual([1, 1, 6, 1, 1, 3]);
   });
 
   it('a full queue refuses the whole request with QUEUE_FULL and a Retry-After hint', () => {
@@ -162,7 +149,7 @@ describe('Batcher', () => {
 
   it('close() flushes without waiting for company and resolves once everything is answered', async () => {
     const batcher = new Batcher({ policy: 'torchserve', batchSize: 10, maxBatchDelayMs: 60_000, queueSize: 10 });
-    const driver = new Driver(batcher, 1);
+    const driver = new Driver(batcher, 10);
     batcher.submit([job(), job()]);
     expect(driver.sent).toHaveLength(0);
     let closed = false;
@@ -189,8 +176,7 @@ describe('Batcher', () => {
     | { kind: 'advance'; ms: number }
     | { kind: 'answer' }
     | { kind: 'die' }
-    | { kind: 'bounce' }
-    | { kind: 'flush' };
+    | { kind: 'bounce' };
 
   const command: fc.Arbitrary<Command> = fc.oneof(
     fc.record({ kind: fc.constant('arrive' as const), count: fc.integer({ min: 1, max: 5 }) }),
@@ -198,10 +184,9 @@ describe('Batcher', () => {
     fc.record({ kind: fc.constant('answer' as const) }),
     fc.record({ kind: fc.constant('die' as const) }),
     fc.record({ kind: fc.constant('bounce' as const) }),
-    fc.record({ kind: fc.constant('flush' as const) }),
   );
 
-  it('property: every accepted job is answered exactly once, batches respect size, order and the window (flushes: any waiting job)', async () => {
+  it('property: every accepted job is answered exactly once, batches respect size, room, order and the window', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({
@@ -210,12 +195,12 @@ describe('Batcher', () => {
           maxBatchDelayMs: fc.integer({ min: 0, max: 50 }),
           queueSize: fc.integer({ min: 1, max: 12 }),
           responseTimeoutMs: fc.integer({ min: 10, max: 300 }),
-          slots: fc.integer({ min: 1, max: 3 }),
+          capacity: fc.integer({ min: 1, max: 10 }),
         }),
         fc.array(command, { maxLength: 60 }),
         async (settings, commands) => {
           const batcher = new Batcher({ ...settings });
-          const driver = new Driver(batcher, settings.slots);
+          const driver = new Driver(batcher, settings.capacity);
           const accepted: Job[] = [];
           const outcomes = new Map<Job, number>();
           const track = (j: Job) =>
@@ -231,8 +216,8 @@ describe('Batcher', () => {
               for (let i = 1; i < s.jobs.length; i += 1) {
                 expect(s.jobs[i]!.arrivedAt).toBeGreaterThanOrEqual(s.jobs[i - 1]!.arrivedAt);
               }
-              expect(s.jobs.length).toBe(Math.min(s.queuedBefore, settings.batchSize));
-              if (settings.policy === 'torchserve' && !batcher.closing && !s.flushed) {
+              expect(s.jobs.length).toBe(Math.min(s.queuedBefore, settings.batchSize, s.room));
+              if (settings.policy === 'torchserve' && !batcher.closing) {
                 const due =
                   s.queuedBefore >= settings.batchSize || s.at - s.jobs[0]!.arrivedAt >= settings.maxBatchDelayMs;
                 expect(due).toBe(true);
@@ -240,9 +225,9 @@ describe('Batcher', () => {
               expect(s.allLive).toBe(true);
             }
             checkedSent = driver.sent.length;
-            // A free slot never leaves a due job waiting (immediate: nothing waits at all).
+            // Room never leaves a due job waiting (immediate: nothing waits at all).
             const oldest = batcher.queue.oldest();
-            if (driver.inFlight.length < settings.slots && oldest !== undefined) {
+            if (driver.room > 0 && oldest !== undefined) {
               expect(settings.policy).toBe('torchserve');
               expect(performance.now() - oldest.arrivedAt).toBeLessThanOrEqual(settings.maxBatchDelayMs + 1);
             }
@@ -263,7 +248,6 @@ describe('Batcher', () => {
               }
             } else if (c.kind === 'advance') vi.advanceTimersByTime(c.ms);
             else if (c.kind === 'answer') driver.answerOldest();
-            else if (c.kind === 'flush') driver.flush();
             else if (c.kind === 'die') driver.dieAll();
             else {
               const jobs = driver.inFlight.pop();

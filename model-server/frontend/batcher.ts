@@ -1,15 +1,16 @@
 /**
  * @module model-server/frontend/batcher — the batching policy of one model: when do its waiting jobs leave as a
- * batch, and how many. The worker pool asks (`nextBatch`) whenever a worker has a free slot; the batcher answers
+ * batch, and how many. The worker pool asks (`nextBatch`) whenever a worker has room; the batcher answers
  * with a batch or arms one timer for the moment its oldest job falls due, then nudges the pool.
  *
  * Policies (config `BATCH_POLICY`):
  * - `torchserve`: a batch leaves when `batchSize` jobs wait, or when the OLDEST waiting job has waited
  *   `maxBatchDelayMs` since it ARRIVED (TorchServe measures from dequeue, pytorch/serve#2478; we bound the
  *   oldest job's wait instead). A backlog leaves at once as full batches; `batchSize` 1 never waits.
- * - `immediate` (default): a free worker takes whatever waits, up to `batchSize`, at once. Under light load every
- *   request runs alone (no added latency); under load the workers are busy, jobs pile up while they work, and
- *   batches grow by themselves. Per-worker in-flight caps (worker-pool.ts) are what make a worker "busy".
+ * - `immediate` (default): a worker with room takes whatever waits, up to `batchSize`, at once. Under light load
+ *   every request starts at once (no added latency) and the engine batches it with whatever runs at its next step
+ *   boundary; under load the workers are full, jobs pile up while they work, and batches grow by themselves.
+ *   The per-worker in-flight cap (worker-pool.ts) is what makes a worker "full".
  *
  * Batch window, torchserve policy, batchSize 4, maxBatchDelayMs 100 (t in ms, `a`…`f` arrivals):
  *
@@ -19,11 +20,10 @@
  *     t=120 c d e f arrive     queue [c d e f]  4 ≥ batchSize → batch [c d e f] leaves at once, no timer
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
- * - `nextBatch` returns null or 1…batchSize unsettled jobs in arrival order; it never returns a job twice
- *   unless that job was handed back with `putBack`.
+ * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
+ *   a job twice unless that job was handed back with `putBack`.
  * - torchserve: non-null iff size ≥ batchSize, or the oldest job has waited ≥ maxBatchDelayMs, or the batcher is
  *   closing (a draining model flushes without waiting). immediate: non-null iff a job waits.
- *   `nextBatch({ flush: true })` (either policy): non-null iff a job waits.
  * - While jobs wait and none is due, exactly one timer is armed, for the oldest job's due time.
  * - `close()` resolves once the queue is empty and every dispatched job is settled.
  */
@@ -115,19 +115,18 @@ export class Batcher {
   }
 
   /**
-   * The batch to send now to a worker with a free slot, or null (then a timer is armed if jobs wait).
-   * With `flush`, whatever waits leaves now regardless of the window (a non-merging worker's round, see
-   * worker-pool.ts). The caller must send every returned job or hand it back with `putBack`.
+   * The batch to send now to a worker with room for `max` jobs (default: a whole batch), or null (then a timer is
+   * armed if jobs wait). The caller must send every returned job or hand it back with `putBack`.
    */
-  nextBatch(options: { flush?: boolean } = {}): Job[] | null {
+  nextBatch(options: { max?: number } = {}): Job[] | null {
     const dueAt = this.dueAt();
     if (dueAt === Infinity) return null;
     const now = this.#now();
-    if (dueAt > now && options.flush !== true) {
+    if (dueAt > now) {
       this.#armTimer(dueAt, now);
       return null;
     }
-    const jobs = this.queue.take(this.batchSize);
+    const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity));
     if (jobs.length === 0) return null;
     for (const job of jobs) {
       job.dispatchedAt = now;
@@ -137,7 +136,7 @@ export class Batcher {
         () => this.#settled(job),
       );
     }
-    // What is left may not be due yet (a flush, or a full batch taken from a longer queue): keep its timer.
+    // What is left may not be due yet (a full batch taken from a longer queue): keep its timer.
     const nextDueAt = this.dueAt();
     if (nextDueAt === Infinity) this.#clearTimer();
     else if (nextDueAt > now) this.#armTimer(nextDueAt, now);

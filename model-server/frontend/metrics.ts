@@ -3,7 +3,9 @@
  * server instance so tests can run several servers in one process).
  *
  * TorchServe's three counters keep their names and labels (model_name, model_version, hostname); real histograms
- * sit beside them. The mean batch size is `mt_batch_size_sum / mt_batch_size_count` — no JSON needed.
+ * sit beside them. The mean batch size is `mt_batch_size_sum / mt_batch_size_count` — no JSON needed. That is the
+ * batch the frontend sends; the engine steps every batch it holds together, and its real batch, the rows of one
+ * decoder run, is `rate(mt_engine_step_rows_total) / rate(mt_engine_steps_total)` per engine.
  * Queue depth, worker states and GPU figures are read at scrape time (collect callbacks), never pushed.
  */
 import { hostname as osHostname } from 'node:os';
@@ -43,6 +45,8 @@ export class ServerMetrics {
   #batchSize: Histogram<(typeof MODEL)[number]>;
   #jobs: Counter<'model_name' | 'model_version' | 'outcome'>;
   #workerDeaths: Counter<'engine'>;
+  #engineSteps: Counter<'engine'>;
+  #engineStepRows: Counter<'engine'>;
 
   constructor(options: ServerMetricsOptions) {
     this.#hostname = options.hostname ?? osHostname();
@@ -109,6 +113,18 @@ export class ServerMetrics {
     this.#workerDeaths = new Counter({
       name: 'mt_worker_deaths_total',
       help: 'Worker processes that died or failed to load without being asked to stop.',
+      labelNames: ['engine'],
+      registers,
+    });
+    this.#engineSteps = new Counter({
+      name: 'mt_engine_steps_total',
+      help: 'Decoder runs of each engine (one generated token for every row it carries).',
+      labelNames: ['engine'],
+      registers,
+    });
+    this.#engineStepRows = new Counter({
+      name: 'mt_engine_step_rows_total',
+      help: "Rows carried by each engine's decoder runs (beams count once each); ÷ mt_engine_steps_total = mean real batch.",
       labelNames: ['engine'],
       registers,
     });
@@ -188,6 +204,13 @@ export class ServerMetrics {
     const labels = { model_name: model, model_version: version };
     this.#batchSize.observe(labels, size);
     this.#inferenceSeconds.observe(labels, handlerMs / 1000);
+  }
+
+  /** Decoder runs (and their rows) an engine's worker reported since its last report. */
+  stepsDone(engine: string, runs: number, rows: number): void {
+    if (runs <= 0) return;
+    this.#engineSteps.inc({ engine }, runs);
+    this.#engineStepRows.inc({ engine }, rows);
   }
 
   workerDied(engine: string): void {

@@ -51,8 +51,6 @@ export interface ModelManagerOptions {
   timings?: Partial<ManagerTimings>;
   /** Tests only: a fault (worker/main.ts) injected into the workers of the named model. Never set from HTTP. */
   faultFor?: (model: string) => string | undefined;
-  /** Batches in flight per worker; default max(2, models on the engine) (see worker-pool.ts). */
-  maxBatchesPerWorker?: number;
 }
 
 /** A registration, with TorchServe's parameters already validated and typed. */
@@ -392,10 +390,10 @@ export class ModelManager {
       backoffUnitMs: this.#timings.backoffUnitMs,
       unhealthyAfterMs: this.#timings.unhealthyAfterMs,
       nextWorkerId: () => String(this.#nextWorkerId++),
-      ...(this.#options.maxBatchesPerWorker === undefined
-        ? {}
-        : { maxBatchesPerWorker: this.#options.maxBatchesPerWorker }),
-      onBatchDone: (r) => metrics.batchDone(r.model, r.version, r.size, r.handlerMs),
+      onBatchDone: (r) => {
+        metrics.batchDone(r.model, r.version, r.size, r.handlerMs);
+        metrics.stepsDone(spec.key, r.stepRuns, r.stepRows);
+      },
       onWorkerDied: () => metrics.workerDied(spec.key),
     });
     this.#engines.set(spec.key, pool);

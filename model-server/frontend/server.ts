@@ -32,8 +32,6 @@ export interface ModelServerDeps {
   timings?: Partial<ManagerTimings>;
   /** Tests only: fault injected into the workers of a model (worker/main.ts). */
   faultFor?: (model: string) => string | undefined;
-  /** Batches in flight per worker (default: see worker-pool.ts). */
-  maxBatchesPerWorker?: number;
   /** Keys when token authorization is on. */
   tokens?: { inference: string; management: string };
 }
@@ -69,7 +67,6 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     gpu,
     ...(deps.timings ? { timings: deps.timings } : {}),
     ...(deps.faultFor ? { faultFor: deps.faultFor } : {}),
-    ...(deps.maxBatchesPerWorker === undefined ? {} : { maxBatchesPerWorker: deps.maxBatchesPerWorker }),
   });
   const maxBodyBytes = config.maxRequestBytes;
   return {

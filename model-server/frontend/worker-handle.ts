@@ -37,6 +37,9 @@ export interface BatchReport {
   size: number;
   /** Handler time reported by the worker, ms. */
   handlerMs: number;
+  /** Decoder runs and their rows on this worker since its previous report (0 for handlers without steps). */
+  stepRuns: number;
+  stepRows: number;
 }
 
 /** One model's batch for `sendRound`. */
@@ -83,17 +86,16 @@ export class WorkerHandle implements JobHolder {
   /** Where the worker says it runs; undefined until `ready`. */
   device: DeviceInfo | undefined;
   languages: string[] | undefined;
-  /**
-   * Whether the worker folds batches sent while it works into the running one at no extra per-step cost (its
-   * `ready` message); false until ready. The pool sends a non-merging worker work only while it is idle.
-   */
-  mergesWork = false;
+  /** Most jobs the worker runs at once (its `ready` message; Infinity when its handler sets no bound). */
+  capacity = Number.POSITIVE_INFINITY;
 
   #state: WorkerState = 'starting';
   #child: ChildProcess;
   #options: WorkerHandleOptions;
   #log: Logger;
   #batches = new Map<number, InFlightBatch>();
+  /** The worker's step counters at its last report (cumulative since it loaded). */
+  #steps = { runs: 0, rows: 0 };
   /** Job id → batch id, for every unanswered job on this worker. */
   #jobBatch = new Map<string, number>();
   #started: { resolve: () => void; reject: (err: ServeError) => void } | undefined;
@@ -172,8 +174,9 @@ export class WorkerHandle implements JobHolder {
   }
 
   /**
-   * Send several batches (one per model) as one `round` message, so the worker hands them all to its handler in
-   * the same tick. All or nothing: false when the worker cannot take them; the caller puts every job back.
+   * Send several batches (one per model and pass, worker-pool.ts) as one `round` message, so the worker hands them
+   * all to its handler in the same tick. All or nothing: false when the worker cannot take them; the caller puts
+   * every job back.
    */
   sendRound(batches: readonly OutgoingBatch[]): boolean {
     if (this.#state !== 'ready' || batches.length === 0 || batches.some((b) => b.jobs.length === 0)) return false;
@@ -269,7 +272,7 @@ export class WorkerHandle implements JobHolder {
         clearTimeout(this.#startTimer);
         this.device = message.device;
         this.languages = message.languages;
-        this.mergesWork = message.mergesWork;
+        this.capacity = message.capacity ?? Number.POSITIVE_INFINITY;
         this.#wasReady = true;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
         this.#started?.resolve();
@@ -304,11 +307,16 @@ export class WorkerHandle implements JobHolder {
             job.reject(new ServeError('INTERNAL', 'Worker did not answer every item of its batch.'));
           }
         }
+        const steps = message.steps ?? this.#steps;
+        const [stepRuns, stepRows] = [steps.runs - this.#steps.runs, steps.rows - this.#steps.rows];
+        this.#steps = steps;
         this.#options.events.batchDone(this, {
           model: record.model,
           version: record.version,
           size: record.size,
           handlerMs: message.handlerMs,
+          stepRuns,
+          stepRows,
         });
         return;
       }

@@ -3,19 +3,19 @@
  * (handler, model dir, device), shared by every model (language) attached to it. Feeds the attached models'
  * batchers into free worker slots, restarts dead workers with backoff, and reports health.
  *
- * Dispatch depends on whether the worker's handler merges work (`ready.mergesWork`):
- * - Merging (the translation engine with a masked decoder, echo): a worker has a free slot while it runs fewer
- *   than `maxBatchesPerWorker` batches (default: one per attached model, at least 2: enough to keep it busy, and
- *   to let the engine join rows of several languages at its step boundaries). Whenever a slot may have freed or a
- *   batch may be due, `pump()` gives each free slot, least-loaded worker first, the next due batch from the
- *   attached batchers in round-robin order, so one busy language cannot starve the others on a shared device.
- * - Non-merging (the Hugging Face export layout: a batch arriving mid-generation becomes its own cohort, which
- *   costs a full decoder call, a whole pass over the weights, every step): a worker is free only with NO batch in
- *   flight, and then takes a *round*: as soon as one attached batcher has a batch due (its policy decides), that
- *   batch AND every other attached batcher's waiting jobs (up to each one's batch size, window or not) leave
- *   together in one `round` message, so all languages sharing the engine start as one cohort and each step is
- *   one weight pass for all of them. Jobs arriving meanwhile wait for the next round (they would otherwise run
- *   as a second cohort at nearly the cost of the first).
+ * Dispatch: a worker has room while it holds fewer jobs than its cap, the sum of its attached models' batch sizes
+ * (what they would hold on workers of their own, TorchServe's layout) bounded by the worker's own capacity (the
+ * translation engine: its decoder rows ÷ beams). Whenever room may have opened or a batch may be due, `pump()`
+ * hands batches out one at a time — to the ready worker holding the fewest jobs, from the attached batchers in
+ * round-robin order (so one busy language cannot starve the others on a shared device), each at most the room
+ * left — and then sends every worker what it got in this pass as ONE message, so the engine starts it all at
+ * one step boundary. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while
+ * it generates start at its next boundary and share its decoder runs at once or after catching up.
+ *
+ * Why a cap in jobs, not batches: under the immediate policy every arrival is a batch of its own while a worker
+ * has room, and clients answered together come back a few milliseconds apart; a cap of a few batches kept all
+ * but the first of them in the queue until a whole generation had finished. With the cap in jobs they reach the
+ * engine at once and batches grow in the queue only once the worker is full.
  *
  * Restarts follow TorchServe: a worker that dies (or fails to load) is restarted after a Fibonacci backoff of
  * 1, 1, 2, 3, 5, 8 … units (unit 1 s, capped at 60 units), reset once a worker loads. A slot that has been
@@ -56,8 +56,6 @@ export interface WorkerPoolOptions {
   backoffUnitMs: number;
   /** A slot failing this long is unhealthy, ms (TorchServe: 300 s). */
   unhealthyAfterMs: number;
-  /** Fixed cap of batches in flight per merging worker; default max(2, attached models). Non-merging: 1 round. */
-  maxBatchesPerWorker?: number;
   /** Worker ids are unique across the server; the pool asks for one per spawn. */
   nextWorkerId: () => string;
   onBatchDone?: (report: BatchReport) => void;
@@ -100,6 +98,8 @@ export class WorkerPool {
   #rr = 0;
   #pumping = false;
   #pumpAgain = false;
+  /** Workers that refused a send during the current pump (leaving: their exit pumps again). */
+  #refused = new Set<WorkerHandle>();
   #waiters = new Set<ReadyWaiter>();
   #closed = false;
 
@@ -196,6 +196,7 @@ export class WorkerPool {
       } while (this.#pumpAgain);
     } finally {
       this.#pumping = false;
+      this.#refused.clear();
     }
   }
 
@@ -212,61 +213,37 @@ export class WorkerPool {
   #pumpOnce(): void {
     const batchers = [...this.#batchers.values()];
     if (batchers.length === 0) return;
-    const cap = this.#options.maxBatchesPerWorker ?? Math.max(2, batchers.length);
+    const attachedCap = batchers.reduce((sum, b) => sum + b.batchSize, 0);
+    const given = new Map<WorkerHandle, { batcher: Batcher; jobs: Job[] }[]>();
+    const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w) ?? []).reduce((n, b) => n + b.jobs.length, 0);
     for (;;) {
       let worker: WorkerHandle | undefined;
+      let room = 0;
       for (const slot of this.#slots) {
         const w = slot.worker;
-        if (w?.state !== 'ready' || w.inFlightBatches >= (w.mergesWork ? cap : 1)) continue;
-        if (worker === undefined || w.inFlightBatches < worker.inFlightBatches) worker = w;
+        if (w?.state !== 'ready' || this.#refused.has(w)) continue;
+        const left = Math.min(attachedCap, w.capacity) - held(w);
+        if (left > 0 && (worker === undefined || held(w) < held(worker))) [worker, room] = [w, left];
       }
-      if (worker === undefined) return;
-      if (!worker.mergesWork) {
-        if (!this.#sendRound(worker, batchers)) return;
-        continue;
-      }
-      let sent = false;
-      for (let i = 0; i < batchers.length && !sent; i += 1) {
+      if (worker === undefined) break;
+      let taken: { batcher: Batcher; jobs: Job[] } | undefined;
+      for (let i = 0; i < batchers.length && taken === undefined; i += 1) {
         const index = (this.#rr + i) % batchers.length;
-        const batcher = batchers[index]!;
-        const jobs = batcher.nextBatch();
+        const jobs = batchers[index]!.nextBatch({ max: room });
         if (jobs === null) continue;
         this.#rr = (index + 1) % batchers.length;
-        const first = jobs[0]!;
-        if (worker.send(jobs, first.model, first.version)) {
-          sent = true;
-        } else {
-          batcher.putBack(jobs);
-          return; // the worker is leaving; its exit or the next event pumps again
-        }
+        taken = { batcher: batchers[index]!, jobs };
       }
-      if (!sent) return;
+      if (taken === undefined) break;
+      given.set(worker, [...(given.get(worker) ?? []), taken]);
     }
-  }
-
-  /**
-   * Give an idle non-merging worker a round: the first due batch in round-robin order, then every other batcher's
-   * waiting jobs (flushed, up to its batch size). Returns false when nothing is due or the worker left.
-   */
-  #sendRound(worker: WorkerHandle, batchers: Batcher[]): boolean {
-    let first = -1;
-    let due: Job[] | null = null;
-    for (let i = 0; i < batchers.length && due === null; i += 1) {
-      first = (this.#rr + i) % batchers.length;
-      due = batchers[first]!.nextBatch();
+    for (const [worker, batches] of given) {
+      const round = batches.map(({ jobs }) => ({ jobs, model: jobs[0]!.model, version: jobs[0]!.version }));
+      if (worker.sendRound(round)) continue;
+      // The worker is leaving: the jobs go back, and only other workers get them in this pump (its exit pumps again).
+      this.#refused.add(worker);
+      for (const { batcher, jobs } of batches) batcher.putBack(jobs);
     }
-    if (due === null) return false;
-    this.#rr = (first + 1) % batchers.length;
-    const taken: { batcher: Batcher; jobs: Job[] }[] = [{ batcher: batchers[first]!, jobs: due }];
-    for (let i = 1; i < batchers.length; i += 1) {
-      const batcher = batchers[(first + i) % batchers.length]!;
-      const jobs = batcher.nextBatch({ flush: true });
-      if (jobs !== null) taken.push({ batcher, jobs });
-    }
-    const round = taken.map(({ jobs }) => ({ jobs, model: jobs[0]!.model, version: jobs[0]!.version }));
-    if (worker.sendRound(round)) return true;
-    for (const { batcher, jobs } of taken) batcher.putBack(jobs);
-    return false; // the worker is leaving; its exit or the next event pumps again
   }
 
   #startSlot(slot: Slot): void {

@@ -148,23 +148,6 @@ describe('batching (real server, real workers)', () => {
     expect((await predict(t, 'echo', { src_text: 'late' })).status).toBe(404);
   });
 
-  it('immediate policy: batches grow with load while the worker is busy', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'immediate' }, faults: { echo: 'slow:100' } });
-    await register(t, 'url=echo&batch_size=16&max_batch_delay=100');
-    const server = t;
-    const answers = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => predict(server, 'echo', { src_text: `i${i}` })),
-    );
-    answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `i${i}` } }));
-    const labels = { model_name: 'echo', model_version: '1.0' };
-    const text = await metrics(t);
-    const count = metricValue(text, 'mt_batch_size_count', labels)!;
-    expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(40);
-    // Two batches in flight per worker at most: the first two leave alone, the rest pile up behind them.
-    expect(count).toBeLessThan(10);
-    expect(count).toBeGreaterThanOrEqual(40 / 16);
-  });
-
   it('splits src_text arrays into jobs and answers in order; says who served in headers', async () => {
     t = await startTestServer({
       setupConfig: { cuda_id: { ko: '0', ru: '1' } },

@@ -19,11 +19,11 @@ describe('worker faults (real worker processes with injected faults)', () => {
 
   it('SIGKILL of a worker fails only its in-flight jobs; queued jobs wait for the restarted worker', async () => {
     t = await startTestServer({ faults: { echo: 'slow:1500' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=1&max_batch_delay=0`, { method: 'POST' });
+    const reg = await call(`${t.management}/models?url=echo&batch_size=2&max_batch_delay=0`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const before = (await describeModel(t, 'echo')).workers[0];
     const server = t;
-    // Two batches in flight on the worker (its cap), two more waiting in the queue.
+    // Two jobs in flight on the worker (its cap: batch_size), two more waiting in the queue.
     const requests = ['f0', 'f1', 'q0', 'q1'].map((text) => predict(server, 'echo', text));
     await until(
       '2 queued behind 2 in flight',

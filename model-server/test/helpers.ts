@@ -34,7 +34,6 @@ export interface TestServerOptions {
   cuda?: CudaAvailability;
   /** Worker factory; default: the real worker entry. */
   spawn?: WorkerSpawner;
-  maxBatchesPerWorker?: number;
 }
 
 export interface TestServer {
@@ -67,7 +66,6 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
     faultFor: (model) => faults[model],
     ...(options.spawn ? { spawn: options.spawn } : {}),
-    ...(options.maxBatchesPerWorker === undefined ? {} : { maxBatchesPerWorker: options.maxBatchesPerWorker }),
   });
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
   const [inference, management, metrics] = listening.map(

@@ -48,6 +48,29 @@ describe('translation handler behind the model server (generated tiny M2M100)', 
     expect(pids.size).toBe(1);
   });
 
+  it('concurrent requests for different languages share decoder runs: the engine metrics show its real batch', async () => {
+    const sum = (text: string, name: string) =>
+      text
+        .split('\n')
+        .filter((line) => line.startsWith(`${name}{`))
+        .reduce((n, line) => n + Number(line.split(' ').pop()), 0);
+    const before = (await call(`${t.metrics}/metrics`)).body as string;
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        call(`${t.inference}/predictions/${['ko', 'en', 'fr'][i % 3]}`, {
+          body: { src_lang: 'en', src_text: `Good morning number ${i}` },
+        }),
+      ),
+    );
+    for (const a of answers) expect(a.status).toBe(200);
+    const after = (await call(`${t.metrics}/metrics`)).body as string;
+    const steps = sum(after, 'mt_engine_steps_total') - sum(before, 'mt_engine_steps_total');
+    const rows = sum(after, 'mt_engine_step_rows_total') - sum(before, 'mt_engine_step_rows_total');
+    expect(steps).toBeGreaterThan(0);
+    // Twelve one-sentence requests generating ≤ 16 tokens each, alone, would take ≥ 12 runs of 1 row per token.
+    expect(rows / steps).toBeGreaterThan(2);
+  });
+
   it('fails a bad input alone, with the catalogued 400', async () => {
     const [good, unknown] = await Promise.all([
       call(`${t.inference}/predictions/en`, { body: { src_lang: 'ko', src_text: '안녕하세요' } }),

@@ -3,10 +3,10 @@
  *
  * Life: wait for `init` → load the named handler on the requested device → `ready` (or `init-failed`, then exit
  * 1) → answer `batch` messages: every item exactly once (`item`), then `batch-done`. Several batches may be in
- * flight at once; each is passed to `handler.inference` as soon as it arrives and the handler merges or queues
- * them. A `round` message carries several batches: they reach the handler in one synchronous pass, so an engine
- * that cannot merge work starts them together (its generation loop begins on a microtask, after this pass). `shutdown` (or the parent going away) stops intake, lets in-flight batches finish, closes the handler,
- * and exits 0.
+ * flight at once; each is passed to `handler.inference` as soon as it arrives and the handler batches them. A
+ * `round` message carries several batches: they reach the handler in one synchronous pass, so the engine starts
+ * them together (its generation loop begins on a microtask, after this pass). `shutdown` (or the parent going
+ * away) stops intake, lets in-flight batches finish, closes the handler, and exits 0.
  *
  * Fault injection for tests and drills only: `InitMessage.fault`, which the frontend sets only when a test
  * passes it explicitly (never reachable from the HTTP APIs). Faults, comma-separated:
@@ -17,7 +17,7 @@
  * - `exit-after-ready`     exit(71) right after `ready` (a worker that dies between loads)
  * - `skip-items`           answer `batch-done` without answering the items (a lying worker)
  * - `fail-inference`       the handler's inference throws (a handler bug: its items get PREDICTION_FAILED)
- * - `no-merge`             report `mergesWork: false` whatever the handler says (round dispatch with echo)
+ * - `capacity:<n>`         report a capacity of n jobs whatever the handler says (the pool's job cap, with echo)
  */
 import { ServeError, toServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
@@ -33,7 +33,7 @@ interface Faults {
   exitAfterReady: boolean;
   skipItems: boolean;
   failInference: boolean;
-  noMerge: boolean;
+  capacity: number | undefined;
 }
 
 /** Parse `InitMessage.fault`; an unknown fault name is a test bug and fails the load loudly. */
@@ -46,7 +46,7 @@ export function parseFaults(spec: string | undefined): Faults {
     exitAfterReady: false,
     skipItems: false,
     failInference: false,
-    noMerge: false,
+    capacity: undefined,
   };
   for (const part of (spec ?? '').split(',').filter(Boolean)) {
     const [name, arg] = part.split(':') as [string, string | undefined];
@@ -59,7 +59,7 @@ export function parseFaults(spec: string | undefined): Faults {
     else if (name === 'exit-after-ready') faults.exitAfterReady = true;
     else if (name === 'skip-items') faults.skipItems = true;
     else if (name === 'fail-inference') faults.failInference = true;
-    else if (name === 'no-merge') faults.noMerge = true;
+    else if (name === 'capacity') faults.capacity = n;
     else throw new Error(`unknown fault: ${name}`);
   }
   return faults;
@@ -95,8 +95,15 @@ async function init(message: InitMessage): Promise<void> {
     const loadMs = performance.now() - started;
     if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
     workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
-    const mergesWork = !faults.noMerge && (instance.mergesWork?.() ?? true);
-    send({ type: 'ready', pid: process.pid, device, loadMs, languages: instance.languages?.(), mergesWork });
+    const capacity = faults.capacity ?? instance.capacity?.();
+    send({
+      type: 'ready',
+      pid: process.pid,
+      device,
+      loadMs,
+      languages: instance.languages?.(),
+      ...(capacity === undefined ? {} : { capacity }),
+    });
     if (faults.exitAfterReady) process.exit(71);
   } catch (err) {
     workerLog.error({ err }, 'worker failed to load');
@@ -124,7 +131,13 @@ function batch(message: BatchMessage): void {
     } else if (!faults.skipItems) {
       await runBatch(handler, message.items, (id, outcome) => send({ type: 'item', id, outcome }), log);
     }
-    send({ type: 'batch-done', batchId: message.batchId, handlerMs: performance.now() - started });
+    const steps = handler?.steps?.();
+    send({
+      type: 'batch-done',
+      batchId: message.batchId,
+      handlerMs: performance.now() - started,
+      ...(steps === undefined ? {} : { steps }),
+    });
   })().catch((err: unknown) => {
     // runBatch answers every item itself; reaching here means the IPC channel failed.
     log.error({ err: toServeError(err) }, 'batch failed outside the handler');

@@ -8,8 +8,8 @@
  * One optional addition over the export (`decoderSelfMask`): a `decoder_attention_mask` input over
  * cached + new decoder positions, from which positions are also derived. With it, rows whose caches have
  * different lengths can share one decoder batch (rows joining mid-generation merge into the running
- * batch). transformers.js does not feed that input, so the `tiny` preset keeps the export's exact layout
- * and the engine keeps rows of different lengths in separate cohorts there, as it must for real exports.
+ * batch). transformers.js does not feed that input, so the `tiny` preset keeps the export's exact layout,
+ * where the engine merges only rows that have taken the same number of steps, as it must for real exports.
  */
 import { type Dim, ElemType, GraphBuilder, valueInfo } from './onnx-builder.js';
 import type { DemoPreset } from './presets.js';

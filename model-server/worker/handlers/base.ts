@@ -5,7 +5,7 @@
  */
 import { ServeError, toServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo, DeviceRequest, ItemOutcome, WorkerOptions } from '../../protocol.js';
+import type { BatchItem, DeviceInfo, DeviceRequest, ItemOutcome, StepCounters, WorkerOptions } from '../../protocol.js';
 
 export interface HandlerContext {
   modelDir: string;
@@ -28,11 +28,12 @@ export interface Handler<Input = unknown, Output = unknown> {
   /** Languages/models this handler can serve, if it knows (after initialize). */
   languages?(): string[];
   /**
-   * Whether work passed to `inference` while an earlier call runs is folded into it at no extra per-step cost
-   * (absent: true, e.g. a handler that answers at once). False makes the frontend send work only while this
-   * worker is idle, every waiting model's batch in one round (see frontend/worker-pool.ts).
+   * Most inputs this handler runs at once, across `inference` calls (absent: no bound, e.g. a handler that
+   * answers at once). The frontend keeps at most this many jobs in flight on the worker (frontend/worker-pool.ts).
    */
-  mergesWork?(): boolean;
+  capacity?(): number;
+  /** Decoder runs and the rows they carried since load, for handlers that batch in steps (the engine's real batch). */
+  steps?(): StepCounters;
   /** Validate and decode one request. Throw a ServeError to fail this request alone. */
   preprocess(item: BatchItem): Input;
   /**

@@ -136,16 +136,16 @@ describe('TranslationHandler', () => {
     }
   });
 
-  it('mergesWork follows the engine: true with the masked decoder (tiny-joinable), false with the export layout (tiny)', async () => {
-    expect(handler.mergesWork()).toBe(true);
+  it('capacity is the sequences the engine steps at once (its rows ÷ beams); a round starts as ONE cohort', async () => {
+    expect(handler.capacity()).toBe(Math.floor(256 / options.numBeams));
     const tinyDir = mkdtempSync(path.join(tmpdir(), 'translation-handler-tiny-'));
     const tiny = new TranslationHandler();
     try {
       makeDemoModel('tiny', tinyDir);
-      await tiny.initialize({ modelDir: tinyDir, device: { kind: 'cpu' }, options, log });
-      expect(tiny.mergesWork()).toBe(false);
+      await tiny.initialize({ modelDir: tinyDir, device: { kind: 'cpu' }, options: { ...options, numBeams: 1 }, log });
+      expect(tiny.capacity()).toBe(256);
       // What a `round` relies on (worker/main.ts): batches handed to the handler in one synchronous pass start
-      // as ONE cohort (one encoder run), even on an engine that cannot merge.
+      // as ONE cohort (one encoder run), even on an engine whose decoder takes no self-attention mask.
       const engine = await TranslationEngine.load({ modelDir: tinyDir, intraOpThreads: 1 });
       try {
         const rows = ['ko', 'fr', 'de'].map((tgtLang) =>

@@ -3,14 +3,14 @@
  * `{"src_lang", "src_text"}` sent to model `{tgt_lang}` → `{"translated"}`, on a TranslationEngine.
  *
  * One engine per worker serves every language its tokenizer knows. Batches that arrive while another is
- * still generating are not queued behind it: their rows join the running generation at its next step
- * boundary, and each row is answered as soon as it finishes (the engine's single step loop guarantees
- * the sessions never run two generations at once).
+ * still generating are not queued behind it: their rows start at the engine's next step boundary and share its
+ * decoder runs at once or after catching up (engine/generate.ts), and each row is answered as soon as it finishes
+ * (the engine's single step loop guarantees the sessions never run two generations at once).
  */
 import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo } from '../../protocol.js';
+import type { BatchItem, DeviceInfo, StepCounters } from '../../protocol.js';
 import type { Handler, HandlerContext } from './base.js';
 
 /**
@@ -55,12 +55,17 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
   }
 
   /**
-   * The engine's `joinable`: with a decoder that takes a self-attention mask, rows arriving mid-generation join the
-   * running decoder batch; with the Hugging Face export layout they form their own cohort and cost a full decoder
-   * call (a pass over the weights) every step, so the frontend should send this worker work only while it is idle.
+   * Sequences the engine steps at once: its decoder rows ÷ the beam width. The frontend keeps no more jobs than
+   * this in flight here, so every job it sends starts at the engine's next step boundary instead of waiting in it.
    */
-  mergesWork(): boolean {
-    return this.#requireEngine().joinable;
+  capacity(): number {
+    const engine = this.#requireEngine();
+    return Math.max(1, Math.floor(engine.maxBatchRows / Math.max(1, this.#options.numBeams ?? 1)));
+  }
+
+  steps(): StepCounters {
+    const stats = this.#requireEngine().stats();
+    return { runs: stats.decoderRuns, rows: stats.decoderRows };
   }
 
   /** `{src_lang, src_text}` with tgt_lang = the model name. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
