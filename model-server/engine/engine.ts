@@ -19,6 +19,9 @@ import { loadModelConfig, type ModelConfig } from './model-config.js';
 import { type DecoderOutputs, type EngineSessions, loadSessions } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
+/** Decoder rows an engine steps at once unless told otherwise. */
+export const DEFAULT_MAX_BATCH_ROWS = 256;
+
 export interface EngineOptions {
   /** Folder in the HF ONNX export layout (config.json, tokenizer.json, onnx/…). */
   modelDir: string;
@@ -34,7 +37,7 @@ export interface EngineOptions {
    * `decoderOutputs`; `as-exported`: the graph as is (tests compare the two).
    */
   decoderGraph?: 'rewritten' | 'as-exported';
-  /** Most decoder rows (beams included) in one step; more wait at the boundary. Default 256. */
+  /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
   /**
    * Decoders without a self-attention mask (every Hugging Face export): most steps a row may pause so that rows
@@ -105,7 +108,7 @@ export class TranslationEngine {
     this.#tokenizer = tokenizer;
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
-    this.#maxBatchRows = options.maxBatchRows ?? 256;
+    this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
     this.#generator = new Generator({
       sessions,
       config,

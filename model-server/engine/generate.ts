@@ -285,16 +285,18 @@ export class Generator {
       ? [this.#cohorts.filter((c) => c.steps > 0)]
       : equalStepGroups(this.#cohorts.filter((c) => c.steps > 0));
     for (const [into, ...rest] of groups) {
+      if (into === undefined || rest.length === 0) continue;
+      // One re-layout for the whole group: merging pairwise would copy the growing tensors once per cohort.
+      const merging = performance.now();
+      this.#merge(into, rest);
       for (const joining of rest) {
-        const merging = performance.now();
-        this.#merge(into!, joining);
-        into!.pauseBudget = Math.min(into!.pauseBudget, joining.pauseBudget);
+        into.pauseBudget = Math.min(into.pauseBudget, joining.pauseBudget);
         // Its rows now live in `into`'s tensors (fresh arrays): its buffers are free.
         joining.cacheBuffers?.release();
         joining.rows = [];
-        this.#stats.layoutMs += performance.now() - merging;
-        this.#stats.merges++;
       }
+      this.#stats.layoutMs += performance.now() - merging;
+      this.#stats.merges += rest.length;
     }
     this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
   }
@@ -527,22 +529,19 @@ export class Generator {
     cohort.encoderLengths = encoderLengths;
   }
 
-  /** Append `joining`'s rows to `running` (both have had their first step), padding to common lengths. */
-  #merge(running: Cohort, joining: Cohort): void {
-    const S = Math.max(running.encoderLength, joining.encoderLength);
-    const P = Math.max(running.pastLength, joining.pastLength);
-    const all = (c: Cohort) => c.rows.map((_, i) => i);
+  /** Append the `joining` cohorts' rows to `running` (all have had their first step), padding to common lengths. */
+  #merge(running: Cohort, joining: readonly Cohort[]): void {
+    const all = [running, ...joining];
+    const S = Math.max(...all.map((c) => c.encoderLength));
+    const P = Math.max(...all.map((c) => c.pastLength));
     this.#relayout(
       running,
-      [
-        { cohort: running, rows: all(running) },
-        { cohort: joining, rows: all(joining) },
-      ],
+      all.map((cohort) => ({ cohort, rows: cohort.rows.map((_, i) => i) })),
       S,
       P,
     );
-    running.rows = [...running.rows, ...joining.rows];
-    running.encoderLengths = [...running.encoderLengths, ...joining.encoderLengths];
+    running.rows = all.flatMap((c) => c.rows);
+    running.encoderLengths = all.flatMap((c) => c.encoderLengths);
   }
 
   /** Replace `target`'s tensors with the listed rows of the given cohorts, at lengths S (encoder) and P (cache). */
