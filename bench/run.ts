@@ -21,7 +21,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => s.id).join(',')}] [--out DIR] [--keep-work]
 
-  --quick        shorter windows, fewer repeats and concurrency levels (≈ 25 min instead of ≈ 1 h)
+  --quick        every figure in a few minutes: one repeat, one-cycle windows, shared measurements (full: ≈ 1 h)
   --smoke        every code path on the tiny model in a minute or two (numbers mean nothing; for development)
   --only LIST    run only these scenarios (comma-separated); the report is named after them
   --out DIR      where to write the report (default bench/results)
@@ -126,6 +126,7 @@ async function main(): Promise<void> {
 
   const models = new Map<BenchModel, Promise<string>>();
   const ctx: BenchContext = {
+    shared: new Map(),
     settings,
     root,
     workDir: work.dir,

@@ -80,6 +80,11 @@ app.post('/', async (c) => {
   return c.json({ translated: output[0]?.translation_text ?? '' });
 });
 
-serve({ fetch: app.fetch, port, hostname: '127.0.0.1' }, (info) => {
+const server = serve({ fetch: app.fetch, port, hostname: '127.0.0.1' }, (info) => {
   process.stdout.write(`baseline listening on ${info.port}\n`);
 });
+// Node's defaults would cut this server's connections for reasons that are not its speed: a keep-alive socket idle
+// for 5 s while the event loop is busy may be closed just as the client reuses it (the last full run lost 15 of
+// 64 requests to ECONNRESET at concurrency 64, their work wasted), and no request may take over 300 s in all.
+// What a user would set for long-running inference.
+Object.assign(server, { keepAliveTimeout: 120_000, headersTimeout: 125_000, requestTimeout: 0 });

@@ -20,7 +20,7 @@ export interface BenchSettings {
   engineBatches: number[];
   /** Fresh-process repeats of the engine and ceiling probes (medians reported). */
   engineRepeats: number;
-  /** Timed generations per batch size in one probe (after one warm-up). */
+  /** Timed generations per batch size in one probe, each on fresh sentences (after one warm-up at the largest batch). */
   engineRunsPerBatch: number;
   /** Minimum timed milliseconds per (shape, rows) in the MatMul ceiling. */
   ceilingMinTimeMs: number;
@@ -40,11 +40,18 @@ export interface BenchSettings {
   echoConcurrencies: number[];
   /** Side-by-side repeats of the load comparisons (alternating order, fresh processes). */
   loadRepeats: number;
+  /**
+   * Quick runs take a measurement once and let every figure that needs the same one read it from
+   * `BenchContext.shared` (the engine at a batch size, mt-serve's full stack on one language); full runs measure
+   * each figure's arms side by side in fresh processes.
+   */
+  reuse: boolean;
 }
 
 /**
- * `full`: the published figures. `quick`: every figure, shorter windows and one repeat. `smoke`: every code path on
- * the tiny model in a minute or two — its numbers mean nothing (used by the bench's own test and while editing).
+ * `full`: the published figures (≈ 1 h here). `quick`: every figure in a few minutes — one repeat, windows of about
+ * one client cycle, measurements shared between figures. `smoke`: every code path on the tiny model in a minute or
+ * two — its numbers mean nothing (used by the bench's own test and while editing).
  */
 export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: number): BenchSettings {
   if (mode === 'smoke') {
@@ -73,19 +80,20 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
     newTokens: 16,
     intraOpThreads,
     engineBatches: [1, 8, 32, 64],
-    engineRepeats: quick ? 2 : 3,
-    engineRunsPerBatch: quick ? 1 : 2,
-    ceilingMinTimeMs: quick ? 600 : 2_000,
+    engineRepeats: quick ? 1 : 3,
+    engineRunsPerBatch: quick ? 1 : 3,
+    ceilingMinTimeMs: quick ? 300 : 2_000,
     servingConcurrencies: quick ? [1, 64] : [1, 8, 64, 256],
     batchSize: 64,
     maxBatchDelayMs: 100,
-    translationWarmupMs: quick ? 5_000 : 15_000,
-    translationWindowMs: quick ? 15_000 : 60_000,
+    translationWarmupMs: quick ? 2_000 : 15_000,
+    translationWindowMs: quick ? 5_000 : 60_000,
     translationCyclesPerClient: quick ? 1 : 2,
-    memoryWindowMs: quick ? 5_000 : 20_000,
-    echoWindowMs: quick ? 3_000 : 10_000,
+    memoryWindowMs: quick ? 3_000 : 20_000,
+    echoWindowMs: quick ? 2_000 : 10_000,
     echoConcurrencies: quick ? [1, 32] : [1, 8, 64],
     loadRepeats: quick ? 1 : 2,
+    reuse: quick,
   };
 }
 
@@ -100,6 +108,8 @@ export interface BenchContext {
   log: (line: string) => void;
   /** The folder of a bench model, built on first use. */
   model: (name: BenchModel) => Promise<string>;
+  /** Measurements one figure leaves for another, by key (read only when `settings.reuse`). */
+  shared: Map<string, unknown>;
 }
 
 export interface Scenario {

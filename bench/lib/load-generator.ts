@@ -152,7 +152,8 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     keepAliveTimeout: 60_000,
   });
   const cancel = new AbortController(); // cancels in-flight requests
-  setMaxListeners(concurrency + 16, cancel.signal); // one listener per in-flight request is expected
+  // undici listens on the signal for each in-flight request and again while its body is read: two per client.
+  setMaxListeners(2 * concurrency + 16, cancel.signal);
   let sending = true; // clients send new requests while true
   const onOuterAbort = () => {
     truncated = true;

@@ -80,3 +80,18 @@ export function windowMean(before: readonly Sample[], after: readonly Sample[], 
   const count = b.count - a.count;
   return count > 0 ? (b.sum - a.sum) / count : Number.NaN;
 }
+
+/** Sum of every sample named `name` (all label sets). */
+export function total(samples: readonly Sample[], name: string): number {
+  return samples.filter((s) => s.name === name).reduce((sum, s) => sum + s.value, 0);
+}
+
+/**
+ * The engine's real batch between two scrapes: rows per decoder run (`mt_engine_step_rows_total` ÷
+ * `mt_engine_steps_total`, all engines); NaN when no decoder ran (echo) or the server has no such counters.
+ */
+export function windowRowsPerStep(before: readonly Sample[], after: readonly Sample[]): number {
+  const runs = total(after, 'mt_engine_steps_total') - total(before, 'mt_engine_steps_total');
+  const rows = total(after, 'mt_engine_step_rows_total') - total(before, 'mt_engine_step_rows_total');
+  return runs > 0 ? rows / runs : Number.NaN;
+}

@@ -4,9 +4,10 @@
  * machine's own ceiling measured in the same run: onnxruntime MatMul GFLOP/s on the model's layer shapes at those
  * row counts, turned into tokens/s by the model's GEMM FLOPs per generated token (bench/lib/model-flops).
  *
- * Each batch size is a pair of fresh processes run one right after the other — the engine at that batch, the
- * ceiling at those row counts — with the pair's order and the order of batch sizes alternating on every repeat;
- * medians over repeats are reported.
+ * Each repeat is a pair of fresh processes run one right after the other — the engine (warmed at the largest batch,
+ * then every batch size on sentences no earlier run used) and the ceiling (every shape at every row count) — with
+ * the pair's order and the order of batch sizes alternating on every repeat; medians over repeats are reported.
+ * The engine's tokens/s per batch are left in `ctx.shared` for the serving figure's quick mode.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -38,6 +39,9 @@ export function meanSourceTokens(modelDir: string, count: number): number {
   return total / count;
 }
 
+/** `ctx.shared` key of the engine's tokens/s by batch size (a Map), measured on one target language. */
+export const ENGINE_TOKENS_KEY = 'engine tokens/s by batch';
+
 async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const s = section(
     'engine',
@@ -53,64 +57,55 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   );
   const batches = settings.engineBatches;
   const maxBatch = Math.max(...batches);
-  // A batch of b is the first b workload sentences: its encoder work is b × their mean source length.
-  const srcTokensOf = new Map(batches.map((b) => [b, meanSourceTokens(modelDir, b)]));
-  const srcTokens = srcTokensOf.get(maxBatch)!;
+  // Encoder rows of the ceiling: a batch of b encodes b × the workload's mean source length (the engine's own
+  // figure, from the sentences it really ran, is what the all-work ceiling uses below).
+  const meanSource = meanSourceTokens(modelDir, 48);
   const step = decoderStepGemms(shape);
   const source = sourceTokenGemms(shape);
   const shapes = distinctShapes(step, source);
-  const encoderRows = batches.map((b) => Math.round(b * srcTokensOf.get(b)!));
-  const decoderShapes = shapes;
+  const encoderRows = batches.map((b) => Math.round(b * meanSource));
   const encoderShapes = distinctShapes(source);
 
-  // Each batch size is measured as a pair — the engine at that batch, the ceiling at those row counts — in
-  // fresh processes, one right after the other, so the machine's load drifts as little as possible between the two
-  // halves of a ratio. The pair's order and the order of batch sizes alternate on every repeat.
   const engineRuns: EngineProbeResult[] = [];
   const ceilingRuns: MatmulMeasurement[][] = [];
-  let pairs = 0;
   for (let r = 0; r < settings.engineRepeats; r++) {
-    for (const [i, batch] of (r % 2 === 0 ? batches : [...batches].reverse()).entries()) {
-      const arms = (r + i) % 2 === 0 ? (['ceiling', 'engine'] as const) : (['engine', 'ceiling'] as const);
-      for (const arm of arms) {
-        if (ctx.signal.aborted) break;
-        if (arm === 'engine') {
-          const request: EngineProbeRequest = {
-            ...engineBatchRequest(settings, modelDir, batch, ['en']),
-            // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
-            ...(r === 0 && batch === maxBatch ? { verifyRows: engineRows(maxBatch, SEED_LANGUAGES) } : {}),
-          };
-          const result = await runProbe<EngineProbeResult>(request, {
-            workDir: ctx.workDir,
-            label: `engine-${r}-b${batch}`,
-            timeoutMs: 20 * 60_000,
-          });
-          engineRuns.push(result);
-          ctx.log(
-            `engine alone, batch ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches[0]!.tokensPerS.toFixed(1)} tokens/s`,
-          );
-        } else {
-          const request: MatmulProbeRequest = {
-            kind: 'matmul',
-            groups: [
-              { cases: decoderShapes, rows: [batch] },
-              { cases: encoderShapes, rows: [encoderRows[batches.indexOf(batch)]!] },
-            ],
-            intraOpThreads: settings.intraOpThreads,
-            minTimeMs: settings.ceilingMinTimeMs,
-          };
-          const result = await runProbe<MatmulMeasurement[]>(request, {
-            workDir: ctx.workDir,
-            label: `ceiling-${r}-b${batch}`,
-            timeoutMs: 15 * 60_000,
-          });
-          ceilingRuns.push(result);
-          ctx.log(
-            `ceiling, rows ${batch} (repeat ${r + 1}/${settings.engineRepeats}): ${result.map((m) => `${m.key} ${m.gflops.toFixed(0)}`).join(', ')} GFLOP/s`,
-          );
-        }
+    const order = r % 2 === 0 ? [...batches].reverse() : batches;
+    const arms = r % 2 === 0 ? (['engine', 'ceiling'] as const) : (['ceiling', 'engine'] as const);
+    for (const arm of arms) {
+      if (ctx.signal.aborted) break;
+      if (arm === 'engine') {
+        const request: EngineProbeRequest = {
+          ...engineBatchRequest(settings, modelDir, order, ['en']),
+          // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
+          ...(r === 0 ? { verifyCount: 2 * SEED_LANGUAGES.length } : {}),
+        };
+        const result = await runProbe<EngineProbeResult>(request, {
+          workDir: ctx.workDir,
+          label: `engine-${r}`,
+          timeoutMs: 20 * 60_000,
+        });
+        engineRuns.push(result);
+        ctx.log(
+          `engine alone (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches.map((b) => `batch ${b.batch} ${b.tokensPerS.toFixed(1)}`).join(', ')} tokens/s`,
+        );
+      } else {
+        const request: MatmulProbeRequest = {
+          kind: 'matmul',
+          groups: [
+            { cases: shapes.filter((sh) => step.some((u) => u.key === sh.key)), rows: batches },
+            { cases: encoderShapes, rows: encoderRows },
+          ],
+          intraOpThreads: settings.intraOpThreads,
+          minTimeMs: settings.ceilingMinTimeMs,
+        };
+        const result = await runProbe<MatmulMeasurement[]>(request, {
+          workDir: ctx.workDir,
+          label: `ceiling-${r}`,
+          timeoutMs: 15 * 60_000,
+        });
+        ceilingRuns.push(result);
+        ctx.log(`ceiling (repeat ${r + 1}/${settings.engineRepeats}) measured: ${result.length} shape × rows cases`);
       }
-      pairs++;
     }
   }
   if (engineRuns.length === 0 || ceilingRuns.length === 0)
@@ -141,6 +136,9 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
         .map((run) => run.batches.find((b) => b.batch === batch)?.phases?.[key] ?? Number.NaN)
         .filter(Number.isFinite),
     );
+  // The all-work ceiling counts the encoder work of the sentences the engine really ran.
+  const srcTokensOf = (batch: number) => engineField(batch, 'sourceTokens');
+  const srcTokens = srcTokensOf(maxBatch);
   const engineSentences = (batch: number) =>
     median(
       engineRuns
@@ -165,6 +163,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   }
 
   // GEMM rates table.
+  ctx.shared.set(ENGINE_TOKENS_KEY, new Map(batches.map((b) => [b, engineTokens(b)])));
   s.tables.push({
     title: 'Machine ceiling: onnxruntime MatMul GFLOP/s on the layer shapes',
     columns: ['Weight [K×N]', 'used per', ...batches.map((b) => `rows ${b}`), ...encoderRows.map((r) => `rows ${r}`)],
@@ -179,7 +178,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       ...batches.map((b) => (step.some((u) => u.key === sh.key) ? gflops(sh.key, b) : '')),
       ...encoderRows.map((r) => (source.some((u) => u.key === sh.key) ? gflops(sh.key, r) : '')),
     ]),
-    note: `Median of ${settings.engineRepeats} fresh-process repeats, each paired with the engine probe at the same batch. Decoder shapes at rows = batch; encoder shapes at rows = batch × the batch's mean source tokens (${batches.map((b) => formatNumber(srcTokensOf.get(b)!)).join(', ')}).`,
+    note: `Median of ${settings.engineRepeats} fresh-process repeat(s), each right beside an engine probe. Decoder shapes at rows = batch; encoder shapes at rows = batch × the workload's mean source tokens (${formatNumber(meanSource)}).`,
   });
 
   const rows: (string | number)[][] = [];
@@ -189,7 +188,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       shape,
       batch,
       settings.newTokens,
-      srcTokensOf.get(batch)!,
+      srcTokensOf(batch),
       (key) => gflops(key, batch),
       (key) => gflops(key, encoderRows[i]!),
     );
@@ -268,9 +267,8 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   s.data = {
     model: modelDir,
     shape,
-    meanSourceTokens: Object.fromEntries(srcTokensOf),
+    meanSourceTokens: Object.fromEntries(batches.map((b) => [b, srcTokensOf(b)])),
     newTokens: settings.newTokens,
-    pairs,
     batches: data,
     engineRuns,
     ceilingRuns,
