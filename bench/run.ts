@@ -27,6 +27,7 @@ const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => 
   --out DIR      where to write the report (default bench/results)
   --keep-work    keep the temp folder with every server log and model store
   --profile      every process writes a V8 CPU profile (--cpu-prof) into DIR/profiles/<report name>/
+  --new-tokens N generated tokens per sentence for every system (default 16; the report name gets -tokN)
 Environment: INTRA_OP_THREADS (onnxruntime threads per engine, default 0 = all cores),
              MT_BENCH_MODELS_DIR (where bench models are built and reused, default ./models)`;
 
@@ -39,6 +40,7 @@ function parseCli() {
       out: { type: 'string' },
       'keep-work': { type: 'boolean', default: false },
       profile: { type: 'boolean', default: false },
+      'new-tokens': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
     allowPositionals: false,
@@ -62,7 +64,11 @@ function parseCli() {
   const threads = Number(process.env.INTRA_OP_THREADS ?? '0');
   if (!(Number.isInteger(threads) && threads >= 0))
     throw new Error(`INTRA_OP_THREADS must be a non-negative integer, got ${process.env.INTRA_OP_THREADS}`);
+  const newTokens = values['new-tokens'] === undefined ? undefined : Number(values['new-tokens']);
+  if (newTokens !== undefined && !(Number.isInteger(newTokens) && newTokens >= 1 && newTokens <= 200))
+    throw new Error(`--new-tokens must be an integer in 1..200, got ${values['new-tokens']}`);
   return {
+    newTokens,
     mode: values.smoke ? ('smoke' as const) : values.quick ? ('quick' as const) : ('full' as const),
     scenarios,
     only: values.only !== undefined,
@@ -75,7 +81,7 @@ function parseCli() {
 
 async function main(): Promise<void> {
   const cli = parseCli();
-  const settings = settingsFor(cli.mode, cli.intraOpThreads);
+  const settings = { ...settingsFor(cli.mode, cli.intraOpThreads), ...(cli.newTokens && { newTokens: cli.newTokens }) };
   const work = tempDir('run');
   const abort = new AbortController();
   const modelsDir = path.resolve(process.env.MT_BENCH_MODELS_DIR ?? path.join(root, 'models'));
@@ -84,7 +90,10 @@ async function main(): Promise<void> {
     .slice(2)
     .map((a) => ` ${a}`)
     .join('')}`.replace(/ --$/, '');
-  const reportName = cli.only ? `only-${cli.scenarios.map((s) => s.id).join('-')}-${cli.mode}` : `latest-${cli.mode}`;
+  const tokens = cli.newTokens === undefined ? '' : `-tok${cli.newTokens}`;
+  const reportName = cli.only
+    ? `only-${cli.scenarios.map((s) => s.id).join('-')}-${cli.mode}${tokens}`
+    : `latest-${cli.mode}${tokens}`;
 
   const report: Report = {
     title: 'mt-serve benchmark',

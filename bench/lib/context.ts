@@ -38,6 +38,8 @@ export interface BenchSettings {
   /** Echo (overhead) load window, ms, and its concurrency levels. */
   echoWindowMs: number;
   echoConcurrencies: number[];
+  /** Request pairs of the interleaved concurrency-1 latency comparison (figure 3), after 2 warm-up pairs. */
+  latencyPairs: number;
   /** Side-by-side repeats of the load comparisons (alternating order, fresh processes). */
   loadRepeats: number;
   /**
@@ -70,6 +72,7 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
       echoWindowMs: 500,
       echoConcurrencies: [1, 4],
       memoryWindowMs: 500,
+      latencyPairs: 3,
     };
   }
   const quick = mode === 'quick';
@@ -92,6 +95,7 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
     memoryWindowMs: quick ? 3_000 : 20_000,
     echoWindowMs: quick ? 2_000 : 10_000,
     echoConcurrencies: quick ? [1, 32] : [1, 8, 64],
+    latencyPairs: quick ? 12 : 40,
     loadRepeats: quick ? 1 : 2,
     reuse: quick,
   };

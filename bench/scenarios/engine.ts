@@ -7,7 +7,8 @@
  * Each repeat is a pair of fresh processes run one right after the other — the engine (warmed at the largest batch,
  * then every batch size on sentences no earlier run used) and the ceiling (every shape at every row count) — with
  * the pair's order and the order of batch sizes alternating on every repeat; medians over repeats are reported.
- * The engine's tokens/s per batch are left in `ctx.shared` for the serving figure's quick mode.
+ * The engine's tokens/s per batch are left in `ctx.shared` for the serving figure's quick mode, and the all-work
+ * ceiling for the batching-gain figure's bound.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -41,6 +42,8 @@ export function meanSourceTokens(modelDir: string, count: number): number {
 
 /** `ctx.shared` key of the engine's tokens/s by batch size (a Map), measured on one target language. */
 export const ENGINE_TOKENS_KEY = 'engine tokens/s by batch';
+/** `ctx.shared` key of the all-work ceiling tokens/s by batch size (a Map): what any engine could do here. */
+export const CEILING_TOKENS_KEY = 'all-work ceiling tokens/s by batch';
 
 async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const s = section(
@@ -183,6 +186,8 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
 
   const rows: (string | number)[][] = [];
   const data: Record<string, unknown>[] = [];
+  const allWork = new Map<number, number>();
+  ctx.shared.set(CEILING_TOKENS_KEY, allWork);
   for (const [i, batch] of batches.entries()) {
     const ceiling = ceilingTokensPerS(
       shape,
@@ -193,6 +198,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
       (key) => gflops(key, encoderRows[i]!),
     );
     const tokens = engineTokens(batch);
+    allWork.set(batch, ceiling.allWork);
     const effectiveGflops = ceiling.decoderOnly * ceiling.decoderGflopPerToken;
     const rowsPerRun = engineField(batch, 'rowsPerDecoderRun');
     const runsPerStep = engineField(batch, 'decoderRunsPerStep');
