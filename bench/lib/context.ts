@@ -51,9 +51,9 @@ export interface BenchSettings {
 }
 
 /**
- * `full`: the published figures (≈ 1 h here). `quick`: every figure in a few minutes — one repeat, windows of about
- * one client cycle, measurements shared between figures. `smoke`: every code path on the tiny model in a minute or
- * two — its numbers mean nothing (used by the bench's own test and while editing).
+ * `full`: the published figures (≈ 1 h 15 min here). `quick`: every figure in ≈ 9 min — one repeat, windows of
+ * about one client cycle, measurements shared between figures. `smoke`: every code path on the tiny model in a
+ * minute or two — its numbers mean nothing (used while editing the bench).
  */
 export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: number): BenchSettings {
   if (mode === 'smoke') {
@@ -85,7 +85,7 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
     engineBatches: [1, 8, 32, 64],
     engineRepeats: quick ? 1 : 3,
     engineRunsPerBatch: quick ? 1 : 3,
-    ceilingMinTimeMs: quick ? 300 : 2_000,
+    ceilingMinTimeMs: quick ? 1_000 : 2_000,
     servingConcurrencies: quick ? [1, 64] : [1, 8, 64, 256],
     batchSize: 64,
     maxBatchDelayMs: 100,

@@ -98,8 +98,8 @@ const WARMUP_FIRST_ROW = 1_000_000;
 /**
  * Load the engine, warm it with one untimed generation at the largest batch (onnxruntime grows its arena and
  * plans memory on first use: a cold batch-64 run of M2M100-418M took ~1.3× a warm one here), then time each batch
- * size on sentences no earlier run used — as served traffic does: re-running the same batch lets onnxruntime reuse
- * the memory plan of identical shapes and measured up to ~1.25× faster than fresh sentences of the same lengths.
+ * size on sentences no earlier run used — as served traffic does: re-running the very same batch (identical shapes
+ * at every step) measured up to ~1.25× faster than fresh sentences of the same length mix.
  */
 export async function runEngineProbe(request: EngineProbeRequest): Promise<EngineProbeResult> {
   const t0 = performance.now();
