@@ -1,6 +1,6 @@
 /**
  * @module bench/scenarios/policy — figure 4, the batching policy: TorchServe's (a batch waits until batch_size
- * jobs or max_batch_delay) against immediate dispatch to an idle worker (batches grow with load on their own),
+ * jobs or max_batch_delay) against immediate dispatch to a worker with room (batches grow with load on their own),
  * latency at low load (concurrency 1) and throughput at high load (concurrency 64), through the full stack (the
  * front adds about a millisecond to generations of about a second). Fresh stack per arm, alternating order; quick
  * runs take the immediate arm from figure 2's one-language stack, which is the same configuration.
