@@ -41,7 +41,7 @@ export function planSteps<T extends CohortClock>(cohorts: readonly T[]): T[] {
   const stepping: T[] = [];
   for (const cohort of [...cohorts].sort((a, b) => a.steps - b.steps)) {
     const younger = stepping[stepping.length - 1];
-    if (younger !== undefined && younger.steps < cohort.steps && cohort.pauseBudget >= cohort.steps - younger.steps) {
+    if (younger !== undefined && cohort.pauseBudget >= cohort.steps - younger.steps) {
       cohort.pauseBudget--;
       continue;
     }

@@ -113,8 +113,8 @@ export class TranslationEngine {
       sessions,
       config,
       maxBatchRows: this.#maxBatchRows,
-      ...(options.catchUpSteps === undefined ? {} : { catchUpSteps: options.catchUpSteps }),
-      ...(options.maxCohorts === undefined ? {} : { maxCohorts: options.maxCohorts }),
+      catchUpSteps: options.catchUpSteps,
+      maxCohorts: options.maxCohorts,
     });
   }
 

@@ -229,6 +229,7 @@ export class Generator {
       while (this.#pending.length > 0 || this.#cohorts.length > 0) {
         const fresh = await this.#admit();
         if (fresh !== null) this.#cohorts.push(fresh);
+        // planSteps needs distinct step counts: #coalesce merged equal ones, and admit adds one cohort at 0 steps.
         const stepping = this.#joinable ? this.#cohorts : planSteps(this.#cohorts);
         this.#stats.pauses += this.#cohorts.length - stepping.length;
         for (const cohort of stepping) await this.#step(cohort);

@@ -139,11 +139,6 @@ export class WorkerHandle implements JobHolder {
     return this.#child.pid;
   }
 
-  /** Batches sent and not finished. */
-  get inFlightBatches(): number {
-    return this.#batches.size;
-  }
-
   /** Jobs sent and not answered. */
   get inFlightJobs(): number {
     return this.#jobBatch.size;
@@ -180,22 +175,9 @@ export class WorkerHandle implements JobHolder {
    */
   sendRound(batches: readonly OutgoingBatch[]): boolean {
     if (this.#state !== 'ready' || batches.length === 0 || batches.some((b) => b.jobs.length === 0)) return false;
-    if (batches.length === 1) return this.send(batches[0]!.jobs, batches[0]!.model, batches[0]!.version);
     const messages = batches.map((b) => this.#batchMessage(b.jobs, b.model));
-    if (!this.#post({ type: 'round', batches: messages })) return false;
+    if (!this.#post(messages.length === 1 ? messages[0]! : { type: 'round', batches: messages })) return false;
     batches.forEach((b, i) => this.#record(messages[i]!.batchId, b.jobs, b.model, b.version));
-    return true;
-  }
-
-  /**
-   * Send one batch (all jobs of one model). Returns false when the worker cannot take it; the caller then puts
-   * the jobs back in their queue.
-   */
-  send(jobs: readonly Job[], model: string, version: string): boolean {
-    if (this.#state !== 'ready' || jobs.length === 0) return false;
-    const message = this.#batchMessage(jobs, model);
-    if (!this.#post(message)) return false;
-    this.#record(message.batchId, jobs, model, version);
     return true;
   }
 

@@ -214,8 +214,9 @@ export class WorkerPool {
     const batchers = [...this.#batchers.values()];
     if (batchers.length === 0) return;
     const attachedCap = batchers.reduce((sum, b) => sum + b.batchSize, 0);
-    const given = new Map<WorkerHandle, { batcher: Batcher; jobs: Job[] }[]>();
-    const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w) ?? []).reduce((n, b) => n + b.jobs.length, 0);
+    // What each worker gets in this pass, and its job count so far (held = in flight + given).
+    const given = new Map<WorkerHandle, { batches: { batcher: Batcher; jobs: Job[] }[]; jobs: number }>();
+    const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w)?.jobs ?? 0);
     for (;;) {
       let worker: WorkerHandle | undefined;
       let room = 0;
@@ -235,9 +236,12 @@ export class WorkerPool {
         taken = { batcher: batchers[index]!, jobs };
       }
       if (taken === undefined) break;
-      given.set(worker, [...(given.get(worker) ?? []), taken]);
+      const pass = given.get(worker) ?? { batches: [], jobs: 0 };
+      pass.batches.push(taken);
+      pass.jobs += taken.jobs.length;
+      given.set(worker, pass);
     }
-    for (const [worker, batches] of given) {
+    for (const [worker, { batches }] of given) {
       const round = batches.map(({ jobs }) => ({ jobs, model: jobs[0]!.model, version: jobs[0]!.version }));
       if (worker.sendRound(round)) continue;
       // The worker is leaving: the jobs go back, and only other workers get them in this pump (its exit pumps again).

@@ -96,14 +96,7 @@ async function init(message: InitMessage): Promise<void> {
     if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
     workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
     const capacity = faults.capacity ?? instance.capacity?.();
-    send({
-      type: 'ready',
-      pid: process.pid,
-      device,
-      loadMs,
-      languages: instance.languages?.(),
-      ...(capacity === undefined ? {} : { capacity }),
-    });
+    send({ type: 'ready', pid: process.pid, device, loadMs, languages: instance.languages?.(), capacity });
     if (faults.exitAfterReady) process.exit(71);
   } catch (err) {
     workerLog.error({ err }, 'worker failed to load');
@@ -131,12 +124,11 @@ function batch(message: BatchMessage): void {
     } else if (!faults.skipItems) {
       await runBatch(handler, message.items, (id, outcome) => send({ type: 'item', id, outcome }), log);
     }
-    const steps = handler?.steps?.();
     send({
       type: 'batch-done',
       batchId: message.batchId,
       handlerMs: performance.now() - started,
-      ...(steps === undefined ? {} : { steps }),
+      steps: handler?.steps?.(),
     });
   })().catch((err: unknown) => {
     // runBatch answers every item itself; reaching here means the IPC channel failed.
