@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { ENV_DEFAULTS } from '../../common/config.js';
 import { archiveModels } from '../../model-server/store/archiver.js';
+import type { BenchContext } from './context.js';
 import { freePort, startProcess, type ManagedProcess } from './processes.js';
 import { tsExecArgv } from './probe-runner.js';
 import { scrape, type Sample } from './metrics.js';
@@ -96,6 +97,29 @@ export function entryOf(stack: Stack, layer: 'model-server' | 'router' | 'front'
 
 /** Start a stack (see StackOptions); on any failure every process it started is stopped before rethrowing. */
 let stacksStarted = 0;
+
+/**
+ * A stack at this run's settings (batch size and delay, onnxruntime threads, output length) in the deployed layout
+ * unless told otherwise: the translation handler, the front on top, immediate dispatch, one engine per device.
+ */
+export function startRunStack(
+  ctx: BenchContext,
+  options: Pick<StackOptions, 'name' | 'modelDir' | 'languages'> & Partial<Omit<StackOptions, 'workDir'>>,
+): Promise<Stack> {
+  const { settings } = ctx;
+  return startStack({
+    workDir: ctx.workDir,
+    handler: 'translation',
+    layers: 'front',
+    batchSize: settings.batchSize,
+    maxBatchDelayMs: settings.maxBatchDelayMs,
+    batchPolicy: 'immediate',
+    engineSharing: 'device',
+    intraOpThreads: settings.intraOpThreads,
+    maxNewTokens: settings.newTokens,
+    ...options,
+  });
+}
 
 export async function startStack(options: StackOptions): Promise<Stack> {
   // Numbered, so two stacks of the same name never share a store or logs.

@@ -17,7 +17,7 @@
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { startBaseline } from '../lib/baseline.js';
-import { startStack } from '../lib/stack.js';
+import { startRunStack } from '../lib/stack.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median, ratio } from '../lib/stats.js';
 import { measure, type LoadMeasurement } from './load.js';
@@ -28,6 +28,11 @@ import { SERVED_ONE_LANGUAGE_KEY } from './serving.js';
 type Arm = 'mt-serve batch 64' | 'mt-serve batch 1' | 'transformers.js';
 const ARMS: Arm[] = ['mt-serve batch 64', 'transformers.js', 'mt-serve batch 1'];
 const TARGETS = ['en'];
+const READ_BY: Record<LoadMeasurement['method'], string> = {
+  window: 'whole cycles',
+  cycle: 'one cycle',
+  'short window': 'window < a cycle',
+};
 
 /** Start one arm in fresh processes: mt-serve's full stack (front on top) or the transformers.js server. */
 async function startArm(
@@ -48,19 +53,11 @@ async function startArm(
     return { origin: b.url, stop: () => b.process.stop() };
   }
   const batchSize = arm === 'mt-serve batch 64' ? settings.batchSize : 1;
-  const stack = await startStack({
+  const stack = await startRunStack(ctx, {
     name: `gain-b${batchSize}-${name}`,
-    workDir: ctx.workDir,
     modelDir,
     languages: TARGETS,
-    handler: 'translation',
-    layers: 'front',
     batchSize,
-    maxBatchDelayMs: settings.maxBatchDelayMs,
-    batchPolicy: 'immediate',
-    engineSharing: 'device',
-    intraOpThreads: settings.intraOpThreads,
-    maxNewTokens: settings.newTokens,
   });
   return { origin: stack.urls.front!, metricsUrl: stack.urls.metrics, stop: () => stack.stop() };
 }
@@ -109,8 +106,7 @@ async function runArm(
       if (ctx.signal.aborted) break;
       // The last level need not wait for its in-flight answers: the server is stopped right after.
       const drain = i < concurrencies.length - 1;
-      const label = arm;
-      const base = { origin, entry: 'front' as const, concurrency: c, targets: TARGETS, metricsUrl, drain, label };
+      const base = { origin, entry: 'front' as const, concurrency: c, targets: TARGETS, metricsUrl, drain, label: arm };
       if (c > 1 && settings.reuse && arm === 'transformers.js') {
         out.set(c, await measure(ctx, { ...base, method: 'cycle' }));
       } else if (c > 1 && settings.reuse && arm === 'mt-serve batch 1') {
@@ -121,7 +117,8 @@ async function runArm(
           window: { warmupMs: 3_000, minWindowMs: 12_000, cyclesPerClient: 0, warmupPerClient: 0 },
         });
         const nan = Number.NaN;
-        out.set(c, { ...m, load: { ...m.load, latency: { ...m.load.latency, p50: nan, p90: nan, p99: nan } } });
+        const latency = { ...m.load.latency, p50: nan, p90: nan, p99: nan };
+        out.set(c, { ...m, method: 'short window', load: { ...m.load, latency } });
       } else {
         out.set(c, await measure(ctx, base));
       }
@@ -134,13 +131,6 @@ async function runArm(
 
 async function run(ctx: BenchContext): Promise<Section> {
   const { settings } = ctx;
-  const s = section(
-    'baseline',
-    '3. Batching gain over a per-request transformers.js server',
-    `The same closed-loop clients (one target language, mixed-length workload, ${settings.newTokens} generated tokens per sentence, greedy) against mt-serve's full stack ` +
-      `at batch_size ${settings.batchSize} and at batch_size 1, and against a plain Hono server calling the transformers.js translation pipeline once per request on the same model folder. ` +
-      'Fresh processes per arm, arms in alternating order on each repeat, medians.',
-  );
   const concurrencies = [1, 64];
   const results = new Map<Arm, Map<number, LoadMeasurement>[]>(ARMS.map((a) => [a, []]));
   for (const [r, round] of alternatingOrder(ARMS, settings.loadRepeats).entries()) {
@@ -154,12 +144,16 @@ async function run(ctx: BenchContext): Promise<Section> {
   }
   const paired = ctx.signal.aborted ? undefined : await interleavedLatency(ctx);
   // Quick runs: the batch-64 arm is figure 2's measurement itself.
-  if (results.get('mt-serve batch 64')!.some((m) => m === ctx.shared.get(SERVED_ONE_LANGUAGE_KEY))) {
-    s.description = s.description.replace(
-      'Fresh processes per arm, arms in alternating order on each repeat, medians.',
-      `Fresh processes per arm; mt-serve at batch_size ${settings.batchSize} is figure 2's one-language stack, measured earlier in this run.`,
-    );
-  }
+  const reused = results.get('mt-serve batch 64')!.some((m) => m === ctx.shared.get(SERVED_ONE_LANGUAGE_KEY));
+  const s = section(
+    'baseline',
+    '3. Batching gain over a per-request transformers.js server',
+    `The same closed-loop clients (one target language, mixed-length workload, ${settings.newTokens} generated tokens per sentence, greedy) against mt-serve's full stack ` +
+      `at batch_size ${settings.batchSize} and at batch_size 1, and against a plain Hono server calling the transformers.js translation pipeline once per request on the same model folder. ` +
+      (reused
+        ? `Fresh processes per arm; mt-serve at batch_size ${settings.batchSize} is figure 2's one-language stack, measured earlier in this run.`
+        : 'Fresh processes per arm, arms in alternating order on each repeat, medians.'),
+  );
   const med = (arm: Arm, c: number, pick: (m: LoadMeasurement) => number) =>
     median(
       results
@@ -176,15 +170,8 @@ async function run(ctx: BenchContext): Promise<Section> {
       const p50 = med(arm, c, (m) => m.load.latency.p50);
       const p99 = med(arm, c, (m) => m.load.latency.p99);
       const batch = med(arm, c, (m) => m.rowsPerStep);
-      const how = results.get(arm)![0]?.get(c);
-      const readBy =
-        how === undefined
-          ? ''
-          : how.method === 'cycle'
-            ? 'one cycle'
-            : Number.isNaN(how.load.latency.p50)
-              ? 'window < a cycle'
-              : 'whole cycles';
+      const method = results.get(arm)![0]?.get(c)?.method;
+      const readBy = method === undefined ? '' : READ_BY[method];
       const errors = results.get(arm)!.reduce((n, m) => n + (m.get(c)?.load.failed ?? 0), 0);
       const vsBaseline = ratio(
         sps,

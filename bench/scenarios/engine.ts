@@ -67,6 +67,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   const source = sourceTokenGemms(shape);
   const shapes = distinctShapes(step, source);
   const encoderRows = batches.map((b) => Math.round(b * meanSource));
+  const decoderShapes = distinctShapes(step);
   const encoderShapes = distinctShapes(source);
 
   const engineRuns: EngineProbeResult[] = [];
@@ -95,7 +96,7 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
         const request: MatmulProbeRequest = {
           kind: 'matmul',
           groups: [
-            { cases: shapes.filter((sh) => step.some((u) => u.key === sh.key)), rows: batches },
+            { cases: decoderShapes, rows: batches },
             { cases: encoderShapes, rows: encoderRows },
           ],
           intraOpThreads: settings.intraOpThreads,

@@ -21,10 +21,11 @@ export interface LoadMeasurement {
   /** The engine's real batch during the window: rows per decoder run (NaN without a metrics URL or decoder). */
   rowsPerStep: number;
   /**
-   * How it was read: answers in a `window` of whole client cycles after a warm-up, or one `cycle` — every client
-   * sends one request at once, and the run lasts until the last answer.
+   * How it was read: answers in a `window` of whole client cycles after a warm-up; one `cycle` — every client
+   * sends one request at once, and the run lasts until the last answer; or a `short window`, shorter than a client
+   * cycle (throughput only: its latencies are NaN).
    */
-  method: 'window' | 'cycle';
+  method: 'window' | 'cycle' | 'short window';
 }
 
 /** Report columns for a translation load measurement, in the order the serving and policy tables print them. */

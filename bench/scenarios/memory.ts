@@ -11,7 +11,7 @@
 import type { BenchContext, Scenario } from '../lib/context.js';
 import type { BenchModel } from '../lib/models.js';
 import { RssSampler, type MemoryPeak } from '../lib/proc-tree.js';
-import { startStack } from '../lib/stack.js';
+import { startRunStack } from '../lib/stack.js';
 import { checkTarget, formatBytes, formatRatio, section, type Section } from '../lib/report.js';
 import { median, ratio } from '../lib/stats.js';
 import { SEED_LANGUAGES } from '../lib/workload.js';
@@ -56,20 +56,13 @@ async function measureLayout(
   const { settings } = ctx;
   const modelDir = await ctx.model(model);
   const sampler = new RssSampler();
-  const stack = await startStack({
+  const stack = await startRunStack(ctx, {
     name: `memory-${model}-${layout.languages.length}-${layout.sharing}-${repeat}`,
-    workDir: ctx.workDir,
     modelDir,
     languages: layout.languages,
     devices: SEED_DEVICES,
-    handler: 'translation',
     layers: 'model-server',
-    batchSize: settings.batchSize,
-    maxBatchDelayMs: settings.maxBatchDelayMs,
-    batchPolicy: 'immediate',
     engineSharing: layout.sharing,
-    intraOpThreads: settings.intraOpThreads,
-    maxNewTokens: settings.newTokens,
     // Loading 14 engines one after another takes a while on 2 cores.
     startTimeoutMs: 20 * 60_000,
   }).catch((err: unknown) => {

@@ -5,7 +5,7 @@
  * One stack serves all three entry points; entry points alternate their order on every repeat and concurrency.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
-import { startStack } from '../lib/stack.js';
+import { startRunStack } from '../lib/stack.js';
 import { formatNumber, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median } from '../lib/stats.js';
 import { SEED_LANGUAGES } from '../lib/workload.js';
@@ -22,19 +22,11 @@ async function run(ctx: BenchContext): Promise<Section> {
     `The \`echo\` handler in place of the model (it answers {"translated": src_text}), ${SEED_LANGUAGES.length} languages registered, batch_size ${settings.batchSize}, ` +
       'immediate dispatch: requests/s and latency entering at the front, at the router, and at the model server; the difference between two entry points is what that hop adds.',
   );
-  const stack = await startStack({
+  const stack = await startRunStack(ctx, {
     name: 'overhead',
-    workDir: ctx.workDir,
     modelDir: await ctx.model('tiny'),
     languages: SEED_LANGUAGES,
     handler: 'echo',
-    layers: 'front',
-    batchSize: settings.batchSize,
-    maxBatchDelayMs: settings.maxBatchDelayMs,
-    batchPolicy: 'immediate',
-    engineSharing: 'device',
-    intraOpThreads: settings.intraOpThreads,
-    maxNewTokens: settings.newTokens,
   });
   const results = new Map<string, LoadMeasurement[]>();
   try {

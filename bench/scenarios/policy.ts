@@ -6,7 +6,7 @@
  * runs take the immediate arm from figure 2's one-language stack, which is the same configuration.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
-import { startStack } from '../lib/stack.js';
+import { startRunStack } from '../lib/stack.js';
 import { formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median, ratio } from '../lib/stats.js';
 import { LOAD_COLUMNS, measure, type LoadMeasurement } from './load.js';
@@ -40,19 +40,11 @@ async function run(ctx: BenchContext): Promise<Section> {
         continue;
       }
       ctx.log(`policy, repeat ${r + 1}/${settings.loadRepeats}: ${policy}`);
-      const stack = await startStack({
+      const stack = await startRunStack(ctx, {
         name: `policy-${policy}-${r}`,
-        workDir: ctx.workDir,
         modelDir,
         languages: TARGETS,
-        handler: 'translation',
-        layers: 'front',
-        batchSize: settings.batchSize,
-        maxBatchDelayMs: settings.maxBatchDelayMs,
         batchPolicy: policy,
-        engineSharing: 'device',
-        intraOpThreads: settings.intraOpThreads,
-        maxNewTokens: settings.newTokens,
       });
       const byConcurrency = new Map<number, LoadMeasurement>();
       try {

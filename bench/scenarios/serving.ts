@@ -9,7 +9,7 @@
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { runProbe } from '../lib/probe-runner.js';
-import { startStack } from '../lib/stack.js';
+import { startRunStack } from '../lib/stack.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { median, ratio } from '../lib/stats.js';
 import { SEED_LANGUAGES } from '../lib/workload.js';
@@ -94,19 +94,10 @@ async function run(ctx: BenchContext): Promise<Section> {
     ['14 languages', [...SEED_LANGUAGES]],
   ] as const) {
     if (ctx.signal.aborted) break;
-    const stack = await startStack({
+    const stack = await startRunStack(ctx, {
       name: `serving-${targets.length}`,
-      workDir: ctx.workDir,
       modelDir,
       languages: targets,
-      handler: 'translation',
-      layers: 'front',
-      batchSize: settings.batchSize,
-      maxBatchDelayMs: settings.maxBatchDelayMs,
-      batchPolicy: 'immediate',
-      engineSharing: 'device',
-      intraOpThreads: settings.intraOpThreads,
-      maxNewTokens: settings.newTokens,
     });
     frontKind = stack.frontKind;
     try {
