@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ServeError } from '../../common/errors.js';
 import { Batcher } from './batcher.js';
-import { Job, newJobId } from './job.js';
+import { Job, type JobHolder, newJobId } from './job.js';
 
 const device = { kind: 'cpu', id: null, provider: 'none' } as const;
 
@@ -13,9 +13,10 @@ function job(responseTimeoutMs = 10_000): Job {
 /**
  * A stand-in for the worker pool: at most `capacity` jobs may be in flight (worker-pool.ts caps a worker in jobs);
  * whenever the batcher says a batch may be due, it fills the room left. Batches are answered only when the test
- * says so.
+ * says so. A job whose deadline passes in flight fails its whole batch and frees the room at once, as a recycled
+ * worker does (worker-handle.ts), so the time-outs of dispatched jobs also open room.
  */
-class Driver {
+class Driver implements JobHolder {
   readonly inFlight: Job[][] = [];
   readonly sent: { jobs: Job[]; at: number; queuedBefore: number; room: number; allLive: boolean }[] = [];
   constructor(
@@ -34,12 +35,20 @@ class Driver {
       const jobs = this.batcher.nextBatch({ max: room });
       if (jobs === null) return;
       this.inFlight.push(jobs);
+      for (const j of jobs) j.holdBy(this);
       this.sent.push({ jobs, at: performance.now(), queuedBefore, room, allLive: jobs.every((j) => !j.settled) });
     }
   }
   answerOldest(): void {
     const jobs = this.inFlight.shift();
     for (const j of jobs ?? []) j.resolve({ value: j.id, workerId: 'w', device });
+    this.pump();
+  }
+  jobExpired(job: Job): void {
+    const index = this.inFlight.findIndex((jobs) => jobs.includes(job));
+    if (index < 0) return;
+    const [jobs] = this.inFlight.splice(index, 1);
+    for (const j of jobs!) j.reject(new ServeError('REQUEST_TIMEOUT'));
     this.pump();
   }
   dieAll(): void {
