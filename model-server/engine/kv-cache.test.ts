@@ -100,4 +100,46 @@ describe('CacheBufferPool', () => {
     expect(fresh.length).toBe(23);
     expect(pool.freeFloats).toBe(0);
   });
+
+  it('recycle: a view of its own memory goes back whole, an array alone in its memory is adopted, a view into foreign memory is left alone', () => {
+    const pool = new CacheBufferPool(8);
+    const taken = pool.take(10, 16);
+    pool.recycle(taken.subarray(0, 10));
+    expect(pool.freeFloats).toBe(16);
+    expect(pool.take(12).buffer).toBe(taken.buffer);
+
+    const output = new Float32Array(30); // a decoder output: alone in its ArrayBuffer
+    pool.recycle(output);
+    expect(pool.freeFloats).toBe(30);
+    expect(pool.take(30).buffer).toBe(output.buffer);
+
+    const foreign = new Float32Array(40);
+    pool.recycle(foreign.subarray(0, 20));
+    pool.recycle(foreign.subarray(20));
+    pool.recycle(new Float32Array(0));
+    expect(pool.freeFloats).toBe(0);
+  });
+
+  it('memory given twice is kept once, so two holders never share it', () => {
+    const pool = new CacheBufferPool(8);
+    const a = pool.take(10, 10);
+    pool.recycle(a.subarray(0, 5));
+    pool.recycle(a);
+    pool.give(a);
+    expect(pool.freeFloats).toBe(10);
+    expect(pool.take(10).buffer).toBe(a.buffer);
+    expect(pool.take(10).buffer).not.toBe(a.buffer);
+  });
+});
+
+describe('CacheBuffers.holds', () => {
+  it('tells views of its buffers from other memory, and forgets them once released', () => {
+    const pool = new CacheBufferPool(8);
+    const buffers = new CacheBuffers(pool, 1);
+    const view = buffers.append(0, new Float32Array(0), block(2, 1, 3), 2, 0, 3);
+    expect(buffers.holds(view)).toBe(true);
+    expect(buffers.holds(new Float32Array(view.length))).toBe(false);
+    buffers.release();
+    expect(buffers.holds(view)).toBe(false);
+  });
 });

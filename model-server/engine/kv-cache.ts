@@ -10,7 +10,10 @@
  *   from, whatever buffer that past lives in (a previous result, or a fresh array after a gather/merge);
  * - a returned view stays valid until the second following `append` of the same tensor, which may reuse
  *   its buffer: the cohort keeps exactly one view per tensor (its current past) and hands it back as the
- *   next `past`; gathers and merges copy rows out into fresh arrays before the views are reused;
+ *   next `past`; gathers and merges copy rows out into other memory before the views are reused;
+ * - `recycle` takes back memory its holder drops — a pooled buffer whole, or an array alone in its own
+ *   memory (a decoder output) — so re-laid-out tensors (generate.ts) reuse memory too; a cohort's cache
+ *   buffers are never recycled, only released;
  * - a cohort's buffers go back to the pool only when the cohort is gone (`release`), never while one of
  *   its views may still be fed;
  * - a buffer too small for the next cache goes back to the pool and is replaced by the best-fitting free
@@ -31,6 +34,8 @@ const GROWTH = 1.5;
 export class CacheBufferPool {
   readonly #free: Float32Array[] = [];
   readonly #maxFree: number;
+  /** Memory this pool handed out: a view of it goes back whole (`recycle`). */
+  readonly #owned = new WeakSet<ArrayBufferLike>();
 
   /** @param maxFree buffers kept free at most (a cohort returns 2 per cache tensor) */
   constructor(maxFree: number) {
@@ -46,12 +51,35 @@ export class CacheBufferPool {
   take(length: number, allocate = Math.ceil(length * GROWTH)): Float32Array {
     const at = this.#free.findIndex((b) => b.length >= length);
     if (at >= 0) return this.#free.splice(at, 1)[0]!;
-    return new Float32Array(Math.max(length, allocate));
+    const buffer = new Float32Array(Math.max(length, allocate));
+    this.#owned.add(buffer.buffer);
+    return buffer;
+  }
+
+  /**
+   * Keep the memory behind `array`, which its holder drops: a view of a buffer this pool handed out goes back
+   * whole; an array alone in its own memory (a decoder output, a fresh array) is adopted. Anything else (a view
+   * into memory something else may hold) is left to the garbage collector. The caller must hold no other view
+   * of that memory.
+   */
+  recycle(array: Float32Array): void {
+    const memory = array.buffer;
+    if (array.length === 0) return;
+    if (this.#owned.has(memory)) this.give(new Float32Array(memory));
+    else if (
+      array.byteOffset === 0 &&
+      array.byteLength === memory.byteLength &&
+      !(memory instanceof SharedArrayBuffer)
+    ) {
+      this.#owned.add(memory);
+      this.give(array);
+    }
   }
 
   /** Keep `buffer` for a later `take` (the caller holds no view of it any more). */
   give(buffer: Float32Array): void {
-    if (buffer.length === 0) return;
+    // Given twice, one buffer would be taken by two holders at once.
+    if (buffer.length === 0 || this.#free.some((b) => b.buffer === buffer.buffer)) return;
     // Sorted ascending: take() finds the best fit first, and the smallest is dropped when full.
     let at = this.#free.length;
     while (at > 0 && this.#free[at - 1]!.length > buffer.length) at--;
@@ -116,6 +144,13 @@ export class CacheBuffers {
       out.set(appended.subarray(block * appendedSpan, (block + 1) * appendedSpan), at + pastSpan);
     }
     return out;
+  }
+
+  /** Whether `view` lies in one of this cohort's buffers (then only `release` may give that memory back). */
+  holds(view: Float32Array): boolean {
+    return this.#slots.some(
+      ([a, b]) => (a.length > 0 && a.buffer === view.buffer) || (b.length > 0 && b.buffer === view.buffer),
+    );
   }
 
   /** Give every buffer back to the pool. Only once the cohort is gone: no view of them may be fed again. */

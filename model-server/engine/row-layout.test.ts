@@ -62,3 +62,64 @@ describe('relayoutRows', () => {
     expect(Array.from(out)).toEqual([1n, 1n, 1n, 1n, 0n, 1n]);
   });
 });
+
+describe('relayoutRows into a reused buffer', () => {
+  it('writes the same tensor as a fresh one, zeroing every padding position whatever the buffer held', () => {
+    const data = make(3, 2, 4, 3);
+    const cases: { sources: { row: number; length: number }[]; dstLength: number; align: 'start' | 'end' }[] = [
+      {
+        sources: [
+          { row: 2, length: 4 },
+          { row: 0, length: 4 },
+        ],
+        dstLength: 4,
+        align: 'start',
+      },
+      {
+        sources: [
+          { row: 1, length: 4 },
+          { row: 2, length: 4 },
+        ],
+        dstLength: 6,
+        align: 'start',
+      },
+      {
+        sources: [
+          { row: 0, length: 4 },
+          { row: 1, length: 4 },
+        ],
+        dstLength: 6,
+        align: 'end',
+      },
+      { sources: [{ row: 0, length: 4 }], dstLength: 2, align: 'end' },
+    ];
+    for (const { sources, dstLength, align } of cases) {
+      const rows = sources.map((s) => ({ data, ...s }));
+      const fresh = relayoutRows(rows, 2, 3, dstLength, align);
+      const stale = new Float32Array(fresh.length).fill(Number.NaN);
+      const reused = relayoutRows(rows, 2, 3, dstLength, align, stale);
+      expect(reused).toBe(stale);
+      expect(Array.from(reused)).toEqual(Array.from(fresh));
+    }
+    const mask = BigInt64Array.from([1n, 1n]);
+    const into = new BigInt64Array(6).fill(7n);
+    relayoutRows(
+      [
+        { data: mask, row: 0, length: 2 },
+        { data: mask, row: 1, length: 1 },
+      ],
+      1,
+      1,
+      3,
+      'end',
+      into,
+    );
+    expect(Array.from(into)).toEqual([0n, 1n, 1n, 0n, 0n, 1n]);
+  });
+
+  it('refuses a buffer of the wrong size', () => {
+    expect(() =>
+      relayoutRows([{ data: make(1, 1, 2, 1), row: 0, length: 2 }], 1, 1, 3, 'start', new Float32Array(4)),
+    ).toThrow(RangeError);
+  });
+});

@@ -21,6 +21,8 @@ export interface RowSource<T extends RowData> {
  * Build a `[sources.length, outer, dstLength, inner]` tensor from the given rows. Each row keeps
  * `min(length, dstLength)` positions at the `align` end; the rest is zero (padding, masked out).
  * Callers only shrink `dstLength` down to the longest real content of the rows they keep.
+ * @param into where to write (exactly that many elements, e.g. a pooled buffer with old contents: every padding
+ *   position is zeroed); a fresh zeroed array when omitted. It must not share memory with any source.
  */
 export function relayoutRows<T extends RowData>(
   sources: readonly RowSource<T>[],
@@ -28,32 +30,41 @@ export function relayoutRows<T extends RowData>(
   inner: number,
   dstLength: number,
   align: 'start' | 'end',
+  into?: T,
 ): T {
   const first = sources[0];
   if (first === undefined) throw new RangeError('relayoutRows needs at least one row');
   const Ctor = first.data.constructor as new (length: number) => T;
   const dstRow = outer * dstLength * inner;
-  const out = new Ctor(sources.length * dstRow);
+  if (into !== undefined && into.length !== sources.length * dstRow) {
+    throw new RangeError(`relayoutRows: into holds ${into.length} elements, expected ${sources.length * dstRow}`);
+  }
+  const out = (into ?? new Ctor(sources.length * dstRow)) as RowData;
+  // A fresh array is already zero: padding there is left untouched (never even paged in).
+  const zero = into !== undefined;
+  const zeroValue = out instanceof BigInt64Array ? 0n : 0;
   sources.forEach(({ data, row, length }, r) => {
     const count = Math.min(length, dstLength);
     const srcStart = align === 'start' ? 0 : length - count;
     const dstStart = align === 'start' ? 0 : dstLength - count;
     const srcRow = outer * length * inner;
     const span = count * inner;
-    if (span === 0) return;
     if (length === dstLength) {
       // Same layout: the whole row is one contiguous block.
       const from = row * srcRow;
-      (out as RowData).set((data as RowData).subarray(from, from + srcRow) as never, r * dstRow);
+      out.set((data as RowData).subarray(from, from + srcRow) as never, r * dstRow);
       return;
     }
+    const pad = (dstLength - count) * inner;
+    const padStart = align === 'start' ? span : 0;
     for (let o = 0; o < outer; o++) {
-      const from = row * srcRow + (o * length + srcStart) * inner;
-      (out as RowData).set(
-        (data as RowData).subarray(from, from + span) as never,
-        r * dstRow + (o * dstLength + dstStart) * inner,
-      );
+      const block = r * dstRow + o * dstLength * inner;
+      if (span > 0) {
+        const from = row * srcRow + (o * length + srcStart) * inner;
+        out.set((data as RowData).subarray(from, from + span) as never, block + dstStart * inner);
+      }
+      if (zero && pad > 0) out.fill(zeroValue as never, block + padStart, block + padStart + pad);
     }
   });
-  return out;
+  return out as T;
 }
