@@ -15,6 +15,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import '../../model-server/engine/ort-env.js';
 import { env, pipeline } from '@huggingface/transformers';
 
 const modelDir = path.resolve(required('BASELINE_MODEL_DIR'));

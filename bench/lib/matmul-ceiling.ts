@@ -9,6 +9,7 @@
  * pre-packs them the same way. The session uses the engine's intra-op thread setting.
  */
 import { performance } from 'node:perf_hooks';
+import '../../model-server/engine/ort-env.js';
 import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { median } from './stats.js';

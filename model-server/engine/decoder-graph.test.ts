@@ -1,4 +1,5 @@
 import onnxProto from 'onnx-proto';
+import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { appendedOutputName, exposeCacheAppends, exposeGreedyTop2, TOP2_OUTPUTS } from './decoder-graph.js';

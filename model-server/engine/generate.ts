@@ -34,6 +34,7 @@
  *   otherwise the whole `present.*.decoder` is fetched (onnxruntime-node copies each fetched output into a
  *   fresh ArrayBuffer: ~100 MB per step at batch 64).
  */
+import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import {

@@ -7,6 +7,7 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
+import './ort-env.js';
 import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
