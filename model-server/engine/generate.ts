@@ -397,15 +397,15 @@ export class Generator {
   #recycleRowTensors(cohort: Cohort): void {
     this.#rowPool.recycle(cohort.encoderStates);
     for (const tensor of cohort.crossCache ?? []) this.#rowPool.recycle(tensor);
-    for (const tensor of cohort.selfCache ?? []) this.#recycleLoose(cohort, tensor);
+    cohort.selfCache?.forEach((tensor, k) => this.#recycleLoose(cohort, k, tensor));
     cohort.encoderStates = new Float32Array(0);
     cohort.crossCache = null;
     cohort.selfCache = null;
   }
 
-  /** Recycle a self-cache tensor unless it is a view of the cohort's cache buffers (those are only released). */
-  #recycleLoose(cohort: Cohort, tensor: Float32Array): void {
-    if (!(cohort.cacheBuffers?.holds(tensor) ?? false)) this.#rowPool.recycle(tensor);
+  /** Recycle self-cache tensor `k` unless it is a view of the cohort's cache buffers (those are only released). */
+  #recycleLoose(cohort: Cohort, k: number, tensor: Float32Array): void {
+    if (!(cohort.cacheBuffers?.holds(k, tensor) ?? false)) this.#rowPool.recycle(tensor);
   }
 
   /** One decoder run for `cohort`, then its rows' successors; finished sequences resolve here. */
@@ -499,7 +499,7 @@ export class Generator {
           const appended = out[appendedCache[k]!]!.data as Float32Array;
           cohort.selfCache!.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
           // A past re-laid out by a gather or merge was copied in: its memory is free.
-          if (past?.[k] !== undefined) this.#recycleLoose(cohort, past[k]);
+          if (past?.[k] !== undefined) this.#recycleLoose(cohort, k, past[k]);
         });
       }
       this.#stats.layoutMs += performance.now() - building;

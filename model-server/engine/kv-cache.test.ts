@@ -133,13 +133,17 @@ describe('CacheBufferPool', () => {
 });
 
 describe('CacheBuffers.holds', () => {
-  it('tells views of its buffers from other memory, and forgets them once released', () => {
+  it("tells views of a tensor's buffers from other memory (another tensor's included), and forgets them once released", () => {
     const pool = new CacheBufferPool(8);
-    const buffers = new CacheBuffers(pool, 1);
+    const buffers = new CacheBuffers(pool, 2);
     const view = buffers.append(0, new Float32Array(0), block(2, 1, 3), 2, 0, 3);
-    expect(buffers.holds(view)).toBe(true);
-    expect(buffers.holds(new Float32Array(view.length))).toBe(false);
+    const other = buffers.append(1, new Float32Array(0), block(2, 1, 3), 2, 0, 3);
+    expect(buffers.holds(0, view)).toBe(true);
+    expect(buffers.holds(1, other)).toBe(true);
+    expect(buffers.holds(1, view)).toBe(false);
+    expect(buffers.holds(0, new Float32Array(view.length))).toBe(false);
+    expect(buffers.holds(2, view)).toBe(false);
     buffers.release();
-    expect(buffers.holds(view)).toBe(false);
+    expect(buffers.holds(0, view)).toBe(false);
   });
 });

@@ -63,8 +63,8 @@ export class CacheBufferPool {
    * of that memory.
    */
   recycle(array: Float32Array): void {
-    const memory = array.buffer;
     if (array.length === 0) return;
+    const memory = array.buffer;
     if (this.#owned.has(memory)) this.give(new Float32Array(memory));
     else if (
       array.byteOffset === 0 &&
@@ -146,11 +146,10 @@ export class CacheBuffers {
     return out;
   }
 
-  /** Whether `view` lies in one of this cohort's buffers (then only `release` may give that memory back). */
-  holds(view: Float32Array): boolean {
-    return this.#slots.some(
-      ([a, b]) => (a.length > 0 && a.buffer === view.buffer) || (b.length > 0 && b.buffer === view.buffer),
-    );
+  /** Whether `view` lies in one of tensor `k`'s buffers (then only `release` may give that memory back). */
+  holds(k: number, view: Float32Array): boolean {
+    const slots = this.#slots[k];
+    return slots !== undefined && slots.some((b) => b.length > 0 && b.buffer === view.buffer);
   }
 
   /** Give every buffer back to the pool. Only once the cohort is gone: no view of them may be fed again. */
