@@ -70,7 +70,19 @@ export interface ShutdownMessage {
   type: 'shutdown';
 }
 
-export type ToWorker = InitMessage | BatchMessage | RoundMessage | ShutdownMessage;
+/**
+ * The frontend no longer wants these jobs (their client went away, or their deadline passed). A job still waiting
+ * in the worker is dropped; a job whose rows are generating leaves the engine batch at the next step boundary.
+ * The worker still answers each id exactly once (an `item` with the `reason` error), so every sent job is
+ * accounted for; ids it no longer holds are ignored.
+ */
+export interface CancelMessage {
+  type: 'cancel';
+  ids: string[];
+  reason: 'client-gone' | 'deadline';
+}
+
+export type ToWorker = InitMessage | BatchMessage | RoundMessage | CancelMessage | ShutdownMessage;
 
 export interface ReadyMessage {
   type: 'ready';
@@ -114,4 +126,17 @@ export interface StepCounters {
   rows: number;
 }
 
-export type FromWorker = ReadyMessage | InitFailedMessage | ItemMessage | BatchDoneMessage;
+/**
+ * Heartbeat of a worker that holds work: sent while its handler makes progress (the engine: after decoder steps),
+ * at most every few hundred ms. The frontend recycles a worker only when it holds jobs and no progress came for
+ * the response timeout — a hung engine — never because one job was slow.
+ */
+export interface ProgressMessage {
+  type: 'progress';
+  /** The handler's step counters since it loaded; they only grow while it makes progress. */
+  steps: StepCounters;
+  /** Rows generating now (after cancellations and finished rows left). */
+  liveRows: number;
+}
+
+export type FromWorker = ReadyMessage | InitFailedMessage | ItemMessage | BatchDoneMessage | ProgressMessage;

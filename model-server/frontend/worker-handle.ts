@@ -263,6 +263,9 @@ export class WorkerHandle implements JobHolder {
       case 'init-failed':
         this.#fail(message.error.message);
         return;
+      case 'progress':
+        // Consumed by the progress watchdog (overload work); accepted and ignored until then.
+        return;
       case 'item': {
         const batchId = this.#jobBatch.get(message.id);
         if (batchId === undefined) return; // settled already (timed out) or not ours

@@ -175,6 +175,9 @@ process.on('message', (message: ToWorker) => {
       // Synchronously, one after the other: every batch's rows reach the handler before it starts any of them.
       if (!stopping) for (const one of message.batches) batch(one);
       break;
+    case 'cancel':
+      // Handled once handlers can drop rows (engine work); until then the jobs run to their end.
+      break;
     case 'shutdown':
       void shutdown();
       break;
