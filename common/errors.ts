@@ -37,6 +37,11 @@ export const ERRORS = {
     message: 'Requested method is not allowed, please refer to API document.',
   },
   CONFLICT: { status: 409, type: 'ConflictStatusException', message: 'Conflict.' },
+  OVERLOADED: {
+    status: 503,
+    type: 'ServiceUnavailableException',
+    message: 'Model is overloaded: the expected wait exceeds the queue budget, retry later.',
+  },
   PAYLOAD_TOO_LARGE: { status: 413, type: 'RequestEntityTooLargeException', message: 'Request body is too large.' },
   UNSUPPORTED_MEDIA_TYPE: {
     status: 415,
@@ -56,6 +61,8 @@ export const ERRORS = {
   PREDICTION_FAILED: { status: 503, type: 'ServiceUnavailableException', message: 'Prediction failed' },
   SHUTTING_DOWN: { status: 503, type: 'ServiceUnavailableException', message: 'Server is shutting down.' },
   REQUEST_TIMEOUT: { status: 504, type: 'RequestTimeoutException', message: 'Request timed out.' },
+  // nginx's non-standard 499: nobody reads it (the client is gone), but logs and metrics tell it from a failure.
+  CLIENT_CLOSED: { status: 499, type: 'ClientClosedRequestException', message: 'Client closed the request.' },
   OUT_OF_MEMORY: { status: 507, type: 'InsufficientStorageException', message: 'Worker ran out of memory.' },
 } as const;
 
