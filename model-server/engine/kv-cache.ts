@@ -12,7 +12,7 @@
  *   its buffer: the cohort keeps exactly one view per tensor (its current past) and hands it back as the
  *   next `past`; gathers and merges copy rows out into other memory before the views are reused;
  * - `recycle` takes back memory its holder drops — a pooled buffer whole, or an array alone in its own
- *   memory (a decoder output) — so re-laid-out tensors (generate.ts) reuse memory too; a cohort's cache
+ *   memory (a decoder output) — so re-laid-out tensors (cohort-layout.ts) reuse memory too; a cohort's cache
  *   buffers are never recycled, only released;
  * - a cohort's buffers go back to the pool only when the cohort is gone (`release`), never while one of
  *   its views may still be fed;

@@ -1,0 +1,39 @@
+/** @module engine/generator-stats — the step loop's counters since load, read by benchmarks and metrics. */
+
+export interface GeneratorStats {
+  /** Decoder runs. */
+  decoderRuns: number;
+  /** Sum over decoder runs of the rows in the run (beams count once each). */
+  decoderRows: number;
+  /** Admitted groups encoded (each starts one cohort). */
+  encoderRuns: number;
+  /** onnxruntime encoder calls (an admitted group is encoded in groups of similar source length). */
+  encoderCalls: number;
+  encodedRows: number;
+  /** Cohorts merged into another (rows that joined mid-generation, or caught up with an older cohort). */
+  merges: number;
+  /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
+  pauses: number;
+  /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
+  encoderMs: number;
+  decoderMs: number;
+  searchMs: number;
+  layoutMs: number;
+}
+
+/** Counters of an engine that has done nothing yet. */
+export function emptyGeneratorStats(): GeneratorStats {
+  return {
+    decoderRuns: 0,
+    decoderRows: 0,
+    encoderRuns: 0,
+    encoderCalls: 0,
+    encodedRows: 0,
+    merges: 0,
+    pauses: 0,
+    encoderMs: 0,
+    decoderMs: 0,
+    searchMs: 0,
+    layoutMs: 0,
+  };
+}

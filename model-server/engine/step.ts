@@ -1,0 +1,178 @@
+/**
+ * @module engine/step — one decoder step of one cohort: its feeds (last tokens, encoder states, caches, masks),
+ * the decoder run, the search decision on its scores, and the self-attention cache for the next step.
+ *
+ * A run reads the cohort and writes nothing into it (the feeds wrap the cohort's arrays; onnxruntime only reads
+ * inputs): until `stepCohort` applies a successful run, the cohort is as it was, so a failed run can be retried
+ * with other rows (generate.ts).
+ */
+import './ort-env.js';
+import * as ort from 'onnxruntime-node';
+import { decideStep, type StepDecision, type StepScores } from './decoding.js';
+import type { Cohort, CohortContext } from './cohort.js';
+
+/** What a decoder run returned, with what the step needs to apply it. */
+export interface DecoderRun {
+  out: ort.InferenceSession.ReturnType;
+  /** The self-attention mask fed (null: the graph takes none); the cohort's mask after this step. */
+  selfMask: BigInt64Array | null;
+  /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
+  top2: { values: string; ids: string } | null;
+  /** Wall time of the run (ms). */
+  ms: number;
+}
+
+/** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
+export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  const { rows } = cohort;
+  const n = rows.length;
+  const d = ctx.config.dModel;
+  const S = cohort.encoderLength;
+  const cached = ctx.sessions.decoderKind === 'merged';
+  const start = ctx.config.decoderStartTokenId;
+  // With the cache a step feeds each row's last token; without it, the whole prefix again.
+  const T = cached ? 1 : 1 + rows[0]!.hyp.tokens.length;
+  const ids = new BigInt64Array(n * T);
+  rows.forEach((row, r) => {
+    const tokens = row.hyp.tokens;
+    if (cached) ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
+    else for (let t = 0; t < T; t++) ids[r * T + t] = BigInt(t === 0 ? start : tokens[t - 1]!);
+  });
+  const feeds: Record<string, ort.Tensor> = {
+    input_ids: new ort.Tensor('int64', ids, [n, T]),
+    encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, d]),
+  };
+  if (ctx.feedsEncoderMask) feeds.encoder_attention_mask = new ort.Tensor('int64', cohort.encoderMask, [n, S]);
+  const P = cohort.pastLength;
+  let selfMask: BigInt64Array | null = null;
+  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
+    // Cached: the row's cache mask plus the new position. Uncached: every fed position is real.
+    selfMask = new BigInt64Array(n * (P + T)).fill(1n);
+    if (cohort.selfMask !== null && P > 0) {
+      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
+    }
+    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + T]);
+  }
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const first = cohort.crossCache === null;
+  const { appendedCache, greedyTop2 } = ctx.sessions.decoderOutputs;
+  // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
+  const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
+  const fetches = top2 !== null ? [top2.values, top2.ids] : ['logits'];
+  if (ctx.sessions.decoderInputs.has('use_cache_branch')) {
+    feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
+    const empty = new Float32Array(0);
+    for (let i = 0; i < ctx.layers; i++) {
+      ['key', 'value'].forEach((part, j) => {
+        const self = cached && cohort.selfCache !== null ? cohort.selfCache[2 * i + j]! : empty;
+        feeds[`past_key_values.${i}.decoder.${part}`] = new ort.Tensor('float32', self, [
+          n,
+          H,
+          self === empty ? 0 : P,
+          dh,
+        ]);
+        const cross = cached && !first ? cohort.crossCache![2 * i + j]! : empty;
+        feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', cross, [
+          n,
+          H,
+          cross === empty ? 0 : S,
+          dh,
+        ]);
+        if (cached) {
+          fetches.push(appendedCache?.[2 * i + j] ?? `present.${i}.decoder.${part}`);
+          if (first) fetches.push(`present.${i}.encoder.${part}`);
+        }
+      });
+    }
+  }
+  const started = performance.now();
+  const out = await ctx.sessions.decoder.run(feeds, fetches);
+  return { out, selfMask, top2, ms: performance.now() - started };
+}
+
+/**
+ * Apply a successful decoder run of `cohort`: count it, decide every row's successors, and build the cache the
+ * next step feeds. The caller resolves `done` and lays the rows out as `next` says.
+ */
+export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun): StepDecision {
+  const { stats } = ctx;
+  const { out } = run;
+  const n = cohort.rows.length;
+  stats.decoderMs += run.ms;
+  stats.decoderRuns++;
+  stats.decoderRows += n;
+  cohort.steps++;
+
+  const deciding = performance.now();
+  const decision = decideStep(cohort.rows, stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
+  stats.searchMs += performance.now() - deciding;
+
+  if (ctx.sessions.decoderKind !== 'merged') return decision;
+  const building = performance.now();
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const P = cohort.pastLength;
+  const { appendedCache } = ctx.sessions.decoderOutputs;
+  const first = cohort.crossCache === null;
+  const past = cohort.selfCache;
+  const buffers = cohort.cacheBuffers;
+  const selfCache: Float32Array[] = [];
+  for (let i = 0; i < ctx.layers; i++) {
+    ['key', 'value'].forEach((part, j) => {
+      const k = 2 * i + j;
+      if (appendedCache === null || buffers === null) {
+        selfCache.push(out[`present.${i}.decoder.${part}`]!.data as Float32Array);
+        return;
+      }
+      // One copy of the cache per step, into a buffer the past is not in (kv-cache.ts).
+      const appended = out[appendedCache[k]!]!.data as Float32Array;
+      selfCache.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
+      // A past re-laid out by a gather or merge was copied in: its memory is free.
+      if (past?.[k] !== undefined) ctx.memory.recycleLoose(cohort, k, past[k]);
+    });
+  }
+  cohort.selfCache = selfCache;
+  stats.layoutMs += performance.now() - building;
+  if (first) {
+    cohort.crossCache = [];
+    for (let i = 0; i < ctx.layers; i++) {
+      for (const part of ['key', 'value'])
+        cohort.crossCache.push(out[`present.${i}.encoder.${part}`]!.data as Float32Array);
+    }
+  }
+  cohort.pastLength = P + 1;
+  cohort.selfMask = run.selfMask;
+  return decision;
+}
+
+/** The last position's scores per row from a decoder run: its top-2 outputs or its logits. */
+function stepScores(
+  ctx: CohortContext,
+  out: ort.InferenceSession.ReturnType,
+  top2: { values: string; ids: string } | null,
+): StepScores {
+  if (top2 !== null) {
+    const values = out[top2.values];
+    const ids = out[top2.ids];
+    if (values === undefined || ids === undefined) throw new Error('decoder returned no top-2 outputs');
+    const stride = values.dims[1]! * 2;
+    return {
+      kind: 'top2',
+      values: values.data as Float32Array,
+      ids: ids.data as BigInt64Array,
+      stride,
+      offset: stride - 2,
+    };
+  }
+  const logits = out.logits;
+  if (logits === undefined) throw new Error('decoder returned no logits');
+  const stride = logits.dims[1]! * logits.dims[2]!;
+  return {
+    kind: 'logits',
+    data: logits.data as Float32Array,
+    stride,
+    offset: stride - logits.dims[2]!,
+    vocab: Math.min(ctx.config.vocabSize, logits.dims[2]!),
+  };
+}
