@@ -32,6 +32,11 @@ export interface ModelServerConfig {
   /** The seed's `{"cuda_id": {...}}` file: languages served and the GPU each is pinned to. */
   setupConfigPath: string;
   jobQueueSize: number;
+  /**
+   * Longest queue wait a request may expect and still be admitted, ms (frontend/batcher.ts: admission); the
+   * effective budget of a model is at most half its response timeout.
+   */
+  queueBudgetMs: number;
   /** Defaults for registrations that do not say (the start script passes BATCH_SIZE explicitly). */
   defaultBatchSize: number;
   defaultMaxBatchDelayMs: number;
@@ -120,6 +125,7 @@ export const ENV_DEFAULTS = {
   MODEL_DIR: './models/tiny',
   SETUP_CONFIG: './setup_config.json',
   JOB_QUEUE_SIZE: '4096',
+  QUEUE_BUDGET_MS: '5000',
   BATCH_SIZE: '64',
   MAX_BATCH_DELAY_MS: '100',
   RESPONSE_TIMEOUT_S: '120',
@@ -154,6 +160,7 @@ const envSchema = z.object({
   MODEL_DIR: z.string().min(1),
   SETUP_CONFIG: z.string().min(1),
   JOB_QUEUE_SIZE: int(1, 1_000_000),
+  QUEUE_BUDGET_MS: int(1, 86_400_000),
   BATCH_SIZE: int(1, 1024),
   MAX_BATCH_DELAY_MS: int(0, 600_000),
   RESPONSE_TIMEOUT_S: int(1, 86_400),
@@ -224,6 +231,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       modelDir: abs(e.MODEL_DIR),
       setupConfigPath: abs(e.SETUP_CONFIG),
       jobQueueSize: e.JOB_QUEUE_SIZE,
+      queueBudgetMs: e.QUEUE_BUDGET_MS,
       defaultBatchSize: e.BATCH_SIZE,
       defaultMaxBatchDelayMs: e.MAX_BATCH_DELAY_MS,
       defaultResponseTimeoutS: e.RESPONSE_TIMEOUT_S,

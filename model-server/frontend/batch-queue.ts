@@ -4,7 +4,8 @@
  *
  * Invariants (all mutation happens on the event loop, through the methods below):
  * - `enqueue` never blocks: it accepts every job of a request or none of them (QUEUE_FULL, 503 + Retry-After).
- * - Only unsettled jobs are counted: a job that times out while queued is removed by its `jobExpired` callback.
+ * - Only unsettled jobs are counted: a job abandoned while queued (deadline, client gone) is removed by its
+ *   `jobAbandoned` callback.
  * - `putBack` (a worker died before it received these jobs) returns jobs to the FRONT in their old order and may
  *   exceed the capacity: those jobs were already accepted, and an accepted job is never refused later.
  */
@@ -15,16 +16,16 @@ export class BatchQueue implements JobHolder {
   readonly capacity: number;
   /** Insertion-ordered: iteration is FIFO, deletion of an expired job from the middle is O(1). */
   #jobs = new Set<Job>();
-  #onExpired: (() => void) | undefined;
+  #onLeft: (() => void) | undefined;
 
   /**
    * @param capacity most jobs waiting at once (`job_queue_size`, the seed's 4096).
-   * @param onExpired told after a waiting job timed out and left the queue.
+   * @param onLeft told after a waiting job was abandoned and left the queue.
    */
-  constructor(capacity: number, onExpired?: () => void) {
+  constructor(capacity: number, onLeft?: () => void) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be ≥ 1, got ${capacity}`);
     this.capacity = capacity;
-    this.#onExpired = onExpired;
+    this.#onLeft = onLeft;
   }
 
   get size(): number {
@@ -99,7 +100,7 @@ export class BatchQueue implements JobHolder {
     return jobs.length;
   }
 
-  jobExpired(job: Job): void {
-    if (this.#jobs.delete(job)) this.#onExpired?.();
+  jobAbandoned(job: Job): void {
+    if (this.#jobs.delete(job)) this.#onLeft?.();
   }
 }

@@ -13,8 +13,8 @@ function job(responseTimeoutMs = 10_000): Job {
 /**
  * A stand-in for the worker pool: at most `capacity` jobs may be in flight (worker-pool.ts caps a worker in jobs);
  * whenever the batcher says a batch may be due, it fills the room left. Batches are answered only when the test
- * says so. A job whose deadline passes in flight fails its whole batch and frees the room at once, as a recycled
- * worker does (worker-handle.ts), so the time-outs of dispatched jobs also open room.
+ * says so. A job abandoned in flight (its deadline passed) is cancelled alone and frees its room at once, as the
+ * engine drops a cancelled row at its next step (worker-handle.ts), so the time-outs of dispatched jobs open room.
  */
 class Driver implements JobHolder {
   readonly inFlight: Job[][] = [];
@@ -44,11 +44,7 @@ class Driver implements JobHolder {
     for (const j of jobs ?? []) j.resolve({ value: j.id, workerId: 'w', device });
     this.pump();
   }
-  jobExpired(job: Job): void {
-    const index = this.inFlight.findIndex((jobs) => jobs.includes(job));
-    if (index < 0) return;
-    const [jobs] = this.inFlight.splice(index, 1);
-    for (const j of jobs!) j.reject(new ServeError('REQUEST_TIMEOUT'));
+  jobAbandoned(): void {
     this.pump();
   }
   dieAll(): void {
@@ -143,6 +139,124 @@ describe('Batcher', () => {
     vi.advanceTimersByTime(51);
     await expect(j.promise).rejects.toMatchObject({ code: 'REQUEST_TIMEOUT', status: 504 });
     expect(batcher.queue.size).toBe(0);
+  });
+
+  /** Teach an immediate batcher a service rate of one job per `perJobMs` of busy time, one job at a time. */
+  async function warm(batcher: Batcher, driver: Driver, perJobMs: number, jobs = 10): Promise<void> {
+    for (let i = 0; i < jobs; i += 1) {
+      batcher.submit([job()]);
+      vi.advanceTimersByTime(perJobMs);
+      driver.answerOldest();
+      await vi.advanceTimersByTimeAsync(0); // the batcher learns of a settlement on a microtask
+    }
+    // An idle stretch: it must not make the engine look slower.
+    vi.advanceTimersByTime(10_000);
+  }
+
+  function refusal(submit: () => void): ServeError | undefined {
+    try {
+      submit();
+      return undefined;
+    } catch (err) {
+      return err as ServeError;
+    }
+  }
+
+  it('admission: a request whose expected queue wait exceeds the budget is refused at once, OVERLOADED + Retry-After', async () => {
+    const batcher = new Batcher({
+      policy: 'immediate',
+      batchSize: 4,
+      maxBatchDelayMs: 0,
+      queueSize: 1000,
+      queueBudgetMs: 100,
+    });
+    const driver = new Driver(batcher, 4);
+    await warm(batcher, driver, 10);
+    batcher.submit([job(), job(), job(), job()]);
+    expect(batcher.queue.size).toBe(0); // on the worker
+    // 10 ms a job: a job with 10 ahead expects 100 ms (admitted), with 11 ahead 110 ms (refused).
+    for (let i = 0; i <= 10; i += 1) expect(refusal(() => batcher.submit([job()]))).toBeUndefined();
+    expect(batcher.queue.size).toBe(11);
+    expect(batcher.expectedWaitMs()).toBeCloseTo(110, 0);
+    const refused = refusal(() => batcher.submit([job()]));
+    expect(refused).toMatchObject({ code: 'OVERLOADED', status: 503, retryAfterS: 1 });
+    expect(refused!.message).toMatch(/^Model m is overloaded: 11 jobs wait \(expected wait 110 ms/);
+    expect(batcher.queue.size).toBe(11);
+    // Room opens as the engine answers: admitted again.
+    driver.answerOldest();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(batcher.queue.size).toBe(7);
+    expect(refusal(() => batcher.submit([job()]))).toBeUndefined();
+  });
+
+  it('admission: nothing new is admitted while the oldest waiting job has already waited past the budget', async () => {
+    const batcher = new Batcher({
+      policy: 'immediate',
+      batchSize: 2,
+      maxBatchDelayMs: 0,
+      queueSize: 1000,
+      queueBudgetMs: 100,
+    });
+    const driver = new Driver(batcher, 2);
+    await warm(batcher, driver, 1);
+    batcher.submit([job(), job(), job()]);
+    expect(batcher.queue.size).toBe(1);
+    // The engine stalls: the estimate (1 ms a job) says "fits", the waiting job says otherwise.
+    vi.advanceTimersByTime(150);
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ code: 'OVERLOADED', retryAfterS: 1 });
+  });
+
+  it('admission: before the rate is known at most two batches wait; an idle model admits any request', () => {
+    const batcher = new Batcher({
+      policy: 'immediate',
+      batchSize: 2,
+      maxBatchDelayMs: 0,
+      queueSize: 1000,
+      queueBudgetMs: 100,
+    });
+    expect(refusal(() => batcher.submit(Array.from({ length: 50 }, () => job())))).toBeUndefined();
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ code: 'OVERLOADED' });
+    const fresh = new Batcher({
+      policy: 'immediate',
+      batchSize: 2,
+      maxBatchDelayMs: 0,
+      queueSize: 1000,
+      queueBudgetMs: 100,
+    });
+    fresh.submit([job(), job(), job()]);
+    expect(refusal(() => fresh.submit([job()]))).toBeUndefined();
+    expect(refusal(() => fresh.submit([job()]))).toMatchObject({ code: 'OVERLOADED' });
+  });
+
+  it('the response timeout counts from dispatch: a job that waited in the queue still gets its whole time to run', async () => {
+    const batcher = new Batcher({ policy: 'immediate', batchSize: 1, maxBatchDelayMs: 0, queueSize: 10 });
+    const driver = new Driver(batcher, 1);
+    const first = job(100);
+    const second = job(100);
+    batcher.submit([first]);
+    batcher.submit([second]);
+    vi.advanceTimersByTime(60);
+    driver.answerOldest(); // second leaves the queue at t=60
+    vi.advanceTimersByTime(99);
+    expect(second.settled).toBe(false);
+    vi.advanceTimersByTime(2);
+    await expect(second.promise).rejects.toMatchObject({
+      code: 'REQUEST_TIMEOUT',
+      message: 'Request timed out: inference took longer than the response timeout (100 ms); its work was cancelled.',
+    });
+    expect(second.abandoned).toEqual({ reason: 'deadline', running: true });
+  });
+
+  it('a job abandoned by its client leaves the queue at once, 499 CLIENT_CLOSED', async () => {
+    const batcher = new Batcher({ policy: 'torchserve', batchSize: 4, maxBatchDelayMs: 1000, queueSize: 10 });
+    const [a, b] = [job(), job()];
+    batcher.submit([a, b]);
+    expect(a.abandon('client-gone')).toBe(true);
+    expect(a.abandon('client-gone')).toBe(false);
+    await expect(a.promise).rejects.toMatchObject({ code: 'CLIENT_CLOSED', status: 499 });
+    expect(a.abandoned).toEqual({ reason: 'client-gone', running: false });
+    expect(batcher.queue.size).toBe(1);
+    expect(batcher.queue.oldest()).toBe(b);
   });
 
   it('putBack returns jobs to the front in their order', () => {

@@ -19,6 +19,18 @@
  *     t=100 timer fires        batch [a b]      leaves partial: a waited exactly maxBatchDelayMs
  *     t=120 c d e f arrive     queue [c d e f]  4 ≥ batchSize → batch [c d e f] leaves at once, no timer
  *
+ * Admission (why not a bounded FIFO alone): a queue that admits whatever fits lets a flood wait longer than its
+ * clients' deadlines, so under overload the engine spends its time on answers nobody will use and goodput
+ * collapses. A request is admitted only while the wait it can expect fits the queue budget (`queueBudgetMs`):
+ * the jobs ahead of it ÷ this model's service rate, measured in jobs per *busy* millisecond (time with jobs on a
+ * worker, so idle gaps do not make the engine look slow). Otherwise it is refused at once, 503 OVERLOADED with a
+ * `Retry-After` of the time the queue needs to drain back into budget. A second check catches a wrong estimate:
+ * while the oldest waiting job has already waited past the budget, nothing new is admitted (CoDel's sojourn test).
+ * Among the queue policies we considered this is Triton's REJECT timeout made predictive (refused at arrival
+ * instead of after waiting), with CoDel's sojourn signal as the backstop; adaptive LIFO serves the newest first,
+ * which keeps goodput but breaks the FIFO order a translation client sending a document's sentences expects.
+ * Until the rate is known (a model's first completions) at most two batches may wait.
+ *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
  *   a job twice unless that job was handed back with `putBack`.
@@ -28,6 +40,7 @@
  * - `close()` resolves once the queue is empty and every dispatched job is settled.
  */
 import type { BatchPolicy } from '../../common/config.js';
+import { ServeError } from '../../common/errors.js';
 import { BatchQueue } from './batch-queue.js';
 import type { Job } from './job.js';
 
@@ -43,17 +56,25 @@ export interface BatcherOptions extends BatchSettings {
   policy: BatchPolicy;
   /** Bound of the model's queue (`job_queue_size`). */
   queueSize: number;
+  /** Longest wait in the queue a request may expect and still be admitted, ms (QUEUE_BUDGET_MS). Default ∞. */
+  queueBudgetMs?: number;
+  /** The model's `response_timeout`, ms: its jobs' deadline on a worker (job.ts). Default 120 s. */
+  responseTimeoutMs?: number;
   /** Clock in ms; `performance.now` unless a test drives time. */
   now?: () => number;
 }
 
-/** Settled jobs remembered to estimate throughput for `Retry-After`. */
+/** Completions remembered to estimate the service rate (admission and `Retry-After`). */
 const RATE_WINDOW = 256;
+/** Completions needed before the rate is trusted. */
+const RATE_MIN_SAMPLES = 8;
 
 export class Batcher {
   readonly policy: BatchPolicy;
   readonly batchSize: number;
   readonly maxBatchDelayMs: number;
+  readonly queueBudgetMs: number;
+  readonly responseTimeoutMs: number;
   readonly queue: BatchQueue;
 
   #now: () => number;
@@ -65,8 +86,12 @@ export class Batcher {
   #dispatched = new Set<Job>();
   #closing = false;
   #drained: { promise: Promise<void>; resolve: () => void } | undefined;
-  /** Settlement times (ms) of recent dispatched jobs, oldest first; a ring buffer. */
-  #settleTimes: number[] = [];
+  /** The busy clock (below) at each recent completion, oldest first; at most RATE_WINDOW. */
+  #completions: number[] = [];
+  /** Busy clock: ms during which this model had jobs on a worker, up to `#busySince`. */
+  #busyMs = 0;
+  /** When the current busy period began (a first job dispatched), or undefined while none is out. */
+  #busySince: number | undefined;
 
   constructor(options: BatcherOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError('batchSize must be ≥ 1');
@@ -74,6 +99,8 @@ export class Batcher {
     this.policy = options.policy;
     this.batchSize = options.batchSize;
     this.maxBatchDelayMs = options.maxBatchDelayMs;
+    this.queueBudgetMs = options.queueBudgetMs ?? Infinity;
+    this.responseTimeoutMs = options.responseTimeoutMs ?? 120_000;
     // A draining model may be waiting for its last queued job to time out.
     this.queue = new BatchQueue(options.queueSize, () => this.#checkDrained());
     this.#now = options.now ?? (() => performance.now());
@@ -99,11 +126,63 @@ export class Batcher {
 
   /**
    * Accept the jobs of one request (all or none) and nudge the pool.
-   * @throws ServeError QUEUE_FULL with a Retry-After estimate.
+   * @throws ServeError OVERLOADED (its wait would not fit the queue budget) or QUEUE_FULL, with a Retry-After.
    */
   submit(jobs: readonly Job[]): void {
+    this.#admit();
     this.queue.enqueue(jobs, this.retryAfterS());
     this.#onDue?.();
+  }
+
+  /**
+   * Expected wait in the queue of a job arriving now, ms: the jobs ahead of it ÷ the service rate. 0 while nothing
+   * waits; undefined while the rate is not known yet.
+   */
+  expectedWaitMs(): number | undefined {
+    if (this.queue.size === 0) return 0;
+    const perMs = this.#serviceRate();
+    return perMs === undefined ? undefined : this.queue.size / perMs;
+  }
+
+  /** Refuse a request whose first job could not start within the queue budget (module doc: Admission). */
+  #admit(): void {
+    if (this.queue.size === 0 || this.queueBudgetMs === Infinity) return;
+    const budget = this.queueBudgetMs;
+    const waitedMs = this.#now() - this.queue.oldest()!.arrivedAt;
+    const expectedMs = this.expectedWaitMs();
+    let overMs: number;
+    if (expectedMs === undefined) {
+      if (this.queue.size < 2 * this.batchSize && waitedMs <= budget) return;
+      overMs = Math.max(waitedMs - budget, 0);
+    } else {
+      if (expectedMs <= budget && waitedMs <= budget) return;
+      overMs = Math.max(expectedMs - budget, waitedMs - budget);
+    }
+    const retryAfterS = clampRetryS(overMs / 1000);
+    const expected = expectedMs === undefined ? 'unknown' : `${Math.round(expectedMs)} ms`;
+    throw new ServeError(
+      'OVERLOADED',
+      `Model ${this.queue.oldest()!.model} is overloaded: ${this.queue.size} jobs wait (expected wait ${expected}, the oldest has waited ${Math.round(waitedMs)} ms; budget ${budget} ms), retry in ${retryAfterS} s.`,
+      { retryAfterS },
+    );
+  }
+
+  /** Jobs completed per busy ms over the recent window, or undefined with too few completions. */
+  #serviceRate(): number | undefined {
+    const done = this.#completions;
+    if (done.length < RATE_MIN_SAMPLES) return undefined;
+    const first = done[0]!;
+    const spanMs = done[done.length - 1]! - first;
+    if (!(spanMs > 0)) return undefined;
+    // Jobs finished after the first sample, over the busy time since it: the first sample's batch-mates finished
+    // at the same instant, and counting them would make batched work look twice as fast as it is.
+    let after = done.length;
+    for (let i = 0; i < done.length && done[i] === first; i += 1) after -= 1;
+    return after / spanMs;
+  }
+
+  #busyClock(now: number): number {
+    return this.#busyMs + (this.#busySince === undefined ? 0 : now - this.#busySince);
   }
 
   /** When the waiting jobs form a batch: now (≤ now), a later time, or Infinity when nothing waits. */
@@ -128,8 +207,9 @@ export class Batcher {
     }
     const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity));
     if (jobs.length === 0) return null;
+    if (this.#dispatched.size === 0) this.#busySince = now;
     for (const job of jobs) {
-      job.dispatchedAt = now;
+      job.dispatched(now);
       this.#dispatched.add(job);
       void job.promise.then(
         () => this.#settled(job),
@@ -146,20 +226,17 @@ export class Batcher {
   /** Jobs taken by `nextBatch` that never reached a worker go back to the front of the queue. */
   putBack(jobs: readonly Job[]): void {
     for (const job of jobs) this.#dispatched.delete(job);
+    this.#maybeIdle();
     this.queue.putBack(jobs);
     this.#onDue?.();
   }
 
   /**
    * Seconds a client turned away with QUEUE_FULL should wait: the time the current queue takes to drain at the
-   * recently observed completion rate, clamped to 1…60 s (1 s while no rate is known).
+   * measured service rate, clamped to 1…60 s (1 s while no rate is known).
    */
   retryAfterS(): number {
-    const times = this.#settleTimes;
-    if (times.length < 2) return 1;
-    const spanS = (times[times.length - 1]! - times[0]!) / 1000;
-    const perS = spanS > 0 ? (times.length - 1) / spanS : Infinity;
-    return Math.min(60, Math.max(1, Math.ceil(this.queue.size / perS)));
+    return clampRetryS((this.expectedWaitMs() ?? 0) / 1000);
   }
 
   /**
@@ -187,10 +264,21 @@ export class Batcher {
 
   #settled(job: Job): void {
     if (!this.#dispatched.delete(job)) return;
-    const times = this.#settleTimes;
-    times.push(job.settledAt ?? this.#now());
-    if (times.length > RATE_WINDOW) times.shift();
+    // An abandoned job's early end says nothing about how fast the engine serves.
+    if (job.abandoned === undefined) {
+      const done = this.#completions;
+      done.push(this.#busyClock(this.#now()));
+      if (done.length > RATE_WINDOW) done.shift();
+    }
+    this.#maybeIdle();
     this.#checkDrained();
+  }
+
+  /** Close the busy period when the last dispatched job is gone. */
+  #maybeIdle(): void {
+    if (this.#dispatched.size > 0 || this.#busySince === undefined) return;
+    this.#busyMs += this.#now() - this.#busySince;
+    this.#busySince = undefined;
   }
 
   #checkDrained(): void {
@@ -217,4 +305,9 @@ export class Batcher {
     this.#timer = undefined;
     this.#timerDueAt = Infinity;
   }
+}
+
+/** Retry-After seconds: whole, 1…60. */
+function clampRetryS(seconds: number): number {
+  return Math.min(60, Math.max(1, Math.ceil(seconds)));
 }

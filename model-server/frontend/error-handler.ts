@@ -6,20 +6,23 @@
  * Bodies are TorchServe's `{code, type, message}`; QUEUE_FULL carries `Retry-After`. An error that is not a
  * ServeError is logged with its stack and answered as a generic 500 — the client never sees internals.
  */
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { ServeError, toServeError, type ErrorCode } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import { requestIdFrom } from '../../common/request-id.js';
 
 /** Variables our middleware puts on the Hono context. */
 export type AppEnv = { Variables: { requestId: string } };
 
 /** Refusals that shed load by design (logged at debug, not warn). */
-const LOAD_SHEDDING: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['QUEUE_FULL', 'NO_WORKER', 'SHUTTING_DOWN']);
-
-/** Incoming ids we reuse (so nginx, router and model server logs share one); anything else gets a fresh UUID. */
-const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+const LOAD_SHEDDING: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'QUEUE_FULL',
+  'OVERLOADED',
+  'NO_WORKER',
+  'SHUTTING_DOWN',
+]);
 
 export interface CommonOptions {
   log: Logger;
@@ -81,8 +84,8 @@ function errorResponse(c: Context<AppEnv>, err: ServeError): Response {
 
 function requestId(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const incoming = c.req.header('x-request-id');
-    const id = incoming !== undefined && REQUEST_ID_PATTERN.test(incoming) ? incoming : randomUUID();
+    // The rule every hop shares, so nginx, router and model server logs carry one id.
+    const id = requestIdFrom(c.req.header('x-request-id'));
     c.set('requestId', id);
     await next();
     c.res.headers.set('x-request-id', id);

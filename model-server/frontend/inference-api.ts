@@ -4,7 +4,8 @@
  *
  * A body `{"src_lang", "src_text": [...]}` becomes one job per string, so an array batches with everyone else's
  * traffic; the answer is `{"translated": [...]}` in order (the first failing item, by position, fails the
- * request). Any other body is one job, answered with the handler's value as is. Answer headers say who served:
+ * request). Any other body is one job, answered with the handler's value as is. A client that disconnects before
+ * its answer abandons its jobs (job.ts): nothing keeps computing for nobody. Answer headers say who served:
  * `x-model-name`, `x-model-version`, `x-worker-id`, `x-device` and, on a CPU fallback, `x-device-fallback`.
  */
 import { Hono, type Context } from 'hono';
@@ -53,7 +54,15 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
   try {
     const { bodies, isArray } = splitBody(decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')));
     const { jobs } = deps.manager.submit(entry.name, entry.version, bodies);
+    // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
+    const signal = c.req.raw.signal;
+    const abandon = () => {
+      for (const job of jobs) job.abandon('client-gone');
+    };
+    if (signal.aborted) abandon();
+    else signal.addEventListener('abort', abandon, { once: true });
     const outcomes = await Promise.allSettled(jobs.map((job) => job.promise));
+    signal.removeEventListener('abort', abandon);
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed !== undefined) throw toServeError(failed.reason);
     const results = outcomes.map((o) => (o as PromiseFulfilledResult<JobResult>).value);

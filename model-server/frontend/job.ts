@@ -3,9 +3,17 @@
  *
  * A job knows nothing about HTTP. It is created by the inference API, waits in its model's `BatchQueue`, travels
  * to a worker inside a batch, and is settled exactly once: with the handler's value, with the handler's per-item
- * error, or by the frontend (queue full is refused before a job exists; timeout, worker death, shutdown settle
- * it here). Whoever holds the job when its deadline passes is told through its `JobHolder`, so a queued job
- * leaves its queue and a worker that overran the deadline is recycled (TorchServe's behaviour).
+ * error, or by the frontend (refusals happen before a job exists; timeout, cancellation, worker death and shutdown
+ * settle it here).
+ *
+ * Deadlines follow TorchServe's `response_timeout`, which bounds inference time: the clock starts when the job
+ * reaches a worker, and a job still running when it runs out is answered 504 and *cancelled* — its rows leave the
+ * engine batch at the next step while the worker goes on with everyone else's. Time in the queue is governed by
+ * admission (batcher.ts refuses what would wait past its budget); a job that somehow still waits a whole response
+ * timeout in the queue is answered 504 too, so no job is ever left waiting without bound.
+ *
+ * Whoever holds the job when it is abandoned (deadline, or its client went away) is told through its `JobHolder`,
+ * after the job is settled: a queue drops it, a worker is asked to stop its rows.
  */
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo } from '../protocol.js';
@@ -17,9 +25,12 @@ export interface JobResult {
   device: DeviceInfo;
 }
 
-/** The current owner of a job (its queue, then its worker); told when the job's deadline passes. */
+/** Why a job was given up before its answer: its deadline passed, or its client went away. */
+export type AbandonReason = 'deadline' | 'client-gone';
+
+/** The current owner of a job (its queue, then its worker); told when the job is abandoned. */
 export interface JobHolder {
-  jobExpired(job: Job): void;
+  jobAbandoned(job: Job, reason: AbandonReason): void;
 }
 
 export interface JobOptions {
@@ -29,7 +40,7 @@ export interface JobOptions {
   version: string;
   /** The decoded request body the handler receives. */
   body: unknown;
-  /** Time from arrival after which the job is answered 504 REQUEST_TIMEOUT. */
+  /** `response_timeout`: longest the job may run on a worker (and, as a backstop, wait in the queue), ms. */
   responseTimeoutMs: number;
 }
 
@@ -46,6 +57,7 @@ export class Job {
   readonly model: string;
   readonly version: string;
   readonly body: unknown;
+  readonly responseTimeoutMs: number;
   /** `performance.now()` at arrival, ms. The batch window is measured from here (not from dequeue). */
   readonly arrivedAt: number;
   /** `performance.now()` when it left the queue inside a batch, ms; undefined while queued. */
@@ -54,6 +66,8 @@ export class Job {
   settledAt: number | undefined;
   /** The outcome's error code when it failed (for metrics), undefined on success or while pending. */
   failure: ServeError | undefined;
+  /** Why it was abandoned, and where it was then (for metrics); undefined unless abandoned. */
+  abandoned: { reason: AbandonReason; running: boolean } | undefined;
   /** Resolves with the result or rejects with a ServeError; exactly once. */
   readonly promise: Promise<JobResult>;
 
@@ -67,6 +81,7 @@ export class Job {
     this.model = options.model;
     this.version = options.version;
     this.body = options.body;
+    this.responseTimeoutMs = options.responseTimeoutMs;
     this.arrivedAt = performance.now();
     this.promise = new Promise<JobResult>((resolve, reject) => {
       this.#resolve = resolve;
@@ -75,7 +90,7 @@ export class Job {
     // The HTTP side always awaits the promise; this only keeps a job nobody awaits (a test, a shutdown
     // race) from becoming an unhandled rejection.
     this.promise.catch(() => undefined);
-    this.#timer = setTimeout(() => this.#expire(), options.responseTimeoutMs);
+    this.#timer = setTimeout(() => this.abandon('deadline'), options.responseTimeoutMs);
   }
 
   get settled(): boolean {
@@ -90,6 +105,40 @@ export class Job {
   /** Hand the job to a new holder (queue → worker → back to a queue). */
   holdBy(holder: JobHolder | undefined): void {
     this.#holder = holder;
+  }
+
+  /** The job left its queue for a worker at `now`: its response timeout counts from here. */
+  dispatched(now: number): void {
+    this.dispatchedAt = now;
+    if (this.settled) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(
+      () => this.abandon('deadline'),
+      Math.max(0, now + this.responseTimeoutMs - performance.now()),
+    );
+  }
+
+  /**
+   * Give the job up: answer it 504 (deadline) or 499 (client gone) and tell its holder, which drops it from its
+   * queue or cancels its rows on the worker. Returns false (and does nothing) when the job was already settled.
+   */
+  abandon(reason: AbandonReason): boolean {
+    const holder = this.#holder;
+    const running = this.dispatchedAt !== undefined;
+    const error =
+      reason === 'client-gone'
+        ? new ServeError('CLIENT_CLOSED')
+        : new ServeError(
+            'REQUEST_TIMEOUT',
+            running
+              ? `Request timed out: inference took longer than the response timeout (${this.responseTimeoutMs} ms); its work was cancelled.`
+              : `Request timed out: it waited the whole response timeout (${this.responseTimeoutMs} ms) in the queue.`,
+          );
+    if (!this.reject(error)) return false;
+    this.abandoned = { reason, running };
+    // Told after settling, so the holder sees a settled job and only cleans up.
+    holder?.jobAbandoned(this, reason);
+    return true;
   }
 
   /** Answer with a value. Returns false (and does nothing) when the job was already settled. */
@@ -113,12 +162,5 @@ export class Job {
     clearTimeout(this.#timer);
     this.#holder = undefined;
     return true;
-  }
-
-  #expire(): void {
-    const holder = this.#holder;
-    if (!this.reject(new ServeError('REQUEST_TIMEOUT'))) return;
-    // Told after settling, so the holder sees a settled job and only cleans up (removes it, recycles a worker).
-    holder?.jobExpired(this);
   }
 }

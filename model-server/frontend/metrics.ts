@@ -44,6 +44,7 @@ export class ServerMetrics {
   #inferenceSeconds: Histogram<(typeof MODEL)[number]>;
   #batchSize: Histogram<(typeof MODEL)[number]>;
   #jobs: Counter<'model_name' | 'model_version' | 'outcome'>;
+  #cancelled: Counter<'model_name' | 'model_version' | 'reason' | 'stage'>;
   #workerDeaths: Counter<'engine'>;
   #engineSteps: Counter<'engine'>;
   #engineStepRows: Counter<'engine'>;
@@ -108,6 +109,12 @@ export class ServerMetrics {
       name: 'mt_jobs_total',
       help: 'Jobs (one per input text) by outcome: ok or the error code.',
       labelNames: ['model_name', 'model_version', 'outcome'],
+      registers,
+    });
+    this.#cancelled = new Counter({
+      name: 'mt_cancelled_jobs_total',
+      help: 'Jobs given up before their answer, by reason (deadline, client-gone) and stage: queued (left the queue) or running (its rows left the engine batch).',
+      labelNames: ['model_name', 'model_version', 'reason', 'stage'],
       registers,
     });
     this.#workerDeaths = new Counter({
@@ -194,6 +201,10 @@ export class ServerMetrics {
   jobDone(job: Job): void {
     const labels = { model_name: job.model, model_version: job.version };
     this.#jobs.inc({ ...labels, outcome: job.failure?.code ?? 'ok' });
+    if (job.abandoned !== undefined) {
+      const stage = job.abandoned.running ? 'running' : 'queued';
+      this.#cancelled.inc({ ...labels, reason: job.abandoned.reason, stage });
+    }
     if (job.dispatchedAt === undefined) return;
     const queueMs = job.dispatchedAt - job.arrivedAt;
     this.#queueSeconds.observe(labels, queueMs / 1000);

@@ -142,6 +142,7 @@ export class ModelManager {
     };
     const startupTimeoutMs = (request.startupTimeoutS ?? DEFAULT_STARTUP_TIMEOUT_S) * 1000;
     const pool = this.#engines.get(spec.key) ?? this.#createEngine(spec, startupTimeoutMs);
+    const responseTimeoutS = request.responseTimeoutS ?? this.#config.defaultResponseTimeoutS;
     const entry: ModelEntry = {
       name,
       version,
@@ -154,10 +155,13 @@ export class ModelManager {
         batchSize: request.batchSize ?? this.#config.defaultBatchSize,
         maxBatchDelayMs: request.maxBatchDelayMs ?? this.#config.defaultMaxBatchDelayMs,
         queueSize: this.#config.jobQueueSize,
+        // Half the response timeout at most, so a job that waited its whole budget still has time to run.
+        queueBudgetMs: Math.min(this.#config.queueBudgetMs, (responseTimeoutS * 1000) / 2),
+        responseTimeoutMs: responseTimeoutS * 1000,
       }),
       pool,
       placement,
-      responseTimeoutS: request.responseTimeoutS ?? this.#config.defaultResponseTimeoutS,
+      responseTimeoutS,
       loadedAtStartup: false,
       minWorkers: workers,
       maxWorkers: workers,

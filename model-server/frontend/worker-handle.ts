@@ -12,18 +12,21 @@
  * - Every job sent to this worker is settled exactly once: by its `item` reply, by `batch-done` when the worker
  *   skipped it (a lying worker: INTERNAL), or by the process exit (WORKER_DIED). Replies for jobs already settled
  *   (timed out) are ignored.
- * - A job on this worker whose response timeout passes recycles the worker (SIGKILL), as TorchServe does: a
- *   worker that overran the deadline is presumed stuck, and every job it still holds shares that fate: 504
- *   REQUEST_TIMEOUT, not "Worker died." (it did not crash; it hung, and these jobs were stuck behind it). We do not
- *   retry them (see docs/model-server.md: a poison input would hang worker after worker). A worker that exits
- *   by itself fails its jobs with WORKER_DIED.
+ * - A job abandoned while on this worker (its response timeout passed, or its client went away) is answered by
+ *   the job itself; the worker is sent a `cancel` for it (coalesced per event-loop turn), drops its rows at the
+ *   next step and still answers the id once, which is when the job stops counting against the worker's room.
+ * - A worker is recycled (SIGKILL) only when it is *stuck*: it holds jobs and has shown no progress (a `progress`
+ *   heartbeat, an answered item, a finished batch) for `stallTimeoutMs`, the longest response timeout of its
+ *   models. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
+ *   it). We do not retry them (see docs/model-server.md: a poison input would hang worker after worker). A slow
+ *   job never recycles a worker that keeps stepping. A worker that exits by itself fails its jobs with WORKER_DIED.
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { BatchMessage, DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
-import type { Job, JobHolder } from './job.js';
+import type { AbandonReason, Job, JobHolder } from './job.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
 
@@ -66,6 +69,8 @@ export interface WorkerHandleOptions {
   startupTimeoutMs: number;
   /** Grace between `shutdown` and SIGKILL, ms. */
   stopTimeoutMs: number;
+  /** A worker holding jobs with no progress for this long is stuck and recycled, ms (read at each check). */
+  stallTimeoutMs: () => number;
   events: WorkerEvents;
 }
 
@@ -105,6 +110,16 @@ export class WorkerHandle implements JobHolder {
   #exitReason = '';
   /** What in-flight jobs fail with when we killed the worker on purpose (e.g. REQUEST_TIMEOUT). */
   #killError: ServeError | undefined;
+  /** Last sign of progress (`performance.now()`): a heartbeat, an item, a finished batch, or work arriving idle. */
+  #progressAt = 0;
+  #watchdog: NodeJS.Timeout | undefined;
+  /** Cancels gathered in this event-loop turn, sent as one message per reason. */
+  #cancels = { deadline: [] as string[], 'client-gone': [] as string[] };
+  #cancelFlush: NodeJS.Immediate | undefined;
+  /** Jobs cancelled on this worker (by reason), for metrics. */
+  readonly cancelled = { deadline: 0, 'client-gone': 0 };
+  /** The engine's rows generating at its last heartbeat (0 for handlers without steps). */
+  liveRows = 0;
   #exited: Promise<void>;
 
   constructor(options: WorkerHandleOptions) {
@@ -187,6 +202,7 @@ export class WorkerHandle implements JobHolder {
 
   /** The batch is on its way: its jobs are held by this worker until answered. */
   #record(batchId: number, jobs: readonly Job[], model: string, version: string): void {
+    if (this.#jobBatch.size === 0) this.#progressAt = performance.now();
     const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map() };
     for (const job of jobs) {
       record.jobs.set(job.id, job);
@@ -194,17 +210,48 @@ export class WorkerHandle implements JobHolder {
       job.holdBy(this);
     }
     this.#batches.set(batchId, record);
+    this.#armWatchdog();
   }
 
-  jobExpired(job: Job): void {
-    if (!this.#jobBatch.has(job.id)) return;
+  jobAbandoned(job: Job, reason: AbandonReason): void {
+    if (!this.#jobBatch.has(job.id) || this.#state === 'dead') return;
+    this.cancelled[reason] += 1;
+    this.#cancels[reason].push(job.id);
+    this.#cancelFlush ??= setImmediate(() => {
+      this.#cancelFlush = undefined;
+      for (const why of ['deadline', 'client-gone'] as const) {
+        const ids = this.#cancels[why];
+        if (ids.length === 0) continue;
+        this.#cancels[why] = [];
+        this.#post({ type: 'cancel', ids, reason: why });
+      }
+    });
+  }
+
+  /** Check for a stall when one could next be due; nothing is armed while the worker holds no job. */
+  #armWatchdog(): void {
+    if (this.#watchdog !== undefined || this.#jobBatch.size === 0 || this.#state === 'dead') return;
+    const dueMs = this.#progressAt + this.#options.stallTimeoutMs() - performance.now();
+    this.#watchdog = setTimeout(() => this.#checkStall(), Math.max(0, dueMs) + 1);
+    this.#watchdog.unref();
+  }
+
+  #checkStall(): void {
+    this.#watchdog = undefined;
+    if (this.#jobBatch.size === 0 || this.#state === 'dead') return;
+    const stallMs = this.#options.stallTimeoutMs();
+    const quietMs = performance.now() - this.#progressAt;
+    if (quietMs < stallMs) return this.#armWatchdog();
     this.#log.warn(
-      { jobId: job.id, model: job.model, stuckJobs: this.#jobBatch.size },
-      'a job overran its response timeout on this worker; recycling it',
+      { stuckJobs: this.#jobBatch.size, quietMs: Math.round(quietMs), stallMs },
+      'worker holds jobs and made no progress for the response timeout; recycling it',
     );
     this.kill(
-      'response timeout',
-      new ServeError('REQUEST_TIMEOUT', 'Request timed out: its worker overran the response timeout and was recycled.'),
+      'no progress',
+      new ServeError(
+        'REQUEST_TIMEOUT',
+        `Request timed out: its worker made no progress for ${stallMs} ms and was recycled.`,
+      ),
     );
   }
 
@@ -264,9 +311,11 @@ export class WorkerHandle implements JobHolder {
         this.#fail(message.error.message);
         return;
       case 'progress':
-        // Consumed by the progress watchdog (overload work); accepted and ignored until then.
+        this.#progressAt = performance.now();
+        this.liveRows = message.liveRows;
         return;
       case 'item': {
+        this.#progressAt = performance.now();
         const batchId = this.#jobBatch.get(message.id);
         if (batchId === undefined) return; // settled already (timed out) or not ours
         this.#jobBatch.delete(message.id);
@@ -282,6 +331,7 @@ export class WorkerHandle implements JobHolder {
         return;
       }
       case 'batch-done': {
+        this.#progressAt = performance.now();
         const record = this.#batches.get(message.batchId);
         if (record === undefined) return;
         this.#batches.delete(message.batchId);
@@ -324,6 +374,9 @@ export class WorkerHandle implements JobHolder {
     for (const record of this.#batches.values()) for (const job of record.jobs.values()) job.reject(died);
     this.#batches.clear();
     this.#jobBatch.clear();
+    clearTimeout(this.#watchdog);
+    if (this.#cancelFlush !== undefined) clearImmediate(this.#cancelFlush);
+    this.liveRows = 0;
     this.#setState('dead', reason);
     this.#options.events.exited(this, { expected: this.#expectedExit, wasReady: this.#wasReady, reason });
   }

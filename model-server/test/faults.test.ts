@@ -49,7 +49,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
     expect(metricValue(text, 'mt_worker_deaths_total', {})).toBe(1);
   });
 
-  it('a job past its response_timeout gets 504 and the hung worker is killed and replaced', async () => {
+  it('a job past its response_timeout gets 504 and a worker that makes no progress is killed and replaced', async () => {
     t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=1&response_timeout=1`, { method: 'POST' });
     expect(reg.status).toBe(200);
@@ -58,7 +58,11 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const res = await predict(t, 'echo', 'stuck');
     expect(res).toMatchObject({
       status: 504,
-      body: { code: 504, type: 'RequestTimeoutException', message: 'Request timed out.' },
+      body: {
+        code: 504,
+        type: 'RequestTimeoutException',
+        message: 'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
+      },
     });
     expect(performance.now() - started).toBeGreaterThanOrEqual(990);
     await until('the hung worker to be killed', () => !alive(hung.pid));
@@ -70,24 +74,26 @@ describe('worker faults (real worker processes with injected faults)', () => {
     expect(alive(replacement.pid)).toBe(true);
   });
 
-  it('every job stuck on a worker recycled for a response timeout gets 504, also those whose deadline was later', async () => {
+  it('every job stuck on a worker recycled for no progress gets 504, also those whose deadline was later', async () => {
     t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=4&response_timeout=1`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const server = t;
     // The first request hangs the worker; the next ones, 300 ms later (the age gap under test: the first is long
     // on the worker by then), reach it in a second batch and still have 300 ms of their deadline left when the
-    // first one's passes and the worker is recycled.
+    // worker, silent for the response timeout since the first arrived, is recycled.
     const first = predict(server, 'echo', 'hangs');
     await new Promise((resolve) => setTimeout(resolve, 300));
     const later = ['l0', 'l1'].map((text) => predict(server, 'echo', text));
     const answers = await Promise.all([first, ...later]);
     expect(answers.map((a) => a.status)).toEqual([504, 504, 504]);
-    expect(answers[0]!.body.message).toBe('Request timed out.');
+    expect(answers[0]!.body.message).toBe(
+      'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
+    );
     expect(answers[1]!.body).toEqual({
       code: 504,
       type: 'RequestTimeoutException',
-      message: 'Request timed out: its worker overran the response timeout and was recycled.',
+      message: 'Request timed out: its worker made no progress for 1000 ms and was recycled.',
     });
   });
 
