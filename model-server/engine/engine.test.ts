@@ -2,6 +2,7 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ServeError } from '../../common/errors.js';
 import { Mulberry32 } from './demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
 import { type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
@@ -335,6 +336,85 @@ describe('TranslationEngine', () => {
     const stats = capped.stats();
     expect(stats.encoderRuns).toBeGreaterThanOrEqual(3);
     expect(stats.decoderRows / stats.decoderRuns).toBeLessThanOrEqual(4);
+  });
+
+  it('a cancelled row leaves its running batch within one step: the others give the tokens of an uncancelled run, fewer rows per step', async () => {
+    const fixed = (n: number): TranslateOptions => ({ numBeams: 1, maxNewTokens: n, minNewTokens: n });
+    const [a, b, c] = rows(3, 41).map((row) => tiny.prepare(row));
+    const short = tiny.prepare({ srcLang: 'en', tgtLang: 'de', text: 'hello' });
+    // c is a beam sequence: its 3 beams must leave together.
+    const beams: TranslateOptions = { numBeams: 3, maxNewTokens: 30, minNewTokens: 30 };
+    const batch = async (signal?: AbortSignal, onShortDone?: () => void) => {
+      const before = tiny.stats();
+      const settled = await Promise.allSettled([
+        tiny.generate(a!, fixed(30)),
+        tiny.generate(b!, fixed(30)),
+        tiny.generate(c!, beams, signal),
+        tiny.generate(short, fixed(3)).then((out) => (onShortDone?.(), out)),
+      ]);
+      const after = tiny.stats();
+      return {
+        settled,
+        runs: after.decoderRuns - before.decoderRuns,
+        rows: after.decoderRows - before.decoderRows,
+        cancelledRows: after.cancelledRows - before.cancelledRows,
+        cancelled: after.cancelled - before.cancelled,
+      };
+    };
+    const whole = await batch();
+
+    const controller = new AbortController();
+    const reason = new ServeError('REQUEST_TIMEOUT');
+    let runsAtAbort = -1;
+    let runsAtReject = -1;
+    let liveAtReject = -1;
+    const cut = await batch(controller.signal, () => {
+      runsAtAbort = tiny.stats().decoderRuns;
+      controller.abort(reason);
+    });
+    // The cancelled sequence's promise rejected by the time its rows were out: record when, from its rejection.
+    const [, , cancelled] = cut.settled;
+    expect(cancelled).toEqual({ status: 'rejected', reason });
+    expect(cut.settled[0]).toEqual(whole.settled[0]);
+    expect(cut.settled[1]).toEqual(whole.settled[1]);
+    expect(cut.settled[3]).toEqual(whole.settled[3]);
+    expect(cut.cancelled).toBe(1);
+    expect(cut.cancelledRows).toBe(3);
+    // Same 30 steps (a and b set the length), but the beams stopped riding along after step 3 or 4.
+    expect(cut.runs).toBe(whole.runs);
+    expect(whole.rows - cut.rows).toBeGreaterThanOrEqual(3 * (30 - 4));
+    expect(cut.rows / cut.runs).toBeLessThan(whole.rows / whole.runs);
+
+    // Within one step: the rejection comes at the first boundary after the abort.
+    const again = new AbortController();
+    const watched = Promise.all([
+      tiny.generate(a!, fixed(30)),
+      tiny
+        .generate(c!, beams, again.signal)
+        .catch((err: unknown) => ((runsAtReject = tiny.stats().decoderRuns), (liveAtReject = tiny.liveRows), err)),
+      tiny.generate(short, fixed(3)).then(() => {
+        runsAtAbort = tiny.stats().decoderRuns;
+        again.abort(reason);
+      }),
+    ]);
+    expect((await watched)[1]).toBe(reason);
+    expect(runsAtReject - runsAtAbort).toBeLessThanOrEqual(1);
+    expect(liveAtReject).toBe(1);
+  });
+
+  it('a cancelled sequence still waiting for room leaves at once, never encoded; an aborted signal is refused', async () => {
+    const one = await load(tinyDir, { maxBatchRows: 1 });
+    const [a, b] = rows(2, 43).map((row) => one.prepare(row));
+    const controller = new AbortController();
+    const running = one.generate(a!, GREEDY);
+    const waiting = one.generate(b!, GREEDY, controller.signal);
+    const reason = new ServeError('CLIENT_CLOSED');
+    controller.abort(reason);
+    await expect(waiting).rejects.toBe(reason);
+    expect((await running).tokenIds).toEqual((await tiny.generate(a!, GREEDY)).tokenIds);
+    expect(one.stats()).toMatchObject({ encodedRows: 1, cancelled: 1, cancelledRows: 0 });
+    await expect(one.generate(b!, GREEDY, controller.signal)).rejects.toBe(reason);
+    expect(one.stats().encodedRows).toBe(1);
   });
 
   it('close() lets running rows finish, then refuses new work with SHUTTING_DOWN', async () => {

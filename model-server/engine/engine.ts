@@ -177,6 +177,11 @@ export class TranslationEngine {
     return this.#generator.stats();
   }
 
+  /** Decoder rows generating now (beams count once each). */
+  get liveRows(): number {
+    return this.#generator.liveRows;
+  }
+
   /** Validate languages and tokenize. @throws ServeError UNKNOWN_LANGUAGE naming the field and code */
   prepare(row: TranslateRow): PreparedRow {
     const forcedTokenId = this.#tokenizer.languageId(row.tgtLang, 'tgt_lang');
@@ -203,9 +208,12 @@ export class TranslationEngine {
     );
   }
 
-  /** Generate for one prepared row; joins whatever is running. */
-  async generate(row: PreparedRow, options: TranslateOptions = {}): Promise<Translation> {
-    const hyp = await this.generateIds(row.inputIds, row.forcedTokenId, options);
+  /**
+   * Generate for one prepared row; joins whatever is running. Aborting `signal` cancels it: it leaves the engine
+   * (at once if waiting, at the next step boundary if generating) and the promise rejects with the signal's reason.
+   */
+  async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
+    const hyp = await this.generateIds(row.inputIds, row.forcedTokenId, options, signal);
     return {
       text: this.#tokenizer.decode(hyp.tokens),
       tokenIds: hyp.tokens,
@@ -216,11 +224,16 @@ export class TranslationEngine {
   }
 
   /** The raw search result for encoder ids and a forced first token (tests and benchmarks). */
-  generateIds(inputIds: readonly number[], forcedTokenId: number, options: TranslateOptions = {}): Promise<Hypothesis> {
+  generateIds(
+    inputIds: readonly number[],
+    forcedTokenId: number,
+    options: TranslateOptions = {},
+    signal?: AbortSignal,
+  ): Promise<Hypothesis> {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
-    return this.#generator.submit({ inputIds, settings: this.#settings(forcedTokenId, options) });
+    return this.#generator.submit({ inputIds, settings: this.#settings(forcedTokenId, options) }, { signal });
   }
 
   /** Finish running work, then release the sessions. Idempotent. */

@@ -56,9 +56,20 @@ export interface GenerationRequest {
   settings: SearchSettings;
 }
 
+/** How a caller may end a submitted sequence early. */
+export interface SubmitOptions {
+  /**
+   * Aborting it cancels the sequence: one still waiting leaves the queue at once, one generating leaves its
+   * cohort at the next step boundary (all its beams together). Either way the promise rejects with the
+   * signal's reason (an Error; anything else is wrapped in one).
+   */
+  signal?: AbortSignal;
+}
+
 interface Waiter {
   request: GenerationRequest;
   state: SearchState;
+  /** Settle the caller's promise (and stop listening to its signal). */
   resolve: (hyp: Hypothesis) => void;
   reject: (err: Error) => void;
 }
@@ -88,6 +99,11 @@ export class Generator {
   readonly #maxCohorts: number;
   readonly #pending: Waiter[] = [];
   readonly #waiters = new Map<SearchState, Waiter>();
+  /**
+   * Generating sequences whose caller cancelled them, with the error they reject with. Abort listeners only add
+   * here; the loop removes their rows at the next step boundary (#dropCancelled), never during a run.
+   */
+  readonly #cancelled = new Map<SearchState, Error>();
   #cohorts: Cohort[] = [];
   #loop: Promise<void> | null = null;
   #closed = false;
@@ -129,14 +145,88 @@ export class Generator {
 
   /**
    * Queue one sequence; it starts at the next step boundary and resolves with its best hypothesis as
-   * soon as it finishes, whatever else is running.
+   * soon as it finishes, whatever else is running. See `SubmitOptions.signal` for cancelling it.
    */
-  submit(request: GenerationRequest): Promise<Hypothesis> {
+  submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<Hypothesis> {
     if (this.#closed) return Promise.reject(new ServeError('SHUTTING_DOWN', 'Translation engine is closed.'));
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(abortError(signal));
     return new Promise<Hypothesis>((resolve, reject) => {
-      this.#pending.push({ request, state: new SearchState(request.settings), resolve, reject });
+      const onAbort = () => this.#cancel(waiter, abortError(signal!));
+      const waiter: Waiter = {
+        request,
+        state: new SearchState(request.settings),
+        resolve: (hyp) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(hyp);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#pending.push(waiter);
       this.#ensureLoop();
     });
+  }
+
+  /** A waiting sequence leaves at once; a generating one is marked for the next step boundary. */
+  #cancel(waiter: Waiter, error: Error): void {
+    const at = this.#pending.indexOf(waiter);
+    if (at >= 0) {
+      this.#pending.splice(at, 1);
+      this.#stats.cancelled++;
+      waiter.reject(error);
+    } else if (this.#waiters.get(waiter.state) === waiter) {
+      this.#cancelled.set(waiter.state, error);
+    }
+  }
+
+  /**
+   * Gather the rows of cancelled sequences out of their cohorts, as finished rows leave, and reject them. Runs at
+   * step boundaries only; costs nothing when no sequence was cancelled.
+   */
+  #dropCancelled(): void {
+    if (this.#cancelled.size === 0) return;
+    const dropping = performance.now();
+    for (const cohort of this.#cohorts) {
+      const sources: number[] = [];
+      cohort.rows.forEach((row, i) => {
+        if (!this.#cancelled.has(row.state)) sources.push(i);
+      });
+      if (sources.length === cohort.rows.length) continue;
+      this.#stats.cancelledRows += cohort.rows.length - sources.length;
+      gatherRows(
+        this.#ctx,
+        cohort,
+        sources,
+        sources.map((i) => cohort.rows[i]!),
+      );
+    }
+    for (const [state, error] of this.#cancelled) this.#settle(state, error);
+    this.#cancelled.clear();
+    this.#dropEmpty();
+    this.#stats.layoutMs += performance.now() - dropping;
+  }
+
+  /** Answer a generating sequence that finished or was cancelled (an Error): exactly once, then forget it. */
+  #settle(state: SearchState, outcome: Hypothesis | Error): void {
+    const waiter = this.#waiters.get(state);
+    if (waiter === undefined) return;
+    this.#waiters.delete(state);
+    if (outcome instanceof Error) {
+      this.#stats.cancelled++;
+      waiter.reject(outcome);
+    } else {
+      waiter.resolve(outcome);
+    }
+  }
+
+  /** Retire the cohorts no row is left in. */
+  #dropEmpty(): void {
+    for (const gone of this.#cohorts.filter((c) => c.rows.length === 0)) this.#ctx.memory.retire(gone);
+    this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
   }
 
   #ensureLoop(): void {
@@ -160,22 +250,25 @@ export class Generator {
   async #run(): Promise<void> {
     try {
       while (this.#pending.length > 0 || this.#cohorts.length > 0) {
+        // Before admission, so cancelled rows make room; after it, for cancels that came during the encoder run.
+        this.#dropCancelled();
         const fresh = await this.#admit();
         if (fresh !== null) this.#cohorts.push(fresh);
+        this.#dropCancelled();
         // planSteps needs distinct step counts: #coalesce merged equal ones, and admit adds one cohort at 0 steps.
         const stepping = this.#ctx.joinable ? this.#cohorts : planSteps(this.#cohorts);
         this.#stats.pauses += this.#cohorts.length - stepping.length;
         for (const cohort of stepping) await this.#step(cohort);
-        for (const gone of this.#cohorts.filter((c) => c.rows.length === 0)) this.#ctx.memory.retire(gone);
-        this.#cohorts = this.#cohorts.filter((c) => c.rows.length > 0);
+        this.#dropEmpty();
         this.#coalesce();
       }
     } catch (err) {
       // A failed run leaves the cohorts' tensors unusable: fail the rows in flight. Sequences still
       // pending were not part of it; the loop restarts for them (see #ensureLoop).
       const error = err instanceof Error ? err : new Error(String(err));
-      for (const waiter of this.#waiters.values()) waiter.reject(error);
+      for (const waiter of this.#waiters.values()) waiter.reject(this.#cancelled.get(waiter.state) ?? error);
       this.#waiters.clear();
+      this.#cancelled.clear();
       for (const cohort of this.#cohorts) this.#ctx.memory.retire(cohort);
       this.#cohorts = [];
     }
@@ -244,10 +337,12 @@ export class Generator {
     const ctx = this.#ctx;
     const n = cohort.rows.length;
     const decision = stepCohort(ctx, cohort, await runDecoder(ctx, cohort));
+    // A sequence cancelled during the run it finished in still answers with its cancellation: its caller has
+    // already given up on it (a deadline answered, a client gone).
     for (const state of decision.done) {
-      const waiter = this.#waiters.get(state);
-      this.#waiters.delete(state);
-      waiter?.resolve(state.best());
+      const cancelled = this.#cancelled.get(state);
+      this.#cancelled.delete(state);
+      this.#settle(state, cancelled ?? state.best());
     }
     const identity = decision.next.length === n && decision.next.every((s, i) => s.source === i);
     if (identity) {
@@ -263,4 +358,10 @@ export class Generator {
     );
     this.#stats.layoutMs += performance.now() - gathering;
   }
+}
+
+/** The error a cancelled sequence rejects with: its signal's reason when that is an Error. */
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error(`generation cancelled: ${String(reason)}`);
 }

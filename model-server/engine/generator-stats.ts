@@ -12,6 +12,10 @@ export interface GeneratorStats {
   encodedRows: number;
   /** Cohorts merged into another (rows that joined mid-generation, or caught up with an older cohort). */
   merges: number;
+  /** Sequences cancelled by their caller (waiting or generating; each once). */
+  cancelled: number;
+  /** Decoder rows gathered out of their cohort because their sequence was cancelled (beams count once each). */
+  cancelledRows: number;
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
@@ -31,6 +35,8 @@ export function emptyGeneratorStats(): GeneratorStats {
     encodedRows: 0,
     merges: 0,
     pauses: 0,
+    cancelled: 0,
+    cancelledRows: 0,
     encoderMs: 0,
     decoderMs: 0,
     searchMs: 0,

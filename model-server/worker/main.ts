@@ -8,6 +8,11 @@
  * them together (its generation loop begins on a microtask, after this pass). `shutdown` (or the parent going
  * away) stops intake, lets in-flight batches finish, closes the handler, and exits 0.
  *
+ * `cancel` names jobs the frontend gave up on: the handler stops each one it holds and answers it with
+ * REQUEST_TIMEOUT (reason `deadline`) or CLIENT_CLOSED (`client-gone`) through the batch's usual `item` reply, so
+ * every job is still answered exactly once. Ids already answered are ignored; a handler without `cancel` lets its
+ * jobs run to their end.
+ *
  * Fault injection for tests and drills only: `InitMessage.fault`, which the frontend sets only when a test
  * passes it explicitly (never reachable from the HTTP APIs). Faults, comma-separated:
  * - `fail-load`            answer `init-failed` instead of loading
@@ -21,7 +26,7 @@
  */
 import { ServeError, toServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
-import type { BatchMessage, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import type { BatchItem, BatchMessage, CancelMessage, FromWorker, InitMessage, ToWorker } from '../protocol.js';
 import { runBatch, type Handler } from './handlers/base.js';
 import { createHandler } from './handlers/index.js';
 
@@ -72,6 +77,11 @@ let faults = parseFaults(undefined);
 let batchesSeen = 0;
 let stopping = false;
 const inFlight = new Set<Promise<void>>();
+/**
+ * Items of batches held back before the handler sees them (fault `slow`), with the error of a cancel that named
+ * them meanwhile (null: none). Written by `batch` and `cancel` only.
+ */
+const heldBack = new Map<string, ServeError | null>();
 
 function send(message: FromWorker): void {
   // A parent that is gone cannot be answered; 'disconnect' below ends this process.
@@ -116,13 +126,23 @@ function batch(message: BatchMessage): void {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
   }
   const run = (async () => {
-    if (faults.slowMs > 0) await new Promise((resolve) => setTimeout(resolve, faults.slowMs));
+    let items: BatchItem[] = message.items;
+    if (faults.slowMs > 0) {
+      for (const item of items) heldBack.set(item.id, null);
+      await new Promise((resolve) => setTimeout(resolve, faults.slowMs));
+      items = items.filter((item) => {
+        const cancelled = heldBack.get(item.id);
+        heldBack.delete(item.id);
+        if (cancelled) send({ type: 'item', id: item.id, outcome: { ok: false, error: cancelled.toWire() } });
+        return !cancelled;
+      });
+    }
     const started = performance.now();
     if (handler === undefined) {
       const error = new ServeError('WORKER_DIED', 'Worker received a batch before it was ready.').toWire();
-      for (const item of message.items) send({ type: 'item', id: item.id, outcome: { ok: false, error } });
-    } else if (!faults.skipItems) {
-      await runBatch(handler, message.items, (id, outcome) => send({ type: 'item', id, outcome }), log);
+      for (const item of items) send({ type: 'item', id: item.id, outcome: { ok: false, error } });
+    } else if (!faults.skipItems && items.length > 0) {
+      await runBatch(handler, items, (id, outcome) => send({ type: 'item', id, outcome }), log);
     }
     send({
       type: 'batch-done',
@@ -136,6 +156,20 @@ function batch(message: BatchMessage): void {
   });
   inFlight.add(run);
   void run.finally(() => inFlight.delete(run));
+}
+
+/** Stop the named jobs (see the module doc); each is answered through its batch, not here. */
+function cancel(message: CancelMessage): void {
+  const error =
+    message.reason === 'deadline'
+      ? new ServeError('REQUEST_TIMEOUT', 'Request timed out: cancelled in the worker.')
+      : new ServeError('CLIENT_CLOSED');
+  const forHandler = message.ids.filter((id) => {
+    if (!heldBack.has(id)) return true;
+    heldBack.set(id, error);
+    return false;
+  });
+  if (forHandler.length > 0) handler?.cancel?.(forHandler, error);
 }
 
 /** The handler with an inference that throws (fault `fail-inference`). */
@@ -176,7 +210,7 @@ process.on('message', (message: ToWorker) => {
       if (!stopping) for (const one of message.batches) batch(one);
       break;
     case 'cancel':
-      // Handled once handlers can drop rows (engine work); until then the jobs run to their end.
+      cancel(message);
       break;
     case 'shutdown':
       void shutdown();

@@ -34,6 +34,12 @@ export interface Handler<Input = unknown, Output = unknown> {
   capacity?(): number;
   /** Decoder runs and the rows they carried since load, for handlers that batch in steps (the engine's real batch). */
   steps?(): StepCounters;
+  /**
+   * The frontend gave up on these jobs (worker/main.ts, protocol `cancel`): stop the work of each one this handler
+   * holds and answer it through its `emit` with `error`, exactly once, as soon as its work has stopped. Ids it
+   * does not hold (answered already, or never seen) are ignored. Absent: jobs run to their end.
+   */
+  cancel?(ids: readonly string[], error: ServeError): void;
   /** Validate and decode one request. Throw a ServeError to fail this request alone. */
   preprocess(item: BatchItem): Input;
   /**

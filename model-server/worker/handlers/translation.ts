@@ -23,8 +23,16 @@ export interface TranslationOutput {
   translated: string;
 }
 
-export class TranslationHandler implements Handler<PreparedRow, TranslationOutput> {
+/** A request ready to generate, with the job id a `cancel` names it by. */
+export interface TranslationInput {
+  id: string;
+  row: PreparedRow;
+}
+
+export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
   #engine: TranslationEngine | null = null;
+  /** Jobs generating or waiting in the engine, by id: added when inference starts one, removed once it settles. */
+  readonly #running = new Map<string, AbortController>();
   #options: TranslateOptions = {};
   #log: Logger | null = null;
 
@@ -68,8 +76,16 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
     return { runs: stats.decoderRuns, rows: stats.decoderRows };
   }
 
+  /**
+   * Cancel the named jobs the engine holds: each leaves the engine (at once if waiting, at the next step boundary
+   * if generating) and is answered with `error`. Other ids are ignored.
+   */
+  cancel(ids: readonly string[], error: ServeError): void {
+    for (const id of ids) this.#running.get(id)?.abort(error);
+  }
+
   /** `{src_lang, src_text}` with tgt_lang = the model name. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
-  preprocess(item: BatchItem): PreparedRow {
+  preprocess(item: BatchItem): TranslationInput {
     const body = item.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
@@ -88,24 +104,29 @@ export class TranslationHandler implements Handler<PreparedRow, TranslationOutpu
         `src_text is too long: ${text.length} characters, more than ${maxChars} (this model reads ${engine.config.maxInputTokens} tokens); split it into sentences.`,
       );
     }
-    return engine.prepare({ srcLang, text, tgtLang: item.model });
+    return { id: item.id, row: engine.prepare({ srcLang, text, tgtLang: item.model }) };
   }
 
   async inference(
-    inputs: PreparedRow[],
+    inputs: TranslationInput[],
     emit: (index: number, result: TranslationOutput | ServeError) => void,
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async (row, index) => {
+      inputs.map(async ({ id, row }, index) => {
+        const controller = new AbortController();
+        this.#running.set(id, controller);
         try {
-          const translation = await engine.generate(row, this.#options);
+          const translation = await engine.generate(row, this.#options, controller.signal);
           emit(index, { translated: translation.text });
         } catch (err) {
           if (err instanceof ServeError) return emit(index, err);
           // What TorchServe answers a handler exception with; the cause stays in our log only.
           this.#log?.error({ err }, 'translation failed');
           emit(index, new ServeError('PREDICTION_FAILED', undefined, { cause: err }));
+        } finally {
+          // A frontend reusing an id later must not reach this job's controller.
+          if (this.#running.get(id) === controller) this.#running.delete(id);
         }
       }),
     );

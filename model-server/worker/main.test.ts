@@ -1,0 +1,138 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { resolveEntry } from '../../common/entry.js';
+import { makeDemoModel } from '../engine/demo-model/index.js';
+import type { BatchItem, FromWorker, ItemMessage, ToWorker, WorkerOptions } from '../protocol.js';
+
+let dir: string;
+const workers: ChildProcess[] = [];
+
+beforeAll(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'worker-main-'));
+  makeDemoModel('tiny-joinable', dir);
+});
+afterEach(() => {
+  for (const child of workers.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The real worker entry over IPC, as the frontend forks it, with every message it sent kept in order. */
+class TestWorker {
+  readonly child: ChildProcess;
+  readonly received: FromWorker[] = [];
+  #waiting: { until: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
+
+  constructor() {
+    const entry = resolveEntry(import.meta.url, './main');
+    this.child = fork(entry.file, [], {
+      execArgv: entry.execArgv,
+      serialization: 'advanced',
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      env: { ...process.env, MT_WORKER_LOG_LEVEL: 'silent' },
+    });
+    workers.push(this.child);
+    this.child.on('message', (message: FromWorker) => {
+      this.received.push(message);
+      this.#waiting = this.#waiting.filter((w) => !(w.until(message) && (w.resolve(message), true)));
+    });
+  }
+
+  send(message: ToWorker): void {
+    this.child.send(message);
+  }
+
+  /** The next message (from now on) that satisfies `until`. A hang fails the test by its timeout. */
+  next(until: (m: FromWorker) => boolean): Promise<FromWorker> {
+    return new Promise((resolve) => this.#waiting.push({ until, resolve }));
+  }
+
+  async start(options: Partial<WorkerOptions> = {}): Promise<void> {
+    const ready = this.next((m) => m.type === 'ready');
+    this.send({
+      type: 'init',
+      workerId: 'w-test',
+      handler: 'translation',
+      modelDir: dir,
+      device: { kind: 'cpu' },
+      options: { intraOpThreads: 1, numBeams: 2, maxNewTokens: 64, ...options },
+    });
+    await ready;
+  }
+
+  items(): ItemMessage[] {
+    return this.received.filter((m): m is ItemMessage => m.type === 'item');
+  }
+}
+
+const WORDS = 'the quick brown fox jumps over lazy dog hello world good morning thank you please'.split(' ');
+/** `count` translation jobs of varied length: enough decoder work that a cancel sent at once finds them running. */
+function jobs(prefix: string, count: number): BatchItem[] {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `${prefix}${i}`,
+    model: ['de', 'fr', 'ja'][i % 3]!,
+    body: { src_lang: 'en', src_text: Array.from({ length: 3 + (i % 17) }, (_, j) => WORDS[(i + j) % 15]).join(' ') },
+  }));
+}
+
+describe('worker main', () => {
+  it('a cancel answers each named job it holds exactly once with the reason error; other ids are ignored', async () => {
+    const worker = new TestWorker();
+    await worker.start();
+    const items = jobs('j', 96);
+    const done = worker.next((m) => m.type === 'batch-done');
+    worker.send({ type: 'batch', batchId: 1, items });
+    worker.send({ type: 'cancel', ids: ['j5', 'never-sent'], reason: 'client-gone' });
+    worker.send({ type: 'cancel', ids: ['j70'], reason: 'deadline' });
+    await done;
+    // Cancelling a job already answered changes nothing: no second reply, and the worker keeps serving.
+    worker.send({ type: 'cancel', ids: ['j5', 'j1'], reason: 'deadline' });
+    const again = worker.next((m) => m.type === 'batch-done');
+    worker.send({ type: 'batch', batchId: 2, items: jobs('k', 2) });
+    await again;
+
+    const replies = worker.items();
+    expect(replies.map((m) => m.id).sort()).toEqual([...items, ...jobs('k', 2)].map((item) => item.id).sort());
+    const byId = new Map(replies.map((m) => [m.id, m.outcome]));
+    expect(byId.get('j5')).toEqual({
+      ok: false,
+      error: { code: 'CLIENT_CLOSED', message: 'Client closed the request.' },
+    });
+    expect(byId.get('j70')).toEqual({
+      ok: false,
+      error: { code: 'REQUEST_TIMEOUT', message: 'Request timed out: cancelled in the worker.' },
+    });
+    const failed = replies.filter((m) => !m.outcome.ok).map((m) => m.id);
+    expect(failed.sort()).toEqual(['j5', 'j70']);
+  });
+
+  it('a cancel reaches jobs held back before the handler (fault slow): answered at once, never run', async () => {
+    const worker = new TestWorker();
+    const ready = worker.next((m) => m.type === 'ready');
+    worker.send({
+      type: 'init',
+      workerId: 'w-slow',
+      handler: 'translation',
+      modelDir: dir,
+      device: { kind: 'cpu' },
+      options: { intraOpThreads: 1, numBeams: 1, maxNewTokens: 16 },
+      fault: 'slow:300',
+    });
+    await ready;
+    const done = worker.next((m) => m.type === 'batch-done');
+    worker.send({ type: 'batch', batchId: 1, items: jobs('s', 3) });
+    const cancelled = worker.next((m) => m.type === 'item');
+    worker.send({ type: 'cancel', ids: ['s1'], reason: 'deadline' });
+    expect(await cancelled).toMatchObject({ type: 'item', id: 's1', outcome: { ok: false } });
+    await done;
+    expect(
+      worker
+        .items()
+        .map((m) => m.id)
+        .sort(),
+    ).toEqual(['s0', 's1', 's2']);
+    expect(worker.items().filter((m) => m.outcome.ok).length).toBe(2);
+  });
+});
