@@ -1,0 +1,214 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { joinSegments, joinTranslations, segmentDocument, type Segments } from './segment.js';
+import served from '../../setup_config.json' with { type: 'json' };
+
+const SERVED = Object.keys(served.cuda_id);
+
+const pieces = (text: string, lang: string): readonly string[] => segmentDocument(text, lang).pieces;
+
+describe('segmentDocument: terminal punctuation of the served scripts', () => {
+  it.each([
+    ['zh', '我今天很高兴。你呢？太好了！我们走吧。', ['我今天很高兴。', '你呢？', '太好了！', '我们走吧。']],
+    ['ja', '今日は晴れです。明日は雨でしょうか？楽しみ！', ['今日は晴れです。', '明日は雨でしょうか？', '楽しみ！']],
+    ['hi', 'मैं घर जा रहा हूँ। तुम कहाँ हो? यह अच्छा है।', ['मैं घर जा रहा हूँ।', 'तुम कहाँ हो?', 'यह अच्छा है।']],
+    ['ar', 'كيف حالك؟ أنا بخير. شكرا لك!', ['كيف حالك؟', 'أنا بخير.', 'شكرا لك!']],
+    ['ko', '오늘은 날씨가 좋습니다. 어디 가세요? 좋아요!', ['오늘은 날씨가 좋습니다.', '어디 가세요?', '좋아요!']],
+    ['ru', 'Привет. Как дела? Отлично!', ['Привет.', 'Как дела?', 'Отлично!']],
+    ['es', '¿Cómo estás? Bien, gracias. ¡Qué bien!', ['¿Cómo estás?', 'Bien, gracias.', '¡Qué bien!']],
+    ['fr', "C'est bien ! Vraiment ? Oui.", ["C'est bien !", 'Vraiment ?', 'Oui.']],
+    ['vi', 'Tôi đi học. Bạn có khỏe không? Cảm ơn!', ['Tôi đi học.', 'Bạn có khỏe không?', 'Cảm ơn!']],
+    [
+      'en',
+      'He said "Stop." Then he left. Wait... What?! Yes',
+      ['He said "Stop."', 'Then he left.', 'Wait...', 'What?!', 'Yes'],
+    ],
+  ])('%s', (lang, text, expected) => {
+    expect(pieces(text, lang)).toEqual(expected);
+  });
+});
+
+describe('segmentDocument: abbreviations, initials and numbers do not end a sentence', () => {
+  it("Node's Intl.Segmenter applies no break suppressions, which is why abbreviations.ts exists", () => {
+    const raw = [...new Intl.Segmenter('en', { granularity: 'sentence' }).segment('Mr. Smith is here.')];
+    expect(raw.map((s) => s.segment)).toEqual(['Mr. ', 'Smith is here.']);
+  });
+
+  it.each([
+    [
+      'en',
+      'Mr. Smith met Dr. Jones and Prof. Lee. They talked.',
+      ['Mr. Smith met Dr. Jones and Prof. Lee.', 'They talked.'],
+    ],
+    ['en', 'Take fruit, e.g. Apples or pears. Fine.', ['Take fruit, e.g. Apples or pears.', 'Fine.']],
+    ['en', 'The U.S. Army and the U.K. Navy met. Done.', ['The U.S. Army and the U.K. Navy met.', 'Done.']],
+    ['en', 'J. K. Rowling wrote it. See No. 5 on the list.', ['J. K. Rowling wrote it.', 'See No. 5 on the list.']],
+    [
+      'en',
+      'It cost $3.14 at 10:30 today. Version 2.0.1 is out.',
+      ['It cost $3.14 at 10:30 today.', 'Version 2.0.1 is out.'],
+    ],
+    ['en', '(Mr. Brown) arrived. Good.', ['(Mr. Brown) arrived.', 'Good.']],
+    ['de', 'Das ist z. B. Obst. Es gibt d. h. Äpfel. Gut.', ['Das ist z. B. Obst.', 'Es gibt d. h. Äpfel.', 'Gut.']],
+    [
+      'de',
+      'Er zahlte 1.000,50 Euro. Am 3. Oktober ist Feiertag.',
+      ['Er zahlte 1.000,50 Euro.', 'Am 3. Oktober ist Feiertag.'],
+    ],
+    [
+      'de',
+      'Im 19. Jahrhundert war es so. Die Antwort ist 42. Danke.',
+      ['Im 19. Jahrhundert war es so.', 'Die Antwort ist 42.', 'Danke.'],
+    ],
+    ['de', 'Frau Dr. Müller kommt um 10:30 Uhr. Gut.', ['Frau Dr. Müller kommt um 10:30 Uhr.', 'Gut.']],
+    ['fr', 'M. Dupont et Mme Martin, p. ex. Paul. Oui.', ['M. Dupont et Mme Martin, p. ex. Paul.', 'Oui.']],
+    ['es', 'El Sr. García y la Sra. López llegaron. Bien.', ['El Sr. García y la Sra. López llegaron.', 'Bien.']],
+    [
+      'it',
+      'Il Sig. Rossi e la Dott.ssa Bianchi sono qui. Bene.',
+      ['Il Sig. Rossi e la Dott.ssa Bianchi sono qui.', 'Bene.'],
+    ],
+    ['pt', 'O Sr. Silva e a Dra. Souza chegaram. Tudo bem.', ['O Sr. Silva e a Dra. Souza chegaram.', 'Tudo bem.']],
+    [
+      'ru',
+      'Это т. е. Тест. А. С. Пушкин дома. Цена 3,14 руб.',
+      ['Это т. е. Тест.', 'А. С. Пушкин дома.', 'Цена 3,14 руб.'],
+    ],
+    ['id', 'Saya bertemu Dr. Budi dan Bpk. Joko. Baik.', ['Saya bertemu Dr. Budi dan Bpk. Joko.', 'Baik.']],
+    ['vi', 'Tôi sống ở TP. Hồ Chí Minh. Còn bạn?', ['Tôi sống ở TP. Hồ Chí Minh.', 'Còn bạn?']],
+    ['hi', 'डॉ. शर्मा घर पर हैं। ठीक है।', ['डॉ. शर्मा घर पर हैं।', 'ठीक है।']],
+    ['ar', 'وصل د. أحمد إلى المستشفى. شكرا.', ['وصل د. أحمد إلى المستشفى.', 'شكرا.']],
+    ['ko', 'Mr. Kim은 회의에 갔습니다. 좋아요.', ['Mr. Kim은 회의에 갔습니다.', '좋아요.']],
+  ])('%s: %s', (lang, text, expected) => {
+    expect(pieces(text, lang)).toEqual(expected);
+  });
+
+  it('breaks after an abbreviation that often ends a sentence only when a capital follows, as ICU does', () => {
+    expect(pieces('Apples, pears, etc. are fruit. We bought apples, pears, etc. The shop closed.', 'en')).toEqual([
+      'Apples, pears, etc. are fruit.',
+      'We bought apples, pears, etc.',
+      'The shop closed.',
+    ]);
+    expect(pieces('Wir kauften Äpfel usw. Dann gingen wir.', 'de')).toEqual([
+      'Wir kauften Äpfel usw.',
+      'Dann gingen wir.',
+    ]);
+    expect(pieces('Мы купили хлеб, молоко и т. д. Потом ушли.', 'ru')).toEqual([
+      'Мы купили хлеб, молоко и т. д.',
+      'Потом ушли.',
+    ]);
+  });
+});
+
+describe('segmentDocument: lines, paragraphs and whitespace', () => {
+  it('keeps every line break and the whitespace around sentences as separators', () => {
+    const text = '  First line\nSecond. Third.  \r\n\r\n\tNew paragraph.\n';
+    expect(segmentDocument(text, 'en')).toEqual({
+      pieces: ['First line', 'Second.', 'Third.', 'New paragraph.'],
+      separators: ['  ', '\n', ' ', '  \r\n\r\n\t', '\n'],
+    });
+  });
+
+  it('breaks at every form of line break, punctuation or not', () => {
+    expect(pieces('a\rb\u0085c\u2028d\u2029e\nf', 'en')).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+  });
+
+  it('gives whitespace-only and empty text no sentence', () => {
+    expect(segmentDocument('', 'en')).toEqual({ pieces: [], separators: [''] });
+    expect(segmentDocument(' \n\u00a0\u3000\n ', 'zh')).toEqual({ pieces: [], separators: [' \n\u00a0\u3000\n '] });
+  });
+
+  it('accepts a language Intl does not know', () => {
+    expect(pieces('One. Two.', 'not a language tag')).toEqual(['One.', 'Two.']);
+  });
+
+  const unit = fc.constantFrom(
+    ...['a', 'B', 'z', 'é', '3', '.', '.', '?', '!', ',', ':', ' ', ' ', '  ', '\n', '\r\n', '\n\n', '\t', '\u00a0'],
+    ...[
+      '\u3000',
+      '\u0085',
+      '\u2029',
+      '。',
+      '？',
+      '你',
+      '好',
+      'の',
+      '한',
+      'и',
+      'प',
+      '।',
+      'ب',
+      '؟',
+      'Mr.',
+      'z. B.',
+      '😀',
+    ],
+  );
+
+  it('is lossless, with trimmed pieces and whitespace separators, for any text in any served language', () => {
+    fc.assert(
+      fc.property(
+        fc.array(unit, { maxLength: 60 }).map((units) => units.join('')),
+        fc.constantFrom(...SERVED),
+        (text, lang) => {
+          const segments = segmentDocument(text, lang);
+          expect(joinSegments(segments)).toBe(text);
+          expect(segments.separators).toHaveLength(segments.pieces.length + 1);
+          for (const piece of segments.pieces) {
+            expect(piece).toMatch(/^[^\s\u0085](?:[^\n\r\u0085\u2028\u2029]*[^\s\u0085])?$/u);
+          }
+          for (const separator of segments.separators) expect(separator).toMatch(/^[\s\u0085]*$/u);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('joinTranslations', () => {
+  const doc = (text: string, lang: string): Segments => segmentDocument(text, lang);
+
+  it('puts translations back between the original separators', () => {
+    const source = doc('  Hallo Welt. Wie geht es?\n\nGut.\n', 'de');
+    expect(joinTranslations(source, ['Hello world.', 'How are you?', 'Fine.'], 'en')).toBe(
+      '  Hello world. How are you?\n\nFine.\n',
+    );
+  });
+
+  it('trims the translations, since the separators hold the whitespace', () => {
+    expect(joinTranslations(doc('One. Two.', 'en'), [' Un. ', '\nDeux.'], 'fr')).toBe('Un. Deux.');
+  });
+
+  it('drops a space after full-width terminal punctuation in a zh or ja target', () => {
+    const source = doc('Hello. How are you?\nFine.', 'en');
+    expect(joinTranslations(source, ['你好。', '你好吗？', '很好。'], 'zh')).toBe('你好。你好吗？\n很好。');
+    expect(joinTranslations(source, ['こんにちは。', 'お元気ですか？', '元気です。'], 'ja')).toBe(
+      'こんにちは。お元気ですか？\n元気です。',
+    );
+    expect(joinTranslations(doc('He said hi. Bye.', 'en'), ['他说“你好。”', '再见。'], 'zh')).toBe(
+      '他说“你好。”再见。',
+    );
+  });
+
+  it('keeps the space in a zh target when the translation ends in a Latin word or ASCII punctuation', () => {
+    const source = doc('Use Linux. It works. Yes.', 'en');
+    expect(joinTranslations(source, ['使用 Linux', '它可以用.', '是的。'], 'zh')).toBe('使用 Linux 它可以用. 是的。');
+  });
+
+  it('inserts a space between sentences that had none in the zh or ja source, for a spaced target', () => {
+    const source = doc('你好。你好吗？\n很好。', 'zh');
+    expect(source.separators).toEqual(['', '', '\n', '']);
+    expect(joinTranslations(source, ['Hello.', 'How are you?', 'Fine.'], 'en')).toBe('Hello. How are you?\nFine.');
+    expect(joinTranslations(source, ['你好。', '你好吗？', '很好。'], 'ja')).toBe('你好。你好吗？\n很好。');
+  });
+
+  it('returns the separators alone for a document without sentences', () => {
+    expect(joinTranslations(doc('\n \n', 'en'), [], 'zh')).toBe('\n \n');
+  });
+
+  it('rejects a translation count that differs from the piece count', () => {
+    expect(() => joinTranslations(doc('One. Two.', 'en'), ['Un.'], 'fr')).toThrow(
+      new RangeError('joinTranslations: 1 translations for 2 pieces'),
+    );
+  });
+});

@@ -1,0 +1,137 @@
+/**
+ * @module model-server/text/segment — cuts a document into sentences (with the exact whitespace between
+ * them) and puts translated sentences back together.
+ *
+ * Sentence boundaries come from ICU through `Intl.Segmenter` (granularity "sentence"), which knows the
+ * terminal punctuation of every served script (。！？ for zh/ja, । for hi, ؟ for ar, …) and does not break
+ * inside numbers such as 3.14, 1.000,50 or 10:30. Node's ICU applies no per-locale break suppressions,
+ * so `abbreviations.ts` supplies them. Line breaks always end a sentence and belong to the separators.
+ */
+import { abbreviationRules, type AbbreviationRules } from './abbreviations.js';
+import { SegmentsBuilder, WHITESPACE, type Segments } from './segments.js';
+
+export { joinSegments, type Segments } from './segments.js';
+
+// ICU's paragraph separators (its Sep and CR/LF classes): a line break in any of these forms.
+const LINE = /[^\n\r\u0085\u2028\u2029]+/gu;
+const TRAILING_WS = new RegExp(`[${WHITESPACE}]+$`, 'u');
+const LAST_TOKEN = new RegExp(`[^${WHITESPACE}]+$`, 'u');
+const OPENING_PUNCTUATION = /^[\p{Ps}\p{Pi}\p{Pf}"'¿¡]+/u;
+const INITIAL = /^\p{Lu}$/u;
+const DOTTED = /^(?:[\p{L}\p{M}]{1,3}\.)+[\p{L}\p{M}]{1,3}$/u;
+const ORDINAL = /^\p{Nd}{1,2}$/u;
+const FIRST_WORD = /^[\p{L}\p{M}]+/u;
+const STARTS_WITH_DIGIT = /^\p{Nd}/u;
+
+const segmenters = new Map<string, Intl.Segmenter>();
+
+function sentenceSegmenter(lang: string): Intl.Segmenter {
+  let segmenter = segmenters.get(lang);
+  if (segmenter === undefined) {
+    // ICU's sentence rules are the same for every locale; a code Intl rejects falls back to the root.
+    let locale: string | undefined;
+    try {
+      locale = Intl.Segmenter.supportedLocalesOf(lang)[0];
+    } catch {
+      locale = undefined;
+    }
+    segmenter = new Intl.Segmenter(locale, { granularity: 'sentence' });
+    segmenters.set(lang, segmenter);
+  }
+  return segmenter;
+}
+
+/**
+ * Whether ICU's break between `before` and `after` falls after an abbreviation, an initial or an
+ * ordinal, i.e. inside a sentence.
+ */
+function continuesSentence(before: string, after: string, rules: AbbreviationRules): boolean {
+  const core = before.replace(TRAILING_WS, '');
+  if (!core.endsWith('.')) return false;
+  const token = LAST_TOKEN.exec(core)?.[0] ?? '';
+  const word = token.replace(OPENING_PUNCTUATION, '').slice(0, -1);
+  if (word === '') return false;
+  const lower = word.toLowerCase();
+  if (rules.mayEnd.has(lower)) return false;
+  if (rules.always.has(lower) || INITIAL.test(word) || DOTTED.test(word)) return true;
+  const next = after.trimStart();
+  if (rules.beforeNumber.has(lower) && STARTS_WITH_DIGIT.test(next)) return true;
+  return ORDINAL.test(word) && rules.afterOrdinal.has((FIRST_WORD.exec(next)?.[0] ?? '').toLowerCase());
+}
+
+function* sentencesOfLine(line: string, segmenter: Intl.Segmenter, rules: AbbreviationRules): Generator<string> {
+  let current = '';
+  for (const { segment } of segmenter.segment(line)) {
+    if (current !== '' && !continuesSentence(current, segment, rules)) {
+      yield current;
+      current = '';
+    }
+    current += segment;
+  }
+  if (current !== '') yield current;
+}
+
+/**
+ * Splits `text` into sentences and the exact whitespace around them (`joinSegments` restores `text`).
+ *
+ * Paragraphs and lines are kept apart: every line break is separator text, so no sentence spans two
+ * lines. Whitespace-only stretches (blank lines, indentation, spaces between sentences) are separators,
+ * never sentences. `lang` is the M2M100 code of the text, used for its abbreviations; any string works.
+ */
+export function segmentDocument(text: string, lang: string): Segments {
+  const segmenter = sentenceSegmenter(lang);
+  const rules = abbreviationRules(lang);
+  const out = new SegmentsBuilder();
+  let end = 0;
+  for (const match of text.matchAll(LINE)) {
+    out.gap(text.slice(end, match.index));
+    for (const sentence of sentencesOfLine(match[0], segmenter, rules)) out.text(sentence);
+    end = match.index + match[0].length;
+  }
+  out.gap(text.slice(end));
+  return out.build();
+}
+
+// Chinese and Japanese put no space between sentences: the full-width mark carries its own spacing.
+const UNSPACED_LANGS: ReadonlySet<string> = new Set(['zh', 'ja']);
+const FULL_WIDTH_END = /[。．！？，、；：…][\p{Pe}\p{Pf}]*$/u;
+const HORIZONTAL_WS = /^[^\n\r\u0085\u2028\u2029]+$/u;
+
+/**
+ * The separator to put between two translated pieces in a `tgtLang` text, given the source's.
+ *
+ * - zh/ja target: spaces (no line break) after a piece ending in full-width punctuation are dropped,
+ *   since "你好。 再见。" reads as a stray space there. After anything else (a Latin word, a URL, ASCII
+ *   punctuation) the space is kept, because dropping it would glue two words.
+ * - any other target: an empty separator (the source was zh/ja, or a hard split) becomes one space, so
+ *   "Hello." and "How are you?" do not run together.
+ */
+function targetSeparator(separator: string, before: string, after: string, tgtLang: string): string {
+  if (UNSPACED_LANGS.has(tgtLang)) {
+    return separator !== '' && HORIZONTAL_WS.test(separator) && FULL_WIDTH_END.test(before) ? '' : separator;
+  }
+  return separator === '' && before !== '' && after !== '' ? ' ' : separator;
+}
+
+/**
+ * Rebuilds a `tgtLang` document from the translations of `segments.pieces` (same order and count),
+ * keeping the source's separators: paragraphs, line breaks and indentation survive translation. Each
+ * translation is trimmed, since the separators already hold the whitespace. The separators between
+ * pieces are adapted to the target script (see `targetSeparator`); the leading and trailing ones are
+ * kept as they are.
+ *
+ * @throws RangeError when `translations.length !== segments.pieces.length`.
+ */
+export function joinTranslations(segments: Segments, translations: readonly string[], tgtLang: string): string {
+  const { pieces, separators } = segments;
+  if (translations.length !== pieces.length) {
+    throw new RangeError(`joinTranslations: ${translations.length} translations for ${pieces.length} pieces`);
+  }
+  const trimmed = translations.map((t) => t.trim());
+  let text = separators[0] ?? '';
+  for (let i = 0; i < trimmed.length; i++) {
+    if (i > 0) text += targetSeparator(separators[i]!, trimmed[i - 1]!, trimmed[i]!, tgtLang);
+    text += trimmed[i];
+  }
+  return pieces.length === 0 ? text : text + (separators[pieces.length] ?? '');
+}
