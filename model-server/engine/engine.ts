@@ -48,6 +48,11 @@ export interface EngineOptions {
   maxCohorts?: number;
   /** Defaults for every call, over generation_config.json's. */
   defaults?: TranslateOptions;
+  /**
+   * Called after each step boundary where the decoder ran (see `stats()` and `liveRows` for what it did): a
+   * progress signal. It runs inside the generation loop, so it must be cheap and must not throw.
+   */
+  onStep?: () => void;
 }
 
 /** Per-call generation settings; each falls back to EngineOptions.defaults, then generation_config.json. */
@@ -115,6 +120,7 @@ export class TranslationEngine {
       maxBatchRows: this.#maxBatchRows,
       catchUpSteps: options.catchUpSteps,
       maxCohorts: options.maxCohorts,
+      onStep: options.onStep,
     });
   }
 

@@ -90,6 +90,11 @@ export interface GeneratorOptions {
    * decoder run per step.
    */
   maxCohorts?: number;
+  /**
+   * Called at each step boundary where the decoder ran, once its finished and cancelled rows have left (so
+   * `liveRows` is current): a progress signal for watchdogs. Runs inside the loop: it must be cheap and not throw.
+   */
+  onStep?: () => void;
 }
 
 export class Generator {
@@ -97,6 +102,7 @@ export class Generator {
   readonly #maxBatchRows: number;
   readonly #catchUpSteps: number;
   readonly #maxCohorts: number;
+  readonly #onStep: (() => void) | undefined;
   readonly #pending: Waiter[] = [];
   readonly #waiters = new Map<SearchState, Waiter>();
   /**
@@ -114,6 +120,7 @@ export class Generator {
     this.#maxBatchRows = Math.max(1, options.maxBatchRows);
     this.#catchUpSteps = Math.max(0, Math.floor(options.catchUpSteps ?? 8));
     this.#maxCohorts = Math.max(1, Math.floor(options.maxCohorts ?? 2));
+    this.#onStep = options.onStep;
     const inputs = sessions.decoderInputs;
     this.#ctx = {
       sessions,
@@ -261,6 +268,7 @@ export class Generator {
         for (const cohort of stepping) await this.#step(cohort);
         this.#dropEmpty();
         this.#coalesce();
+        if (stepping.length > 0) this.#onStep?.();
       }
     } catch (err) {
       // A failed run leaves the cohorts' tensors unusable: fail the rows in flight. Sequences still

@@ -5,7 +5,16 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
 import { makeDemoModel } from '../engine/demo-model/index.js';
-import type { BatchItem, FromWorker, ItemMessage, ToWorker, WorkerOptions } from '../protocol.js';
+import { TranslationEngine } from '../engine/engine.js';
+import type {
+  BatchDoneMessage,
+  BatchItem,
+  FromWorker,
+  ItemMessage,
+  ProgressMessage,
+  ToWorker,
+  WorkerOptions,
+} from '../protocol.js';
 
 let dir: string;
 const workers: ChildProcess[] = [];
@@ -82,10 +91,29 @@ describe('worker main', () => {
     const worker = new TestWorker();
     await worker.start();
     const items = jobs('j', 96);
+    // Cancel the two jobs that generate longest (same options in process), once the worker says it is stepping.
+    const reference = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1 });
+    const lengths = await Promise.all(
+      items.map(async ({ model, body }) => {
+        const { src_text: text } = body as { src_text: string };
+        const out = await reference.translate([{ srcLang: 'en', text, tgtLang: model }], {
+          numBeams: 2,
+          maxNewTokens: 64,
+        });
+        return out[0]!.generatedTokens;
+      }),
+    );
+    await reference.close();
+    const [longest, second] = items
+      .map((item, i) => ({ id: item.id, tokens: lengths[i]! }))
+      .sort((a, b) => b.tokens - a.tokens);
+    expect(second!.tokens).toBeGreaterThanOrEqual(15);
+    const stepping = worker.next((m) => m.type === 'progress' && m.liveRows > 0);
     const done = worker.next((m) => m.type === 'batch-done');
     worker.send({ type: 'batch', batchId: 1, items });
-    worker.send({ type: 'cancel', ids: ['j5', 'never-sent'], reason: 'client-gone' });
-    worker.send({ type: 'cancel', ids: ['j70'], reason: 'deadline' });
+    await stepping;
+    worker.send({ type: 'cancel', ids: [longest!.id, 'never-sent'], reason: 'client-gone' });
+    worker.send({ type: 'cancel', ids: [second!.id], reason: 'deadline' });
     await done;
     // Cancelling a job already answered changes nothing: no second reply, and the worker keeps serving.
     worker.send({ type: 'cancel', ids: ['j5', 'j1'], reason: 'deadline' });
@@ -96,16 +124,16 @@ describe('worker main', () => {
     const replies = worker.items();
     expect(replies.map((m) => m.id).sort()).toEqual([...items, ...jobs('k', 2)].map((item) => item.id).sort());
     const byId = new Map(replies.map((m) => [m.id, m.outcome]));
-    expect(byId.get('j5')).toEqual({
+    expect(byId.get(longest!.id)).toEqual({
       ok: false,
       error: { code: 'CLIENT_CLOSED', message: 'Client closed the request.' },
     });
-    expect(byId.get('j70')).toEqual({
+    expect(byId.get(second!.id)).toEqual({
       ok: false,
       error: { code: 'REQUEST_TIMEOUT', message: 'Request timed out: cancelled in the worker.' },
     });
     const failed = replies.filter((m) => !m.outcome.ok).map((m) => m.id);
-    expect(failed.sort()).toEqual(['j5', 'j70']);
+    expect(failed.sort()).toEqual([longest!.id, second!.id].sort());
   });
 
   it('a cancel reaches jobs held back before the handler (fault slow): answered at once, never run', async () => {
@@ -134,5 +162,40 @@ describe('worker main', () => {
         .sort(),
     ).toEqual(['s0', 's1', 's2']);
     expect(worker.items().filter((m) => m.outcome.ok).length).toBe(2);
+  });
+
+  it('sends progress while it holds work, at most every ~200 ms, and once when it becomes idle', async () => {
+    const worker = new TestWorker();
+    await worker.start({ numBeams: 4 });
+    // Batches of 256 decoder rows (the engine's), two in flight so that it never idles, for at least a second.
+    const started = performance.now();
+    let sent = 0;
+    let answered = 0;
+    const sendBatch = () => worker.send({ type: 'batch', batchId: sent, items: jobs(`b${sent++}-`, 64) });
+    const allDone = new Promise<void>((resolve) => {
+      worker.child.on('message', (m: FromWorker) => {
+        if (m.type !== 'batch-done') return;
+        answered++;
+        if (performance.now() - started < 1000) sendBatch();
+        else if (answered === sent) resolve();
+      });
+    });
+    sendBatch();
+    sendBatch();
+    await allDone;
+    const idle = (await worker.next((m) => m.type === 'progress')) as ProgressMessage;
+    const busyMs = performance.now() - started;
+
+    const lastDone = worker.received.filter((m): m is BatchDoneMessage => m.type === 'batch-done').at(-1)!;
+    expect(idle).toEqual({ type: 'progress', steps: lastDone.steps, liveRows: 0 });
+    const during = worker.received.filter((m): m is ProgressMessage => m.type === 'progress' && m !== idle);
+    expect(during.length).toBeGreaterThanOrEqual(Math.floor(busyMs / 400));
+    expect(during.some((m) => m.liveRows > 0)).toBe(true);
+    // Throttled: at most one per 200 ms of work (and the first step's).
+    expect(during.length).toBeLessThanOrEqual(Math.ceil(busyMs / 200) + 1);
+    // Step counters only grow.
+    const runs = [...during.map((m) => m.steps.runs), idle.steps.runs];
+    expect(runs).toEqual([...runs].sort((a, b) => a - b));
+    expect(idle.steps.runs).toBeGreaterThan(runs[0]!);
   });
 });

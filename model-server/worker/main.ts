@@ -13,6 +13,10 @@
  * every job is still answered exactly once. Ids already answered are ignored; a handler without `cancel` lets its
  * jobs run to their end.
  *
+ * Progress: a handler that steps in batches (`steps`) makes the worker send `progress` after its steps, at most
+ * every PROGRESS_INTERVAL_MS, and once more when its last batch is done (idle). The frontend's watchdog recycles
+ * a worker that holds jobs and sent no progress for its response timeout: a slow job alone never trips it.
+ *
  * Fault injection for tests and drills only: `InitMessage.fault`, which the frontend sets only when a test
  * passes it explicitly (never reachable from the HTTP APIs). Faults, comma-separated:
  * - `fail-load`            answer `init-failed` instead of loading
@@ -70,11 +74,19 @@ export function parseFaults(spec: string | undefined): Faults {
   return faults;
 }
 
+/**
+ * Least time between two progress messages while the handler works (ms): a heartbeat for a watchdog that waits
+ * seconds, not a per-step stream (a tiny model steps every millisecond).
+ */
+const PROGRESS_INTERVAL_MS = 200;
+
 const log = createLogger('worker', process.env.MT_WORKER_LOG_LEVEL ?? 'info');
 
 let handler: Handler | undefined;
 let faults = parseFaults(undefined);
 let batchesSeen = 0;
+/** When the last progress message went out (performance.now() ms). */
+let progressSentAt = -Infinity;
 let stopping = false;
 const inFlight = new Set<Promise<void>>();
 /**
@@ -86,6 +98,18 @@ const heldBack = new Map<string, ServeError | null>();
 function send(message: FromWorker): void {
   // A parent that is gone cannot be answered; 'disconnect' below ends this process.
   if (process.connected) process.send!(message);
+}
+
+/** Send the handler's progress now (handlers without step counters have none to report). */
+function sendProgress(): void {
+  if (handler?.steps === undefined) return;
+  progressSentAt = performance.now();
+  send({ type: 'progress', steps: handler.steps(), liveRows: handler.liveRows?.() ?? 0 });
+}
+
+/** The handler stepped: report it unless a progress message went out less than PROGRESS_INTERVAL_MS ago. */
+function stepped(): void {
+  if (performance.now() - progressSentAt >= PROGRESS_INTERVAL_MS) sendProgress();
 }
 
 async function init(message: InitMessage): Promise<void> {
@@ -102,6 +126,7 @@ async function init(message: InitMessage): Promise<void> {
       log: workerLog,
     });
     handler = faults.failInference ? failingInference(instance) : instance;
+    instance.onStep?.(stepped);
     const loadMs = performance.now() - started;
     if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
     workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
@@ -155,7 +180,11 @@ function batch(message: BatchMessage): void {
     log.error({ err: toServeError(err) }, 'batch failed outside the handler');
   });
   inFlight.add(run);
-  void run.finally(() => inFlight.delete(run));
+  void run.finally(() => {
+    inFlight.delete(run);
+    // Idle: the last word the watchdog gets until new work arrives.
+    if (inFlight.size === 0) sendProgress();
+  });
 }
 
 /** Stop the named jobs (see the module doc); each is answered through its batch, not here. */

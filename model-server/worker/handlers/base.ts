@@ -34,6 +34,13 @@ export interface Handler<Input = unknown, Output = unknown> {
   capacity?(): number;
   /** Decoder runs and the rows they carried since load, for handlers that batch in steps (the engine's real batch). */
   steps?(): StepCounters;
+  /** Rows the handler is working on now (the engine: decoder rows generating), for progress messages. */
+  liveRows?(): number;
+  /**
+   * Have `listener` called after every batched step (the engine: each step boundary where the decoder ran),
+   * unthrottled; the worker decides how often that becomes a `progress` message. Called once, after initialize.
+   */
+  onStep?(listener: () => void): void;
   /**
    * The frontend gave up on these jobs (worker/main.ts, protocol `cancel`): stop the work of each one this handler
    * holds and answer it through its `emit` with `error`, exactly once, as soon as its work has stopped. Ids it

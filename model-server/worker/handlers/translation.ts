@@ -35,12 +35,18 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   readonly #running = new Map<string, AbortController>();
   #options: TranslateOptions = {};
   #log: Logger | null = null;
+  #stepListener: (() => void) | null = null;
 
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
     const { numBeams, maxNewTokens, intraOpThreads } = ctx.options;
     this.#options = { numBeams, maxNewTokens };
     this.#log = ctx.log;
-    this.#engine = await TranslationEngine.load({ modelDir: ctx.modelDir, device: ctx.device, intraOpThreads });
+    this.#engine = await TranslationEngine.load({
+      modelDir: ctx.modelDir,
+      device: ctx.device,
+      intraOpThreads,
+      onStep: () => this.#stepListener?.(),
+    });
     const engine = this.#engine;
     ctx.log.info(
       {
@@ -74,6 +80,14 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   steps(): StepCounters {
     const stats = this.#requireEngine().stats();
     return { runs: stats.decoderRuns, rows: stats.decoderRows };
+  }
+
+  liveRows(): number {
+    return this.#requireEngine().liveRows;
+  }
+
+  onStep(listener: () => void): void {
+    this.#stepListener = listener;
   }
 
   /**
