@@ -1,0 +1,135 @@
+/**
+ * @module deploy/docker/model-server-entry — the model server container's entry (PID 1): the model-server half of
+ * scripts/start.sh, for Kubernetes, where no script runs after the process starts.
+ *
+ *   1. archive one store entry per language of SETUP_CONFIG into MODEL_STORE (an emptyDir), all referring to
+ *      MODEL_DIR (the models volume);
+ *   2. fork the model server (model-server/main) and wait for its `listening` message;
+ *   3. register every language through the management API, on loopback, with BATCH_SIZE, MAX_BATCH_DELAY_MS,
+ *      DEFAULT_WORKERS_PER_MODEL and `synchronous=true`, which answers once the workers have loaded the model;
+ *   4. write `READY_FILE` (`{RUN_DIR}/models-registered`): the pod's startupProbe waits for it.
+ *
+ * Why the file: the model server's `GET /ping` answers 200 while no model is registered (no model is unhealthy), so
+ * it cannot tell "models loaded" from "nothing loaded yet". Once the file exists, readiness and liveness probe
+ * `/ping`, which then turns 500 when a model's workers are down.
+ *
+ * SIGTERM/SIGINT are passed to the model server, which drains (model-server/main.ts); this process exits with its
+ * exit code. A registration that fails stops the model server and exits 1, so the pod restarts visibly.
+ *
+ *     node dist/deploy/docker/model-server-entry.js     # in the image (built by deploy/docker/tsconfig.json)
+ *
+ * Over IPC (when forked, as in its test) it relays the model server's `{type: 'listening', ports}`.
+ */
+import { fork } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ConfigError, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
+import { resolveEntry } from '../../common/entry.js';
+import { createLogger, type Logger } from '../../common/logger.js';
+import { archiveModels } from '../../model-server/store/archiver.js';
+import { localUrl } from '../../scripts/config-env.js';
+
+/** The file the startupProbe checks, relative to RUN_DIR. */
+export const READY_FILE = 'models-registered';
+
+/** The registration request of one language: TorchServe's management parameters, as scripts/start.sh sends them. */
+export function registrationUrl(managementUrl: string, language: string, config: Readonly<Config>): string {
+  const ms = config.modelServer;
+  const query = new URLSearchParams({
+    url: language,
+    batch_size: String(ms.defaultBatchSize),
+    max_batch_delay: String(ms.defaultMaxBatchDelayMs),
+    initial_workers: String(ms.defaultWorkersPerModel),
+    synchronous: 'true',
+  });
+  return `${managementUrl}/models?${query}`;
+}
+
+interface ListeningMessage {
+  type: 'listening';
+  ports: { inference: number; management: number; metrics: number };
+}
+
+async function register(config: Readonly<Config>, languages: string[], managementPort: number, log: Logger) {
+  const ms = config.modelServer;
+  const managementUrl = localUrl({ host: ms.management.host, port: managementPort });
+  const headers: Record<string, string> = {};
+  if (ms.tokenAuth) {
+    // TOKEN_AUTH: the model server wrote its keys at start (TorchServe's key_file.json layout).
+    const keys = JSON.parse(readFileSync(ms.keyFile, 'utf8')) as { management: { key: string } };
+    headers.authorization = `Bearer ${keys.management.key}`;
+  }
+  for (const language of languages) {
+    const res = await fetch(registrationUrl(managementUrl, language, config), { method: 'POST', headers });
+    const body = await res.text();
+    // 409: already registered (a restarted entry against a running server cannot happen here, but is harmless).
+    if (res.status !== 200 && res.status !== 409) {
+      throw new Error(`registering "${language}" failed with HTTP ${res.status}: ${body}`);
+    }
+    log.info({ language, status: res.status }, 'language registered');
+  }
+}
+
+function main(): void {
+  const root = process.cwd();
+  let config: Readonly<Config>;
+  let languages: string[];
+  try {
+    config = loadConfig(readEnv(root), root);
+    languages = Object.keys(readSetupConfig(config.modelServer.setupConfigPath).cuda_id);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`model-server-entry: ${err.message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger('model-server-entry', config.logLevel);
+  const ms = config.modelServer;
+  const readyFile = path.join(config.runDir, READY_FILE);
+  mkdirSync(config.runDir, { recursive: true });
+  rmSync(readyFile, { force: true });
+
+  const written = archiveModels({
+    modelDir: ms.modelDir,
+    store: ms.modelStore,
+    names: languages,
+    handler: 'translation',
+  });
+  log.info({ store: ms.modelStore, modelDir: ms.modelDir, entries: written.length }, 'model store archived');
+
+  const entry = resolveEntry(import.meta.url, '../../model-server/main');
+  const child = fork(entry.file, [], { execArgv: entry.execArgv, stdio: 'inherit' });
+  let stopping = false;
+  let failed = false;
+  const stop = (signal: NodeJS.Signals) => {
+    stopping = true;
+    log.info({ signal }, 'passing the signal to the model server (it drains)');
+    child.kill(signal);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  child.on('exit', (code, signal) => {
+    rmSync(readyFile, { force: true });
+    log.info({ code, signal }, 'model server exited');
+    process.exit(failed ? 1 : (code ?? 1));
+  });
+  child.on('message', (message: ListeningMessage | string) => {
+    if (typeof message !== 'object' || message.type !== 'listening') return;
+    process.send?.(message);
+    register(config, languages, message.ports.management, log).then(
+      () => {
+        if (stopping) return;
+        writeFileSync(readyFile, `${new Date().toISOString()} ${languages.join(' ')}\n`);
+        log.info({ languages: languages.length, readyFile }, 'every language registered: ready');
+      },
+      (err: unknown) => {
+        log.error({ err: (err as Error).message }, 'registration failed: stopping the model server');
+        failed = true;
+        child.kill('SIGTERM');
+      },
+    );
+  });
+}
+
+// Run as a program only (the test imports registrationUrl).
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) main();
