@@ -70,6 +70,12 @@ export interface ClosedLoopOptions {
   timeoutMs?: number;
   /** Aborts the whole run (Ctrl-C): in-flight requests are cancelled and the run resolves with what it has. */
   signal?: AbortSignal;
+  /**
+   * A client refused with 503 + `Retry-After: N` waits N seconds plus a random fraction of one before its next
+   * request, as a polite client does (whole seconds in the header; the jitter keeps clients refused together from
+   * returning together). Default false: the next request goes at once.
+   */
+  honorRetryAfter?: boolean;
   /** Called once when the window opens and once when it closes (e.g. to scrape server metrics at its edges). */
   onWindowOpen?: () => void;
   onWindowClose?: () => void;
@@ -152,8 +158,9 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     keepAliveTimeout: 60_000,
   });
   const cancel = new AbortController(); // cancels in-flight requests
-  // undici listens on the signal for each in-flight request and again while its body is read: two per client.
-  setMaxListeners(2 * concurrency + 16, cancel.signal);
+  // undici listens on the signal for each in-flight request and again while its body is read, and a client backing
+  // off after a 503 listens too: three per client.
+  setMaxListeners(3 * concurrency + 16, cancel.signal);
   let sending = true; // clients send new requests while true
   const onOuterAbort = () => {
     truncated = true;
@@ -217,6 +224,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       let status = 0;
       let bytes = 0;
       let error: string | undefined;
+      let retryAfterS = 0;
       try {
         const response = await pool.request({
           path: spec.path,
@@ -226,6 +234,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
           signal: cancel.signal,
         });
         status = response.statusCode;
+        if (status === 503) retryAfterS = Number(response.headers['retry-after']) || 0;
         const body = Buffer.from(await response.body.arrayBuffer());
         bytes = body.length;
         error = check(status, body, response.headers);
@@ -248,8 +257,20 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       answersPerClient[clientId]!++;
       if (endMs >= windowStart && endMs <= windowEnd) windowCompletions++;
       advance();
+      if (options.honorRetryAfter && retryAfterS > 0) await backOff((retryAfterS + Math.random()) * 1000);
     }
   };
+  /** Wait `ms`, or less when the run stops sending. */
+  const backOff = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        cancel.signal.removeEventListener('abort', done);
+        resolve();
+      }
+      cancel.signal.addEventListener('abort', done, { once: true });
+    });
 
   try {
     await Promise.all(Array.from({ length: concurrency }, (_, i) => client(i)));

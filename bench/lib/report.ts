@@ -44,9 +44,19 @@ export interface Section {
   notes: string[];
   /** Raw figures for the JSON report. */
   data: Record<string, unknown>;
+  /** Charts written beside the Markdown as `{report name}-{id}.svg` and shown in it. */
+  figures?: Figure[];
   /** Set when the scenario failed; the report still lists it. */
   error?: string;
   durationS?: number;
+}
+
+export interface Figure {
+  /** File suffix, e.g. `goodput` → `latest-full-goodput.svg`. */
+  id: string;
+  title: string;
+  /** The SVG document (left out of the JSON report; it is the file). */
+  svg: string;
 }
 
 export interface MachineInfo {
@@ -140,7 +150,7 @@ export function markdownTable(table: Table): string {
 }
 
 /** The whole report as Markdown: summary of targets first, then each section. */
-export function renderMarkdown(report: Report): string {
+export function renderMarkdown(report: Report, name?: string): string {
   const m = report.machine;
   const out: string[] = [
     `# ${report.title}`,
@@ -184,6 +194,8 @@ export function renderMarkdown(report: Report): string {
     if (s.targets.length > 0) out.push('');
     for (const n of s.notes) out.push(`- ${n}`);
     if (s.notes.length > 0) out.push('');
+    for (const f of s.figures ?? [])
+      out.push(name ? `![${f.title}](${figureFile(name, f)})` : `_Figure: ${f.title}_`, '');
     if (s.durationS !== undefined) out.push(`_Scenario wall time: ${s.durationS.toFixed(0)} s._`, '');
   }
   return out.join('\n');
@@ -194,11 +206,17 @@ export function writeReport(report: Report, dir: string, name: string): { json: 
   mkdirSync(dir, { recursive: true });
   const json = path.join(dir, `${name}.json`);
   const markdown = path.join(dir, `${name}.md`);
-  const replacer = (_key: string, value: unknown) =>
-    typeof value === 'number' && !Number.isFinite(value) ? null : value; // JSON has no NaN
+  const replacer = (key: string, value: unknown) =>
+    key === 'svg' ? undefined : typeof value === 'number' && !Number.isFinite(value) ? null : value; // JSON has no NaN
+  for (const s of report.sections)
+    for (const f of s.figures ?? []) atomicWrite(path.join(dir, figureFile(name, f)), f.svg);
   atomicWrite(json, `${JSON.stringify(report, replacer, 2)}\n`);
-  atomicWrite(markdown, `${renderMarkdown(report)}\n`);
+  atomicWrite(markdown, `${renderMarkdown(report, name)}\n`);
   return { json, markdown };
+}
+
+function figureFile(reportName: string, figure: Figure): string {
+  return `${reportName}-${figure.id}.svg`;
 }
 
 function atomicWrite(file: string, content: string): void {

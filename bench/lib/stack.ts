@@ -51,6 +51,13 @@ export interface StackOptions {
   logLevel?: string;
   /** Fail the start after this long (the 418M model loads in seconds per engine; 14 engines take longer). */
   startTimeoutMs?: number;
+  /**
+   * Every language's response_timeout, s. Default 900: the throughput figures measure the engine, and a closed
+   * loop at high concurrency must never see a deadline.
+   */
+  responseTimeoutS?: number;
+  /** QUEUE_BUDGET_MS. Default: half the response timeout, so admission never refuses in the throughput figures. */
+  queueBudgetMs?: number;
 }
 
 export interface StackUrls {
@@ -134,6 +141,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   archiveModels({ modelDir: options.modelDir, store, names: options.languages, handler: options.handler });
 
   const timeoutMs = options.startTimeoutMs ?? 10 * 60_000;
+  const responseTimeoutS = options.responseTimeoutS ?? 900;
   const baseEnv = {
     ...ENV_DEFAULTS,
     PATH: process.env.PATH,
@@ -144,7 +152,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     SETUP_CONFIG: setupConfig,
     MODEL_STORE: store,
     MODEL_DIR: options.modelDir,
-    RESPONSE_TIMEOUT_S: '900',
+    RESPONSE_TIMEOUT_S: String(responseTimeoutS),
+    QUEUE_BUDGET_MS: String(options.queueBudgetMs ?? (responseTimeoutS * 1000) / 2),
   };
   const started: ManagedProcess[] = [];
   try {
@@ -185,7 +194,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         max_batch_delay: String(options.maxBatchDelayMs),
         initial_workers: '1',
         synchronous: 'true',
-        response_timeout: '900',
+        response_timeout: String(responseTimeoutS),
       });
       const res = await request(`${urls.management}/models?${query}`, {
         method: 'POST',

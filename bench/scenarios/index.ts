@@ -4,9 +4,11 @@
 import type { Scenario } from '../lib/context.js';
 import { baselineScenario } from './baseline.js';
 import { engineScenario } from './engine.js';
+import { goodputScenario } from './goodput.js';
 import { memoryScenario } from './memory.js';
 import { overheadScenario } from './overhead.js';
 import { policyScenario } from './policy.js';
+import { routerHopScenario } from './router-hop.js';
 import { servingScenario } from './serving.js';
 
 export const SCENARIOS: Scenario[] = [
@@ -16,4 +18,6 @@ export const SCENARIOS: Scenario[] = [
   policyScenario,
   memoryScenario,
   overheadScenario,
+  goodputScenario,
+  routerHopScenario,
 ];

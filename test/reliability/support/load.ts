@@ -168,6 +168,26 @@ export interface LoadOptions {
   connections?: number;
   /** Called with each outcome (besides the tally). */
   onOutcome?: (o: Outcome, i: number) => void;
+  /**
+   * A client refused with 503 + `Retry-After: N` waits N seconds and a random fraction of one more before its next
+   * request, as polite clients do (the header has whole seconds; the jitter keeps clients refused together from
+   * all coming back in the same millisecond, as retry policies such as gRPC's and AWS's add).
+   */
+  honorRetryAfter?: boolean;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** A closed loop of `concurrency` clients; resolves with the tally once every request sent has finished. */
@@ -187,6 +207,10 @@ export async function drive(options: LoadOptions): Promise<Tally> {
       });
       tally.add(o);
       options.onOutcome?.(o, i);
+      const retryAfterS = Number(o.retryAfter);
+      if (options.honorRetryAfter && o.status === 503 && retryAfterS > 0) {
+        await pause((retryAfterS + Math.random()) * 1000, options.signal);
+      }
     }
   };
   try {
