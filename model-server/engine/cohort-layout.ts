@@ -22,6 +22,27 @@ export function gatherRows(ctx: CohortContext, cohort: Cohort, sources: number[]
   cohort.encoderLengths = encoderLengths;
 }
 
+/**
+ * A cohort of rows `sources` of `cohort` in fresh memory, leaving `cohort` as it is: for trial decoder runs
+ * (generate.ts, finding the rows a failed run fails on). It has no cache buffers and is never stepped or retired.
+ */
+export function copyRows(ctx: CohortContext, cohort: Cohort, sources: readonly number[]): Cohort {
+  const rows = sources.map((s) => cohort.rows[s]!);
+  const encoderLengths = sources.map((s) => cohort.encoderLengths[s]!);
+  const S = Math.max(...encoderLengths);
+  const P = cohort.selfCache === null ? 0 : Math.max(...rows.map((r) => r.hyp.tokens.length));
+  const tensors = layOut(ctx, cohort, [{ cohort, rows: [...sources] }], S, P, false);
+  return {
+    ...cohort,
+    ...tensors,
+    rows,
+    encoderLengths,
+    encoderLength: S,
+    pastLength: tensors.crossCache === null ? cohort.pastLength : P,
+    cacheBuffers: null,
+  };
+}
+
 /** Append the `joining` cohorts' rows to `running` (all have had their first step), padding to common lengths. */
 export function mergeCohorts(ctx: CohortContext, running: Cohort, joining: readonly Cohort[]): void {
   const all = [running, ...joining];
@@ -38,6 +59,9 @@ export function mergeCohorts(ctx: CohortContext, running: Cohort, joining: reado
   running.encoderLengths = all.flatMap((c) => c.encoderLengths);
 }
 
+/** Rows of some cohorts, as `layOut` lays them out. */
+type RowTensors = Pick<Cohort, 'encoderStates' | 'encoderMask' | 'crossCache' | 'selfCache' | 'selfMask'>;
+
 /** Replace `target`'s tensors with the listed rows of the given cohorts, at lengths S (encoder) and P (cache). */
 function relayout(
   ctx: CohortContext,
@@ -46,10 +70,36 @@ function relayout(
   S: number,
   P: number,
 ): void {
+  const tensors = layOut(ctx, target, parts, S, P, true);
+  // Every row is copied out: the old tensors' memory is free (a target listed twice is recycled once).
+  for (const cohort of new Set(parts.map((p) => p.cohort))) ctx.memory.recycleRowTensors(cohort);
+  target.encoderStates = tensors.encoderStates;
+  target.encoderMask = tensors.encoderMask;
+  target.encoderLength = S;
+  if (tensors.crossCache !== null) {
+    target.crossCache = tensors.crossCache;
+    target.selfCache = tensors.selfCache;
+    target.selfMask = tensors.selfMask;
+    target.pastLength = P;
+  }
+}
+
+/**
+ * The listed rows of the given cohorts at lengths S (encoder) and P (cache), in pooled memory or fresh arrays;
+ * caches only when `like` (a cohort of the same step) has them.
+ */
+function layOut(
+  ctx: CohortContext,
+  like: Cohort,
+  parts: { cohort: Cohort; rows: number[] }[],
+  S: number,
+  P: number,
+  pooled: boolean,
+): RowTensors {
   const d = ctx.config.dModel;
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const { memory } = ctx;
+  const into = (length: number) => (pooled ? ctx.memory.pooled(length) : undefined);
   const pick = <T extends Float32Array | BigInt64Array>(
     get: (c: Cohort) => T,
     length: (c: Cohort) => number,
@@ -65,7 +115,7 @@ function relayout(
     d,
     S,
     'start',
-    memory.pooled(rows * S * d),
+    into(rows * S * d),
   );
   const encoderMask = relayoutRows(
     pick(
@@ -80,8 +130,8 @@ function relayout(
   let crossCache: Float32Array[] | null = null;
   let selfCache: Float32Array[] | null = null;
   let selfMask: BigInt64Array | null = null;
-  if (target.crossCache !== null) {
-    crossCache = target.crossCache.map((_, k) =>
+  if (like.crossCache !== null) {
+    crossCache = like.crossCache.map((_, k) =>
       relayoutRows(
         pick(
           (c) => c.crossCache![k]!,
@@ -91,10 +141,10 @@ function relayout(
         dh,
         S,
         'start',
-        memory.pooled(rows * H * S * dh),
+        into(rows * H * S * dh),
       ),
     );
-    selfCache = target.selfCache!.map((_, k) =>
+    selfCache = like.selfCache!.map((_, k) =>
       relayoutRows(
         pick(
           (c) => c.selfCache![k]!,
@@ -104,10 +154,10 @@ function relayout(
         dh,
         P,
         'end',
-        memory.pooled(rows * H * P * dh),
+        into(rows * H * P * dh),
       ),
     );
-    if (target.selfMask !== null)
+    if (like.selfMask !== null)
       selfMask = relayoutRows(
         pick(
           (c) => c.selfMask!,
@@ -119,15 +169,5 @@ function relayout(
         'end',
       );
   }
-  // Every row is copied out: the old tensors' memory is free (a target listed twice is recycled once).
-  for (const cohort of new Set(parts.map((p) => p.cohort))) memory.recycleRowTensors(cohort);
-  target.encoderStates = encoderStates;
-  target.encoderMask = encoderMask;
-  target.encoderLength = S;
-  if (crossCache !== null) {
-    target.crossCache = crossCache;
-    target.selfCache = selfCache;
-    target.selfMask = selfMask;
-    target.pastLength = P;
-  }
+  return { encoderStates, encoderMask, crossCache, selfCache, selfMask };
 }

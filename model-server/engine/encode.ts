@@ -6,6 +6,7 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { type Row, SearchState } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
+import { gatherRows } from './cohort-layout.js';
 import { sourceBuckets } from './source-buckets.js';
 
 /** Most cache positions a cohort's buffers are sized for up front (see `expectedCacheLength`). */
@@ -17,15 +18,22 @@ export interface Admitted {
   state: SearchState;
 }
 
+/** What admission produced: the new cohort (null when every row failed), and the sequences that failed alone. */
+export interface Encoded {
+  cohort: Cohort | null;
+  failed: { state: SearchState; error: Error }[];
+}
+
 /**
  * Encode the admitted rows, scattering each group's states into one right-padded `[n, S, d]` cohort tensor in
- * admission order, and return the new cohort (0 steps taken).
+ * admission order, and return the new cohort (0 steps taken). A row the encoder fails on (an onnxruntime error,
+ * e.g. an id outside the vocabulary) fails alone: the others are encoded without it (see `encodeGroup`).
  */
 export async function encodeCohort(
   ctx: CohortContext,
   admitted: readonly Admitted[],
   pauseBudget: number,
-): Promise<Cohort> {
+): Promise<Encoded> {
   const n = admitted.length;
   const d = ctx.config.dModel;
   const lengths = admitted.map((a) => a.inputIds.length);
@@ -33,31 +41,14 @@ export async function encodeCohort(
   const mask = new BigInt64Array(n * S);
   lengths.forEach((length, r) => mask.fill(1n, r * S, r * S + length));
   const encoderStates = ctx.memory.pooled(n * S * d).fill(0);
+  const failedRows = new Map<number, Error>();
   for (const group of sourceBuckets(lengths)) {
-    const m = group.length;
-    const Sg = Math.max(...group.map((r) => lengths[r]!));
-    const ids = new BigInt64Array(m * Sg).fill(BigInt(ctx.config.padTokenId));
-    const groupMask = new BigInt64Array(m * Sg);
-    group.forEach((r, j) => {
-      admitted[r]!.inputIds.forEach((id, t) => (ids[j * Sg + t] = BigInt(id)));
-      groupMask.fill(1n, j * Sg, j * Sg + lengths[r]!);
-    });
-    const started = performance.now();
-    const out = await ctx.sessions.encoder.run({
-      input_ids: new ort.Tensor('int64', ids, [m, Sg]),
-      attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
-    });
-    ctx.stats.encoderMs += performance.now() - started;
-    ctx.stats.encoderCalls++;
-    const states = out.last_hidden_state?.data as Float32Array | undefined;
-    if (states === undefined) throw new Error('encoder returned no last_hidden_state');
-    // Real positions only; the padding stays zero (masked everywhere downstream).
-    group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[r]!) * d), r * S * d));
+    await encodeGroup(ctx, admitted, group, S, encoderStates, failedRows);
   }
   ctx.stats.encoderRuns++;
-  ctx.stats.encodedRows += n;
+  ctx.stats.encodedRows += n - failedRows.size;
   const rows: Row[] = admitted.map((a) => ({ state: a.state, hyp: { tokens: [], logprob: 0 } }));
-  return {
+  const cohort: Cohort = {
     rows,
     encoderStates,
     encoderMask: mask,
@@ -74,6 +65,73 @@ export async function encodeCohort(
     steps: 0,
     pauseBudget,
   };
+  const failed = [...failedRows].map(([r, error]) => ({ state: admitted[r]!.state, error }));
+  if (failed.length === 0) return { cohort, failed };
+  const kept = rows.flatMap((_, r) => (failedRows.has(r) ? [] : [r]));
+  if (kept.length === 0) {
+    ctx.memory.retire(cohort);
+    return { cohort: null, failed };
+  }
+  gatherRows(
+    ctx,
+    cohort,
+    kept,
+    kept.map((r) => rows[r]!),
+  );
+  return { cohort, failed };
+}
+
+/**
+ * Encode rows `group` (indices into `admitted`) into their places of `encoderStates`. When the run fails, each
+ * half is encoded on its own, down to single rows: a row that fails alone goes into `failed`, and the rows beside
+ * it are encoded all the same (about 2·log2(m) extra runs per bad row). A failed run writes nothing, so rows
+ * encoded later are exactly what they would have been.
+ */
+async function encodeGroup(
+  ctx: CohortContext,
+  admitted: readonly Admitted[],
+  group: readonly number[],
+  S: number,
+  encoderStates: Float32Array,
+  failed: Map<number, Error>,
+): Promise<void> {
+  const d = ctx.config.dModel;
+  const lengths = group.map((r) => admitted[r]!.inputIds.length);
+  const m = group.length;
+  const Sg = Math.max(...lengths);
+  const ids = new BigInt64Array(m * Sg).fill(BigInt(ctx.config.padTokenId));
+  const groupMask = new BigInt64Array(m * Sg);
+  group.forEach((r, j) => {
+    admitted[r]!.inputIds.forEach((id, t) => (ids[j * Sg + t] = BigInt(id)));
+    groupMask.fill(1n, j * Sg, j * Sg + lengths[j]!);
+  });
+  const started = performance.now();
+  let out: ort.InferenceSession.ReturnType | null = null;
+  let error: unknown = null;
+  try {
+    out = await ctx.sessions.encoder.run({
+      input_ids: new ort.Tensor('int64', ids, [m, Sg]),
+      attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
+    });
+  } catch (err) {
+    error = err;
+  }
+  ctx.stats.encoderMs += performance.now() - started;
+  ctx.stats.encoderCalls++;
+  if (out === null) {
+    if (m === 1) {
+      failed.set(group[0]!, error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    const half = Math.ceil(m / 2);
+    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, failed);
+    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, failed);
+    return;
+  }
+  const states = out.last_hidden_state?.data as Float32Array | undefined;
+  if (states === undefined) throw new Error('encoder returned no last_hidden_state');
+  // Real positions only; the padding stays zero (masked everywhere downstream).
+  group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[j]!) * d), r * S * d));
 }
 
 /**

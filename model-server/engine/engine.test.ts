@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
 import { Mulberry32 } from './demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
+import type { Hypothesis } from './decoding.js';
 import { type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-'));
@@ -415,6 +416,71 @@ describe('TranslationEngine', () => {
     expect(one.stats()).toMatchObject({ encodedRows: 1, cancelled: 1, cancelledRows: 0 });
     await expect(one.generate(b!, GREEDY, controller.signal)).rejects.toBe(reason);
     expect(one.stats().encodedRows).toBe(1);
+  });
+
+  describe.each([
+    ['tiny', () => tiny],
+    ['tiny-joinable', () => joinable],
+  ])('a row a model run fails on fails alone (%s)', (_name, engine) => {
+    const outOfVocabulary = 9999;
+    const beam: TranslateOptions = { numBeams: 2, maxNewTokens: 30 };
+    const settle = (runs: Promise<Hypothesis>[]) => Promise.allSettled(runs);
+    /** Beam log-probabilities differ in the last float bits between batch sizes; the tokens may not. */
+    const tokensOf = (settled: PromiseSettledResult<Hypothesis>[]) =>
+      settled.map((r) => (r.status === 'fulfilled' ? r.value.tokens : r.reason));
+    const gather = (e: TranslationEngine, bad: { inputIds?: number[]; forced?: number }) => {
+      const good = rows(8, 47).map((row) => e.prepare(row));
+      const badRow = good[3]!;
+      return settle([
+        ...good.slice(0, 6).map((p) => e.generateIds(p.inputIds, p.forcedTokenId, GREEDY)),
+        e.generateIds(bad.inputIds ?? badRow.inputIds, bad.forced ?? badRow.forcedTokenId, GREEDY),
+        // A beam sequence beside it: its two beams stay together and finish as alone.
+        e.generateIds(good[6]!.inputIds, good[6]!.forcedTokenId, beam),
+        e.generateIds(good[7]!.inputIds, good[7]!.forcedTokenId, GREEDY),
+      ]);
+    };
+    const alone = async (e: TranslationEngine) => {
+      const good = rows(8, 47).map((row) => e.prepare(row));
+      const out = [];
+      for (const [i, p] of good.entries()) {
+        if (i === 6) out.push(await e.generateIds(p.inputIds, p.forcedTokenId, beam));
+        else out.push(await e.generateIds(p.inputIds, p.forcedTokenId, GREEDY));
+      }
+      return out;
+    };
+
+    it('in the encoder (an input id outside the vocabulary): the others answer as alone', async () => {
+      const e = engine();
+      const expected = await alone(e);
+      const before = e.stats();
+      const ids = [...rows(1, 47).map((row) => e.prepare(row))[0]!.inputIds];
+      ids.splice(1, 0, outOfVocabulary);
+      const settled = await gather(e, { inputIds: ids });
+      expect(settled[6]).toMatchObject({
+        status: 'rejected',
+        reason: { message: expect.stringContaining('out of data bounds') },
+      });
+      expect(tokensOf(settled.filter((_, i) => i !== 6))).toEqual(expected.map((h) => h.tokens));
+      expect(e.stats().failed - before.failed).toBe(1);
+      expect(e.stats().encoderRuns - before.encoderRuns).toBe(1);
+    });
+
+    it('in the decoder (a forced token outside the vocabulary, fed at step 2): the others answer as alone', async () => {
+      const e = engine();
+      const expected = await alone(e);
+      const before = e.stats();
+      const settled = await gather(e, { forced: outOfVocabulary });
+      expect(settled[6]).toMatchObject({
+        status: 'rejected',
+        reason: { message: expect.stringContaining('out of data bounds') },
+      });
+      expect(tokensOf(settled.filter((_, i) => i !== 6))).toEqual(expected.map((h) => h.tokens));
+      const after = e.stats();
+      expect(after.failed - before.failed).toBe(1);
+      // After the failed step the bad row no longer rides along: the rows stepped are the good rows' own.
+      const greedyTokens = expected.filter((_, i) => i !== 6).reduce((sum, h) => sum + h.tokens.length, 0);
+      expect(after.decoderRows - before.decoderRows).toBeLessThan(greedyTokens + 2 * 30 + 2);
+    });
   });
 
   it('close() lets running rows finish, then refuses new work with SHUTTING_DOWN', async () => {

@@ -41,12 +41,12 @@ import { ServeError } from '../../common/errors.js';
 import { type Hypothesis, SearchState, type SearchSettings } from './decoding.js';
 import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
-import { gatherRows, mergeCohorts } from './cohort-layout.js';
+import { copyRows, gatherRows, mergeCohorts } from './cohort-layout.js';
 import { encodeCohort } from './encode.js';
 import { emptyGeneratorStats, type GeneratorStats } from './generator-stats.js';
 import type { ModelConfig } from './model-config.js';
 import type { EngineSessions } from './session.js';
-import { runDecoder, stepCohort } from './step.js';
+import { type DecoderRun, runDecoder, stepCohort } from './step.js';
 
 export type { GeneratorStats } from './generator-stats.js';
 
@@ -217,6 +217,47 @@ export class Generator {
     this.#stats.layoutMs += performance.now() - dropping;
   }
 
+  /**
+   * After a decoder run of `cohort` failed with `error`: trial-run halves of its sequences (copies, the cohort
+   * untouched) down to single sequences, reject each sequence that fails alone with its error, and gather the
+   * others' rows, as finished rows leave. A sequence's beams are tried and dropped together. Costs about
+   * 2·log2(sequences) trial runs per bad sequence, on this path only. When no sequence fails alone (an error of
+   * the batch as a whole) nothing is dropped and the caller's retry decides.
+   */
+  async #dropFailing(cohort: Cohort, error: unknown): Promise<void> {
+    const sequences: number[][] = [];
+    cohort.rows.forEach((row, i) => {
+      if (i > 0 && cohort.rows[i - 1]!.state === row.state) sequences[sequences.length - 1]!.push(i);
+      else sequences.push([i]);
+    });
+    const failing = new Map<SearchState, Error>();
+    const search = async (group: number[][], known: unknown): Promise<void> => {
+      if (group.length === 1) {
+        const state = cohort.rows[group[0]![0]!]!.state;
+        failing.set(state, known instanceof Error ? known : new Error(String(known)));
+        return;
+      }
+      const half = Math.ceil(group.length / 2);
+      for (const part of [group.slice(0, half), group.slice(half)]) {
+        try {
+          await runDecoder(this.#ctx, copyRows(this.#ctx, cohort, part.flat()));
+        } catch (err) {
+          await search(part, err);
+        }
+      }
+    };
+    await search(sequences, error);
+    if (failing.size === 0) return;
+    const sources = cohort.rows.flatMap((row, i) => (failing.has(row.state) ? [] : [i]));
+    gatherRows(
+      this.#ctx,
+      cohort,
+      sources,
+      sources.map((i) => cohort.rows[i]!),
+    );
+    for (const [state, err] of failing) this.#fail(state, err);
+  }
+
   /** Answer a generating sequence that finished or was cancelled (an Error): exactly once, then forget it. */
   #settle(state: SearchState, outcome: Hypothesis | Error): void {
     const waiter = this.#waiters.get(state);
@@ -271,8 +312,9 @@ export class Generator {
         if (stepping.length > 0) this.#onStep?.();
       }
     } catch (err) {
-      // A failed run leaves the cohorts' tensors unusable: fail the rows in flight. Sequences still
-      // pending were not part of it; the loop restarts for them (see #ensureLoop).
+      // A run that failed for the batch as a whole (no sequence failed alone, and the retry failed too) leaves
+      // the cohorts' tensors unusable: fail the rows in flight. Sequences still pending were not part of it; the
+      // loop restarts for them (see #ensureLoop).
       const error = err instanceof Error ? err : new Error(String(err));
       for (const waiter of this.#waiters.values()) waiter.reject(this.#cancelled.get(waiter.state) ?? error);
       this.#waiters.clear();
@@ -307,11 +349,23 @@ export class Generator {
     }
     if (admitted.length === 0) return null;
     for (const waiter of admitted) this.#waiters.set(waiter.state, waiter);
-    return encodeCohort(
+    const { cohort, failed } = await encodeCohort(
       this.#ctx,
       admitted.map((w) => ({ inputIds: w.request.inputIds, state: w.state })),
       this.#catchUpSteps,
     );
+    for (const { state, error } of failed) this.#fail(state, error);
+    return cohort;
+  }
+
+  /** Reject a sequence a model run failed on alone (its rows are out of every cohort). */
+  #fail(state: SearchState, error: Error): void {
+    const waiter = this.#waiters.get(state);
+    if (waiter === undefined) return;
+    this.#waiters.delete(state);
+    this.#cancelled.delete(state);
+    this.#stats.failed++;
+    waiter.reject(error);
   }
 
   /**
@@ -343,8 +397,17 @@ export class Generator {
   /** One decoder run for `cohort`, then its rows' successors; finished sequences resolve here. */
   async #step(cohort: Cohort): Promise<void> {
     const ctx = this.#ctx;
+    let run: DecoderRun;
+    try {
+      run = await runDecoder(ctx, cohort);
+    } catch (err) {
+      // A run that failed changed nothing (step.ts): find the sequences it fails on alone, drop them, run the rest.
+      await this.#dropFailing(cohort, err);
+      if (cohort.rows.length === 0) return;
+      run = await runDecoder(ctx, cohort);
+    }
     const n = cohort.rows.length;
-    const decision = stepCohort(ctx, cohort, await runDecoder(ctx, cohort));
+    const decision = stepCohort(ctx, cohort, run);
     // A sequence cancelled during the run it finished in still answers with its cancellation: its caller has
     // already given up on it (a deadline answered, a client gone).
     for (const state of decision.done) {

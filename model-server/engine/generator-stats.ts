@@ -16,6 +16,11 @@ export interface GeneratorStats {
   cancelled: number;
   /** Decoder rows gathered out of their cohort because their sequence was cancelled (beams count once each). */
   cancelledRows: number;
+  /**
+   * Sequences rejected because a model run failed on them alone (an onnxruntime error on their rows, e.g. an id
+   * outside the vocabulary), while the rest of their batch went on.
+   */
+  failed: number;
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
@@ -37,6 +42,7 @@ export function emptyGeneratorStats(): GeneratorStats {
     pauses: 0,
     cancelled: 0,
     cancelledRows: 0,
+    failed: 0,
     encoderMs: 0,
     decoderMs: 0,
     searchMs: 0,
