@@ -6,12 +6,12 @@
  * Routes: `POST /` translate · `GET /health` router + model server liveness. Anything else: TorchServe's
  * 404/405 JSON.
  */
-import { randomUUID } from 'node:crypto';
+import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
-import { acceptsContentType, parseTranslateRequest } from './translate-request.js';
+import { requestIdFrom } from '../common/request-id.js';
+import { acceptsContentType, createTranslateRequestParser } from './translate-request.js';
 import type { UpstreamClient } from './upstream.js';
 
 export interface RouterAppConfig {
@@ -31,33 +31,38 @@ export interface RouterAppDeps {
 }
 
 type Env = {
+  /** @hono/node-server's bindings when served by it; absent under `app.request()`. */
+  Bindings: Partial<HttpBindings>;
   Variables: {
     requestId: string;
     tgtLang?: string;
     texts?: number;
     srcText?: string | string[];
     errorCode?: string;
+    /** The model server's identification headers of a 200, for the log line. */
+    upstreamHeaders?: Record<string, string>;
   };
 };
 
 const LOG_KEYS = { 'x-model-name': 'model', 'x-worker-id': 'worker', 'x-device': 'device' } as const;
-
-/** An incoming `x-request-id` we reuse: printable, no spaces, at most 128 characters. */
-const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 
 export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): Hono<Env> {
   const { upstream, logger } = deps;
   const healthTimeoutMs = config.healthTimeoutMs ?? 1_000;
   const app = new Hono<Env>();
 
-  // Request id and the one log line per request. Registered first, so it wraps everything else.
+  const parseTranslateRequest = createTranslateRequestParser(config.languages);
+  const tooLarge = () =>
+    new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${config.maxBodyBytes} bytes.`);
+
+  // Request id and the one log line per request. Registered first, so it wraps everything else. Every response
+  // is built with its x-request-id already in it: touching `c.res.headers` here would turn @hono/node-server's
+  // cached response into a full web Response on every request.
   app.use('*', async (c, next) => {
     const startedAt = performance.now();
-    const incoming = c.req.header('x-request-id');
-    const requestId = incoming !== undefined && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdFrom(requestHeader(c, 'x-request-id'));
     c.set('requestId', requestId);
     await next();
-    c.res.headers.set('x-request-id', requestId);
     const line: Record<string, unknown> = {
       reqId: requestId,
       method: c.req.method,
@@ -65,14 +70,22 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       status: c.res.status,
       ms: Math.round((performance.now() - startedAt) * 10) / 10,
     };
-    if (c.var.tgtLang !== undefined) line.tgt_lang = c.var.tgtLang;
-    if (c.var.texts !== undefined) line.texts = c.var.texts;
-    if (c.var.errorCode !== undefined) line.error = c.var.errorCode;
-    for (const name of ['x-model-name', 'x-worker-id', 'x-device'] as const) {
-      const value = c.res.headers.get(name);
-      if (value !== null) line[LOG_KEYS[name]] = value;
+    // c.get, not c.var: hono builds a fresh object from every variable on each c.var access.
+    const tgtLang = c.get('tgtLang');
+    const texts = c.get('texts');
+    const errorCode = c.get('errorCode');
+    const upstreamHeaders = c.get('upstreamHeaders');
+    const srcText = c.get('srcText');
+    if (tgtLang !== undefined) line.tgt_lang = tgtLang;
+    if (texts !== undefined) line.texts = texts;
+    if (errorCode !== undefined) line.error = errorCode;
+    if (upstreamHeaders !== undefined) {
+      for (const name of ['x-model-name', 'x-worker-id', 'x-device'] as const) {
+        const value = upstreamHeaders[name];
+        if (value !== undefined) line[LOG_KEYS[name]] = value;
+      }
     }
-    if (config.logBodies && c.var.srcText !== undefined) line.src_text = c.var.srcText;
+    if (config.logBodies && srcText !== undefined) line.src_text = srcText;
     if (c.req.raw.signal.aborted) line.clientClosed = true;
     logger.info(line, 'request');
   });
@@ -81,8 +94,10 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const error = toServeError(err);
     // A client that went away aborts its upstream request; nobody reads this answer, and it is no bug.
     const clientClosed = c.req.raw.signal.aborted;
-    if (!clientClosed && !(err instanceof ServeError)) logger.error({ reqId: c.var.requestId, err }, 'unhandled error');
+    if (!clientClosed && !(err instanceof ServeError))
+      logger.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     c.set('errorCode', clientClosed ? 'CLIENT_CLOSED' : error.code);
+    c.header('x-request-id', c.get('requestId'));
     if (error.retryAfterS !== undefined) c.header('retry-after', String(error.retryAfterS));
     return c.json(error.toBody(), error.status as 400);
   });
@@ -91,40 +106,37 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     throw new ServeError('RESOURCE_NOT_FOUND');
   });
 
-  app.post(
-    '/',
-    bodyLimit({
-      maxSize: config.maxBodyBytes,
-      onError: () => {
-        throw new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${config.maxBodyBytes} bytes.`);
-      },
-    }),
-    async (c) => {
-      const contentType = c.req.header('content-type');
-      if (!acceptsContentType(contentType)) {
-        throw new ServeError(
-          'UNSUPPORTED_MEDIA_TYPE',
-          `Content-Type ${contentType!.split(';')[0]!.trim()} is not accepted; send the JSON body as application/json.`,
-        );
-      }
-      const input = parseTranslateRequest(await readJson(c), config.languages);
-      c.set('tgtLang', input.tgt_lang);
-      c.set('texts', Array.isArray(input.src_text) ? input.src_text.length : 1);
-      if (config.logBodies) c.set('srcText', input.src_text);
-      const reply = await upstream.translate({
-        tgtLang: input.tgt_lang,
-        body: { src_lang: input.src_lang, src_text: input.src_text },
-        requestId: c.var.requestId,
-        signal: c.req.raw.signal,
-      });
-      return new Response(reply.body, {
-        status: 200,
-        headers: { 'content-type': 'application/json', ...reply.headers },
-      });
-    },
-  );
+  app.post('/', async (c) => {
+    // The size first, as nginx and the front do: an oversized body is a 413 whatever its content type.
+    const bytes = await readBody(c, config.maxBodyBytes, tooLarge);
+    const contentType = requestHeader(c, 'content-type');
+    if (!acceptsContentType(contentType)) {
+      throw new ServeError(
+        'UNSUPPORTED_MEDIA_TYPE',
+        `Content-Type ${contentType!.split(';')[0]!.trim()} is not accepted; send the JSON body as application/json.`,
+      );
+    }
+    const input = parseTranslateRequest(parseJson(bytes));
+    c.set('tgtLang', input.tgt_lang);
+    c.set('texts', Array.isArray(input.src_text) ? input.src_text.length : 1);
+    if (config.logBodies) c.set('srcText', input.src_text);
+    const requestId = c.get('requestId');
+    const reply = await upstream.translate({
+      tgtLang: input.tgt_lang,
+      body: { src_lang: input.src_lang, src_text: input.src_text },
+      requestId,
+      signal: c.req.raw.signal,
+    });
+    c.set('upstreamHeaders', reply.headers);
+    // A byte body and a plain header object: @hono/node-server writes this straight to the socket.
+    return new Response(reply.body, {
+      status: 200,
+      headers: { 'content-type': 'application/json', 'x-request-id': requestId, ...reply.headers },
+    });
+  });
 
   app.get('/health', async (c) => {
+    c.header('x-request-id', c.get('requestId'));
     const upstreamHealthy = await upstream.ping(healthTimeoutMs);
     return c.json(
       { status: upstreamHealthy ? 'Healthy' : 'Unhealthy', modelServer: upstreamHealthy ? 'Healthy' : 'Unreachable' },
@@ -141,13 +153,40 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   return app;
 }
 
+/**
+ * A request header (lower-case name). Node's own parsed headers when @hono/node-server serves the request: asking
+ * `c.req` builds a web `Headers` copy of every header first, which costs the router more than its routing does.
+ */
+function requestHeader(c: Context<Env>, name: string): string | undefined {
+  const incoming = c.env?.incoming;
+  if (incoming === undefined) return c.req.header(name);
+  const value = incoming.headers[name];
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
 /** Decodes the body strictly: invalid UTF-8 is the client's error, not text to translate with U+FFFD in it. */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-async function readJson(c: Context<Env>): Promise<unknown> {
+/**
+ * The body, at most `maxBytes` of it. A declared Content-Length is checked before anything is read (the usual
+ * case: nginx and the built-in front always send one), and the body is then read whole in one go (through
+ * @hono/node-server's direct path, not a web stream); a chunked body is counted as it streams and refused as soon
+ * as it passes the limit.
+ */
+async function readBody(c: Context<Env>, maxBytes: number, tooLarge: () => ServeError): Promise<Uint8Array> {
+  const declared = requestHeader(c, 'content-length');
+  if (declared !== undefined && requestHeader(c, 'transfer-encoding') === undefined) {
+    if (Number(declared) > maxBytes) throw tooLarge();
+    return new Uint8Array(await c.req.arrayBuffer());
+  }
+  return readCapped(c.req.raw.body, maxBytes, tooLarge);
+}
+
+/** Strict UTF-8, then JSON; each failure is the client's 400 with what went wrong. */
+function parseJson(bytes: Uint8Array): unknown {
   let text: string;
   try {
-    text = UTF8.decode(await c.req.arrayBuffer());
+    text = UTF8.decode(bytes);
   } catch {
     throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
   }
@@ -162,4 +201,26 @@ async function readJson(c: Context<Env>): Promise<unknown> {
   } catch (err) {
     throw new ServeError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
   }
+}
+
+async function readCapped(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+  tooLarge: () => ServeError,
+): Promise<Uint8Array> {
+  if (body === null) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      void reader.cancel();
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, size);
 }

@@ -61,20 +61,18 @@ const srcText = z.unknown().superRefine((value, ctx) => {
   });
 });
 
+/** A validator for one set of served languages; build it once (the zod schema is built here, not per call). */
+export type TranslateRequestParser = (body: unknown) => TranslateInput;
+
 /**
- * Validate a parsed JSON body against the languages served.
+ * The validator of `POST /` bodies against the languages served.
  * @param languages the keys of setup_config.json (the registered models).
- * @throws ServeError BAD_REQUEST naming every bad field, or UNKNOWN_LANGUAGE when only `tgt_lang` is wrong.
+ * The parser throws ServeError BAD_REQUEST naming every bad field, or UNKNOWN_LANGUAGE when only `tgt_lang` is
+ * wrong.
  */
-export function parseTranslateRequest(body: unknown, languages: readonly string[]): TranslateInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new ServeError(
-      'BAD_REQUEST',
-      `Request body must be a JSON object {"src_lang", "src_text", "tgt_lang"}, got ${typeName(body)}.`,
-    );
-  }
+export function createTranslateRequestParser(languages: readonly string[]): TranslateRequestParser {
   const served = new Set(languages);
-  let unknownTarget = false;
+  const supported = languages.join(', ');
   const schema = z.object({
     src_lang: stringField('src_lang', 'a language code such as "en"').regex(LANGUAGE_CODE, {
       error: (issue) =>
@@ -82,17 +80,38 @@ export function parseTranslateRequest(body: unknown, languages: readonly string[
     }),
     src_text: srcText,
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
-      error: (issue) => {
-        unknownTarget = true;
-        return `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${languages.join(', ')}.`;
-      },
+      error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,
     }),
   });
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) {
-    const issues = parsed.error.issues;
-    const code = unknownTarget && issues.length === 1 ? 'UNKNOWN_LANGUAGE' : 'BAD_REQUEST';
-    throw new ServeError(code, issues.map((i) => i.message).join(' '));
+  return (body) => {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `Request body must be a JSON object {"src_lang", "src_text", "tgt_lang"}, got ${typeName(body)}.`,
+      );
+    }
+    const parsed = schema.safeParse(body);
+    if (!parsed.success) {
+      const issues = parsed.error.issues;
+      // The refine above is the only custom issue on tgt_lang: a string that is not a served language.
+      const unknownTarget = issues.length === 1 && issues[0]!.code === 'custom' && issues[0]!.path[0] === 'tgt_lang';
+      throw new ServeError(unknownTarget ? 'UNKNOWN_LANGUAGE' : 'BAD_REQUEST', issues.map((i) => i.message).join(' '));
+    }
+    return parsed.data as TranslateInput;
+  };
+}
+
+const parsers = new WeakMap<readonly string[], TranslateRequestParser>();
+
+/**
+ * Validate a parsed JSON body against the languages served: `createTranslateRequestParser(languages)(body)`,
+ * with the parser kept per `languages` array.
+ */
+export function parseTranslateRequest(body: unknown, languages: readonly string[]): TranslateInput {
+  let parse = parsers.get(languages);
+  if (parse === undefined) {
+    parse = createTranslateRequestParser(languages);
+    parsers.set(languages, parse);
   }
-  return parsed.data as TranslateInput;
+  return parse(body);
 }

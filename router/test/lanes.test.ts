@@ -1,0 +1,248 @@
+/**
+ * The router served for real (@hono/node-server on port 0) in front of a fake model server that is a real HTTP
+ * server on port 0, where `en` is held until the test lets it go and every other language answers at once:
+ * - a flood of one language does not delay another (each language has its own connections and its own short line);
+ * - overload is answered 503 + Retry-After at once, and the router holds no more than its bounds;
+ * - a client that disconnects cancels its upstream request (the fake sees the connection close), and one that
+ *   disconnects while waiting in the line never reaches the model server.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import { pino } from 'pino';
+import { Pool } from 'undici';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createRouterApp } from '../app.js';
+import { Upstream } from '../upstream.js';
+
+const CONNECTIONS = 4;
+const QUEUE = 8;
+
+interface HeldUpstream {
+  url: string;
+  /** `en` requests the fake holds, oldest first. */
+  held: { req: IncomingMessage; res: ServerResponse; body: string }[];
+  /** Bodies of every request that reached the fake, by language. */
+  arrived: Map<string, string[]>;
+  /** Most `en` requests in flight at the fake at once. */
+  maxEnInFlight: number;
+  /** `en` requests whose connection closed before they were answered. */
+  closedUnanswered: string[];
+  releaseAll(): void;
+  close(): Promise<void>;
+}
+
+async function startHeldUpstream(): Promise<HeldUpstream> {
+  let inFlight = 0;
+  const state: HeldUpstream = {
+    url: '',
+    held: [],
+    arrived: new Map(),
+    maxEnInFlight: 0,
+    closedUnanswered: [],
+    releaseAll: () => {
+      for (const { res, body } of state.held.splice(0)) if (!res.destroyed) answer(res, 'en', body);
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+  const server: Server = createServer((req, res) => {
+    const lang = /^\/predictions\/(\w+)$/.exec(req.url ?? '')?.[1] ?? '?';
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      state.arrived.set(lang, [...(state.arrived.get(lang) ?? []), body]);
+      if (lang !== 'en') return answer(res, lang, body);
+      inFlight++;
+      state.maxEnInFlight = Math.max(state.maxEnInFlight, inFlight);
+      res.on('close', () => {
+        inFlight--;
+        if (!res.writableFinished) state.closedUnanswered.push(body);
+      });
+      state.held.push({ req, res, body });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return state;
+}
+
+function answer(res: ServerResponse, lang: string, body: string): void {
+  const text = (JSON.parse(body) as { src_text: string }).src_text;
+  res
+    .writeHead(200, { 'content-type': 'application/json', 'x-model-name': lang })
+    .end(JSON.stringify({ translated: text }));
+}
+
+let upstreamServer: HeldUpstream;
+let upstream: Upstream;
+let router: Server;
+let routerUrl: string;
+
+beforeAll(async () => {
+  upstreamServer = await startHeldUpstream();
+  upstream = new Upstream({ url: upstreamServer.url, connections: CONNECTIONS, queue: QUEUE, timeoutMs: 10_000 });
+  const app = createRouterApp(
+    { maxBodyBytes: 4096, languages: ['en', 'ko', 'fr'], logBodies: false },
+    { upstream, logger: pino({ level: 'silent' }) },
+  );
+  router = createAdaptorServer({ fetch: app.fetch }) as Server;
+  await new Promise<void>((resolve) => router.listen(0, '127.0.0.1', resolve));
+  routerUrl = `http://127.0.0.1:${(router.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  upstreamServer.releaseAll();
+  router.closeAllConnections();
+  await new Promise((resolve) => router.close(resolve));
+  await upstream.close();
+  await upstreamServer.close();
+});
+afterEach(async () => {
+  upstreamServer.releaseAll();
+  await until(() => upstream.stats.en === undefined || upstream.stats.en.active + upstream.stats.en.waiting === 0);
+});
+
+interface Reply {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+async function post(pool: Pool, tgt: string, text: string, signal?: AbortSignal): Promise<Reply> {
+  const res = await pool.request({
+    method: 'POST',
+    path: '/',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ src_lang: 'xx', src_text: text, tgt_lang: tgt }),
+    signal,
+  });
+  return { status: res.statusCode, headers: res.headers, body: await res.body.text() };
+}
+
+describe('one lane per target language', () => {
+  it('a flood of en does not delay ko or fr; the flood past its bounds is refused 503 + Retry-After at once', async () => {
+    const pool = new Pool(routerUrl, { connections: 64 });
+    try {
+      // 40 en clients: 4 reach the model server, 8 wait in the router, 28 are refused at once.
+      const refused: Reply[] = [];
+      const flood = Array.from({ length: 40 }, (_, i) =>
+        post(pool, 'en', `en ${i}`).then((r) => {
+          if (r.status !== 200) refused.push(r);
+          return r;
+        }),
+      );
+      await until(() => refused.length === 40 - CONNECTIONS - QUEUE);
+      expect(upstreamServer.held).toHaveLength(CONNECTIONS);
+      expect(upstream.stats.en).toMatchObject({ active: CONNECTIONS, waiting: QUEUE });
+      for (const r of refused) {
+        expect(r.status).toBe(503);
+        expect(r.headers['retry-after']).toBe('1');
+        expect(JSON.parse(r.body)).toEqual({
+          code: 503,
+          type: 'ServiceUnavailableException',
+          message: `Router queue of model en is full (${CONNECTIONS} in flight, ${QUEUE} waiting), retry later.`,
+        });
+      }
+
+      // While en is stuck, other languages go straight through, many at once.
+      const started = performance.now();
+      const others = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => post(pool, i % 2 ? 'ko' : 'fr', `other ${i}`)),
+      );
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(others.map((r) => r.status)).toEqual(Array(10).fill(200));
+      expect(upstreamServer.held).toHaveLength(CONNECTIONS);
+
+      // Let en go: every admitted en request is answered, never more than CONNECTIONS at the model server.
+      const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
+      try {
+        const answered = await Promise.all(flood);
+        expect(answered.filter((r) => r.status === 200)).toHaveLength(CONNECTIONS + QUEUE);
+      } finally {
+        clearInterval(releaser);
+      }
+      expect(upstreamServer.maxEnInFlight).toBe(CONNECTIONS);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('holds no more than its bounds under 1,000 concurrent clients of one language', async () => {
+    const pool = new Pool(routerUrl, { connections: 1_000 });
+    try {
+      const before = upstream.stats.en?.refused ?? 0;
+      let refused = 0;
+      const flood = Array.from({ length: 1_000 }, (_, i) =>
+        post(pool, 'en', `many ${i}`).then((r) => {
+          if (r.status === 503) refused++;
+          return r;
+        }),
+      );
+      // Everyone past the bounds is answered while the admitted ones are still held.
+      await until(() => refused === 1_000 - CONNECTIONS - QUEUE, 20_000);
+      expect(upstream.stats.en).toMatchObject({ active: CONNECTIONS, waiting: QUEUE });
+      expect(upstream.stats.en!.refused - before).toBe(refused);
+      expect(upstreamServer.held).toHaveLength(CONNECTIONS);
+      const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
+      try {
+        const statuses = (await Promise.all(flood)).map((r) => r.status);
+        expect(statuses.filter((s) => s === 200)).toHaveLength(CONNECTIONS + QUEUE);
+        expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
+      } finally {
+        clearInterval(releaser);
+      }
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
+describe('a client that disconnects cancels its upstream request', () => {
+  it('in flight: the model server sees its connection close at once', async () => {
+    const pool = new Pool(routerUrl, { connections: 1 });
+    const abort = new AbortController();
+    try {
+      const request = post(pool, 'en', 'abandoned in flight', abort.signal).catch((err: unknown) => err);
+      await until(() => upstreamServer.held.some((h) => h.body.includes('abandoned in flight')));
+      const abortedAt = performance.now();
+      abort.abort();
+      await until(() => upstreamServer.closedUnanswered.some((b) => b.includes('abandoned in flight')));
+      expect(performance.now() - abortedAt).toBeLessThan(1_000);
+      expect(await request).toMatchObject({ name: 'AbortError' });
+      await until(() => upstream.stats.en!.active === 0);
+    } finally {
+      await pool.destroy();
+    }
+  });
+
+  it('waiting in the line: it leaves the line and never reaches the model server', async () => {
+    const pool = new Pool(routerUrl, { connections: 8 });
+    const abort = new AbortController();
+    try {
+      const busy = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `busy ${i}`));
+      await until(() => upstreamServer.held.length === CONNECTIONS);
+      const waiting = post(pool, 'en', 'abandoned waiting', abort.signal).catch((err: unknown) => err);
+      await until(() => upstream.stats.en!.waiting === 1);
+      abort.abort();
+      await until(() => upstream.stats.en!.waiting === 0);
+      expect(await waiting).toMatchObject({ name: 'AbortError' });
+      const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
+      try {
+        await Promise.all(busy);
+      } finally {
+        clearInterval(releaser);
+      }
+      expect(upstreamServer.arrived.get('en')!.some((b) => b.includes('abandoned waiting'))).toBe(false);
+    } finally {
+      await pool.destroy();
+    }
+  });
+});
+
+/** Polls a condition another party makes true (no fixed sleeps); fails after `timeoutMs`. */
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
