@@ -1,21 +1,36 @@
 /**
- * @module model-server/frontend/batch-queue — one model's bounded FIFO of waiting jobs (TorchServe's job queue,
- * `job_queue_size`).
+ * @module model-server/frontend/batch-queue — one model's bounded queue of waiting jobs (TorchServe's job queue,
+ * `job_queue_size`), fair between requests.
+ *
+ * A request's jobs (the strings of an array, the sentences of a document) form one *group*. Jobs leave in rounds:
+ * one from each waiting group in turn, each group in its own order. So a single sentence that arrives behind a
+ * 500-sentence document leaves with the document's next job, not after all of them, while a queue of one-job
+ * requests stays plain FIFO. (Deficit round robin with a quantum of one job, per request.)
+ *
+ *     groups   D: d1 d2 d3 d4 …    s: s1    t: t1          take(4) → d1 s1 t1 d2
  *
  * Invariants (all mutation happens on the event loop, through the methods below):
  * - `enqueue` never blocks: it accepts every job of a request or none of them (QUEUE_FULL, 503 + Retry-After).
- * - Only unsettled jobs are counted: a job abandoned while queued (deadline, client gone) is removed by its
- *   `jobAbandoned` callback.
- * - `putBack` (a worker died before it received these jobs) returns jobs to the FRONT in their old order and may
- *   exceed the capacity: those jobs were already accepted, and an accepted job is never refused later.
+ * - `size` counts unsettled jobs only: a job abandoned while queued (deadline, client gone) stops counting at once
+ *   through its `jobAbandoned` callback, and is skipped (and dropped) when its turn comes.
+ * - `putBack` (a worker died before it received these jobs) returns jobs to the FRONT of their groups, and those
+ *   groups to the front of the rotation, and may exceed the capacity: those jobs were already accepted, and an
+ *   accepted job is never refused later.
  */
 import { ServeError } from '../../common/errors.js';
 import type { Job, JobHolder } from './job.js';
 
+/** A group's waiting jobs: an array read from `head`, so taking from the front costs nothing. */
+interface Group {
+  jobs: Job[];
+  head: number;
+}
+
 export class BatchQueue implements JobHolder {
   readonly capacity: number;
-  /** Insertion-ordered: iteration is FIFO, deletion of an expired job from the middle is O(1). */
-  #jobs = new Set<Job>();
+  /** Groups in rotation order: the next `take` starts with the first. Insertion-ordered Map, so rotation is O(1). */
+  #groups = new Map<unknown, Group>();
+  #size = 0;
   #onLeft: (() => void) | undefined;
 
   /**
@@ -28,18 +43,28 @@ export class BatchQueue implements JobHolder {
     this.#onLeft = onLeft;
   }
 
+  /** Unsettled jobs waiting. */
   get size(): number {
-    return this.#jobs.size;
+    return this.#size;
+  }
+
+  /** Requests with jobs waiting: how many jobs leave before a newly arrived request's first one. */
+  get groups(): number {
+    return this.#groups.size;
   }
 
   get remainingCapacity(): number {
-    return Math.max(0, this.capacity - this.#jobs.size);
+    return Math.max(0, this.capacity - this.#size);
   }
 
-  /** The job that has waited longest, if any. */
+  /** The waiting job that arrived first, if any. */
   oldest(): Job | undefined {
-    for (const job of this.#jobs) return job;
-    return undefined;
+    let oldest: Job | undefined;
+    for (const group of this.#groups.values()) {
+      const head = this.#head(group);
+      if (head !== undefined && (oldest === undefined || head.arrivedAt < oldest.arrivedAt)) oldest = head;
+    }
+    return oldest;
   }
 
   /**
@@ -63,19 +88,30 @@ export class BatchQueue implements JobHolder {
       );
     }
     for (const job of jobs) {
-      this.#jobs.add(job);
+      let group = this.#groups.get(job.group);
+      if (group === undefined) this.#groups.set(job.group, (group = { jobs: [], head: 0 }));
+      group.jobs.push(job);
       job.holdBy(this);
     }
+    this.#size += jobs.length;
   }
 
-  /** Remove and return up to `max` jobs, oldest first. */
+  /** Remove and return up to `max` jobs: one from each group in turn (module doc). */
   take(max: number): Job[] {
     const out: Job[] = [];
-    for (const job of this.#jobs) {
-      if (out.length >= max) break;
-      this.#jobs.delete(job);
-      job.holdBy(undefined);
-      if (!job.settled) out.push(job);
+    while (out.length < max && this.#groups.size > 0) {
+      for (const [key, group] of this.#groups) {
+        if (out.length >= max) break;
+        const job = this.#head(group);
+        // Rotate: this group goes to the back whether it gave a job or is now empty (then it leaves).
+        this.#groups.delete(key);
+        if (job === undefined) continue;
+        group.head += 1;
+        this.#size -= 1;
+        job.holdBy(undefined);
+        out.push(job);
+        if (this.#head(group) !== undefined) this.#groups.set(key, group);
+      }
     }
     return out;
   }
@@ -84,23 +120,48 @@ export class BatchQueue implements JobHolder {
   putBack(jobs: readonly Job[]): void {
     const live = jobs.filter((job) => !job.settled);
     if (live.length === 0) return;
-    const rest = this.#jobs;
-    this.#jobs = new Set(live);
-    for (const job of rest) this.#jobs.add(job);
+    const returned = new Map<unknown, Job[]>();
     for (const job of live) {
+      const list = returned.get(job.group) ?? [];
+      list.push(job);
+      returned.set(job.group, list);
       job.dispatchedAt = undefined;
       job.holdBy(this);
     }
+    const rest = this.#groups;
+    this.#groups = new Map();
+    for (const [key, list] of returned) {
+      const group = rest.get(key);
+      const waiting = group ? group.jobs.slice(group.head) : [];
+      this.#groups.set(key, { jobs: [...list, ...waiting], head: 0 });
+      rest.delete(key);
+    }
+    for (const [key, group] of rest) this.#groups.set(key, group);
+    this.#size += live.length;
   }
 
   /** Fail every waiting job with `err` (unregister without workers, shutdown past its grace). */
   failAll(err: ServeError): number {
-    const jobs = this.take(this.#jobs.size);
+    const jobs = this.take(this.#size);
     for (const job of jobs) job.reject(err);
     return jobs.length;
   }
 
   jobAbandoned(job: Job): void {
-    if (this.#jobs.delete(job)) this.#onLeft?.();
+    const group = this.#groups.get(job.group);
+    if (group === undefined || !group.jobs.includes(job, group.head)) return;
+    this.#size -= 1;
+    if (this.#head(group) === undefined) this.#groups.delete(job.group);
+    this.#onLeft?.();
+  }
+
+  /** The group's first unsettled job, dropping settled ones (abandoned while waiting) from its front. */
+  #head(group: Group): Job | undefined {
+    while (group.head < group.jobs.length && group.jobs[group.head]!.settled) group.head += 1;
+    if (group.head > 64 && group.head * 2 > group.jobs.length) {
+      group.jobs = group.jobs.slice(group.head);
+      group.head = 0;
+    }
+    return group.jobs[group.head];
   }
 }

@@ -180,7 +180,7 @@ describe('Batcher', () => {
     expect(batcher.expectedWaitMs()).toBeCloseTo(110, 0);
     const refused = refusal(() => batcher.submit([job()]));
     expect(refused).toMatchObject({ code: 'OVERLOADED', status: 503, retryAfterS: 1 });
-    expect(refused!.message).toMatch(/^Model m is overloaded: 11 jobs wait \(expected wait 110 ms/);
+    expect(refused!.message).toMatch(/^Model m is overloaded: 11 requests wait \(expected wait 110 ms/);
     expect(batcher.queue.size).toBe(11);
     // Room opens as the engine answers: admitted again.
     driver.answerOldest();
@@ -189,7 +189,7 @@ describe('Batcher', () => {
     expect(refusal(() => batcher.submit([job()]))).toBeUndefined();
   });
 
-  it('admission: nothing new is admitted while the oldest waiting job has already waited past the budget', async () => {
+  it('admission: nothing new is admitted while the queue has not moved for the whole budget', async () => {
     const batcher = new Batcher({
       policy: 'immediate',
       batchSize: 2,

@@ -21,15 +21,17 @@
  *
  * Admission (why not a bounded FIFO alone): a queue that admits whatever fits lets a flood wait longer than its
  * clients' deadlines, so under overload the engine spends its time on answers nobody will use and goodput
- * collapses. A request is admitted only while the wait it can expect fits the queue budget (`queueBudgetMs`):
- * the jobs ahead of it ÷ this model's service rate, measured in jobs per *busy* millisecond (time with jobs on a
- * worker, so idle gaps do not make the engine look slow). Otherwise it is refused at once, 503 OVERLOADED with a
+ * collapses. A request is admitted only while the wait it can expect fits the queue budget (`queueBudgetMs`): the
+ * jobs that leave before its first one (one per waiting request: the queue is fair between requests,
+ * batch-queue.ts) ÷ this model's service rate, measured in jobs per *busy* millisecond (time with jobs on a worker,
+ * so idle gaps do not make the engine look slow). Otherwise it is refused at once, 503 OVERLOADED with a
  * `Retry-After` of the time the queue needs to drain back into budget. A second check catches a wrong estimate:
- * while the oldest waiting job has already waited past the budget, nothing new is admitted (CoDel's sojourn test).
+ * while the queue has not moved (no job left it) for the whole budget, nothing new is admitted (CoDel's sojourn
+ * signal, on the queue's head rather than its oldest job, which may be the tail of a long document).
  * Among the queue policies we considered this is Triton's REJECT timeout made predictive (refused at arrival
- * instead of after waiting), with CoDel's sojourn signal as the backstop; adaptive LIFO serves the newest first,
- * which keeps goodput but breaks the FIFO order a translation client sending a document's sentences expects.
- * Until the rate is known (a model's first completions) at most two batches may wait.
+ * instead of after waiting), with CoDel's signal as the backstop; adaptive LIFO serves the newest first, which
+ * keeps goodput but breaks the order a client sending a document's sentences expects.
+ * Until the rate is known (a model's first completions) at most two batches' worth of requests may wait.
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
@@ -92,6 +94,8 @@ export class Batcher {
   #busyMs = 0;
   /** When the current busy period began (a first job dispatched), or undefined while none is out. */
   #busySince: number | undefined;
+  /** Last time the queue moved: a job left it, or it went from empty to waiting. */
+  #movedAt = 0;
 
   constructor(options: BatcherOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError('batchSize must be ≥ 1');
@@ -130,39 +134,40 @@ export class Batcher {
    */
   submit(jobs: readonly Job[]): void {
     this.#admit();
+    if (this.queue.size === 0) this.#movedAt = this.#now();
     this.queue.enqueue(jobs, this.retryAfterS());
     this.#onDue?.();
   }
 
   /**
-   * Expected wait in the queue of a job arriving now, ms: the jobs ahead of it ÷ the service rate. 0 while nothing
-   * waits; undefined while the rate is not known yet.
+   * Expected wait in the queue of a request arriving now, ms: the jobs that leave before its first one (one per
+   * waiting request) ÷ the service rate. 0 while nothing waits; undefined while the rate is not known yet.
    */
   expectedWaitMs(): number | undefined {
     if (this.queue.size === 0) return 0;
     const perMs = this.#serviceRate();
-    return perMs === undefined ? undefined : this.queue.size / perMs;
+    return perMs === undefined ? undefined : this.queue.groups / perMs;
   }
 
   /** Refuse a request whose first job could not start within the queue budget (module doc: Admission). */
   #admit(): void {
     if (this.queue.size === 0 || this.queueBudgetMs === Infinity) return;
     const budget = this.queueBudgetMs;
-    const waitedMs = this.#now() - this.queue.oldest()!.arrivedAt;
+    const stillMs = this.#now() - this.#movedAt;
     const expectedMs = this.expectedWaitMs();
     let overMs: number;
     if (expectedMs === undefined) {
-      if (this.queue.size < 2 * this.batchSize && waitedMs <= budget) return;
-      overMs = Math.max(waitedMs - budget, 0);
+      if (this.queue.groups < 2 * this.batchSize && stillMs <= budget) return;
+      overMs = Math.max(stillMs - budget, 0);
     } else {
-      if (expectedMs <= budget && waitedMs <= budget) return;
-      overMs = Math.max(expectedMs - budget, waitedMs - budget);
+      if (expectedMs <= budget && stillMs <= budget) return;
+      overMs = Math.max(expectedMs - budget, stillMs - budget);
     }
     const retryAfterS = clampRetryS(overMs / 1000);
     const expected = expectedMs === undefined ? 'unknown' : `${Math.round(expectedMs)} ms`;
     throw new ServeError(
       'OVERLOADED',
-      `Model ${this.queue.oldest()!.model} is overloaded: ${this.queue.size} jobs wait (expected wait ${expected}, the oldest has waited ${Math.round(waitedMs)} ms; budget ${budget} ms), retry in ${retryAfterS} s.`,
+      `Model ${this.queue.oldest()!.model} is overloaded: ${this.queue.groups} requests wait (expected wait ${expected}, the queue last moved ${Math.round(stillMs)} ms ago; budget ${budget} ms), retry in ${retryAfterS} s.`,
       { retryAfterS },
     );
   }
@@ -207,6 +212,7 @@ export class Batcher {
     }
     const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity));
     if (jobs.length === 0) return null;
+    this.#movedAt = now;
     if (this.#dispatched.size === 0) this.#busySince = now;
     for (const job of jobs) {
       job.dispatched(now);

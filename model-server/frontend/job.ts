@@ -40,6 +40,11 @@ export interface JobOptions {
   version: string;
   /** The decoded request body the handler receives. */
   body: unknown;
+  /**
+   * The request the job belongs to: a model's queue takes one job per group in turn (batch-queue.ts), so a
+   * request's many jobs do not hold back the requests behind it. Default: a group of its own.
+   */
+  group?: unknown;
   /** `response_timeout`: longest the job may run on a worker (and, as a backstop, wait in the queue), ms. */
   responseTimeoutMs: number;
 }
@@ -57,6 +62,8 @@ export class Job {
   readonly model: string;
   readonly version: string;
   readonly body: unknown;
+  /** The request it belongs to (JobOptions.group). */
+  readonly group: unknown;
   readonly responseTimeoutMs: number;
   /** `performance.now()` at arrival, ms. The batch window is measured from here (not from dequeue). */
   readonly arrivedAt: number;
@@ -82,6 +89,7 @@ export class Job {
     this.version = options.version;
     this.body = options.body;
     this.responseTimeoutMs = options.responseTimeoutMs;
+    this.group = options.group ?? this;
     this.arrivedAt = performance.now();
     this.promise = new Promise<JobResult>((resolve, reject) => {
       this.#resolve = resolve;

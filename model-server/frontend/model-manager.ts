@@ -242,9 +242,18 @@ export class ModelManager {
       throw new ServeError('NO_WORKER', `No worker is available for model ${name} version ${entry.version}.`);
     }
     const timeoutMs = entry.responseTimeoutS * 1000;
+    // One group per request: its queue takes the request's jobs in turn with other requests' (batch-queue.ts).
+    const group = {};
     const jobs = bodies.map(
       (body) =>
-        new Job({ id: newJobId(), model: entry.name, version: entry.version, body, responseTimeoutMs: timeoutMs }),
+        new Job({
+          id: newJobId(),
+          model: entry.name,
+          version: entry.version,
+          body,
+          responseTimeoutMs: timeoutMs,
+          group,
+        }),
     );
     try {
       entry.batcher.submit(jobs);
