@@ -103,7 +103,13 @@ const AFTER_ORDINAL: Record<string, readonly string[]> = {
   ],
 };
 
+// `lang` may be any string ("constructor" included): only a table's own entries count.
+const own = (table: Record<string, readonly string[]>, lang: string): readonly string[] =>
+  Object.hasOwn(table, lang) ? table[lang]! : [];
+
+// Bounded for the same reason as segment.ts's segmenters: `lang` may come from a request.
 const cache = new Map<string, AbbreviationRules>();
+const MAX_CACHED_RULES = 64;
 
 /**
  * The abbreviation rules for `lang` (an M2M100 code such as "de"): the common list plus the language's
@@ -113,12 +119,12 @@ export function abbreviationRules(lang: string): AbbreviationRules {
   let rules = cache.get(lang);
   if (rules === undefined) {
     rules = Object.freeze({
-      always: new Set([...COMMON, ...(ALWAYS[lang] ?? [])]),
-      mayEnd: new Set([...COMMON_MAY_END, ...(MAY_END[lang] ?? [])]),
-      beforeNumber: new Set([...COMMON_BEFORE_NUMBER, ...(BEFORE_NUMBER[lang] ?? [])]),
-      afterOrdinal: new Set(AFTER_ORDINAL[lang] ?? []),
+      always: new Set([...COMMON, ...own(ALWAYS, lang)]),
+      mayEnd: new Set([...COMMON_MAY_END, ...own(MAY_END, lang)]),
+      beforeNumber: new Set([...COMMON_BEFORE_NUMBER, ...own(BEFORE_NUMBER, lang)]),
+      afterOrdinal: new Set(own(AFTER_ORDINAL, lang)),
     });
-    cache.set(lang, rules);
+    if (cache.size < MAX_CACHED_RULES) cache.set(lang, rules);
   }
   return rules;
 }

@@ -118,9 +118,12 @@ describe('segmentDocument: lines, paragraphs and whitespace', () => {
     expect(segmentDocument(' \n\u00a0\u3000\n ', 'zh')).toEqual({ pieces: [], separators: [' \n\u00a0\u3000\n '] });
   });
 
-  it('accepts a language Intl does not know', () => {
-    expect(pieces('One. Two.', 'not a language tag')).toEqual(['One.', 'Two.']);
-  });
+  it.each(['not a language tag', 'constructor', '__proto__', 'xx'])(
+    'accepts a language code it does not know: %j',
+    (lang) => {
+      expect(pieces('One. Two. Mr. Smith came.', lang)).toEqual(['One.', 'Two.', 'Mr. Smith came.']);
+    },
+  );
 
   const unit = fc.constantFrom(
     ...['a', 'B', 'z', 'é', '3', '.', '.', '?', '!', ',', ':', ' ', ' ', '  ', '\n', '\r\n', '\n\n', '\t', '\u00a0'],

@@ -23,7 +23,10 @@ const ORDINAL = /^\p{Nd}{1,2}$/u;
 const FIRST_WORD = /^[\p{L}\p{M}]+/u;
 const STARTS_WITH_DIGIT = /^\p{Nd}/u;
 
+// Keyed by the caller's language string, which may come from a request: bounded, so junk codes cannot
+// grow it without limit (past the bound a segmenter is built per call).
 const segmenters = new Map<string, Intl.Segmenter>();
+const MAX_CACHED_SEGMENTERS = 64;
 
 function sentenceSegmenter(lang: string): Intl.Segmenter {
   let segmenter = segmenters.get(lang);
@@ -36,7 +39,7 @@ function sentenceSegmenter(lang: string): Intl.Segmenter {
       locale = undefined;
     }
     segmenter = new Intl.Segmenter(locale, { granularity: 'sentence' });
-    segmenters.set(lang, segmenter);
+    if (segmenters.size < MAX_CACHED_SEGMENTERS) segmenters.set(lang, segmenter);
   }
   return segmenter;
 }
