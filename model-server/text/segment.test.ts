@@ -83,6 +83,17 @@ describe('segmentDocument: abbreviations, initials and numbers do not end a sent
     expect(pieces(text, lang)).toEqual(expected);
   });
 
+  it('keeps a zh/ja sentence whole when it goes on right after a closing quote', () => {
+    expect(pieces('「こんにちは。」と彼は言った。それから帰った。', 'ja')).toEqual([
+      '「こんにちは。」と彼は言った。',
+      'それから帰った。',
+    ]);
+    expect(pieces('彼は「行くよ！」と叫んだ。', 'ja')).toEqual(['彼は「行くよ！」と叫んだ。']);
+    expect(pieces('“你好。”他说。我们走吧。', 'zh')).toEqual(['“你好。”他说。', '我们走吧。']);
+    expect(pieces('（笑）。次へ。', 'ja')).toEqual(['（笑）。', '次へ。']);
+    expect(pieces('He said "Stop." Then he left.', 'en')).toEqual(['He said "Stop."', 'Then he left.']);
+  });
+
   it('breaks after an abbreviation that often ends a sentence only when a capital follows, as ICU does', () => {
     expect(pieces('Apples, pears, etc. are fruit. We bought apples, pears, etc. The shop closed.', 'en')).toEqual([
       'Apples, pears, etc. are fruit.',

@@ -5,7 +5,8 @@
  * Sentence boundaries come from ICU through `Intl.Segmenter` (granularity "sentence"), which knows the
  * terminal punctuation of every served script (。！？ for zh/ja, । for hi, ؟ for ar, …) and does not break
  * inside numbers such as 3.14, 1.000,50 or 10:30. Node's ICU applies no per-locale break suppressions,
- * so `abbreviations.ts` supplies them. Line breaks always end a sentence and belong to the separators.
+ * so `abbreviations.ts` supplies them, and a quotation closed inside a zh/ja sentence does not end
+ * it. Line breaks always end a sentence and belong to the separators.
  */
 import { abbreviationRules, type AbbreviationRules } from './abbreviations.js';
 import { SegmentsBuilder, WHITESPACE, type Segments } from './segments.js';
@@ -22,6 +23,8 @@ const DOTTED = /^(?:[\p{L}\p{M}]{1,3}\.)+[\p{L}\p{M}]{1,3}$/u;
 const ORDINAL = /^\p{Nd}{1,2}$/u;
 const FIRST_WORD = /^[\p{L}\p{M}]+/u;
 const STARTS_WITH_DIGIT = /^\p{Nd}/u;
+const CLOSED_QUOTE = /[\p{Pe}\p{Pf}]$/u;
+const UNSPACED_START = /^[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}]/u;
 
 // Keyed by the caller's language string, which may come from a request: bounded, so junk codes cannot
 // grow it without limit (past the bound a segmenter is built per call).
@@ -49,6 +52,9 @@ function sentenceSegmenter(lang: string): Intl.Segmenter {
  * ordinal, i.e. inside a sentence.
  */
 function continuesSentence(before: string, after: string, rules: AbbreviationRules): boolean {
+  // ICU breaks after a quoted sentence's closing mark even when the sentence goes on right after it
+  // ("「行くよ！」と叫んだ。", "“你好。”他说。"); unspaced text continuing after it is the same sentence.
+  if (CLOSED_QUOTE.test(before) && UNSPACED_START.test(after)) return true;
   const core = before.replace(TRAILING_WS, '');
   if (!core.endsWith('.')) return false;
   const token = LAST_TOKEN.exec(core)?.[0] ?? '';
