@@ -25,7 +25,10 @@ RUN npm run build && npx tsc -p deploy/docker/tsconfig.json
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
-RUN npm ci --omit=dev && npm cache clean --force
+# onnxruntime-node ships its native library for every platform (~290 MB); keep this one's (~45 MB).
+RUN npm ci --omit=dev && npm cache clean --force \
+  && cd node_modules/onnxruntime-node/bin/napi-v6 \
+  && find . -mindepth 2 -maxdepth 2 -type d ! -path "./linux/$(node -p process.arch)" -exec rm -rf {} +
 
 # The CUDA execution provider of onnxruntime-node (README "GPU notes"); needs network at build time.
 FROM prod-deps AS prod-deps-cuda

@@ -89,13 +89,22 @@ function main(): void {
   mkdirSync(config.runDir, { recursive: true });
   rmSync(readyFile, { force: true });
 
-  const written = archiveModels({
-    modelDir: ms.modelDir,
-    store: ms.modelStore,
-    names: languages,
-    handler: 'translation',
-  });
-  log.info({ store: ms.modelStore, modelDir: ms.modelDir, entries: written.length }, 'model store archived');
+  try {
+    const written = archiveModels({
+      modelDir: ms.modelDir,
+      store: ms.modelStore,
+      names: languages,
+      handler: 'translation',
+    });
+    log.info({ store: ms.modelStore, modelDir: ms.modelDir, entries: written.length }, 'model store archived');
+  } catch (err) {
+    // Typically an empty or unmounted models volume: say which variable points where, without a stack.
+    log.fatal(
+      { MODEL_DIR: ms.modelDir, MODEL_STORE: ms.modelStore, err: (err as Error).message },
+      'cannot archive the model store',
+    );
+    process.exit(1);
+  }
 
   const entry = resolveEntry(import.meta.url, '../../model-server/main');
   const child = fork(entry.file, [], { execArgv: entry.execArgv, stdio: 'inherit' });

@@ -94,6 +94,33 @@ describe('model server container entry', () => {
     expect(logs.join('')).toContain('passing the signal to the model server');
   });
 
+  it('exits 1 naming MODEL_DIR when the models volume lacks the model, and never becomes ready', async () => {
+    const run = mkdtempSync(path.join(tmpdir(), 'mt-serve-entry-empty-'));
+    try {
+      writeFileSync(path.join(run, 'setup_config.json'), JSON.stringify({ cuda_id: { ko: '0' } }));
+      const out: string[] = [];
+      const empty = fork(entry, [], {
+        cwd: run,
+        execArgv: ['--import', tsx],
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+        env: { ...process.env, MODEL_DIR: './models/missing', SETUP_CONFIG: './setup_config.json', RUN_DIR: './run' },
+      });
+      empty.stdout!.on('data', (d: Buffer) => out.push(d.toString()));
+      empty.stderr!.on('data', (d: Buffer) => out.push(d.toString()));
+      const code = await new Promise((resolve) => empty.once('exit', resolve));
+      expect(code).toBe(1);
+      const line = JSON.parse(out.join('').trim().split('\n').at(-1)!);
+      expect(line).toMatchObject({
+        msg: 'cannot archive the model store',
+        MODEL_DIR: path.join(run, 'models/missing'),
+        err: `--model-dir ${path.join(run, 'models/missing')} is not a folder`,
+      });
+      expect(existsSync(path.join(run, 'run', READY_FILE))).toBe(false);
+    } finally {
+      rmSync(run, { recursive: true, force: true });
+    }
+  });
+
   it("builds start.sh's registration request from the config", () => {
     const config = loadConfig({ BATCH_SIZE: '32', MAX_BATCH_DELAY_MS: '50', DEFAULT_WORKERS_PER_MODEL: '2' });
     expect(registrationUrl('http://127.0.0.1:8081', 'ko', config)).toBe(

@@ -468,11 +468,15 @@ interface Stage {
   cmd: string[] | undefined;
 }
 
-/** The Dockerfile's stages: FROM, RUN, COPY, USER, CMD (one instruction per line, as this Dockerfile is written). */
+/** The Dockerfile's stages: FROM, RUN, COPY, USER, CMD (comments dropped, `\` continuations joined). */
 function stages(): Stage[] {
   const lines = readFileSync(path.join(root, 'Dockerfile'), 'utf8')
     .split('\n')
-    .filter((l) => l.trim() && !l.trim().startsWith('#'));
+    .filter((l) => !l.trim().startsWith('#'))
+    .join('\n')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .filter((l) => l.trim());
   const list: Stage[] = [];
   for (const line of lines) {
     const [op, ...rest] = line.trim().split(/\s+/);
