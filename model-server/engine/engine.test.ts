@@ -6,7 +6,7 @@ import { ServeError } from '../../common/errors.js';
 import { Mulberry32 } from './demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
 import type { Hypothesis } from './decoding.js';
-import { type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
+import { sourceLengthCap, type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-'));
 const tinyDir = path.join(root, 'tiny');
@@ -481,6 +481,43 @@ describe('TranslationEngine', () => {
       const greedyTokens = expected.filter((_, i) => i !== 6).reduce((sum, h) => sum + h.tokens.length, 0);
       expect(after.decoderRows - before.decoderRows).toBeLessThan(greedyTokens + 2 * 30 + 2);
     });
+  });
+
+  it('capBySourceLength: a row stops at 2 × its source tokens + 10 under the absolute cap, reported and counted', async () => {
+    const short = tiny.prepare({ srcLang: 'en', tgtLang: 'de', text: 'hello' });
+    const long = tiny.prepare({
+      srcLang: 'en',
+      tgtLang: 'de',
+      text: 'the quick brown fox jumps over the lazy dog '.repeat(5),
+    });
+    const natural = tiny.prepare({
+      srcLang: 'en',
+      tgtLang: 'de',
+      text: 'model server batch token please translate language '.repeat(4),
+    });
+    expect(sourceLengthCap(short.inputIds.length)).toBe(2 * short.inputIds.length + 10);
+    expect(sourceLengthCap(long.inputIds.length)).toBeGreaterThan(100);
+    const forced: TranslateOptions = { numBeams: 1, maxNewTokens: 100, minNewTokens: 100 };
+    const uncapped = await tiny.generate(short, forced);
+    expect(uncapped).toMatchObject({ generatedTokens: 100, capped: true, maxNewTokens: 100 });
+
+    const before = tiny.stats();
+    const capped = { ...forced, capBySourceLength: true };
+    const [s, l, n] = await Promise.all([
+      tiny.generate(short, capped),
+      tiny.generate(long, capped),
+      tiny.generate(natural, { numBeams: 1, maxNewTokens: 100, capBySourceLength: true }),
+    ]);
+    const cap = sourceLengthCap(short.inputIds.length);
+    // Cut at its own cap, with the tokens it had uncapped up to there.
+    expect(s).toMatchObject({ generatedTokens: cap, capped: true, maxNewTokens: cap });
+    expect(s.tokenIds).toEqual(uncapped.tokenIds.slice(0, cap));
+    // The long source leaves the absolute cap in charge.
+    expect(l).toMatchObject({ generatedTokens: 100, capped: true, maxNewTokens: 100 });
+    expect(n.capped).toBe(false);
+    expect(n.tokenIds.at(-1)).toBe(tiny.config.eosTokenId);
+    expect(n.maxNewTokens).toBe(sourceLengthCap(natural.inputIds.length));
+    expect(tiny.stats().cappedRows - before.cappedRows).toBe(2);
   });
 
   it('close() lets running rows finish, then refuses new work with SHUTTING_DOWN', async () => {

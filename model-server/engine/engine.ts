@@ -22,6 +22,18 @@ import { TranslationTokenizer } from './tokenizer.js';
 /** Decoder rows an engine steps at once unless told otherwise. */
 export const DEFAULT_MAX_BATCH_ROWS = 256;
 
+/**
+ * Most new tokens a row with `sourceTokens` encoder tokens (specials included) may generate when
+ * `TranslateOptions.capBySourceLength` is on: 2 per source token plus 10, fairseq's `max_len_a · src + max_len_b`
+ * with a = 2, b = 10. Between M2M100's languages a translation's SentencePiece length stays within about 1.5× its
+ * source's (CJK to alphabetic scripts expands most), so 2× leaves a whole translation room; the +10 covers the
+ * forced language token and `</s>`, and short inputs (a word or two), whose ratio varies most. A row that reaches
+ * it without `</s>` is a model stuck repeating itself, which this stops early instead of at the absolute cap.
+ */
+export function sourceLengthCap(sourceTokens: number): number {
+  return Math.ceil(2 * sourceTokens) + 10;
+}
+
 export interface EngineOptions {
   /** Folder in the HF ONNX export layout (config.json, tokenizer.json, onnx/…). */
   modelDir: string;
@@ -63,6 +75,11 @@ export interface TranslateOptions {
   maxNewTokens?: number;
   /** `</s>` is suppressed until this many tokens exist: with minNewTokens = maxNewTokens every row has that length (benchmarks). */
   minNewTokens?: number;
+  /**
+   * Also cap each row at `sourceLengthCap(its source tokens)`: `maxNewTokens` stays the absolute cap, and a row
+   * stopped by either is reported (`Translation.capped`). Default false (every row may use `maxNewTokens`).
+   */
+  capBySourceLength?: boolean;
   lengthPenalty?: number;
   earlyStopping?: boolean;
   /** Run the beam search code even with numBeams 1 (tests). Default: greedy iff numBeams is 1. */
@@ -92,6 +109,10 @@ export interface Translation {
   inputTokens: number;
   /** The source was cut to the model's maximum input length. */
   truncated: boolean;
+  /** Generation stopped at the row's token cap before `</s>`: the translation may be cut short. */
+  capped: boolean;
+  /** The token cap this row had: `maxNewTokens`, lowered by the source-length cap when that is on. */
+  maxNewTokens: number;
 }
 
 export class TranslationEngine {
@@ -219,13 +240,16 @@ export class TranslationEngine {
    * (at once if waiting, at the next step boundary if generating) and the promise rejects with the signal's reason.
    */
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
-    const hyp = await this.generateIds(row.inputIds, row.forcedTokenId, options, signal);
+    const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
+    const hyp = await this.#submit(row.inputIds, settings, signal);
     return {
       text: this.#tokenizer.decode(hyp.tokens),
       tokenIds: hyp.tokens,
       generatedTokens: hyp.tokens.length,
       inputTokens: row.inputIds.length,
       truncated: row.truncated,
+      capped: hyp.tokens.at(-1) !== this.#config.eosTokenId,
+      maxNewTokens: settings.maxNewTokens,
     };
   }
 
@@ -236,10 +260,14 @@ export class TranslationEngine {
     options: TranslateOptions = {},
     signal?: AbortSignal,
   ): Promise<Hypothesis> {
+    return this.#submit(inputIds, this.#settings(inputIds.length, forcedTokenId, options), signal);
+  }
+
+  #submit(inputIds: readonly number[], settings: SearchSettings, signal: AbortSignal | undefined): Promise<Hypothesis> {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
-    return this.#generator.submit({ inputIds, settings: this.#settings(forcedTokenId, options) }, { signal });
+    return this.#generator.submit({ inputIds, settings }, { signal });
   }
 
   /** Finish running work, then release the sessions. Idempotent. */
@@ -252,12 +280,16 @@ export class TranslationEngine {
     return this.#closed;
   }
 
-  #settings(forcedTokenId: number, options: TranslateOptions): SearchSettings {
+  #settings(sourceTokens: number, forcedTokenId: number, options: TranslateOptions): SearchSettings {
     const generation = this.#config.generation;
     const pick = <K extends keyof TranslateOptions>(key: K): TranslateOptions[K] => options[key] ?? this.#defaults[key];
     const numBeams = pick('numBeams') ?? generation.numBeams;
     // Decoder positions: the start token plus every generated token must fit the position table.
-    const maxNewTokens = Math.min(pick('maxNewTokens') ?? generation.maxNewTokens, this.#config.maxPositions - 1);
+    const maxNewTokens = Math.min(
+      pick('maxNewTokens') ?? generation.maxNewTokens,
+      this.#config.maxPositions - 1,
+      pick('capBySourceLength') === true ? sourceLengthCap(sourceTokens) : Infinity,
+    );
     const minNewTokens = Math.min(pick('minNewTokens') ?? 0, maxNewTokens);
     if (!Number.isInteger(numBeams) || numBeams < 1)
       throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);

@@ -267,6 +267,7 @@ export class Generator {
       this.#stats.cancelled++;
       waiter.reject(outcome);
     } else {
+      if (outcome.tokens.at(-1) !== this.#ctx.config.eosTokenId) this.#stats.cappedRows++;
       waiter.resolve(outcome);
     }
   }

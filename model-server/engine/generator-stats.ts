@@ -21,6 +21,8 @@ export interface GeneratorStats {
    * outside the vocabulary), while the rest of their batch went on.
    */
   failed: number;
+  /** Sequences answered at their token cap (maxNewTokens, or the source-length cap) before `</s>`: maybe cut short. */
+  cappedRows: number;
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
@@ -43,6 +45,7 @@ export function emptyGeneratorStats(): GeneratorStats {
     cancelled: 0,
     cancelledRows: 0,
     failed: 0,
+    cappedRows: 0,
     encoderMs: 0,
     decoderMs: 0,
     searchMs: 0,

@@ -99,6 +99,7 @@ describe('worker main', () => {
         const out = await reference.translate([{ srcLang: 'en', text, tgtLang: model }], {
           numBeams: 2,
           maxNewTokens: 64,
+          capBySourceLength: true,
         });
         return out[0]!.generatedTokens;
       }),

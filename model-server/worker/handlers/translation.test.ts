@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../common/logger.js';
 import { makeDemoModel } from '../../engine/demo-model/index.js';
@@ -75,7 +76,7 @@ describe('TranslationHandler', () => {
         { srcLang: 'ko', text: 'good morning', tgtLang: 'en' },
         { srcLang: 'en', text: 'hello world', tgtLang: 'ja' },
       ],
-      { numBeams: 2, maxNewTokens: 24 },
+      { numBeams: 2, maxNewTokens: 24, capBySourceLength: true },
     );
     expect(replies.get('a')).toEqual({ ok: true, value: { translated: expected[0]!.text } });
     expect(replies.get('b')).toEqual({ ok: true, value: { translated: expected[1]!.text } });
@@ -128,7 +129,7 @@ describe('TranslationHandler', () => {
     for (const [b, batch] of batches.entries()) {
       const expected = await reference.translate(
         batch.map((it) => ({ srcLang: 'de', text: (it.body as { src_text: string }).src_text, tgtLang: it.model })),
-        { numBeams: 2, maxNewTokens: 24 },
+        { numBeams: 2, maxNewTokens: 24, capBySourceLength: true },
       );
       for (const [i, it] of batch.entries()) {
         expect(results[b]!.get(it.id)).toEqual({ ok: true, value: { translated: expected[i]!.text } });
@@ -159,6 +160,64 @@ describe('TranslationHandler', () => {
     } finally {
       await tiny.close();
       rmSync(tinyDir, { recursive: true, force: true });
+    }
+  });
+
+  it('caps each row by its source length and logs a row stopped at its cap at warn, with its lengths', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const capturing = pino(
+      { level: 'warn' },
+      { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+    );
+    const capped = new TranslationHandler();
+    await capped.initialize({
+      modelDir: dir,
+      device: { kind: 'cpu' },
+      options: { ...options, numBeams: 1, maxNewTokens: 64 },
+      log: capturing,
+    });
+    try {
+      const short = { srcLang: 'en', text: 'hello world', tgtLang: 'de' };
+      const long = {
+        srcLang: 'en',
+        text: 'model server batch token please translate language '.repeat(4),
+        tgtLang: 'de',
+      };
+      const expected = await reference.translate([short, long], {
+        numBeams: 1,
+        maxNewTokens: 64,
+        capBySourceLength: true,
+      });
+      // The short row would run past 2 × 4 source tokens + 10 on this model; the long one ends well before its cap.
+      expect(expected.map((t) => [t.capped, t.maxNewTokens])).toEqual([
+        [true, 18],
+        [false, 64],
+      ]);
+      expect(expected[0]!.generatedTokens).toBe(18);
+      const replies = new Map<string, ItemOutcome>();
+      await runBatch(
+        capped,
+        [
+          item('s', 'de', { src_lang: 'en', src_text: short.text }),
+          item('l', 'de', { src_lang: 'en', src_text: long.text }),
+        ],
+        (id, outcome) => replies.set(id, outcome),
+        log,
+      );
+      expect(replies.get('s')).toEqual({ ok: true, value: { translated: expected[0]!.text } });
+      expect(replies.get('l')).toEqual({ ok: true, value: { translated: expected[1]!.text } });
+      expect(lines).toEqual([
+        expect.objectContaining({
+          level: 40,
+          msg: 'translation stopped at its token cap before </s>',
+          id: 's',
+          inputTokens: 4,
+          generatedTokens: 18,
+          maxNewTokens: 18,
+        }),
+      ]);
+    } finally {
+      await capped.close();
     }
   });
 });

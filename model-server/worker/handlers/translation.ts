@@ -39,7 +39,8 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
 
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
     const { numBeams, maxNewTokens, intraOpThreads } = ctx.options;
-    this.#options = { numBeams, maxNewTokens };
+    // maxNewTokens is the absolute cap; each row is also capped by its source length (engine.ts, sourceLengthCap).
+    this.#options = { numBeams, maxNewTokens, capBySourceLength: true };
     this.#log = ctx.log;
     this.#engine = await TranslationEngine.load({
       modelDir: ctx.modelDir,
@@ -132,6 +133,18 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
         this.#running.set(id, controller);
         try {
           const translation = await engine.generate(row, this.#options, controller.signal);
+          if (translation.capped) {
+            // Not an error (the client gets what was generated), but a translation that may be cut short.
+            this.#log?.warn(
+              {
+                id,
+                inputTokens: translation.inputTokens,
+                generatedTokens: translation.generatedTokens,
+                maxNewTokens: translation.maxNewTokens,
+              },
+              'translation stopped at its token cap before </s>',
+            );
+          }
           emit(index, { translated: translation.text });
         } catch (err) {
           if (err instanceof ServeError) return emit(index, err);
