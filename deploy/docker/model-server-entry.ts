@@ -132,6 +132,7 @@ function main(): void {
         log.info({ languages: languages.length, readyFile }, 'every language registered: ready');
       },
       (err: unknown) => {
+        if (stopping) return; // SIGTERM during start-up: the model server is already draining
         log.error({ err: (err as Error).message }, 'registration failed: stopping the model server');
         failed = true;
         child.kill('SIGTERM');
