@@ -273,6 +273,9 @@ describe('Kubernetes manifests', () => {
       expect(hpa.spec.scaleTargetRef).toMatchObject({ apiVersion: 'apps/v1', kind: 'Deployment' });
       const target = deployment(hpa.spec.scaleTargetRef.name);
       expect(podLabels(target)['app.kubernetes.io/component']).toBe('model-server');
+      // The HPA owns the replica count: a replicas field would reset it at every apply.
+      expect(target.spec.replicas, target.metadata.name).toBeUndefined();
+      expect(hpa.spec.minReplicas, hpa.metadata.name).toBeGreaterThanOrEqual(1);
     }
     expect(
       ofKind('HorizontalPodAutoscaler')
