@@ -3,7 +3,7 @@
  * (`gatherRows`), or other cohorts' rows join (`mergeCohorts`). Row-level copying is row-layout.ts; this file
  * decides the lengths (trimmed to the longest content a remaining row needs) and swaps pooled memory in and out.
  */
-import type { Row } from './decoding.js';
+import type { Row, SearchState } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
 
@@ -20,6 +20,24 @@ export function gatherRows(ctx: CohortContext, cohort: Cohort, sources: number[]
   const P = cohort.selfCache === null ? 0 : Math.max(...rows.map((r) => r.hyp.tokens.length));
   relayout(ctx, cohort, [{ cohort, rows: sources }], S, P);
   cohort.encoderLengths = encoderLengths;
+}
+
+/**
+ * Gather out of `cohort` the rows of the sequences `leaving` names, as finished rows leave (beams of one sequence
+ * go together: they share its state). Returns how many rows left.
+ */
+export function removeRows(ctx: CohortContext, cohort: Cohort, leaving: { has(state: SearchState): boolean }): number {
+  const sources = cohort.rows.flatMap((row, i) => (leaving.has(row.state) ? [] : [i]));
+  const removed = cohort.rows.length - sources.length;
+  if (removed > 0) {
+    gatherRows(
+      ctx,
+      cohort,
+      sources,
+      sources.map((i) => cohort.rows[i]!),
+    );
+  }
+  return removed;
 }
 
 /**

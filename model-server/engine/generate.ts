@@ -5,10 +5,11 @@
  * ```
  * submit() ─▶ pending ─┐   (step boundary)
  *                      ▼
- *   ┌──────── loop: admit pending (encode) → new cohort at step 0
+ *   ┌──────── loop: cancelled rows leave; admit pending (encode) → new cohort at step 0
  *   │         step the cohorts the plan picks: decoder(input_ids [n,1], past) → logits or top-2 → decideStep
  *   │         finished rows resolve at once and leave; their cache rows are gathered out
- *   │         merge cohorts that can share a decoder run from now on
+ *   │         (a failed run: the sequences that fail alone leave, rejected; the others run again)
+ *   │         merge cohorts that can share a decoder run from now on; onStep()
  *   └──────── until no cohort and nothing pending
  * ```
  *
@@ -22,13 +23,15 @@
  *   number of steps (catch-up.ts); while some cannot catch up, at most `maxCohorts` cohorts generate at once and
  *   later rows wait at the boundary (each extra cohort costs a decoder run, a pass over the weights, per step).
  *
- * Files: this one is the loop and its policy (admission, stepping, merging); cohort.ts the cohort state and its
- * memory pools; encode.ts the encoder runs; step.ts a decoder step; cohort-layout.ts gathers and merges.
+ * Files: this one is the loop and its policy (admission, stepping, merging); sequences.ts the submitted sequences
+ * until their answer (queue, cancellation); cohort.ts the cohort state and its memory pools; encode.ts the encoder
+ * runs; step.ts a decoder step; cohort-layout.ts gathers and merges.
  *
- * Invariants (the loop is the only writer of cohort state; `submit` only appends to `#pending`):
+ * Invariants (the loop is the only writer of cohort state; `submit` and abort listeners only touch `Sequences`):
  * - one decoder or encoder run at a time on the shared sessions;
  * - a row's cache holds exactly its fed tokens, right-aligned (`align: 'end'`), masked where padded;
- * - a sequence's rows (its beams) are adjacent in one cohort;
+ * - a sequence's rows (its beams) are adjacent in one cohort, and leave it together (finished, cancelled, failed);
+ * - every submitted sequence is answered exactly once (sequences.ts);
  * - no cohort steps twice between two boundaries, and no row pauses more than `catchUpSteps` steps in all;
  * - when rows leave, tensors are gathered and trimmed to the longest remaining content, so a step costs
  *   what its live rows cost; when no row leaves and no beam reorders, nothing is gathered;
@@ -38,41 +41,19 @@
  *   fresh ArrayBuffer: ~100 MB per step at batch 64).
  */
 import { ServeError } from '../../common/errors.js';
-import { type Hypothesis, SearchState, type SearchSettings } from './decoding.js';
+import type { Hypothesis } from './decoding.js';
 import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
-import { copyRows, gatherRows, mergeCohorts } from './cohort-layout.js';
+import { gatherRows, mergeCohorts, removeRows } from './cohort-layout.js';
 import { encodeCohort } from './encode.js';
 import { emptyGeneratorStats, type GeneratorStats } from './generator-stats.js';
 import type { ModelConfig } from './model-config.js';
+import { type GenerationRequest, Sequences, type SubmitOptions } from './sequences.js';
 import type { EngineSessions } from './session.js';
-import { type DecoderRun, runDecoder, stepCohort } from './step.js';
+import { type DecoderRun, failingSequences, runDecoder, stepCohort } from './step.js';
 
 export type { GeneratorStats } from './generator-stats.js';
-
-export interface GenerationRequest {
-  /** Encoder input: `[__src__] tokens </s>`. */
-  inputIds: readonly number[];
-  settings: SearchSettings;
-}
-
-/** How a caller may end a submitted sequence early. */
-export interface SubmitOptions {
-  /**
-   * Aborting it cancels the sequence: one still waiting leaves the queue at once, one generating leaves its
-   * cohort at the next step boundary (all its beams together). Either way the promise rejects with the
-   * signal's reason (an Error; anything else is wrapped in one).
-   */
-  signal?: AbortSignal;
-}
-
-interface Waiter {
-  request: GenerationRequest;
-  state: SearchState;
-  /** Settle the caller's promise (and stop listening to its signal). */
-  resolve: (hyp: Hypothesis) => void;
-  reject: (err: Error) => void;
-}
+export type { GenerationRequest, SubmitOptions } from './sequences.js';
 
 export interface GeneratorOptions {
   sessions: EngineSessions;
@@ -103,13 +84,7 @@ export class Generator {
   readonly #catchUpSteps: number;
   readonly #maxCohorts: number;
   readonly #onStep: (() => void) | undefined;
-  readonly #pending: Waiter[] = [];
-  readonly #waiters = new Map<SearchState, Waiter>();
-  /**
-   * Generating sequences whose caller cancelled them, with the error they reject with. Abort listeners only add
-   * here; the loop removes their rows at the next step boundary (#dropCancelled), never during a run.
-   */
-  readonly #cancelled = new Map<SearchState, Error>();
+  readonly #sequences: Sequences;
   #cohorts: Cohort[] = [];
   #loop: Promise<void> | null = null;
   #closed = false;
@@ -121,6 +96,7 @@ export class Generator {
     this.#catchUpSteps = Math.max(0, Math.floor(options.catchUpSteps ?? 8));
     this.#maxCohorts = Math.max(1, Math.floor(options.maxCohorts ?? 2));
     this.#onStep = options.onStep;
+    this.#sequences = new Sequences(this.#stats, config.eosTokenId);
     const inputs = sessions.decoderInputs;
     this.#ctx = {
       sessions,
@@ -156,38 +132,9 @@ export class Generator {
    */
   submit(request: GenerationRequest, options: SubmitOptions = {}): Promise<Hypothesis> {
     if (this.#closed) return Promise.reject(new ServeError('SHUTTING_DOWN', 'Translation engine is closed.'));
-    const { signal } = options;
-    if (signal?.aborted) return Promise.reject(abortError(signal));
-    return new Promise<Hypothesis>((resolve, reject) => {
-      const onAbort = () => this.#cancel(waiter, abortError(signal!));
-      const waiter: Waiter = {
-        request,
-        state: new SearchState(request.settings),
-        resolve: (hyp) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(hyp);
-        },
-        reject: (err) => {
-          signal?.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#pending.push(waiter);
-      this.#ensureLoop();
-    });
-  }
-
-  /** A waiting sequence leaves at once; a generating one is marked for the next step boundary. */
-  #cancel(waiter: Waiter, error: Error): void {
-    const at = this.#pending.indexOf(waiter);
-    if (at >= 0) {
-      this.#pending.splice(at, 1);
-      this.#stats.cancelled++;
-      waiter.reject(error);
-    } else if (this.#waiters.get(waiter.state) === waiter) {
-      this.#cancelled.set(waiter.state, error);
-    }
+    const answer = this.#sequences.add(request, options);
+    this.#ensureLoop();
+    return answer;
   }
 
   /**
@@ -195,81 +142,13 @@ export class Generator {
    * step boundaries only; costs nothing when no sequence was cancelled.
    */
   #dropCancelled(): void {
-    if (this.#cancelled.size === 0) return;
+    const cancelled = this.#sequences.cancelled;
+    if (cancelled.size === 0) return;
     const dropping = performance.now();
-    for (const cohort of this.#cohorts) {
-      const sources: number[] = [];
-      cohort.rows.forEach((row, i) => {
-        if (!this.#cancelled.has(row.state)) sources.push(i);
-      });
-      if (sources.length === cohort.rows.length) continue;
-      this.#stats.cancelledRows += cohort.rows.length - sources.length;
-      gatherRows(
-        this.#ctx,
-        cohort,
-        sources,
-        sources.map((i) => cohort.rows[i]!),
-      );
-    }
-    for (const [state, error] of this.#cancelled) this.#settle(state, error);
-    this.#cancelled.clear();
+    for (const cohort of this.#cohorts) this.#stats.cancelledRows += removeRows(this.#ctx, cohort, cancelled);
+    for (const [state, error] of [...cancelled]) this.#sequences.reject(state, error);
     this.#dropEmpty();
     this.#stats.layoutMs += performance.now() - dropping;
-  }
-
-  /**
-   * After a decoder run of `cohort` failed with `error`: trial-run halves of its sequences (copies, the cohort
-   * untouched) down to single sequences, reject each sequence that fails alone with its error, and gather the
-   * others' rows, as finished rows leave. A sequence's beams are tried and dropped together. Costs about
-   * 2·log2(sequences) trial runs per bad sequence, on this path only. When no sequence fails alone (an error of
-   * the batch as a whole) nothing is dropped and the caller's retry decides.
-   */
-  async #dropFailing(cohort: Cohort, error: unknown): Promise<void> {
-    const sequences: number[][] = [];
-    cohort.rows.forEach((row, i) => {
-      if (i > 0 && cohort.rows[i - 1]!.state === row.state) sequences[sequences.length - 1]!.push(i);
-      else sequences.push([i]);
-    });
-    const failing = new Map<SearchState, Error>();
-    const search = async (group: number[][], known: unknown): Promise<void> => {
-      if (group.length === 1) {
-        const state = cohort.rows[group[0]![0]!]!.state;
-        failing.set(state, known instanceof Error ? known : new Error(String(known)));
-        return;
-      }
-      const half = Math.ceil(group.length / 2);
-      for (const part of [group.slice(0, half), group.slice(half)]) {
-        try {
-          await runDecoder(this.#ctx, copyRows(this.#ctx, cohort, part.flat()));
-        } catch (err) {
-          await search(part, err);
-        }
-      }
-    };
-    await search(sequences, error);
-    if (failing.size === 0) return;
-    const sources = cohort.rows.flatMap((row, i) => (failing.has(row.state) ? [] : [i]));
-    gatherRows(
-      this.#ctx,
-      cohort,
-      sources,
-      sources.map((i) => cohort.rows[i]!),
-    );
-    for (const [state, err] of failing) this.#fail(state, err);
-  }
-
-  /** Answer a generating sequence that finished or was cancelled (an Error): exactly once, then forget it. */
-  #settle(state: SearchState, outcome: Hypothesis | Error): void {
-    const waiter = this.#waiters.get(state);
-    if (waiter === undefined) return;
-    this.#waiters.delete(state);
-    if (outcome instanceof Error) {
-      this.#stats.cancelled++;
-      waiter.reject(outcome);
-    } else {
-      if (outcome.tokens.at(-1) !== this.#ctx.config.eosTokenId) this.#stats.cappedRows++;
-      waiter.resolve(outcome);
-    }
   }
 
   /** Retire the cohorts no row is left in. */
@@ -286,7 +165,7 @@ export class Generator {
       .finally(() => {
         this.#loop = null;
         // A submit that landed after the loop's last check but before this callback.
-        if (this.#pending.length > 0) this.#ensureLoop();
+        if (this.#sequences.waiting > 0) this.#ensureLoop();
       });
   }
 
@@ -298,7 +177,7 @@ export class Generator {
 
   async #run(): Promise<void> {
     try {
-      while (this.#pending.length > 0 || this.#cohorts.length > 0) {
+      while (this.#sequences.waiting > 0 || this.#cohorts.length > 0) {
         // Before admission, so cancelled rows make room; after it, for cancels that came during the encoder run.
         this.#dropCancelled();
         const fresh = await this.#admit();
@@ -316,10 +195,7 @@ export class Generator {
       // A run that failed for the batch as a whole (no sequence failed alone, and the retry failed too) leaves
       // the cohorts' tensors unusable: fail the rows in flight. Sequences still pending were not part of it; the
       // loop restarts for them (see #ensureLoop).
-      const error = err instanceof Error ? err : new Error(String(err));
-      for (const waiter of this.#waiters.values()) waiter.reject(this.#cancelled.get(waiter.state) ?? error);
-      this.#waiters.clear();
-      this.#cancelled.clear();
+      this.#sequences.rejectGenerating(err instanceof Error ? err : new Error(String(err)));
       for (const cohort of this.#cohorts) this.#ctx.memory.retire(cohort);
       this.#cohorts = [];
     }
@@ -331,7 +207,7 @@ export class Generator {
    * wait for newcomers to catch up (an idle engine always takes the first sequence, however wide its beam).
    */
   async #admit(): Promise<Cohort | null> {
-    if (this.#pending.length === 0) return null;
+    if (this.#sequences.waiting === 0) return null;
     if (
       !this.#ctx.joinable &&
       this.#cohorts.length >= this.#maxCohorts &&
@@ -339,34 +215,11 @@ export class Generator {
     ) {
       return null;
     }
-    let room = this.#maxBatchRows - this.liveRows;
-    const admitted: Waiter[] = [];
-    while (this.#pending.length > 0) {
-      const rows = this.#pending[0]!.state.settings.numBeams;
-      const mustTake = admitted.length === 0 && this.liveRows === 0;
-      if (!mustTake && rows > room) break;
-      admitted.push(this.#pending.shift()!);
-      room -= rows;
-    }
+    const admitted = this.#sequences.admit(this.#maxBatchRows - this.liveRows, this.liveRows === 0);
     if (admitted.length === 0) return null;
-    for (const waiter of admitted) this.#waiters.set(waiter.state, waiter);
-    const { cohort, failed } = await encodeCohort(
-      this.#ctx,
-      admitted.map((w) => ({ inputIds: w.request.inputIds, state: w.state })),
-      this.#catchUpSteps,
-    );
-    for (const { state, error } of failed) this.#fail(state, error);
+    const { cohort, failed } = await encodeCohort(this.#ctx, admitted, this.#catchUpSteps);
+    for (const { state, error } of failed) this.#sequences.reject(state, error);
     return cohort;
-  }
-
-  /** Reject a sequence a model run failed on alone (its rows are out of every cohort). */
-  #fail(state: SearchState, error: Error): void {
-    const waiter = this.#waiters.get(state);
-    if (waiter === undefined) return;
-    this.#waiters.delete(state);
-    this.#cancelled.delete(state);
-    this.#stats.failed++;
-    waiter.reject(error);
   }
 
   /**
@@ -402,20 +255,17 @@ export class Generator {
     try {
       run = await runDecoder(ctx, cohort);
     } catch (err) {
-      // A run that failed changed nothing (step.ts): find the sequences it fails on alone, drop them, run the rest.
-      await this.#dropFailing(cohort, err);
+      // A run that failed changed nothing (step.ts): drop the sequences it fails on alone, run the rest. When none
+      // fails alone this retries the whole cohort once, and a second failure fails every row in flight (#run).
+      const failing = await failingSequences(ctx, cohort, err);
+      removeRows(ctx, cohort, failing);
+      for (const [state, error] of failing) this.#sequences.reject(state, error);
       if (cohort.rows.length === 0) return;
       run = await runDecoder(ctx, cohort);
     }
     const n = cohort.rows.length;
     const decision = stepCohort(ctx, cohort, run);
-    // A sequence cancelled during the run it finished in still answers with its cancellation: its caller has
-    // already given up on it (a deadline answered, a client gone).
-    for (const state of decision.done) {
-      const cancelled = this.#cancelled.get(state);
-      this.#cancelled.delete(state);
-      this.#settle(state, cancelled ?? state.best());
-    }
+    for (const state of decision.done) this.#sequences.finish(state);
     const identity = decision.next.length === n && decision.next.every((s, i) => s.source === i);
     if (identity) {
       cohort.rows = decision.next.map((s) => s.row);
@@ -430,10 +280,4 @@ export class Generator {
     );
     this.#stats.layoutMs += performance.now() - gathering;
   }
-}
-
-/** The error a cancelled sequence rejects with: its signal's reason when that is an Error. */
-function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof Error ? reason : new Error(`generation cancelled: ${String(reason)}`);
 }

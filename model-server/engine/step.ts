@@ -8,8 +8,9 @@
  */
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
-import { decideStep, type StepDecision, type StepScores } from './decoding.js';
+import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
+import { copyRows } from './cohort-layout.js';
 
 /** What a decoder run returned, with what the step needs to apply it. */
 export interface DecoderRun {
@@ -89,6 +90,42 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const started = performance.now();
   const out = await ctx.sessions.decoder.run(feeds, fetches);
   return { out, selfMask, top2, ms: performance.now() - started };
+}
+
+/**
+ * After a decoder run of `cohort` failed with `error`: the sequences it fails on alone, each with its own error.
+ * Halves of the cohort's sequences are run on copies (the cohort untouched), down to single sequences, a
+ * sequence's beams always together: about 2·log2(sequences) trial runs per bad sequence, on this path only. Empty
+ * when every part runs (an error of the batch as a whole).
+ */
+export async function failingSequences(
+  ctx: CohortContext,
+  cohort: Cohort,
+  error: unknown,
+): Promise<Map<SearchState, Error>> {
+  const sequences: number[][] = [];
+  cohort.rows.forEach((row, i) => {
+    if (i > 0 && cohort.rows[i - 1]!.state === row.state) sequences[sequences.length - 1]!.push(i);
+    else sequences.push([i]);
+  });
+  const failing = new Map<SearchState, Error>();
+  const search = async (group: number[][], known: unknown): Promise<void> => {
+    if (group.length === 1) {
+      const state = cohort.rows[group[0]![0]!]!.state;
+      failing.set(state, known instanceof Error ? known : new Error(String(known)));
+      return;
+    }
+    const half = Math.ceil(group.length / 2);
+    for (const part of [group.slice(0, half), group.slice(half)]) {
+      try {
+        await runDecoder(ctx, copyRows(ctx, cohort, part.flat()));
+      } catch (err) {
+        await search(part, err);
+      }
+    }
+  };
+  await search(sequences, error);
+  return failing;
 }
 
 /**
