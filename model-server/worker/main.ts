@@ -13,9 +13,10 @@
  * every job is still answered exactly once. Ids already answered are ignored; a handler without `cancel` lets its
  * jobs run to their end.
  *
- * Progress: a handler that steps in batches (`steps`) makes the worker send `progress` after its steps, at most
- * every PROGRESS_INTERVAL_MS, and once more when its last batch is done (idle). The frontend's watchdog recycles
- * a worker that holds jobs and sent no progress for its response timeout: a slow job alone never trips it.
+ * Progress: a handler that steps in batches (`onStep`) makes the worker send `progress` after its steps, at most
+ * every PROGRESS_INTERVAL_MS, and once more when its last batch is done (idle); for a handler without steps the
+ * worker sends it on a timer while it holds work (its event loop is alive). The frontend's watchdog recycles a
+ * worker that holds jobs and sent no progress for its response timeout: a slow job alone never trips it.
  *
  * Fault injection for tests and drills only: `InitMessage.fault`, which the frontend sets only when a test
  * passes it explicitly (never reachable from the HTTP APIs). Faults, comma-separated:
@@ -100,11 +101,25 @@ function send(message: FromWorker): void {
   if (process.connected) process.send!(message);
 }
 
-/** Send the handler's progress now (handlers without step counters have none to report). */
+/** Send the handler's progress now; a handler without step counters reports zeros (the worker is alive). */
 function sendProgress(): void {
-  if (handler?.steps === undefined) return;
+  if (handler === undefined) return;
   progressSentAt = performance.now();
-  send({ type: 'progress', steps: handler.steps(), liveRows: handler.liveRows?.() ?? 0 });
+  send({ type: 'progress', steps: handler.steps?.() ?? { runs: 0, rows: 0 }, liveRows: handler.liveRows?.() ?? 0 });
+}
+
+/**
+ * A handler without steps has no step loop to report from: while it holds work the worker reports on a timer
+ * instead, so its heartbeat says the event loop runs (a blocked one, a stuck native call, still goes quiet).
+ */
+let aliveTimer: NodeJS.Timeout | undefined;
+function heartbeatWhileBusy(): void {
+  if (handler === undefined || handler.onStep !== undefined || aliveTimer !== undefined) return;
+  aliveTimer = setInterval(() => {
+    if (inFlight.size > 0) return sendProgress();
+    clearInterval(aliveTimer);
+    aliveTimer = undefined;
+  }, PROGRESS_INTERVAL_MS);
 }
 
 /** The handler stepped: report it unless a progress message went out less than PROGRESS_INTERVAL_MS ago. */
@@ -180,6 +195,7 @@ function batch(message: BatchMessage): void {
     log.error({ err: toServeError(err) }, 'batch failed outside the handler');
   });
   inFlight.add(run);
+  heartbeatWhileBusy();
   void run.finally(() => {
     inFlight.delete(run);
     // Idle: the last word the watchdog gets until new work arrives.
