@@ -34,11 +34,16 @@ export const MIN_CONFIDENCE = 0.5;
  */
 export const MAX_SAMPLE_CHARS = 2000;
 
-const NOISE = /\bhttps?:\/\/\S+|\bwww\.\S+|\S+@\S+\.\S+/giu;
+// URLs and e-mail addresses are Latin-letter noise in text of any language. Tested per token (the
+// sample split at whitespace): one expression over the whole text, such as /\S+@\S+\.\S+/, backtracks
+// polynomially on a long run of "@"s.
+const NOISE_TOKEN = /^(?:[\p{Ps}\p{Pi}"'<]*)(?:https?:\/\/|www\.)|@/iu;
 const LETTER = /\p{L}/gu;
 const DENSE_LETTER = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}]/u;
 // tinyld lists its languages in ISO 639-3 and answers in ISO 639-1, the codes M2M100 uses.
 const SUPPORTED: ReadonlySet<string> = new Set(supportedLanguages.map(toISO2));
+/** Every language the identifier knows (M2M100 codes): detect among these, then check the model reads the answer. */
+export const DETECTABLE_LANGUAGES: readonly string[] = [...SUPPORTED];
 
 function evidence(text: string): number {
   let total = 0;
@@ -55,7 +60,11 @@ function evidence(text: string): number {
  */
 export function detectLanguage(text: string, candidates: readonly string[]): LanguageGuess {
   const only = candidates.filter((lang) => SUPPORTED.has(lang));
-  const sample = text.slice(0, MAX_SAMPLE_CHARS).replace(NOISE, ' ');
+  const sample = text
+    .slice(0, MAX_SAMPLE_CHARS)
+    .split(/\s+/u)
+    .filter((token) => !NOISE_TOKEN.test(token))
+    .join(' ');
   if (only.length === 0 || evidence(sample) < MIN_EVIDENCE) return { lang: null, confidence: 0 };
   const [best, second] = detectAll(sample, { only });
   if (best === undefined || best.accuracy <= 0) return { lang: null, confidence: 0 };

@@ -136,6 +136,16 @@ describe('segmentDocument: lines, paragraphs and whitespace', () => {
     },
   );
 
+  it('handles long whitespace runs inside a line in linear time', () => {
+    const text = `a${' '.repeat(200_000)}b. Mr.${' '.repeat(200_000)}Smith.`;
+    const started = performance.now();
+    expect(segmentDocument(text, 'en').pieces).toEqual([
+      'a' + ' '.repeat(200_000) + 'b.',
+      'Mr.' + ' '.repeat(200_000) + 'Smith.',
+    ]);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
   const unit = fc.constantFrom(
     ...['a', 'B', 'z', 'é', '3', '.', '.', '?', '!', ',', ':', ' ', ' ', '  ', '\n', '\r\n', '\n\n', '\t', '\u00a0'],
     ...[

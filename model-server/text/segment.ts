@@ -9,14 +9,13 @@
  * it. Line breaks always end a sentence and belong to the separators.
  */
 import { abbreviationRules, type AbbreviationRules } from './abbreviations.js';
-import { SegmentsBuilder, WHITESPACE, type Segments } from './segments.js';
+import { segmentBoundaries } from './icu-boundaries.js';
+import { isWhitespace, SegmentsBuilder, trailingWhitespaceStart, type Segments } from './segments.js';
 
 export { joinSegments, type Segments } from './segments.js';
 
 // ICU's paragraph separators (its Sep and CR/LF classes): a line break in any of these forms.
 const LINE = /[^\n\r\u0085\u2028\u2029]+/gu;
-const TRAILING_WS = new RegExp(`[${WHITESPACE}]+$`, 'u');
-const LAST_TOKEN = new RegExp(`[^${WHITESPACE}]+$`, 'u');
 const OPENING_PUNCTUATION = /^[\p{Ps}\p{Pi}\p{Pf}"'¿¡]+/u;
 const INITIAL = /^\p{Lu}$/u;
 const DOTTED = /^(?:[\p{L}\p{M}]{1,3}\.)+[\p{L}\p{M}]{1,3}$/u;
@@ -55,9 +54,11 @@ function continuesSentence(before: string, after: string, rules: AbbreviationRul
   // ICU breaks after a quoted sentence's closing mark even when the sentence goes on right after it
   // ("「行くよ！」と叫んだ。", "“你好。”他说。"); unspaced text continuing after it is the same sentence.
   if (CLOSED_QUOTE.test(before) && UNSPACED_START.test(after)) return true;
-  const core = before.replace(TRAILING_WS, '');
-  if (!core.endsWith('.')) return false;
-  const token = LAST_TOKEN.exec(core)?.[0] ?? '';
+  const coreEnd = trailingWhitespaceStart(before);
+  if (before[coreEnd - 1] !== '.') return false;
+  let tokenStart = coreEnd;
+  while (tokenStart > 0 && !isWhitespace(before[tokenStart - 1]!)) tokenStart--;
+  const token = before.slice(tokenStart, coreEnd);
   const word = token.replace(OPENING_PUNCTUATION, '').slice(0, -1);
   if (word === '') return false;
   const lower = word.toLowerCase();
@@ -69,15 +70,16 @@ function continuesSentence(before: string, after: string, rules: AbbreviationRul
 }
 
 function* sentencesOfLine(line: string, segmenter: Intl.Segmenter, rules: AbbreviationRules): Generator<string> {
-  let current = '';
-  for (const { segment } of segmenter.segment(line)) {
-    if (current !== '' && !continuesSentence(current, segment, rules)) {
-      yield current;
-      current = '';
+  let start = 0;
+  let previous = 0;
+  for (const end of [...segmentBoundaries(segmenter, line), line.length]) {
+    if (previous > start && !continuesSentence(line.slice(start, previous), line.slice(previous, end), rules)) {
+      yield line.slice(start, previous);
+      start = previous;
     }
-    current += segment;
+    previous = end;
   }
-  if (current !== '') yield current;
+  if (line.length > start) yield line.slice(start);
 }
 
 /**
@@ -103,7 +105,15 @@ export function segmentDocument(text: string, lang: string): Segments {
 
 // Chinese and Japanese put no space between sentences: the full-width mark carries its own spacing.
 const UNSPACED_LANGS: ReadonlySet<string> = new Set(['zh', 'ja']);
-const FULL_WIDTH_END = /[。．！？，、；：…][\p{Pe}\p{Pf}]*$/u;
+const FULL_WIDTH_MARK = /^[。．！？，、；：…]$/u;
+const CLOSER = /^[\p{Pe}\p{Pf}]$/u;
+
+/** Whether `text` ends in full-width punctuation, possibly followed by closing quotes or brackets. */
+function endsInFullWidthMark(text: string): boolean {
+  let i = text.length;
+  while (i > 0 && CLOSER.test(text[i - 1]!)) i--;
+  return i > 0 && FULL_WIDTH_MARK.test(text[i - 1]!);
+}
 const HORIZONTAL_WS = /^[^\n\r\u0085\u2028\u2029]+$/u;
 
 /**
@@ -117,7 +127,7 @@ const HORIZONTAL_WS = /^[^\n\r\u0085\u2028\u2029]+$/u;
  */
 function targetSeparator(separator: string, before: string, after: string, tgtLang: string): string {
   if (UNSPACED_LANGS.has(tgtLang)) {
-    return separator !== '' && HORIZONTAL_WS.test(separator) && FULL_WIDTH_END.test(before) ? '' : separator;
+    return separator !== '' && HORIZONTAL_WS.test(separator) && endsInFullWidthMark(before) ? '' : separator;
   }
   return separator === '' && before !== '' && after !== '' ? ' ' : separator;
 }

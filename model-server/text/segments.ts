@@ -25,8 +25,30 @@ export interface Segments {
  */
 export const WHITESPACE = '\\s\\u0085';
 
-const LEADING_WS = new RegExp(`^[${WHITESPACE}]*`, 'u');
-const TRAILING_WS = new RegExp(`[${WHITESPACE}]*$`, 'u');
+const WHITESPACE_CHAR = new RegExp(`[${WHITESPACE}]`, 'u');
+
+// Whitespace is found by scanning from an end rather than with `/\s*$/`-style expressions: those retry
+// from every position and take quadratic time on a long run of spaces inside the text (a request body
+// can hold one). Every whitespace character is a single UTF-16 unit, so scanning units is exact.
+
+/** Whether `char` (one UTF-16 unit) is whitespace in the sense of `WHITESPACE`. */
+export function isWhitespace(char: string): boolean {
+  return WHITESPACE_CHAR.test(char);
+}
+
+/** The index just past the whitespace that starts `text`. */
+export function leadingWhitespaceEnd(text: string): number {
+  let i = 0;
+  while (i < text.length && isWhitespace(text[i]!)) i++;
+  return i;
+}
+
+/** The index where the whitespace that ends `text` starts (`text.length` when there is none). */
+export function trailingWhitespaceStart(text: string): number {
+  let i = text.length;
+  while (i > 0 && isWhitespace(text[i - 1]!)) i--;
+  return i;
+}
 
 /** The input text of `segments`, restored exactly. */
 export function joinSegments(segments: Segments): string {
@@ -50,15 +72,15 @@ export class SegmentsBuilder {
 
   /** Appends a piece of text; its leading and trailing whitespace become separator text. */
   text(text: string): void {
-    const lead = LEADING_WS.exec(text)![0];
-    if (lead.length === text.length) {
+    const start = leadingWhitespaceEnd(text);
+    if (start === text.length) {
       this.gap(text);
       return;
     }
-    const trail = TRAILING_WS.exec(text)![0];
-    this.gap(lead);
-    this.#pieces.push(text.slice(lead.length, text.length - trail.length));
-    this.#separators.push(trail);
+    const end = trailingWhitespaceStart(text);
+    this.gap(text.slice(0, start));
+    this.#pieces.push(text.slice(start, end));
+    this.#separators.push(text.slice(end));
   }
 
   /** Appends every piece and separator of `segments`, merging the separators where they meet. */

@@ -9,7 +9,14 @@
  * packed greedily: each piece takes as many consecutive units as `fits` allows, and a unit that does not
  * fit on its own is cut at the next level.
  */
-import { SegmentsBuilder, WHITESPACE, type Segments } from './segments.js';
+import { segmentBoundaries } from './icu-boundaries.js';
+import {
+  leadingWhitespaceEnd,
+  SegmentsBuilder,
+  trailingWhitespaceStart,
+  WHITESPACE,
+  type Segments,
+} from './segments.js';
 
 /** The caller's "does this piece fit the model's input window" check (a token count, usually). */
 export type FitsCheck = (piece: string) => boolean;
@@ -43,7 +50,6 @@ const PUNCTUATION_RES = PUNCTUATION_LEVELS.map(
     ),
 );
 const WHITESPACE_RE = new RegExp(`[${WHITESPACE}]+`, 'gu');
-const TRIM_RE = new RegExp(`^([${WHITESPACE}]*)(.*?)[${WHITESPACE}]*$`, 'su');
 
 const wordSegmenter = new Intl.Segmenter(undefined, { granularity: 'word' });
 const graphemeSegmenter = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
@@ -72,7 +78,7 @@ function unitsAt(text: string, level: number): Unit[] {
     for (const m of text.matchAll(WHITESPACE_RE)) cut(m.index, m.index + m[0].length);
   } else {
     const segmenter = level === PUNCTUATION_RES.length + 1 ? wordSegmenter : graphemeSegmenter;
-    for (const { index } of segmenter.segment(text)) cut(index, index);
+    for (const index of segmentBoundaries(segmenter, text)) cut(index, index);
   }
   units.push({ start, end: text.length });
   return units;
@@ -131,13 +137,14 @@ function cut(text: string, level: number, fits: FitsCheck, out: SegmentsBuilder)
  */
 export function splitLongSentence(sentence: string, fits: FitsCheck): Segments {
   const out = new SegmentsBuilder();
-  const [, lead, core] = TRIM_RE.exec(sentence) as unknown as [string, string, string];
-  if (core === '' || fits(core)) {
+  const start = leadingWhitespaceEnd(sentence);
+  const end = Math.max(start, trailingWhitespaceStart(sentence));
+  if (start === end || fits(sentence.slice(start, end))) {
     out.text(sentence);
   } else {
-    out.gap(lead);
-    cut(core, 0, fits, out);
-    out.gap(sentence.slice(lead.length + core.length));
+    out.gap(sentence.slice(0, start));
+    cut(sentence.slice(start, end), 0, fits, out);
+    out.gap(sentence.slice(end));
   }
   return out.build();
 }
