@@ -33,7 +33,7 @@ const MAX_CACHED_SEGMENTERS = 64;
 function sentenceSegmenter(lang: string): Intl.Segmenter {
   let segmenter = segmenters.get(lang);
   if (segmenter === undefined) {
-    // ICU's sentence rules are the same for every locale; a code Intl rejects falls back to the root.
+    // ICU's sentence rules barely depend on the locale (Greek's ";" aside); a code Intl rejects gets the root's.
     let locale: string | undefined;
     try {
       locale = Intl.Segmenter.supportedLocalesOf(lang)[0];
