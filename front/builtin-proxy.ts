@@ -1,19 +1,30 @@
 /**
  * @module front/builtin-proxy — the front when nginx is not installed: an http-proxy server that behaves as
  * `nginx/nginx.conf` does. Same routes (everything to the router, nothing else), same body limit (413), same
- * JSON error bodies (front/error-pages.ts), same request-id rule, keep-alive to the router.
+ * JSON error bodies (front/error-pages.ts), same request-id rule (common/request-id.ts), keep-alive to the router.
  *
  * The body is read whole before it is forwarded (it is at most ROUTER_MAX_BODY_BYTES): the limit is enforced
- * here, exactly, and a request that meets a reset on a reused keep-alive connection (the router instance
- * behind it was closing it) can be sent once more — a translation has no side effects, like nginx's
- * `proxy_next_upstream error non_idempotent`.
+ * here, exactly, and a request whose connection to the router fails before any answer can be sent once more.
+ * When is that right? A translation has no side effects, so sending it twice costs work, never a wrong answer
+ * (nginx: `proxy_next_upstream error non_idempotent`). The cases:
+ * - connection refused: it never left;
+ * - a reset on a reused keep-alive connection: the router instance behind it closed the connection as it was
+ *   reused (an idle timeout, or the instance was killed), usually before reading the request;
+ * - a killed instance's in-flight requests look the same from here, and are sent again too: the dead instance's
+ *   own request to the model server was closed with it, so the model server drops that copy.
+ * The resend goes on a new connection, never another pooled one: a router instance that died leaves several
+ * pooled connections dead at once, and a resend on one of those would fail again. It is sent once only, so a
+ * request that itself kills router instances kills at most two.
+ *
+ * A client that goes away before its answer is complete cancels its request at the router: the connection to
+ * the router is destroyed, which the router sees as its client's disconnect.
  */
-import { randomUUID } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import httpProxy from 'http-proxy';
 import type { ServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
+import { requestIdFrom } from '../common/request-id.js';
 import { errorBodyText, frontErrors } from './error-pages.js';
 
 export interface BuiltinProxyConfig {
@@ -35,20 +46,23 @@ export interface BuiltinProxy {
   close(): void;
 }
 
-/** Same rule as the router and nginx's map. */
-const REQUEST_ID = /^[\w.:@/+=-]{1,128}$/;
 /** Errors that mean the router closed a connection as we reused it; the request may be sent again. */
-const RETRYABLE = new Set(['ECONNRESET', 'EPIPE']);
+const RESET = new Set(['ECONNRESET', 'EPIPE']);
 /** Idle keep-alive sockets to the router close after 60 s from our side, before the router's 75 s. */
 const AGENT_IDLE_MS = 60_000;
 /** Client-side keep-alive, as nginx's keepalive_timeout. */
 const CLIENT_KEEP_ALIVE_MS = 75_000;
+/** After a refusal, how long the rest of a body may take between two reads, and in all (nginx's lingering_*). */
+const LINGER_IDLE_MS = 5_000;
+const LINGER_MAX_MS = 30_000;
 
 interface Attempt {
   body: Buffer;
   tries: number;
   timedOut: boolean;
   reusedSocket: boolean;
+  /** The client closed its connection before its answer was complete: nothing more is sent for it. */
+  clientGone: boolean;
   /** The client's own X-Forwarded-* headers: http-proxy appends to them in place, a resend starts over. */
   forwarded: Record<string, string | string[] | undefined>;
 }
@@ -56,15 +70,23 @@ interface Attempt {
 export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProxyDeps): BuiltinProxy {
   const errors = frontErrors(config.maxBodyBytes);
   const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 64, timeout: AGENT_IDLE_MS, scheduling: 'lifo' });
+  // No keep-alive: a resend always gets a connection of its own.
+  const freshAgent = new http.Agent({ keepAlive: false });
   const proxy = httpProxy.createProxyServer({ target: config.routerUrl, agent, xfwd: true });
   const attempts = new WeakMap<IncomingMessage, Attempt>();
 
   // http-proxy emits this once the request has its socket.
-  proxy.on('proxyReq', (proxyReq, req) => {
+  proxy.on('proxyReq', (proxyReq, req, res) => {
     const attempt = attempts.get(req)!;
     attempt.reusedSocket = proxyReq.reusedSocket;
     proxyReq.setTimeout(config.timeoutMs, () => {
       attempt.timedOut = true;
+      proxyReq.destroy();
+    });
+    // http-proxy aborts on the request's 'aborted', which a request whose body was read whole never emits.
+    res.once('close', () => {
+      if (res.writableFinished) return;
+      attempt.clientGone = true;
       proxyReq.destroy();
     });
   });
@@ -77,13 +99,17 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
     attempt.tries += 1;
     Object.assign(req.headers, attempt.forwarded);
     attempt.reusedSocket = false;
-    proxy.web(req, res, { buffer: Readable.from([attempt.body]) }, (err: NodeJS.ErrnoException) => {
+    const options = { buffer: Readable.from([attempt.body]), ...(attempt.tries > 1 ? { agent: freshAgent } : {}) };
+    proxy.web(req, res, options, (err: NodeJS.ErrnoException) => {
+      if (attempt.clientGone) return;
       if (res.headersSent) {
         res.destroy();
         return;
       }
       if (attempt.timedOut) return sendError(res, errors[504]);
-      if (attempt.tries === 1 && attempt.reusedSocket && RETRYABLE.has(err.code ?? '')) {
+      const neverSent = err.code === 'ECONNREFUSED';
+      const closedUnderUs = attempt.reusedSocket && RESET.has(err.code ?? '');
+      if (attempt.tries === 1 && (neverSent || closedUnderUs)) {
         forward(req, res, attempt);
         return;
       }
@@ -94,7 +120,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
 
   const server = http.createServer((req, res) => {
     const incoming = req.headers['x-request-id'];
-    const requestId = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const requestId = requestIdFrom(typeof incoming === 'string' ? incoming : undefined);
     req.headers['x-request-id'] = requestId;
     res.setHeader('x-request-id', requestId);
     const declared = Number(req.headers['content-length'] ?? 0);
@@ -119,6 +145,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
         tries: 0,
         timedOut: false,
         reusedSocket: false,
+        clientGone: false,
         forwarded,
       };
       attempts.set(req, attempt);
@@ -140,6 +167,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
     server,
     close: () => {
       agent.destroy();
+      freshAgent.destroy();
       proxy.close();
     },
   };
@@ -155,10 +183,41 @@ function sendError(res: ServerResponse, error: ServeError): void {
   res.end(body);
 }
 
-/** Answer now without reading the rest of the body, and close: the unread bytes cannot be skipped cheaply. */
+/**
+ * Answer now, then close as nginx does (its lingering close): a client still sending a body that will never be
+ * accepted must be able to finish and read this answer. Closing at once, with its bytes still arriving, makes the
+ * kernel answer them with a reset, and a client busy writing sees the reset (EPIPE, ECONNRESET) instead of the
+ * 413. So the rest of the body is read and dropped, and the connection closed once it has all arrived (nothing
+ * unread: a plain FIN), or when `LINGER_IDLE_MS` pass without a byte, or after `LINGER_MAX_MS` in all (nginx:
+ * lingering_timeout 5 s, lingering_time 30 s).
+ */
 function refuse(req: IncomingMessage, res: ServerResponse, error: ServeError): void {
   if (res.headersSent) return;
-  req.pause();
+  const socket = req.socket;
+  const done = () => {
+    clearTimeout(idle);
+    clearTimeout(cap);
+    socket.destroy();
+  };
+  const idle = setTimeout(done, LINGER_IDLE_MS);
+  const cap = setTimeout(done, LINGER_MAX_MS);
+  idle.unref();
+  cap.unref();
+  req.removeAllListeners('data');
+  req.on('data', () => idle.refresh());
+  req.resume();
+  // Node ends a `Connection: close` answer with socket.destroySoon(), which half-closes the socket and so stops
+  // its reading: the body would stay unread. The socket stays open instead until the body is in.
+  const destroySoon = socket.destroySoon.bind(socket);
+  socket.destroySoon = () => {
+    if (req.complete) {
+      clearTimeout(idle);
+      clearTimeout(cap);
+      return destroySoon();
+    }
+    req.once('end', done);
+    socket.once('close', done);
+  };
   res.setHeader('connection', 'close');
   sendError(res, error);
 }

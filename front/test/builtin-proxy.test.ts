@@ -1,7 +1,8 @@
 /**
  * The built-in front in-process on port 0, against a fake router that is a real HTTP server: what only the
- * built-in proxy does itself (its limit on streamed bodies, the one resend after a reset on a reused keep-alive
- * connection, its timeout, malformed requests).
+ * built-in proxy does itself (its limit on streamed bodies and its lingering close after a 413, the one resend
+ * after a reset on a reused keep-alive connection, cancelling the router's request when the client goes away, its
+ * timeout, malformed requests).
  */
 import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
@@ -106,6 +107,69 @@ describe('built-in front proxy', () => {
     }
   });
 
+  it('resends on a new connection when every pooled connection to the router died at once', async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 3 });
+    try {
+      // Three pooled connections from the front to the router.
+      await Promise.all([0, 1, 2].map(() => send(front.port, '/slow/50', '{}', agent)));
+      for (let i = 0; i < 3; i++) {
+        const reply = await send(front.port, '/reset-every-reused', `{"i":${i}}`, agent);
+        expect(reply.status, reply.body).toBe(200);
+        expect(JSON.parse(reply.body)).toMatchObject({ path: '/reset-every-reused', body: `{"i":${i}}` });
+      }
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('a client that disconnects cancels its request at the router at once', async () => {
+    for (let i = 0; i < 5; i++) {
+      const id = `gone-${i}`;
+      const req = http.request({
+        host: '127.0.0.1',
+        port: front.port,
+        path: '/hold',
+        method: 'POST',
+        headers: { 'x-request-id': id },
+      });
+      req.on('error', () => undefined);
+      req.end('{}');
+      await until(() => router.received.some((r) => r.headers['x-request-id'] === id));
+      const closedAt = performance.now();
+      req.destroy();
+      await until(() => router.abandoned.includes(id));
+      expect(performance.now() - closedAt).toBeLessThan(1_000);
+    }
+  });
+
+  it('delivers its 413 to a client that sends a large body whole before reading (lingering close), every time', async () => {
+    const body = Buffer.alloc(5 << 20, 0x61);
+    const expected = errorBodyText(frontErrors(MAX)[413]);
+    for (const framing of ['content-length', 'chunked'] as const) {
+      for (let i = 0; i < 25; i++) {
+        const raw = await new Promise<string>((resolve, reject) => {
+          const socket = connect(front.port, '127.0.0.1', () => {
+            socket.write(
+              framing === 'content-length'
+                ? `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n`
+                : `POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n`,
+            );
+            socket.write(body);
+            if (framing === 'chunked') socket.write('\r\n0\r\n\r\n');
+          });
+          let text = '';
+          socket.on('data', (d: Buffer) => (text += d.toString()));
+          socket.on('error', (err) =>
+            reject(new Error(`${framing} try ${i}: ${err.message} after ${JSON.stringify(text)}`)),
+          );
+          socket.on('close', () => resolve(text));
+        });
+        expect(raw).toMatch(/^HTTP\/1\.1 413 Payload Too Large\r\n/);
+        expect(raw.endsWith(`\r\n\r\n${expected}`)).toBe(true);
+      }
+    }
+  });
+
   it('answers 504 JSON when the router does not answer in time', async () => {
     const impatient = await startProxy(200);
     try {
@@ -129,3 +193,12 @@ describe('built-in front proxy', () => {
     expect(raw.endsWith(`\r\n\r\n${errorBodyText(frontErrors(MAX)[400])}`)).toBe(true);
   });
 });
+
+/** Polls a condition another party makes true (no fixed sleeps); fails after 5 s. */
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

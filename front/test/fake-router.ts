@@ -2,7 +2,9 @@
  * @module front/test/fake-router — a real HTTP server on port 0 standing in for the router behind a front:
  * it answers every request with what it received (method, path, headers, body, which connection), so tests
  * see exactly what the front forwarded. Paths steer it: `/slow/{ms}` answers late, `/reset-reused` resets the
- * connection once when a request arrives on a reused keep-alive connection.
+ * connection once when a request arrives on a reused keep-alive connection, `/reset-every-reused` resets every
+ * request that arrives on a reused connection (a router instance that died with all its pooled connections),
+ * `/hold` never answers and records the request id in `abandoned` when its connection closes.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -19,11 +21,14 @@ export interface Received {
 export interface FakeRouter {
   port: number;
   received: Received[];
+  /** x-request-id of `/hold` requests whose connection closed before an answer. */
+  abandoned: string[];
   close(): Promise<void>;
 }
 
 export async function startFakeRouter(port = 0): Promise<FakeRouter> {
   const received: Received[] = [];
+  const abandoned: string[] = [];
   const requestsOnSocket = new WeakMap<Socket, number>();
   let resetDone = false;
   const server: Server = createServer((req, res) => {
@@ -35,6 +40,10 @@ export async function startFakeRouter(port = 0): Promise<FakeRouter> {
       const path = req.url ?? '';
       if (path === '/reset-reused' && count > 1 && !resetDone) {
         resetDone = true;
+        req.socket.destroy();
+        return;
+      }
+      if (path === '/reset-every-reused' && count > 1) {
         req.socket.destroy();
         return;
       }
@@ -50,6 +59,10 @@ export async function startFakeRouter(port = 0): Promise<FakeRouter> {
         res
           .writeHead(200, { 'content-type': 'application/json', 'x-request-id': String(req.headers['x-request-id']) })
           .end(JSON.stringify(entry));
+      if (path === '/hold') {
+        res.once('close', () => abandoned.push(String(req.headers['x-request-id'])));
+        return;
+      }
       const slow = /^\/slow\/(\d+)$/.exec(path);
       if (slow) setTimeout(answer, Number(slow[1]));
       else answer();
@@ -60,6 +73,7 @@ export async function startFakeRouter(port = 0): Promise<FakeRouter> {
   return {
     port: (server.address() as AddressInfo).port,
     received,
+    abandoned,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -161,6 +162,44 @@ describe.each([
     expect((await send(frontPort, { body: '{}' })).status).toBe(200);
   });
 
+  it.skipIf(!available)('a client that disconnects cancels its request at the router at once', async () => {
+    for (let i = 0; i < 3; i++) {
+      const id = `${kind}-gone-${i}`;
+      const req = http.request({
+        host: '127.0.0.1',
+        port: frontPort,
+        path: '/hold',
+        method: 'POST',
+        headers: { 'x-request-id': id },
+      });
+      req.on('error', () => undefined);
+      req.end('{}');
+      await until(() => router.received.some((r) => r.headers['x-request-id'] === id));
+      const closedAt = performance.now();
+      req.destroy();
+      await until(() => router.abandoned.includes(id));
+      expect(performance.now() - closedAt).toBeLessThan(1_000);
+    }
+  });
+
+  it.skipIf(!available)('delivers its 413 to a client that sends a large body whole before reading', async () => {
+    const body = Buffer.alloc(5 << 20, 0x61);
+    for (let i = 0; i < 10; i++) {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect(frontPort, '127.0.0.1', () => {
+          socket.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n`);
+          socket.write(body);
+        });
+        let text = '';
+        socket.on('data', (d: Buffer) => (text += d.toString()));
+        socket.on('error', (err) => reject(new Error(`try ${i}: ${err.message} after ${JSON.stringify(text)}`)));
+        socket.on('close', () => resolve(text));
+      });
+      expect(raw).toMatch(/^HTTP\/1\.1 413 /);
+      expect(raw.endsWith(errorBodyText(frontErrors(MAX)[413]))).toBe(true);
+    }
+  });
+
   it.skipIf(!available)('stops gracefully on SIGTERM', async () => {
     front.process.kill('SIGTERM');
     expect(await front.exited).toBe(0);
@@ -170,3 +209,12 @@ describe.each([
 it('ROOT points at the repository', () => {
   expect(path.basename(path.join(ROOT, 'front'))).toBe('front');
 });
+
+/** Polls a condition another party makes true (no fixed sleeps); fails after 5 s. */
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
