@@ -42,7 +42,10 @@ const LETTER = /\p{L}/gu;
 const DENSE_LETTER = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Hangul}]/u;
 // tinyld lists its languages in ISO 639-3 and answers in ISO 639-1, the codes M2M100 uses.
 const SUPPORTED: ReadonlySet<string> = new Set(supportedLanguages.map(toISO2));
-/** Every language the identifier knows (M2M100 codes): detect among these, then check the model reads the answer. */
+/**
+ * Every language the identifier knows (M2M100 codes). Detecting among these and then checking that the
+ * answer is served tells "Dutch, which we do not serve" apart from "unsure".
+ */
 export const DETECTABLE_LANGUAGES: readonly string[] = [...SUPPORTED];
 
 function evidence(text: string): number {
