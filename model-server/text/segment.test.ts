@@ -230,6 +230,25 @@ describe('joinTranslations', () => {
     expect(joinTranslations(doc('\n \n', 'en'), [], 'zh')).toBe('\n \n');
   });
 
+  it('restores the source from its own pieces, and never drops a line break, for any text', () => {
+    const unit = fc.constantFrom(
+      ...['Hi.', 'Yes?', 'a', '你好。', '好！', '，', ' ', '  ', '\n', '\r\n', '\u3000', '\t'],
+    );
+    fc.assert(
+      fc.property(
+        fc.array(unit, { maxLength: 40 }).map((units) => units.join('')),
+        (text) => {
+          const segments = segmentDocument(text, 'zh');
+          const unchanged = segments.separators.slice(1, -1).every((s) => s !== '');
+          if (unchanged) expect(joinTranslations(segments, segments.pieces, 'de')).toBe(text);
+          const lineBreaks = (t: string): number => t.match(/\r\n|\n/g)?.length ?? 0;
+          expect(lineBreaks(joinTranslations(segments, segments.pieces, 'ja'))).toBe(lineBreaks(text));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('rejects a translation count that differs from the piece count', () => {
     expect(() => joinTranslations(doc('One. Two.', 'en'), ['Un.'], 'fr')).toThrow(
       new RangeError('joinTranslations: 1 translations for 2 pieces'),
