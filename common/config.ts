@@ -37,6 +37,9 @@ export interface ModelServerConfig {
    * effective budget of a model is at most half its response timeout.
    */
   queueBudgetMs: number;
+  /** Translation requests: most characters and sentences of text in one request (413 past them). */
+  maxRequestChars: number;
+  maxRequestSentences: number;
   /** Defaults for registrations that do not say (the start script passes BATCH_SIZE explicitly). */
   defaultBatchSize: number;
   defaultMaxBatchDelayMs: number;
@@ -126,6 +129,8 @@ export const ENV_DEFAULTS = {
   SETUP_CONFIG: './setup_config.json',
   JOB_QUEUE_SIZE: '4096',
   QUEUE_BUDGET_MS: '5000',
+  MAX_REQUEST_CHARS: '100000',
+  MAX_REQUEST_SENTENCES: '1000',
   BATCH_SIZE: '64',
   MAX_BATCH_DELAY_MS: '100',
   RESPONSE_TIMEOUT_S: '120',
@@ -161,6 +166,8 @@ const envSchema = z.object({
   SETUP_CONFIG: z.string().min(1),
   JOB_QUEUE_SIZE: int(1, 1_000_000),
   QUEUE_BUDGET_MS: int(1, 86_400_000),
+  MAX_REQUEST_CHARS: int(1, 100_000_000),
+  MAX_REQUEST_SENTENCES: int(1, 1_000_000),
   BATCH_SIZE: int(1, 1024),
   MAX_BATCH_DELAY_MS: int(0, 600_000),
   RESPONSE_TIMEOUT_S: int(1, 86_400),
@@ -232,6 +239,8 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       setupConfigPath: abs(e.SETUP_CONFIG),
       jobQueueSize: e.JOB_QUEUE_SIZE,
       queueBudgetMs: e.QUEUE_BUDGET_MS,
+      maxRequestChars: e.MAX_REQUEST_CHARS,
+      maxRequestSentences: e.MAX_REQUEST_SENTENCES,
       defaultBatchSize: e.BATCH_SIZE,
       defaultMaxBatchDelayMs: e.MAX_BATCH_DELAY_MS,
       defaultResponseTimeoutS: e.RESPONSE_TIMEOUT_S,

@@ -18,6 +18,9 @@ export interface TranslateInput {
 /** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
 export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
 
+/** `src_lang` may also ask the model server to detect each text's language. */
+export const AUTO_LANGUAGE = 'auto';
+
 /**
  * Content types a JSON body may arrive with. Besides JSON itself: none, `text/plain`, and
  * `application/x-www-form-urlencoded` — what `curl -d '{…}'` sends, and what the seed accepted (it parsed
@@ -74,10 +77,13 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
   const served = new Set(languages);
   const supported = languages.join(', ');
   const schema = z.object({
-    src_lang: stringField('src_lang', 'a language code such as "en"').regex(LANGUAGE_CODE, {
-      error: (issue) =>
-        `Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", got ${JSON.stringify(issue.input)}.`,
-    }),
+    src_lang: stringField('src_lang', 'a language code such as "en"').refine(
+      (v) => v === AUTO_LANGUAGE || LANGUAGE_CODE.test(v),
+      {
+        error: (issue) =>
+          `Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", or "auto", got ${JSON.stringify(issue.input)}.`,
+      },
+    ),
     src_text: srcText,
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
       error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,

@@ -16,6 +16,7 @@ import type { JobResult } from './job.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelManager } from './model-manager.js';
 import { INFERENCE_OPENAPI } from './openapi.js';
+import { planTranslation, type TranslationLimits } from './translation-plan.js';
 import { deviceLabel } from './worker-handle.js';
 
 export interface InferenceApiDeps {
@@ -24,6 +25,8 @@ export interface InferenceApiDeps {
   log: Logger;
   /** MAX_REQUEST_SIZE, bytes. */
   maxBodyBytes: number;
+  /** Characters and sentences one translation request may carry. */
+  translationLimits: TranslationLimits;
   /** Inference key when TOKEN_AUTH is on. */
   token?: string | undefined;
 }
@@ -52,7 +55,17 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
   const entry = deps.manager.registry.get(name, c.req.param('version'));
   let status = 500;
   try {
-    const { bodies, isArray } = splitBody(decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')));
+    const decoded = decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type'));
+    // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
+    const plan =
+      entry.handler === 'translation'
+        ? planTranslation(decoded, {
+            tgtLang: entry.name,
+            readable: deps.manager.readableLanguages(entry),
+            limits: deps.translationLimits,
+          })
+        : undefined;
+    const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);
     const { jobs } = deps.manager.submit(entry.name, entry.version, bodies);
     // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
     const signal = c.req.raw.signal;
@@ -75,6 +88,7 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
     const fallback = unique(results.map((r) => r.device.fallbackReason ?? entry.placement.fallbackReason ?? ''));
     if (fallback) headers['x-device-fallback'] = headerSafe(fallback);
     status = 200;
+    if (plan) return c.json(plan.answer(results.map((r) => r.value)), 200, headers);
     if (isArray) return c.json({ translated: results.map((r) => translatedOf(r.value)) }, 200, headers);
     const value = results[0]!.value;
     return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);

@@ -18,6 +18,8 @@ export interface MetricsSnapshot {
   queues: { model: string; version: string; depth: number }[];
   /** Worker count by state (`starting`, `ready`, `stopping`, `backoff`). */
   workers: Record<string, number>;
+  /** Rows each engine was generating at its workers' last heartbeat. */
+  liveRows: { engine: string; rows: number }[];
 }
 
 export interface ServerMetricsOptions {
@@ -153,6 +155,16 @@ export class ServerMetrics {
       collect() {
         this.reset();
         for (const [state, count] of Object.entries(options.snapshot().workers)) this.set({ state }, count);
+      },
+    });
+    new Gauge({
+      name: 'mt_engine_live_rows',
+      help: "Rows each engine is generating, from its workers' last progress heartbeat (cancelled and finished rows have left).",
+      labelNames: ['engine'],
+      registers,
+      collect() {
+        this.reset();
+        for (const { engine, rows } of options.snapshot().liveRows) this.set({ engine }, rows);
       },
     });
     const gpu = options.gpu;

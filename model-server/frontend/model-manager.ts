@@ -230,6 +230,11 @@ export class ModelManager {
     return { status: 200, message: `Default version successfully updated for model "${name}" to "${version}"` };
   }
 
+  /** Languages the model's engine can read (its first ready worker's tokenizer), undefined until one says. */
+  readableLanguages(entry: ModelEntry): readonly string[] | undefined {
+    return entry.pool.workers().find((w) => w.languages !== undefined)?.languages;
+  }
+
   /**
    * Admit the inputs of one request as jobs (all or none) into the model's queue.
    * @throws ServeError MODEL_NOT_FOUND, MODEL_VERSION_NOT_FOUND, NO_WORKER, QUEUE_FULL, PAYLOAD_TOO_LARGE (more
@@ -346,7 +351,11 @@ export class ModelManager {
     const queues = this.registry
       .entries()
       .map((e) => ({ model: e.name, version: e.version, depth: e.batcher.queue.size }));
-    return { queues, workers };
+    const liveRows = [...this.#engines.values()].map((pool) => ({
+      engine: pool.spec.key,
+      rows: pool.workers().reduce((n, w) => n + (w.state === 'dead' ? 0 : w.liveRows), 0),
+    }));
+    return { queues, workers, liveRows };
   }
 
   /**

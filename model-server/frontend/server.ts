@@ -55,7 +55,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   let manager: ModelManager | undefined;
   const metrics = new ServerMetrics({
     gpu,
-    snapshot: () => manager?.snapshot() ?? { queues: [], workers: {} },
+    snapshot: () => manager?.snapshot() ?? { queues: [], workers: {}, liveRows: [] },
   });
   manager = new ModelManager({
     config,
@@ -73,7 +73,14 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     manager,
     metrics,
     cuda,
-    inferenceApp: createInferenceApp({ manager, metrics, log, maxBodyBytes, token: deps.tokens?.inference }),
+    inferenceApp: createInferenceApp({
+      manager,
+      metrics,
+      log,
+      maxBodyBytes,
+      token: deps.tokens?.inference,
+      translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
+    }),
     managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
     metricsApp: createMetricsApp({ metrics, log, maxBodyBytes }),
   };

@@ -83,3 +83,82 @@ describe('translation handler behind the model server (generated tiny M2M100)', 
     expect(metricValue(text, 'mt_requests_total', { model_name: 'en', code: '400' })).toBe(1);
   });
 });
+
+describe('documents, not just sentences (generated tiny M2M100 behind the model server)', () => {
+  let t: TestServer;
+  let modelRoot: string;
+  beforeAll(async () => {
+    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-doc-'));
+    makeDemoModel('tiny', modelRoot);
+    t = await startTestServer({
+      entries: ['ko', 'en', 'de', 'zh'],
+      handler: 'translation',
+      modelDir: modelRoot,
+      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, maxRequestSentences: 40 },
+    });
+    for (const m of ['ko', 'en', 'de', 'zh']) {
+      const res = await call(`${t.management}/models?url=${m}&batch_size=16&max_batch_delay=5`, { method: 'POST' });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+    }
+  });
+  afterAll(async () => {
+    await t?.close();
+    rmSync(modelRoot, { recursive: true, force: true });
+  });
+  const translate = async (tgt: string, body: Record<string, unknown>) => {
+    const res = await call(`${t.inference}/predictions/${tgt}`, { body });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body as { translated: string | string[]; detected_src_lang?: string | string[] };
+  };
+
+  it("a document's translation is exactly its sentences' translations joined by the separators between them", async () => {
+    const sentences = [
+      'The meeting starts at 10:30 tomorrow.',
+      'Dr. Lee will present the results.',
+      'Please bring 3.5 kg of paper!',
+      'Is that clear?',
+      'Thanks.',
+    ];
+    const separators = ['  ', ' ', '\n\n', '\n  '];
+    const doc = `${sentences[0]}${separators.map((sep, i) => sep + sentences[i + 1]).join('')}\n`;
+    const alone = await Promise.all(sentences.map((s) => translate('de', { src_lang: 'en', src_text: s })));
+    const expected = `${alone[0]!.translated}${separators.map((sep, i) => sep + alone[i + 1]!.translated).join('')}\n`;
+    expect((await translate('de', { src_lang: 'en', src_text: doc })).translated).toBe(expected);
+    // Each sentence was its own job: the batcher saw 5 jobs for the document.
+    const metrics = (await call(`${t.metrics}/metrics`)).body as string;
+    expect(metricValue(metrics, 'mt_jobs_total', { model_name: 'de', outcome: 'ok' })).toBe(10);
+  });
+
+  it('a sentence longer than the model reads is translated whole: the answer covers all of it, never cut', async () => {
+    // The tiny model reads 128 tokens; 150 words without a sentence end are several windows.
+    const long = Array.from({ length: 150 }, (_, i) => ['alpha', 'beta', 'gamma', 'delta'][i % 4]).join(' ');
+    const whole = (await translate('ko', { src_lang: 'en', src_text: long })).translated as string;
+    const firstWindow = (await translate('ko', { src_lang: 'en', src_text: long.split(' ').slice(0, 40).join(' ') }))
+      .translated as string;
+    // More parts, more translated text than any one window gives.
+    expect(whole.length).toBeGreaterThan(firstWindow.length);
+  });
+
+  it('src_lang "auto": detected per text, reported beside the translation, and used as the source', async () => {
+    const german = 'Der Zug nach Berlin hatte heute Morgen fast eine Stunde Verspätung.';
+    const korean = '오늘 저녁에는 친구들과 함께 영화를 보러 갈 거예요.';
+    const auto = await translate('en', { src_lang: 'auto', src_text: [german, korean] });
+    expect(auto.detected_src_lang).toEqual(['de', 'ko']);
+    const explicit = await translate('en', { src_lang: 'de', src_text: german });
+    expect((auto.translated as string[])[0]).toBe(explicit.translated);
+    const single = await translate('zh', { src_lang: 'auto', src_text: german });
+    expect(single.detected_src_lang).toBe('de');
+    const unsure = await call(`${t.inference}/predictions/en`, { body: { src_lang: 'auto', src_text: 'ok' } });
+    expect(unsure).toMatchObject({ status: 400, body: { code: 400, type: 'BadRequestException' } });
+    expect(unsure.body.message).toMatch(/^Could not detect the language of src_text/);
+  });
+
+  it('past the sentence limit: 413 naming MAX_REQUEST_SENTENCES, never a shortened 200', async () => {
+    const doc = Array.from({ length: 41 }, (_, i) => `Sentence number ${i} is here.`).join(' ');
+    const res = await call(`${t.inference}/predictions/en`, { body: { src_lang: 'de', src_text: doc } });
+    expect(res).toMatchObject({ status: 413, body: { code: 413, type: 'RequestEntityTooLargeException' } });
+    expect(res.body.message).toBe(
+      'Request has 41 sentences; at most 40 are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.',
+    );
+  });
+});

@@ -156,7 +156,7 @@ describe('bad input gets a 4xx naming the field', () => {
       { ...ok, src_lang: 'EN!' },
       400,
       'BadRequestException',
-      'Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", got "EN!".',
+      'Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", or "auto", got "EN!".',
     ],
     [
       'null tgt_lang',
@@ -194,7 +194,7 @@ describe('bad input gets a 4xx naming the field', () => {
       { src_lang: 'EN', src_text: '', tgt_lang: 'xx' },
       400,
       'BadRequestException',
-      `Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", got "EN". Field "src_text" is empty. Field "tgt_lang": "xx" is not served here; ${supported}`,
+      `Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", or "auto", got "EN". Field "src_text" is empty. Field "tgt_lang": "xx" is not served here; ${supported}`,
     ],
   ];
   it.each(cases)('%s', async (_name, body, status, type, message) => {

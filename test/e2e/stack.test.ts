@@ -137,7 +137,9 @@ describe.each(FRONTS)('through the %s front', (kind) => {
       { src_lang: 'english', src_text: 'x', tgt_lang: 'ko' },
       {},
       400,
-      badRequest('Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", got "english".'),
+      badRequest(
+        'Field "src_lang" must be a language code of 2-3 lowercase letters such as "en", or "auto", got "english".',
+      ),
     ],
     [
       'unknown src_lang (model server)',

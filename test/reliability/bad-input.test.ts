@@ -51,7 +51,9 @@ const invalidUtf8 = Buffer.concat([
   Buffer.from([0xc3, 0x28, 0xff]),
   Buffer.from('","tgt_lang":"ko"}'),
 ]);
-/** The tiny model reads 128 tokens; this is dozens of times more. */
+/** Characters of text one translation request may carry in this stack (MAX_REQUEST_CHARS). */
+const MAX_CHARS = 8_000;
+/** Over MAX_CHARS (and dozens of times the tiny model's 128-token window, which alone is no longer a refusal). */
 const FAR_TOO_LONG = 'the quick brown fox jumps over the lazy dog '.repeat(300);
 
 /** The router's corpus (also sent through each front: the router's answers pass through untouched). */
@@ -247,11 +249,13 @@ const ROUTER_CASES: Case[] = [
   // Encoding and size
   { name: 'invalid UTF-8', body: invalidUtf8, status: 400, type: BAD, message: /not valid UTF-8/ },
   {
-    name: 'text far over the token limit',
+    name: 'text over the request character limit',
     body: body({ src_text: FAR_TOO_LONG }),
-    status: 400,
-    type: BAD,
-    message: /src_text.*too long/,
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(
+      `^Request has ${FAR_TOO_LONG.length} characters of text; at most ${MAX_CHARS} .*MAX_REQUEST_CHARS`,
+    ),
   },
   {
     name: 'body over the size limit',
@@ -469,7 +473,7 @@ const MODEL_SERVER_CASES: Case[] = [
     body: MS({ src_text: ['a', ''] }),
     status: 400,
     type: BAD,
-    message: /src_text is empty/,
+    message: /src_text\[1\] is empty/,
   },
   {
     name: 'array larger than the queue can ever hold',
@@ -486,11 +490,13 @@ const MODEL_SERVER_CASES: Case[] = [
     message: /not valid UTF-8/,
   },
   {
-    name: 'text far over the token limit',
+    name: 'text over the request character limit',
     body: MS({ src_text: FAR_TOO_LONG }),
-    status: 400,
-    type: BAD,
-    message: /src_text.*too long/,
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(
+      `^Request has ${FAR_TOO_LONG.length} characters of text; at most ${MAX_CHARS} .*MAX_REQUEST_CHARS`,
+    ),
   },
   {
     name: 'body over the size limit',
@@ -657,6 +663,7 @@ describe('hostile and broken requests (real stack: tiny model, router, fronts)',
         ROUTER_MAX_BODY_BYTES: String(ROUTER_MAX),
         MAX_REQUEST_SIZE: String(MODEL_SERVER_MAX),
         JOB_QUEUE_SIZE: String(QUEUE),
+        MAX_REQUEST_CHARS: String(MAX_CHARS),
       },
       register: { batchSize: 8, maxBatchDelayMs: 5 },
     });

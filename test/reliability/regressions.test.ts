@@ -17,7 +17,7 @@ import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
 import { BatchQueue } from '../../model-server/frontend/batch-queue.js';
 import { Job } from '../../model-server/frontend/job.js';
 import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
-import { TranslationHandler } from '../../model-server/worker/handlers/translation.js';
+import { TranslationHandler, type TranslationInput } from '../../model-server/worker/handlers/translation.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
 import { createServer, type Socket } from 'node:net';
@@ -91,7 +91,7 @@ describe('bug: a body of invalid UTF-8 was decoded with U+FFFD in place of the b
   });
 });
 
-describe('bug: the translation handler translated empty texts and silently truncated texts far over the token limit', () => {
+describe('bug: the translation handler translated empty texts and silently truncated texts longer than the model reads', () => {
   let dir: string;
   const handler = new TranslationHandler();
   beforeAll(async () => {
@@ -117,17 +117,19 @@ describe('bug: the translation handler translated empty texts and silently trunc
     }
   });
 
-  it('refuses a text over 16 characters per input token with 400 naming the limit; one just over the token limit is still truncated', () => {
-    // The tiny model reads 128 tokens: 2048 characters is the line.
-    expect(prepare('a'.repeat(2049))).toThrow(
-      expect.objectContaining({
-        code: 'BAD_REQUEST',
-        message:
-          'src_text is too long: 2049 characters, more than 2048 (this model reads 128 tokens); split it into sentences.',
-      }),
-    );
-    const row = prepare('word '.repeat(300).trim())() as { truncated: boolean };
-    expect(row.truncated).toBe(true);
+  it('a text longer than the model reads is split into parts that fit and translated whole, never cut', async () => {
+    // The tiny model reads 128 tokens; this is several windows long and has no sentence end to split at.
+    const text = Array.from({ length: 400 }, (_, i) => `word${i % 7}`).join(' ');
+    const input = prepare(text)() as TranslationInput;
+    expect(input.rows.length).toBeGreaterThan(2);
+    expect(input.rows.every((row) => !row.truncated)).toBe(true);
+    expect(input.parts!.pieces.join(' ')).toBe(text);
+    const answers: unknown[] = [];
+    await handler.inference([input], (_, result) => answers.push(result));
+    expect(answers).toHaveLength(1);
+    expect(answers[0]).toMatchObject({ translated: expect.any(String) });
+    // A text that fits is one row, as before.
+    expect((prepare('a short sentence.')() as TranslationInput).rows).toHaveLength(1);
   });
 });
 

@@ -6,18 +6,20 @@
  * still generating are not queued behind it: their rows start at the engine's next step boundary and share its
  * decoder runs at once or after catching up (engine/generate.ts), and each row is answered as soon as it finishes
  * (the engine's single step loop guarantees the sessions never run two generations at once).
+ *
+ * Nothing is cut silently. The frontend sends one sentence per job (frontend/translation-plan.ts); a sentence the
+ * model cannot read whole (more tokens than its input window) is split here, where the tokenizer is, at its most
+ * natural boundaries (model-server/text/split-long.ts: clause punctuation, then whitespace, then characters), each
+ * part is its own engine row, and the parts' translations are rejoined.
  */
 import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo, StepCounters } from '../../protocol.js';
+import { joinTranslations } from '../../text/segment.js';
+import type { Segments } from '../../text/segments.js';
+import { splitLongSentence } from '../../text/split-long.js';
 import type { Handler, HandlerContext } from './base.js';
-
-/**
- * Characters per input token past which a text is refused rather than truncated. Tokens average 3–5 characters
- * in alphabetic scripts and 1–2 in CJK, so a text over 16 × the token limit is several times too long in any script.
- */
-export const MAX_CHARS_PER_INPUT_TOKEN = 16;
 
 export interface TranslationOutput {
   translated: string;
@@ -26,7 +28,11 @@ export interface TranslationOutput {
 /** A request ready to generate, with the job id a `cancel` names it by. */
 export interface TranslationInput {
   id: string;
-  row: PreparedRow;
+  tgtLang: string;
+  /** One row per part of the text that fits the model's window (one, unless the text was longer). */
+  rows: PreparedRow[];
+  /** How the parts rejoin (their separators); undefined when the text is one row. */
+  parts: Segments | undefined;
 }
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
@@ -110,16 +116,12 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
     if (text.trim() === '') throw new ServeError('BAD_REQUEST', 'src_text is empty.');
     const engine = this.#requireEngine();
-    // Inputs a little over the model's limit are truncated, as the seed did; one this far over would lose most
-    // of its text silently (and costs a long tokenization first), so it is refused before tokenizing.
-    const maxChars = engine.config.maxInputTokens * MAX_CHARS_PER_INPUT_TOKEN;
-    if (text.length > maxChars) {
-      throw new ServeError(
-        'BAD_REQUEST',
-        `src_text is too long: ${text.length} characters, more than ${maxChars} (this model reads ${engine.config.maxInputTokens} tokens); split it into sentences.`,
-      );
-    }
-    return { id: item.id, row: engine.prepare({ srcLang, text, tgtLang: item.model }) };
+    const tgtLang = item.model;
+    const whole = engine.prepare({ srcLang, text, tgtLang });
+    if (!whole.truncated) return { id: item.id, tgtLang, rows: [whole], parts: undefined };
+    const parts = splitLongSentence(text, (piece) => !engine.prepare({ srcLang, text: piece, tgtLang }).truncated);
+    const rows = parts.pieces.map((piece) => engine.prepare({ srcLang, text: piece, tgtLang }));
+    return { id: item.id, tgtLang, rows, parts };
   }
 
   async inference(
@@ -128,12 +130,16 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async ({ id, row }, index) => {
+      inputs.map(async ({ id, tgtLang, rows, parts }, index) => {
         const controller = new AbortController();
         this.#running.set(id, controller);
         try {
-          const translation = await engine.generate(row, this.#options, controller.signal);
-          if (translation.capped) {
+          // A long text's parts generate side by side; one cancel stops them all.
+          const translations = await Promise.all(
+            rows.map((row) => engine.generate(row, this.#options, controller.signal)),
+          );
+          for (const translation of translations) {
+            if (!translation.capped) continue;
             // Not an error (the client gets what was generated), but a translation that may be cut short.
             this.#log?.warn(
               {
@@ -145,8 +151,10 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
               'translation stopped at its token cap before </s>',
             );
           }
-          emit(index, { translated: translation.text });
+          const texts = translations.map((t) => t.text);
+          emit(index, { translated: parts === undefined ? texts[0]! : joinTranslations(parts, texts, tgtLang) });
         } catch (err) {
+          controller.abort(err); // the other parts of a long text are no use now
           if (err instanceof ServeError) return emit(index, err);
           // What TorchServe answers a handler exception with; the cause stays in our log only.
           this.#log?.error({ err }, 'translation failed');

@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { planTranslation, type PlanContext } from './translation-plan.js';
+
+const context: PlanContext = {
+  tgtLang: 'fr',
+  readable: ['en', 'de', 'fr', 'ko', 'zh', 'ja'],
+  limits: { maxChars: 10_000, maxSentences: 50 },
+};
+/** A stand-in translation: the sentence upper-cased, as the handler would answer it. */
+const translate = (bodies: { src_text: string }[]) => bodies.map((b) => ({ translated: b.src_text.toUpperCase() }));
+
+describe('planTranslation: documents in, documents out', () => {
+  it('one job per sentence; the answer keeps paragraphs, line breaks and spacing between sentences', () => {
+    const text = '  Hello there. How are you?\n\nSecond paragraph!  It has two sentences.\n- a list item\n';
+    const plan = planTranslation({ src_lang: 'en', src_text: text }, context);
+    expect(plan.bodies.map((b) => b.src_text)).toEqual([
+      'Hello there.',
+      'How are you?',
+      'Second paragraph!',
+      'It has two sentences.',
+      '- a list item',
+    ]);
+    expect(plan.bodies.every((b) => b.src_lang === 'en')).toBe(true);
+    expect(plan.answer(translate(plan.bodies))).toEqual({ translated: text.replace(/[a-z]/g, (c) => c.toUpperCase()) });
+  });
+
+  it('a paragraph is exactly its sentences translated and joined by the separators that stood between them', () => {
+    const sentences = ['Mr. Smith paid 3.14 dollars.', 'He left at 10:30.', 'Then it rained!'];
+    const plan = planTranslation({ src_lang: 'en', src_text: sentences.join(' ') }, context);
+    expect(plan.bodies.map((b) => b.src_text)).toEqual(sentences);
+    expect(plan.answer(sentences.map((s, i) => ({ translated: `<${i}>` })))).toEqual({ translated: '<0> <1> <2>' });
+  });
+
+  it('an array keeps its shape; each text is its own document', () => {
+    const plan = planTranslation({ src_lang: 'en', src_text: ['One. Two.', 'Three.'] }, context);
+    expect(plan.bodies).toHaveLength(3);
+    expect(plan.answer(translate(plan.bodies))).toEqual({ translated: ['ONE. TWO.', 'THREE.'] });
+  });
+
+  it('src_lang "auto" detects each text and reports it beside the translation', () => {
+    const single = planTranslation(
+      { src_lang: 'auto', src_text: 'Der Zug nach Berlin hatte heute Morgen fast eine Stunde Verspätung.' },
+      context,
+    );
+    expect(single.bodies[0]!.src_lang).toBe('de');
+    expect(single.answer(translate(single.bodies))).toMatchObject({ detected_src_lang: 'de' });
+    const many = planTranslation(
+      {
+        src_lang: 'auto',
+        src_text: [
+          'The weather was lovely all weekend, so we went hiking.',
+          '오늘 저녁에는 친구들과 함께 영화를 보러 갈 거예요.',
+        ],
+      },
+      context,
+    );
+    expect(many.answer(translate(many.bodies))).toMatchObject({ detected_src_lang: ['en', 'ko'] });
+  });
+
+  it('"auto" on text too short to tell, or in a language the model cannot read, is a 400 naming the text', () => {
+    expect(() => planTranslation({ src_lang: 'auto', src_text: 'Hi' }, context)).toThrow(
+      expect.objectContaining({
+        status: 400,
+        message: expect.stringMatching(/^Could not detect the language of src_text/),
+      }),
+    );
+    expect(() =>
+      planTranslation(
+        {
+          src_lang: 'auto',
+          src_text: ['Good morning to everyone here today!', 'Ayer fuimos al mercado a comprar fruta fresca.'],
+        },
+        context,
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'UNKNOWN_LANGUAGE',
+        message: 'src_text[1] looks like "es", which this model cannot read; give src_lang if that is wrong.',
+      }),
+    );
+  });
+
+  it('past the limits: 413 in characters and in sentences, never a shortened answer', () => {
+    const limits = { maxChars: 100, maxSentences: 3 };
+    expect(() => planTranslation({ src_lang: 'en', src_text: 'x'.repeat(101) }, { ...context, limits })).toThrow(
+      expect.objectContaining({
+        status: 413,
+        message:
+          'Request has 101 characters of text; at most 100 are translated in one request (MAX_REQUEST_CHARS): split it into several requests.',
+      }),
+    );
+    expect(() =>
+      planTranslation({ src_lang: 'en', src_text: 'One. Two. Three. Four.' }, { ...context, limits }),
+    ).toThrow(
+      expect.objectContaining({ status: 413, message: expect.stringMatching(/^Request has 4 sentences; at most 3/) }),
+    );
+  });
+
+  it('bad shapes are 400s naming the field', () => {
+    const bad = (body: unknown) => () => planTranslation(body, context);
+    expect(bad(null)).toThrow(/must be a JSON object/);
+    expect(bad({ src_lang: 1, src_text: 'a' })).toThrow('src_lang must be a string.');
+    expect(bad({ src_lang: 'en', src_text: { a: 1 } })).toThrow(
+      /src_text must be a string or an array of strings, got object/,
+    );
+    expect(bad({ src_lang: 'en', src_text: [] })).toThrow('src_text must not be an empty array.');
+    expect(bad({ src_lang: 'en', src_text: ['a', 2] })).toThrow('src_text[1] must be a string, got number.');
+    expect(bad({ src_lang: 'en', src_text: ['a', ' \n'] })).toThrow('src_text[1] is empty.');
+    expect(bad({ src_lang: 'en', src_text: '\t' })).toThrow('src_text is empty.');
+  });
+});

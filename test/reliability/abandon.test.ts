@@ -1,0 +1,144 @@
+/**
+ * Abandoned work is dropped (issue 11): 1,000 translation requests, aborted by their clients mid-generation, through
+ * the front (nginx when installed, else the built-in one) → router → model server, and straight to :9999. Each hop
+ * passes the disconnect on, the model server cancels the jobs, and the engine's rows leave its batch at the next
+ * step: its live rows fall to zero and it stops stepping, instead of generating answers nobody will read.
+ *
+ * Real processes, the generated tiny model, four target languages (each its own lane at the router and queue at
+ * the model server), sentences long enough that their generation takes many steps.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Agent, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findNginx } from '../../front/nginx.js';
+import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { stopAll, until } from './support/processes.js';
+import { startStack, type Stack } from './support/stack.js';
+
+const LANGS = ['en', 'ko', 'fr', 'de'];
+const REQUESTS = 1_000;
+/** Long enough that a row generates for many steps (the source-length cap is 2 × its tokens + 10). */
+const SENTENCE = 'the committee will meet again next week to review the budget and the schedule for the new building';
+
+function sum(metrics: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) total += Number(line.split(' ').pop());
+  }
+  return total;
+}
+
+afterAll(stopAll);
+
+describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () => {
+  let stack: Stack;
+  let modelDir: string;
+  beforeAll(async () => {
+    modelDir = mkdtempSync(path.join(tmpdir(), 'mt-abandon-tiny-'));
+    makeDemoModel('tiny', modelDir);
+    stack = await startStack({
+      languages: LANGS,
+      handler: 'translation',
+      modelDir,
+      front: findNginx(process.env) ? 'nginx' : 'builtin',
+      env: { MAX_NEW_TOKENS: '200', RESPONSE_TIMEOUT_S: '120' },
+      register: { batchSize: 64, maxBatchDelayMs: 5 },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(modelDir, { recursive: true, force: true });
+  });
+  const scrape = async () => (await (await fetch(`${stack.metrics}/metrics`)).text()) as string;
+
+  for (const via of ['front → router → model server', 'model server :9999'] as const) {
+    it(`${via}: the rows leave the engine, it stops stepping, every job is accounted for`, async () => {
+      const front = via !== 'model server :9999';
+      const before = await scrape();
+      const dispatcher = new Agent({ connections: REQUESTS, keepAliveTimeout: 10_000 });
+      const controllers: AbortController[] = [];
+      const outcomes = Array.from({ length: REQUESTS }, (_, i) => {
+        const controller = new AbortController();
+        controllers.push(controller);
+        const lang = LANGS[i % LANGS.length]!;
+        const url = front ? `${stack.frontUrl!}/` : `${stack.inference}/predictions/${lang}`;
+        const body = front
+          ? { src_lang: 'en', src_text: `${SENTENCE} ${i}`, tgt_lang: lang }
+          : { src_lang: 'en', src_text: `${SENTENCE} ${i}` };
+        return request(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+          dispatcher,
+          signal: controller.signal,
+        }).then(
+          async (res) => ({
+            status: res.statusCode,
+            retryAfter: res.headers['retry-after'],
+            body: await res.body.text(),
+          }),
+          (err: Error) => ({ status: 0, retryAfter: undefined, body: err.name }),
+        );
+      });
+      // Mid-generation: the engine is stepping a full batch.
+      const generating = await until(
+        'the engine generating',
+        async () => {
+          const live = sum(await scrape(), 'mt_engine_live_rows');
+          return live >= 64 ? live : undefined;
+        },
+        30_000,
+      );
+      const abortedAt = performance.now();
+      for (const c of controllers) c.abort();
+      const answered = await Promise.all(outcomes);
+      // The rows leave at the engine's next step boundary once each cancel arrives, and the engine stops stepping:
+      // no live rows, and no step for half a second (a request the router held in its lane may still reach the
+      // model server as its neighbours leave, and be cancelled in turn: that is the tail this waits out).
+      let quietSince = performance.now();
+      let steps = -1;
+      let after = '';
+      await until(
+        'the engine idle',
+        async () => {
+          after = await scrape();
+          const now = performance.now();
+          const stepsNow = sum(after, 'mt_engine_steps_total');
+          if (stepsNow !== steps || sum(after, 'mt_engine_live_rows') > 0) [steps, quietSince] = [stepsNow, now];
+          return now - quietSince >= 500;
+        },
+        10_000,
+      );
+      const drainedMs = quietSince - abortedAt;
+
+      const cancelled = (stage: string) =>
+        sum(after, 'mt_cancelled_jobs_total', { reason: 'client-gone', stage }) -
+        sum(before, 'mt_cancelled_jobs_total', { reason: 'client-gone', stage });
+      const delta = (outcome: string) =>
+        sum(after, 'mt_jobs_total', { outcome }) - sum(before, 'mt_jobs_total', { outcome });
+      const reached = delta('ok') + delta('CLIENT_CLOSED');
+      console.info(
+        `abandon via ${via}: ${generating} rows generating when ${REQUESTS} clients left; live rows 0 after ${drainedMs.toFixed(0)} ms; ` +
+          `${cancelled('running')} running and ${cancelled('queued')} queued jobs cancelled, ${delta('ok')} finished first, ${REQUESTS - reached} never reached the model server`,
+      );
+      // Every client gave up before an answer: a few were answered first, a few refused at once (503 + Retry-After:
+      // 1,000 arrivals at once are more than the queue budget admits); none got an error.
+      expect(answered.filter((a) => a.status !== 0 && a.status !== 200 && !(a.status === 503 && a.retryAfter))).toEqual(
+        [],
+      );
+      // The engine was idle soon after the clients left: not after the generations would have finished.
+      expect(drainedMs).toBeLessThan(3_000);
+      // The rows that were generating were cancelled, not finished.
+      expect(cancelled('running')).toBeGreaterThanOrEqual(generating - delta('ok'));
+      // Every job the model server accepted ended: answered or cancelled, nothing else (no 504, no error).
+      expect(sum(after, 'mt_jobs_total') - sum(before, 'mt_jobs_total')).toBe(reached);
+      expect(sum(after, 'mt_queue_depth')).toBe(0);
+      // Nothing was recycled.
+      expect(sum(after, 'mt_worker_deaths_total')).toBe(0);
+      await dispatcher.destroy();
+    });
+  }
+});
