@@ -124,6 +124,12 @@ export interface BatchDoneMessage {
 export interface StepCounters {
   runs: number;
   rows: number;
+  /** Rows that left the batch unfinished because their job was cancelled (deadline, client gone). */
+  cancelledRows?: number;
+  /** Rows that stopped at their token cap before `</s>` (the translation may be cut short). */
+  cappedRows?: number;
+  /** Rows a model run failed on alone (an onnxruntime error on their input). */
+  failedRows?: number;
 }
 
 /**

@@ -50,6 +50,7 @@ export class ServerMetrics {
   #workerDeaths: Counter<'engine'>;
   #engineSteps: Counter<'engine'>;
   #engineStepRows: Counter<'engine'>;
+  #engineRowsEnded: Counter<'engine' | 'how'>;
 
   constructor(options: ServerMetricsOptions) {
     this.#hostname = options.hostname ?? osHostname();
@@ -135,6 +136,12 @@ export class ServerMetrics {
       name: 'mt_engine_step_rows_total',
       help: "Rows carried by each engine's decoder runs (beams count once each); ÷ mt_engine_steps_total = mean real batch.",
       labelNames: ['engine'],
+      registers,
+    });
+    this.#engineRowsEnded = new Counter({
+      name: 'mt_engine_rows_ended_early_total',
+      help: 'Rows that left an engine before </s>: cancelled (deadline or client gone), capped (stopped at the token cap, the translation may be cut short: logged), failed (a model run failed on them alone).',
+      labelNames: ['engine', 'how'],
       registers,
     });
     new Gauge({
@@ -234,6 +241,13 @@ export class ServerMetrics {
     if (runs <= 0) return;
     this.#engineSteps.inc({ engine }, runs);
     this.#engineStepRows.inc({ engine }, rows);
+  }
+
+  /** Rows an engine's worker ended early since its last report: cancelled, stopped at their cap, failed alone. */
+  rowsDropped(engine: string, rows: { cancelled: number; capped: number; failed: number }): void {
+    for (const how of ['cancelled', 'capped', 'failed'] as const) {
+      if (rows[how] > 0) this.#engineRowsEnded.inc({ engine, how }, rows[how]);
+    }
   }
 
   workerDied(engine: string): void {

@@ -415,6 +415,7 @@ export class ModelManager {
       onBatchDone: (r) => {
         metrics.batchDone(r.model, r.version, r.size, r.handlerMs);
         metrics.stepsDone(spec.key, r.stepRuns, r.stepRows);
+        metrics.rowsDropped(spec.key, { cancelled: r.cancelledRows, capped: r.cappedRows, failed: r.failedRows });
       },
       onWorkerDied: () => metrics.workerDied(spec.key),
     });

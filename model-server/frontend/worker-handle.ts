@@ -25,7 +25,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import type { BatchMessage, DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import type { BatchMessage, DeviceInfo, FromWorker, InitMessage, StepCounters, ToWorker } from '../protocol.js';
 import type { AbandonReason, Job, JobHolder } from './job.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
@@ -43,6 +43,10 @@ export interface BatchReport {
   /** Decoder runs and their rows on this worker since its previous report (0 for handlers without steps). */
   stepRuns: number;
   stepRows: number;
+  /** Rows cancelled, stopped at their token cap, and failed alone, since the previous report. */
+  cancelledRows: number;
+  cappedRows: number;
+  failedRows: number;
 }
 
 /** One model's batch for `sendRound`. */
@@ -100,7 +104,7 @@ export class WorkerHandle implements JobHolder {
   #log: Logger;
   #batches = new Map<number, InFlightBatch>();
   /** The worker's step counters at its last report (cumulative since it loaded). */
-  #steps = { runs: 0, rows: 0 };
+  #steps: Required<StepCounters> = { runs: 0, rows: 0, cancelledRows: 0, cappedRows: 0, failedRows: 0 };
   /** Job id → batch id, for every unanswered job on this worker. */
   #jobBatch = new Map<string, number>();
   #started: { resolve: () => void; reject: (err: ServeError) => void } | undefined;
@@ -342,8 +346,14 @@ export class WorkerHandle implements JobHolder {
             job.reject(new ServeError('INTERNAL', 'Worker did not answer every item of its batch.'));
           }
         }
-        const steps = message.steps ?? this.#steps;
-        const [stepRuns, stepRows] = [steps.runs - this.#steps.runs, steps.rows - this.#steps.rows];
+        const steps: Required<StepCounters> = { ...this.#steps, ...message.steps };
+        const delta = (key: keyof StepCounters) => steps[key] - this.#steps[key];
+        const [stepRuns, stepRows] = [delta('runs'), delta('rows')];
+        const [cancelledRows, cappedRows, failedRows] = [
+          delta('cancelledRows'),
+          delta('cappedRows'),
+          delta('failedRows'),
+        ];
         this.#steps = steps;
         this.#options.events.batchDone(this, {
           model: record.model,
@@ -352,6 +362,9 @@ export class WorkerHandle implements JobHolder {
           handlerMs: message.handlerMs,
           stepRuns,
           stepRows,
+          cancelledRows,
+          cappedRows,
+          failedRows,
         });
         return;
       }

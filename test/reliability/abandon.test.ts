@@ -129,10 +129,12 @@ describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () 
       expect(answered.filter((a) => a.status !== 0 && a.status !== 200 && !(a.status === 503 && a.retryAfter))).toEqual(
         [],
       );
-      // The engine was idle soon after the clients left: not after the generations would have finished.
-      expect(drainedMs).toBeLessThan(3_000);
-      // The rows that were generating were cancelled, not finished.
+      // The rows that were generating were cancelled, not finished: the frontend counts the jobs, the engine its rows.
       expect(cancelled('running')).toBeGreaterThanOrEqual(generating - delta('ok'));
+      const rowsCancelled =
+        sum(after, 'mt_engine_rows_ended_early_total', { how: 'cancelled' }) -
+        sum(before, 'mt_engine_rows_ended_early_total', { how: 'cancelled' });
+      expect(rowsCancelled).toBeGreaterThanOrEqual(generating - delta('ok'));
       // Every job the model server accepted ended: answered or cancelled, nothing else (no 504, no error).
       expect(sum(after, 'mt_jobs_total') - sum(before, 'mt_jobs_total')).toBe(reached);
       expect(sum(after, 'mt_queue_depth')).toBe(0);

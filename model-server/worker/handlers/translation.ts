@@ -86,7 +86,13 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
 
   steps(): StepCounters {
     const stats = this.#requireEngine().stats();
-    return { runs: stats.decoderRuns, rows: stats.decoderRows };
+    return {
+      runs: stats.decoderRuns,
+      rows: stats.decoderRows,
+      cancelledRows: stats.cancelledRows,
+      cappedRows: stats.cappedRows,
+      failedRows: stats.failed,
+    };
   }
 
   liveRows(): number {
