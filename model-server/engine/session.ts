@@ -5,20 +5,14 @@
  * Device policy: CUDA (`deviceId` N) when asked for; if the CUDA provider or the GPU is missing the
  * sessions are created on the CPU and `DeviceInfo.fallbackReason` says why — never silently.
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import './ort-env.js';
-import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
-
-/**
- * Largest decoder .onnx file rewritten in memory (decoder-graph.ts). Exports with external weights are a
- * few hundred KB; a graph with its weights inline would be decoded, copied and handed over in memory.
- */
-const MAX_REWRITTEN_GRAPH_BYTES = 256 * 2 ** 20;
+import { joinModel, splitModel } from './onnx-wire.js';
 
 /** Which decoder graph drives generation. */
 export type DecoderKind =
@@ -171,6 +165,17 @@ function finish(
   };
 }
 
+/**
+ * The weights' type of an export's graph file, by the suffix Hugging Face's ONNX exports (and transformers.js) give
+ * each variant: `decoder_model_merged_fp16.onnx` is fp16, `…_quantized.onnx` int8 (`q8`); no suffix is fp32, the
+ * only variant this engine loads today.
+ */
+export function dtypeOfFile(file: string): string {
+  const suffix = /_(fp16|int8|uint8|quantized|q4f16|q4|bnb4)\.onnx$/.exec(path.basename(file))?.[1];
+  if (suffix === undefined) return 'fp32';
+  return suffix === 'quantized' ? 'int8' : suffix;
+}
+
 function asExported(reason: string): DecoderOutputs {
   return { appendedCache: null, greedyTop2: null, notes: [`decoder graph not rewritten: ${reason}`] };
 }
@@ -190,18 +195,17 @@ function modelShape(modelDir: string): { layers: number; vocab: number } {
 
 /**
  * The merged decoder with the extra outputs of decoder-graph.ts, as bytes (null: load the file as is), and
- * what it offers. The weights stay in their external data file either way.
+ * what it offers. Only the graph's nodes and outputs are decoded and re-encoded (onnx-wire.ts): inline weights
+ * are copied through as bytes, external ones stay in their data file, so a published export with 1.3 GB of
+ * inline weights takes the fast path like any other. Editing in memory at each load, rather than preparing an
+ * edited copy once, needs no write access to the model folder and no copy that could go stale beside it; it
+ * costs one transient copy of the file while the session is created.
  */
 function rewriteDecoder(
   file: string,
   shape: { layers: number; vocab: number },
 ): { bytes: Uint8Array | null; outputs: DecoderOutputs } {
-  const size = statSync(file).size;
-  if (size > MAX_REWRITTEN_GRAPH_BYTES) {
-    return { bytes: null, outputs: asExported(`${path.basename(file)} holds its weights inline (${size} bytes)`) };
-  }
-  const { onnx } = onnxProto;
-  const model = onnx.ModelProto.decode(readFileSync(file));
+  const { model, weights } = splitModel(readFileSync(file));
   const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, notes: [] };
   const appended = exposeCacheAppends(model, shape.layers);
   if (appended.ok) outputs.appendedCache = appended.outputs;
@@ -210,5 +214,5 @@ function rewriteDecoder(
   if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
   else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
   const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
-  return { bytes: changed ? onnx.ModelProto.encode(model).finish() : null, outputs };
+  return { bytes: changed ? joinModel(model, weights) : null, outputs };
 }
