@@ -3,6 +3,7 @@
  */
 import type { Scenario } from '../lib/context.js';
 import { baselineScenario } from './baseline.js';
+import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
 import { goodputScenario } from './goodput.js';
 import { memoryScenario } from './memory.js';
@@ -19,5 +20,6 @@ export const SCENARIOS: Scenario[] = [
   memoryScenario,
   overheadScenario,
   goodputScenario,
+  documentsScenario,
   routerHopScenario,
 ];

@@ -109,3 +109,17 @@ describe('planTranslation: documents in, documents out', () => {
     expect(bad({ src_lang: 'en', src_text: '\t' })).toThrow('src_text is empty.');
   });
 });
+
+describe('planTranslation: split "none"', () => {
+  it('each text is one job, its surrounding whitespace kept', () => {
+    const plan = planTranslation({ src_lang: 'en', src_text: ['  One. Two.\n', 'Three.'], split: 'none' }, context);
+    expect(plan.bodies.map((b) => b.src_text)).toEqual(['One. Two.', 'Three.']);
+    expect(plan.answer(translate(plan.bodies))).toEqual({ translated: ['  ONE. TWO.\n', 'THREE.'] });
+  });
+
+  it('any other value is a 400 naming the field', () => {
+    expect(() => planTranslation({ src_lang: 'en', src_text: 'a', split: 'paragraphs' }, context)).toThrow(
+      'split must be "sentences" (the default) or "none", got "paragraphs".',
+    );
+  });
+});

@@ -7,6 +7,9 @@
  * `src_lang: "auto"` detects each text's language among every language the identifier knows, then checks the
  * model can read it, so a text in a language the model lacks is a clear 400, not a guess among the wrong ones.
  *
+ * `split: "none"` asks for each text as one row (context across its sentences, for a caller that segmented
+ * itself); a text longer than the window is still split by the worker, never cut.
+ *
  * Limits are stated in characters and sentences per request (MAX_REQUEST_CHARS, MAX_REQUEST_SENTENCES) and
  * answered 413 past them: never a 200 with text missing. A sentence longer than the model's input window is the
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
@@ -51,8 +54,14 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
   }
-  const { src_lang: srcLang, src_text: srcText } = body as Record<string, unknown>;
+  const { src_lang: srcLang, src_text: srcText, split = 'sentences' } = body as Record<string, unknown>;
   if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
+  if (split !== 'sentences' && split !== 'none') {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `split must be "sentences" (the default) or "none", got ${JSON.stringify(split)}.`,
+    );
+  }
   const isArray = Array.isArray(srcText);
   if (!isArray && typeof srcText !== 'string') {
     throw new ServeError('BAD_REQUEST', `src_text must be a string or an array of strings, got ${typeName(srcText)}.`);
@@ -77,7 +86,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   const auto = srcLang === AUTO;
   const docs = (texts as string[]).map((text, i) => {
     const lang = auto ? detected(text, isArray ? `src_text[${i}]` : 'src_text', context.readable) : srcLang;
-    return { lang, segments: segmentDocument(text, lang) };
+    return { lang, segments: split === 'none' ? wholeText(text) : segmentDocument(text, lang) };
   });
   const sentences = docs.reduce((n, d) => n + d.segments.pieces.length, 0);
   if (sentences > limits.maxSentences) {
@@ -101,6 +110,13 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       return response;
     },
   };
+}
+
+/** The text as one piece, its surrounding whitespace kept as separators. */
+function wholeText(text: string): Segments {
+  const start = text.length - text.trimStart().length;
+  const end = text.trimEnd().length;
+  return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
 }
 
 function join(segments: Segments, values: readonly unknown[], tgtLang: string): string {
