@@ -123,7 +123,10 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const requestId = c.get('requestId');
     const reply = await upstream.translate({
       tgtLang: input.tgt_lang,
-      body: { src_lang: input.src_lang, src_text: input.src_text },
+      body:
+        input.split === undefined
+          ? { src_lang: input.src_lang, src_text: input.src_text }
+          : { src_lang: input.src_lang, src_text: input.src_text, split: input.split },
       requestId,
       signal: c.req.raw.signal,
     });

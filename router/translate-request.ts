@@ -13,6 +13,8 @@ export interface TranslateInput {
   src_lang: string;
   src_text: string | string[];
   tgt_lang: string;
+  /** `none`: each text one row instead of one row per sentence (the model server's translation-plan.ts). */
+  split?: 'sentences' | 'none';
 }
 
 /** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
@@ -85,6 +87,12 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
       },
     ),
     src_text: srcText,
+    split: z
+      .enum(['sentences', 'none'], {
+        error: (issue) =>
+          `Field "split" must be "sentences" (the default) or "none", got ${JSON.stringify(issue.input)}.`,
+      })
+      .optional(),
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
       error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,
     }),

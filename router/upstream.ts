@@ -34,7 +34,7 @@ import { Gate, GateRefusedError, type GateStats } from './gate.js';
 /** What the router sends for one request (the model name is the target language, as in the seed). */
 export interface TranslateRequest {
   tgtLang: string;
-  body: { src_lang: string; src_text: string | string[] };
+  body: { src_lang: string; src_text: string | string[]; split?: 'sentences' | 'none' };
   requestId: string;
   /** Aborts the upstream request (the client went away). */
   signal?: AbortSignal;

@@ -75,6 +75,19 @@ describe('routing', () => {
     expect(seen.headers['content-type']).toBe('application/json');
   });
 
+  it('passes src_lang "auto" and split on to the model server; a bad split is a 400 naming it', async () => {
+    const res = await post({ src_lang: 'auto', src_text: 'Hello. Bye.', tgt_lang: 'ko', split: 'none' });
+    expect(res.status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'auto', src_text: 'Hello. Bye.', split: 'none' });
+    const bad = await post({ src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko', split: 'words' });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toEqual({
+      code: 400,
+      type: 'BadRequestException',
+      message: 'Field "split" must be "sentences" (the default) or "none", got "words".',
+    });
+  });
+
   it('keeps an array in order and routes each target language to its own model', async () => {
     const texts = ['one', 'two', 'three', 'four', 'five'];
     for (const tgt of ['zh', 'fr']) {
