@@ -20,6 +20,7 @@ export interface Address {
 export type BatchPolicy = 'immediate' | 'torchserve';
 export type EngineSharing = 'device' | 'language';
 export type FrontKind = 'auto' | 'nginx' | 'builtin';
+export type ModelDtypeSetting = 'auto' | 'fp32' | 'q8' | 'q8-rows' | 'fp16';
 
 export interface ModelServerConfig {
   inference: Address;
@@ -50,6 +51,11 @@ export interface ModelServerConfig {
   engineSharing: EngineSharing;
   /** onnxruntime intra-op threads per worker; 0 lets onnxruntime choose (all cores). */
   intraOpThreads: number;
+  /**
+   * Weights the engines load: `auto` (int8 on the CPU, fp16 on CUDA when the model folder has those files, else
+   * fp32), or `fp32`, `q8`, `q8-rows`, `fp16` (refused at registration when its files are missing).
+   */
+  modelDtype: ModelDtypeSetting;
   numBeams: number;
   maxNewTokens: number;
   maxRequestBytes: number;
@@ -138,6 +144,7 @@ export const ENV_DEFAULTS = {
   BATCH_POLICY: 'immediate',
   ENGINE_SHARING: 'device',
   INTRA_OP_THREADS: '0',
+  MODEL_DTYPE: 'auto',
   NUM_BEAMS: '2',
   MAX_NEW_TOKENS: '200',
   MAX_REQUEST_SIZE: '6553500',
@@ -175,6 +182,7 @@ const envSchema = z.object({
   BATCH_POLICY: z.enum(['immediate', 'torchserve']),
   ENGINE_SHARING: z.enum(['device', 'language']),
   INTRA_OP_THREADS: int(0, 256),
+  MODEL_DTYPE: z.enum(['auto', 'fp32', 'q8', 'q8-rows', 'fp16']),
   NUM_BEAMS: int(1, 16),
   MAX_NEW_TOKENS: int(1, 4096),
   MAX_REQUEST_SIZE: int(1024, 1 << 30),
@@ -248,6 +256,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       batchPolicy: e.BATCH_POLICY,
       engineSharing: e.ENGINE_SHARING,
       intraOpThreads: e.INTRA_OP_THREADS,
+      modelDtype: e.MODEL_DTYPE,
       numBeams: e.NUM_BEAMS,
       maxNewTokens: e.MAX_NEW_TOKENS,
       maxRequestBytes: e.MAX_REQUEST_SIZE,

@@ -1,5 +1,6 @@
 /**
- * @module model-server/cli — `model-server archive`: write store entries (the seed's torch-model-archiver step).
+ * @module model-server/cli — `model-server archive`: write store entries (the seed's torch-model-archiver step);
+ * `model-server quantize`: write a model folder's int8 files (engine/quantize.ts), no Python needed.
  *
  *     node dist/model-server/cli.js archive --model-dir models/tiny --store model_store \
  *          --setup-config setup_config.json [--handler translation] [--version 1.0]
@@ -8,10 +9,16 @@
  * One entry per language of setup_config.json, or the `--name`d entries only (repeatable). Existing entries of
  * those names are overwritten. Flags have the same defaults as .env.example; this entry reads no .env.
  * Prints one line per written manifest; exits 2 on a usage error, 1 on any other failure.
+ *
+ *     node dist/model-server/cli.js quantize --model-dir models/m2m100_418M [--dtype q8|q8-rows|all]
+ *
+ * Writes `onnx/encoder_model_quantized.onnx` and `onnx/decoder_model_merged_quantized.onnx` (q8: transformers.js'
+ * recipe) and/or the `_quantized_rows` pair (q8-rows: activations quantized per row) beside the fp32 files.
  */
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ENV_DEFAULTS, readSetupConfig } from '../common/config.js';
+import { quantizeModelDir } from './engine/quantize.js';
 import { archiveModels } from './store/archiver.js';
 
 const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--setup-config FILE | --name NAME ...]
@@ -21,7 +28,50 @@ const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--se
   --setup-config  one entry per language of this file (default ${ENV_DEFAULTS.SETUP_CONFIG})
   --name          write only this entry (repeatable); overrides --setup-config
   --handler       handler the entries are served by (default translation)
-  --version       model version (default 1.0)`;
+  --version       model version (default 1.0)
+       model-server quantize --model-dir DIR [--dtype q8|q8-rows|all] [--full-range]
+  --dtype         q8: int8, activations per tensor (transformers.js' *_quantized.onnx; default);
+                  q8-rows: activations per row (*_quantized_rows.onnx); all: both
+  --full-range    8-bit weights instead of the published 7-bit (reduce_range) ones`;
+
+const QUANTIZE_DTYPES = { q8: ['tensor'], 'q8-rows': ['row'], all: ['tensor', 'row'] } as const;
+
+function runQuantize(rest: readonly string[], out: (line: string) => void): number {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...rest],
+      options: {
+        'model-dir': { type: 'string', default: ENV_DEFAULTS.MODEL_DIR },
+        dtype: { type: 'string', default: 'q8' },
+        'full-range': { type: 'boolean', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+    if (!(values.dtype in QUANTIZE_DTYPES)) throw new Error(`--dtype must be q8, q8-rows or all (got ${values.dtype})`);
+  } catch (err) {
+    process.stderr.write(`model-server quantize: ${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  try {
+    for (const activations of QUANTIZE_DTYPES[values.dtype as keyof typeof QUANTIZE_DTYPES]) {
+      const started = performance.now();
+      const reports = quantizeModelDir(values['model-dir'], { activations, reduceRange: !values['full-range'] });
+      for (const r of reports) {
+        const ops = Object.entries(r.quantized)
+          .map(([op, n]) => `${n} ${op}`)
+          .join(', ');
+        out(`quantized ${r.output}: ${ops}; ${r.bytesIn} → ${r.bytesOut} bytes`);
+      }
+      out(`(${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    }
+    return 0;
+  } catch (err) {
+    process.stderr.write(`model-server quantize: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
 
 function runCli(argv: readonly string[], out: (line: string) => void = console.log): number {
   const [command, ...rest] = argv;
@@ -29,6 +79,7 @@ function runCli(argv: readonly string[], out: (line: string) => void = console.l
     out(USAGE);
     return command === undefined ? 2 : 0;
   }
+  if (command === 'quantize') return runQuantize(rest, out);
   if (command !== 'archive') {
     process.stderr.write(`model-server: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
     return 2;

@@ -8,6 +8,7 @@
  * message as soon as that item is done (finished rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.
  */
+import type { DtypeRequest } from './engine/session.js';
 import type { WireError } from '../common/errors.js';
 
 /** Where a worker is asked to run: the seed's setup_config device id, or the CPU. */
@@ -28,6 +29,8 @@ export interface WorkerOptions {
   intraOpThreads: number;
   numBeams: number;
   maxNewTokens: number;
+  /** MODEL_DTYPE: which weights the engine loads (engine/session.ts; absent: `auto`). */
+  modelDtype?: DtypeRequest;
 }
 
 export interface InitMessage {

@@ -16,7 +16,7 @@ let tiny: TranslationEngine;
 let joinable: TranslationEngine;
 
 async function load(modelDir: string, extra: Partial<Parameters<typeof TranslationEngine.load>[0]> = {}) {
-  const engine = await TranslationEngine.load({ modelDir, intraOpThreads: 1, ...extra });
+  const engine = await TranslationEngine.load({ modelDir, intraOpThreads: 1, dtype: 'fp32', ...extra });
   engines.push(engine);
   return engine;
 }

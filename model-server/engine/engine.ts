@@ -16,7 +16,14 @@ import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Generator, type GeneratorStats } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
-import { type DecoderOutputs, type EngineSessions, loadSessions } from './session.js';
+import {
+  type DecoderOutputs,
+  type DtypeChoice,
+  type DtypeRequest,
+  type EngineSessions,
+  loadSessions,
+  type ModelDtype,
+} from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
 /** Decoder rows an engine steps at once unless told otherwise. */
@@ -39,6 +46,11 @@ export interface EngineOptions {
   modelDir: string;
   /** Default: CPU. A CUDA request falls back to the CPU with `device.fallbackReason` when impossible. */
   device?: DeviceRequest;
+  /**
+   * Which weights to load (default `auto`: int8 on the CPU, fp16 on CUDA when the folder has those files, else
+   * fp32; see session.ts `AUTO_DTYPES`). A dtype whose files are missing is refused at load, naming them.
+   */
+  dtype?: DtypeRequest;
   /** onnxruntime intra-op threads; 0 (default) lets onnxruntime use every core. */
   intraOpThreads?: number;
   /** `no-cache` recomputes the whole prefix every step (for tests); default `auto`. */
@@ -155,6 +167,7 @@ export class TranslationEngine {
     const sessions = await loadSessions({
       modelDir: options.modelDir,
       device: options.device ?? { kind: 'cpu' },
+      dtype: options.dtype ?? 'auto',
       intraOpThreads: options.intraOpThreads ?? 0,
       decoder: options.decoder ?? 'auto',
       decoderGraph: options.decoderGraph ?? 'rewritten',
@@ -173,6 +186,16 @@ export class TranslationEngine {
 
   get tokenizer(): TranslationTokenizer {
     return this.#tokenizer;
+  }
+
+  /** The weights' type loaded (`fp32`, `q8`, `q8-rows`, `fp16`). */
+  get dtype(): ModelDtype {
+    return this.#sessions.dtype.dtype;
+  }
+
+  /** The dtype loaded, what was asked for, and why (MODEL_DTYPE=auto says what it chose and what was absent). */
+  get dtypeChoice(): Readonly<DtypeChoice> {
+    return this.#sessions.dtype;
   }
 
   /** `merged` (KV cache) or `no-cache`. */

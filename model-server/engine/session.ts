@@ -21,8 +21,53 @@ export type DecoderKind =
   /** `decoder_model.onnx`: no cache, every step recomputes the whole prefix */
   | 'no-cache';
 
+/** Weight types a model folder can hold, each in its own files (the published export's names). */
+export type ModelDtype = 'fp32' | 'q8' | 'q8-rows' | 'fp16';
+/** What MODEL_DTYPE asks for: a dtype, or `auto` (see `AUTO_DTYPES`). */
+export type DtypeRequest = ModelDtype | 'auto';
+export const DTYPE_REQUESTS: readonly DtypeRequest[] = ['auto', 'fp32', 'q8', 'q8-rows', 'fp16'];
+
+/**
+ * File name suffix of each dtype: `onnx/encoder_model{suffix}.onnx`, `onnx/decoder_model_merged{suffix}.onnx`.
+ * `q8` is transformers.js' `_quantized` (dynamic int8, activations per tensor); `q8-rows` is ours (quantize.ts:
+ * activations per row, so a row's answer does not depend on its batch).
+ */
+export const DTYPE_SUFFIX: Readonly<Record<ModelDtype, string>> = {
+  fp32: '',
+  q8: '_quantized',
+  'q8-rows': '_quantized_rows',
+  fp16: '_fp16',
+};
+
+/**
+ * `auto`'s preference per device, first present wins. CPU: int8 (onnxruntime's int8 GEMM is several times its
+ * float32 MatMul on this kind of CPU; README "Choosing a dtype" has the measurements and the rule that orders
+ * q8-rows and q8); never fp16, which the CPU provider runs no faster than fp32. CUDA: fp16 (tensor cores, half
+ * the memory); int8 there would run MatMulInteger, which the CUDA provider does not accelerate.
+ */
+export const AUTO_DTYPES: Readonly<Record<'cpu' | 'cuda', readonly ModelDtype[]>> = {
+  cpu: ['q8-rows', 'q8', 'fp32'],
+  cuda: ['fp16', 'fp32'],
+};
+
+/** The dtype a graph file holds, from its name (`decoder_model_merged_quantized.onnx` → `q8`). */
+export function dtypeOfFile(file: string): ModelDtype {
+  const stem = path.basename(file, '.onnx');
+  const byLongest = (Object.entries(DTYPE_SUFFIX) as [ModelDtype, string][]).sort((a, b) => b[1].length - a[1].length);
+  return byLongest.find(([, suffix]) => suffix !== '' && stem.endsWith(suffix))?.[0] ?? 'fp32';
+}
+
+/** The dtype an engine loaded, what was asked for, and why that one (for logs and describe output). */
+export interface DtypeChoice {
+  dtype: ModelDtype;
+  requested: DtypeRequest;
+  reason: string;
+}
+
 export interface SessionOptions {
   modelDir: string;
+  /** Weight type (default `auto`). @see DtypeRequest */
+  dtype?: DtypeRequest;
   device: DeviceRequest;
   /** onnxruntime intra-op threads; 0 lets onnxruntime choose (all cores). */
   intraOpThreads: number;
@@ -59,6 +104,7 @@ export interface EngineSessions {
   decoderInputs: ReadonlySet<string>;
   decoderOutputs: DecoderOutputs;
   device: DeviceInfo;
+  dtype: DtypeChoice;
 }
 
 function sessionOptions(
@@ -79,17 +125,62 @@ function sessionOptions(
 }
 
 /** The decoder graph to use: the merged one unless told otherwise or absent. */
-function chooseDecoder(modelDir: string, wanted: 'auto' | 'no-cache'): { file: string; kind: DecoderKind } {
-  const merged = path.join('onnx', 'decoder_model_merged.onnx');
-  const plain = path.join('onnx', 'decoder_model.onnx');
+function chooseDecoder(
+  modelDir: string,
+  wanted: 'auto' | 'no-cache',
+  suffix: string,
+): { file: string; kind: DecoderKind } {
+  const merged = path.join('onnx', `decoder_model_merged${suffix}.onnx`);
+  const plain = path.join('onnx', `decoder_model${suffix}.onnx`);
   if (wanted === 'auto' && existsSync(path.join(modelDir, merged))) return { file: merged, kind: 'merged' };
   if (existsSync(path.join(modelDir, plain))) return { file: plain, kind: 'no-cache' };
   // No decoder_model.onnx: the merged graph without its cache branch is the same full recompute.
   if (existsSync(path.join(modelDir, merged))) return { file: merged, kind: 'no-cache' };
   throw new ServeError(
     'WORKER_START_FAILED',
-    `No decoder in ${modelDir}/onnx (decoder_model_merged.onnx or decoder_model.onnx).`,
+    `No decoder in ${modelDir}/onnx (${path.basename(merged)} or ${path.basename(plain)}).`,
   );
+}
+
+/** The files of `dtype` missing from `modelDir` (an encoder, and a merged or plain decoder). */
+function missingFiles(modelDir: string, dtype: ModelDtype): string[] {
+  const suffix = DTYPE_SUFFIX[dtype];
+  const has = (name: string) => existsSync(path.join(modelDir, 'onnx', `${name}${suffix}.onnx`));
+  const missing: string[] = [];
+  if (!has('encoder_model')) missing.push(`onnx/encoder_model${suffix}.onnx`);
+  if (!has('decoder_model_merged') && !has('decoder_model')) missing.push(`onnx/decoder_model_merged${suffix}.onnx`);
+  return missing;
+}
+
+/**
+ * The dtype to load on `device`: the one asked for if its files are there, or for `auto` the first of
+ * `AUTO_DTYPES[device]` present. @throws ServeError WORKER_START_FAILED naming the missing files and how to make them
+ */
+export function chooseDtype(modelDir: string, requested: DtypeRequest, device: 'cpu' | 'cuda'): DtypeChoice {
+  if (requested !== 'auto') {
+    const missing = missingFiles(modelDir, requested);
+    if (missing.length > 0) {
+      const how =
+        requested === 'q8' || requested === 'q8-rows'
+          ? `; write them with \`node dist/model-server/cli.js quantize --model-dir ${modelDir}${requested === 'q8-rows' ? ' --dtype q8-rows' : ''}\``
+          : requested === 'fp16'
+            ? '; download them with DTYPE=fp16 scripts/download-model.sh'
+            : '';
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `MODEL_DTYPE=${requested}: ${modelDir} has no ${missing.join(' or ')}${how}.`,
+      );
+    }
+    return { dtype: requested, requested, reason: `MODEL_DTYPE=${requested}` };
+  }
+  for (const dtype of AUTO_DTYPES[device]) {
+    if (missingFiles(modelDir, dtype).length === 0) {
+      const skipped = AUTO_DTYPES[device].slice(0, AUTO_DTYPES[device].indexOf(dtype));
+      const absent = skipped.length > 0 ? ` (no ${skipped.join(', ')} files)` : '';
+      return { dtype, requested, reason: `auto on ${device.toUpperCase()}: ${dtype}${absent}` };
+    }
+  }
+  throw new ServeError('WORKER_START_FAILED', `Missing ${path.join(modelDir, 'onnx', 'encoder_model.onnx')}.`);
 }
 
 /**
@@ -98,30 +189,39 @@ function chooseDecoder(modelDir: string, wanted: 'auto' | 'no-cache'): { file: s
  */
 export async function loadSessions(options: SessionOptions): Promise<EngineSessions> {
   const { modelDir, device } = options;
-  const encoderFile = path.join(modelDir, 'onnx', 'encoder_model.onnx');
-  if (!existsSync(encoderFile)) throw new ServeError('WORKER_START_FAILED', `Missing ${encoderFile}.`);
-  const decoder = chooseDecoder(modelDir, options.decoder ?? 'auto');
-  const decoderFile = path.join(modelDir, decoder.file);
   const threads = Math.max(0, Math.floor(options.intraOpThreads));
-  const rewritten =
-    decoder.kind === 'merged' && (options.decoderGraph ?? 'rewritten') === 'rewritten'
-      ? rewriteDecoder(decoderFile, modelShape(modelDir))
-      : {
-          bytes: null,
-          outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
-        };
+  const prepared = new Map<ModelDtype, ReturnType<typeof prepare>>();
+  const prepare = (dtype: ModelDtype) => {
+    const suffix = DTYPE_SUFFIX[dtype];
+    const encoderFile = path.join(modelDir, 'onnx', `encoder_model${suffix}.onnx`);
+    const decoder = chooseDecoder(modelDir, options.decoder ?? 'auto', suffix);
+    const decoderFile = path.join(modelDir, decoder.file);
+    const rewritten =
+      decoder.kind === 'merged' && (options.decoderGraph ?? 'rewritten') === 'rewritten'
+        ? rewriteDecoder(decoderFile, modelShape(modelDir))
+        : {
+            bytes: null,
+            outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
+          };
+    return { encoderFile, decoder, decoderFile, rewritten };
+  };
+  const filesFor = (dtype: ModelDtype) => {
+    let files = prepared.get(dtype);
+    if (files === undefined) prepared.set(dtype, (files = prepare(dtype)));
+    return files;
+  };
 
-  const create = async (provider: ort.InferenceSession.ExecutionProviderConfig) => {
-    const encoder = await ort.InferenceSession.create(encoderFile, sessionOptions(threads, provider));
+  const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
+    const encoder = await ort.InferenceSession.create(files.encoderFile, sessionOptions(threads, provider));
     try {
       const decoderOptions = sessionOptions(threads, provider);
-      if (rewritten.bytes === null)
-        return { encoder, decoder: await ort.InferenceSession.create(decoderFile, decoderOptions) };
+      if (files.rewritten.bytes === null)
+        return { encoder, decoder: await ort.InferenceSession.create(files.decoderFile, decoderOptions) };
       // From memory, external weights are found through this folder, not the graph file's.
       decoderOptions.extra = {
-        session: { model_external_initializers_file_folder_path: path.dirname(decoderFile) },
+        session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) },
       };
-      return { encoder, decoder: await ort.InferenceSession.create(rewritten.bytes, decoderOptions) };
+      return { encoder, decoder: await ort.InferenceSession.create(files.rewritten.bytes, decoderOptions) };
     } catch (err) {
       await encoder.release();
       throw err;
@@ -130,18 +230,23 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
 
   let fallbackReason: string | undefined;
   if (device.kind === 'cuda') {
+    const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'cuda');
     try {
-      const sessions = await create({ name: 'cuda', deviceId: device.id });
-      return finish(sessions, decoder, rewritten.outputs, { kind: 'cuda', id: device.id, provider: 'cuda' });
+      const files = filesFor(choice.dtype);
+      const sessions = await create(files, { name: 'cuda', deviceId: device.id });
+      const info: DeviceInfo = { kind: 'cuda', id: device.id, provider: 'cuda' };
+      return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
     } catch (err) {
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
   }
+  const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'cpu');
+  const files = filesFor(choice.dtype);
   try {
-    const sessions = await create('cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
+    const sessions = await create(files, 'cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
     const info: DeviceInfo = { kind: 'cpu', id: null, provider: 'cpu' };
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
-    return finish(sessions, decoder, rewritten.outputs, info);
+    return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
   } catch (err) {
     throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
       cause: err,
@@ -154,6 +259,7 @@ function finish(
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
+  dtype: DtypeChoice,
 ): EngineSessions {
   return {
     ...sessions,
@@ -162,18 +268,8 @@ function finish(
     decoderInputs: new Set(sessions.decoder.inputNames),
     decoderOutputs,
     device,
+    dtype,
   };
-}
-
-/**
- * The weights' type of an export's graph file, by the suffix Hugging Face's ONNX exports (and transformers.js) give
- * each variant: `decoder_model_merged_fp16.onnx` is fp16, `…_quantized.onnx` int8 (`q8`); no suffix is fp32, the
- * only variant this engine loads today.
- */
-export function dtypeOfFile(file: string): string {
-  const suffix = /_(fp16|int8|uint8|quantized|q4f16|q4|bnb4)\.onnx$/.exec(path.basename(file))?.[1];
-  if (suffix === undefined) return 'fp32';
-  return suffix === 'quantized' ? 'int8' : suffix;
 }
 
 function asExported(reason: string): DecoderOutputs {

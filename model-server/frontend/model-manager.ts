@@ -137,6 +137,7 @@ export class ModelManager {
         intraOpThreads: this.#config.intraOpThreads,
         numBeams: this.#config.numBeams,
         maxNewTokens: this.#config.maxNewTokens,
+        modelDtype: this.#config.modelDtype,
       },
       ...(fault === undefined ? {} : { fault }),
     };

@@ -43,6 +43,10 @@ describe('makeDemoModel', () => {
         'onnx/decoder_model.onnx',
         'onnx/decoder_model_merged.onnx',
         'onnx/encoder_model.onnx',
+        'onnx/decoder_model_merged_quantized.onnx',
+        'onnx/encoder_model_quantized.onnx',
+        'onnx/decoder_model_merged_quantized_rows.onnx',
+        'onnx/encoder_model_quantized_rows.onnx',
       ].sort(),
     );
     expect(folderHash(a)).toBe(folderHash(b));
@@ -108,7 +112,11 @@ describe('makeDemoModel', () => {
     expect(Math.abs(params - 484e6) / 484e6).toBeLessThan(0.01);
     // HF's own count for facebook/m2m100_418M (model.num_parameters()): 483,905,536.
     expect(params).toBe(483_905_536);
-    expect(p.externalData).toBe(true);
+    // Inline, as published: the larger file (the decoder: embedding + 12 layers) stays under protobuf's 2 GB.
+    expect(p.externalData).toBe(false);
+    const d = p.dModel;
+    const decoderLayer = 4 * (d * d + d) + 4 * (d * d + d) + (d * p.ffnDim + p.ffnDim) + (p.ffnDim * d + d) + 6 * d;
+    expect((p.vocabSize * d + p.decoderLayers * decoderLayer) * 4).toBeLessThan(2 ** 31);
   });
 
   it('writes exactly the parameters the formula counts', () => {

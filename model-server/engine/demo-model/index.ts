@@ -5,7 +5,12 @@
  * ```
  * {outDir}/config.json  generation_config.json  tokenizer.json  tokenizer_config.json  README.md
  * {outDir}/onnx/encoder_model.onnx  decoder_model_merged.onnx  [decoder_model.onnx]  [*.onnx_data]
+ * {outDir}/onnx/encoder_model_quantized.onnx  decoder_model_merged_quantized.onnx            (q8)
+ * {outDir}/onnx/encoder_model_quantized_rows.onnx  decoder_model_merged_quantized_rows.onnx  (q8-rows)
  * ```
+ *
+ * Weights are inline, as in the published export, unless the preset asks for external data; the int8 files are
+ * made from the fp32 ones by quantize.ts, as a user's own export would be.
  *
  * The output is byte-identical for a given preset. These models are stand-ins: their "translations" are
  * random token strings; their shapes (and so their cost) are the real model's.
@@ -13,6 +18,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { buildDecoder, buildEncoder } from './graphs.js';
+import { quantizeModelDir, QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../quantize.js';
 import { encodeModel, GraphBuilder, WeightSink } from './onnx-builder.js';
 import { DEMO_LANGUAGES, type DemoPreset, parameterCount, presetNamed } from './presets.js';
 import { tokenizerConfigJson, tokenizerJson } from './vocab.js';
@@ -94,7 +100,8 @@ function writeGraph(p: DemoPreset, file: string, doc: string, build: (g: GraphBu
 
 /**
  * Build `preset` (a name from `PRESETS` or a preset object) into `outDir`, creating it. `tiny` takes tens
- * of milliseconds; `m2m100-418m` streams ~2.6 GB of weights (two files share the embedding) in about a minute.
+ * of milliseconds; `m2m100-418m` writes ~2.5 GB of fp32 weights inline (two files, each with the embedding) and
+ * ~1.4 GB of int8 files in a few minutes.
  */
 export function makeDemoModel(preset: string | DemoPreset, outDir: string): DemoModelSummary {
   const started = performance.now();
@@ -130,6 +137,10 @@ export function makeDemoModel(preset: string | DemoPreset, outDir: string): Demo
     for (const [tensor, count] of writeGraph(p, path.join(onnxDir, name), doc, build)) weights.set(tensor, count);
     files.push(`onnx/${name}`);
     if (p.externalData) files.push(`onnx/${name}_data`);
+  }
+  for (const activations of ['tensor', 'row'] as const) {
+    quantizeModelDir(outDir, { activations });
+    for (const name of QUANTIZED_GRAPHS) files.push(`onnx/${name}${QUANTIZED_SUFFIX[activations]}.onnx`);
   }
   const isBuffer = (tensor: string) => tensor.includes('embed_positions') || tensor === 'eos_position_bias';
   const writtenParameters = [...weights].reduce((sum, [tensor, count]) => sum + (isBuffer(tensor) ? 0 : count), 0);

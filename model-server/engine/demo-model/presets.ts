@@ -89,7 +89,8 @@ export const PRESETS: Record<string, DemoPreset> = {
     attentionGain: 1,
     decoderSelfMask: false,
     withNoCacheDecoder: false,
-    externalData: true,
+    // Inline like the published export (1.1 and 1.3 GB files, under protobuf's 2 GB).
+    externalData: false,
     seed: 418,
   },
 };

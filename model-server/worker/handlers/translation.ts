@@ -44,13 +44,14 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   #stepListener: (() => void) | null = null;
 
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
-    const { numBeams, maxNewTokens, intraOpThreads } = ctx.options;
+    const { numBeams, maxNewTokens, intraOpThreads, modelDtype } = ctx.options;
     // maxNewTokens is the absolute cap; each row is also capped by its source length (engine.ts, sourceLengthCap).
     this.#options = { numBeams, maxNewTokens, capBySourceLength: true };
     this.#log = ctx.log;
     this.#engine = await TranslationEngine.load({
       modelDir: ctx.modelDir,
       device: ctx.device,
+      dtype: modelDtype ?? 'auto',
       intraOpThreads,
       onStep: () => this.#stepListener?.(),
     });
@@ -59,6 +60,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       {
         modelDir: ctx.modelDir,
         device: engine.device,
+        dtype: engine.dtypeChoice,
         decoder: engine.decoderKind,
         joinable: engine.joinable,
         languages: engine.languages().length,
