@@ -6,10 +6,11 @@
  * The body is read whole before it is forwarded (it is at most ROUTER_MAX_BODY_BYTES): the limit is enforced
  * here, exactly, and a request whose connection to the router fails before any answer can be sent once more.
  * When is that right? A translation has no side effects, so sending it twice costs work, never a wrong answer
- * (nginx: `proxy_next_upstream error non_idempotent`). The cases:
+ * (nginx: `proxy_next_upstream error non_idempotent`). The failures that are resent:
  * - connection refused: it never left;
  * - a reset on a reused keep-alive connection: the router instance behind it closed the connection as it was
- *   reused (an idle timeout, or the instance was killed), usually before reading the request;
+ *   reused (an idle timeout, or the instance was killed) — Node's documented case for a retry;
+ * - a reset on a new connection: the cluster master handed it to an instance that was dying;
  * - a killed instance's in-flight requests look the same from here, and are sent again too: the dead instance's
  *   own request to the model server was closed with it, so the model server drops that copy.
  * The resend goes on a new connection, never another pooled one: a router instance that died leaves several
@@ -46,8 +47,8 @@ export interface BuiltinProxy {
   close(): void;
 }
 
-/** Errors that mean the router closed a connection as we reused it; the request may be sent again. */
-const RESET = new Set(['ECONNRESET', 'EPIPE']);
+/** Connection failures before any answer, after which the request is sent once more (see above). */
+const RESEND = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE']);
 /** Idle keep-alive sockets to the router close after 60 s from our side, before the router's 75 s. */
 const AGENT_IDLE_MS = 60_000;
 /** Client-side keep-alive, as nginx's keepalive_timeout. */
@@ -60,7 +61,6 @@ interface Attempt {
   body: Buffer;
   tries: number;
   timedOut: boolean;
-  reusedSocket: boolean;
   /** The client closed its connection before its answer was complete: nothing more is sent for it. */
   clientGone: boolean;
   /** The client's own X-Forwarded-* headers: http-proxy appends to them in place, a resend starts over. */
@@ -78,7 +78,6 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
   // http-proxy emits this once the request has its socket.
   proxy.on('proxyReq', (proxyReq, req, res) => {
     const attempt = attempts.get(req)!;
-    attempt.reusedSocket = proxyReq.reusedSocket;
     proxyReq.setTimeout(config.timeoutMs, () => {
       attempt.timedOut = true;
       proxyReq.destroy();
@@ -98,7 +97,6 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
   const forward = (req: IncomingMessage, res: ServerResponse, attempt: Attempt) => {
     attempt.tries += 1;
     Object.assign(req.headers, attempt.forwarded);
-    attempt.reusedSocket = false;
     const options = { buffer: Readable.from([attempt.body]), ...(attempt.tries > 1 ? { agent: freshAgent } : {}) };
     proxy.web(req, res, options, (err: NodeJS.ErrnoException) => {
       if (attempt.clientGone) return;
@@ -107,9 +105,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
         return;
       }
       if (attempt.timedOut) return sendError(res, errors[504]);
-      const neverSent = err.code === 'ECONNREFUSED';
-      const closedUnderUs = attempt.reusedSocket && RESET.has(err.code ?? '');
-      if (attempt.tries === 1 && (neverSent || closedUnderUs)) {
+      if (attempt.tries === 1 && RESEND.has(err.code ?? '')) {
         forward(req, res, attempt);
         return;
       }
@@ -144,7 +140,6 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
         body: Buffer.concat(chunks),
         tries: 0,
         timedOut: false,
-        reusedSocket: false,
         clientGone: false,
         forwarded,
       };

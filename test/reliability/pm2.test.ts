@@ -1,6 +1,7 @@
 /**
- * Issues 6.2 and 6.4 under pm2 — the process manager production runs: a router instance SIGKILLed under load is
- * restarted by pm2 while the other instance keeps serving; `pm2 reload router` under load with slow requests in
+ * Issues 6.2 and 6.4 under pm2 — the process manager production runs, with each front (the built-in one, and
+ * nginx where it is installed): a router instance SIGKILLed under load is restarted by pm2 while the other
+ * instance keeps serving; `pm2 reload router` under load with slow requests in
  * flight fails none of them; `npm stop` (scripts/stop.sh) under load answers every request already accepted.
  *
  * The apps are ecosystem.config.js's three, with its pm2 settings (cluster mode, wait_ready, kill_timeout), run
@@ -21,7 +22,8 @@ import { translateBody } from './support/stack.js';
 
 const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 const SLOW_MS = 300;
-const FRONT = findNginx(process.env) ? 'nginx' : 'builtin';
+/** Both fronts where nginx is installed (CI installs it), else the built-in one alone. */
+const FRONTS = findNginx(process.env) ? (['builtin', 'nginx'] as const) : (['builtin'] as const);
 
 interface Pm2Process {
   name: string;
@@ -29,7 +31,7 @@ interface Pm2Process {
   pm2_env: { status: string; restart_time: number };
 }
 
-describe(`under pm2 (router ×2 in cluster mode, ${FRONT} front)`, () => {
+describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT) => {
   let dir: string;
   let env: NodeJS.ProcessEnv;
   let urls: { front: string; router: string; management: string; inference: string };
@@ -178,17 +180,20 @@ describe(`under pm2 (router ×2 in cluster mode, ${FRONT} front)`, () => {
 
     expect(restarted.pm2_env.restart_time).toBeGreaterThanOrEqual(1);
     expect((await routers()).map((p) => p.pid)).toContain(survivor!.pid);
-    // Only what the killed instance held can fail, and it fails clearly. The front re-sends a request that
-    // meets a reset once (a translation has no side effects); one whose retry met another dead connection gets
-    // the front's 502. A connection the cluster master was handing to the instance as it died stays open in the
-    // master, unanswered (Node's round-robin handoff): the front's bounded wait turns it into its 504.
+    // Only what the killed instance held can fail, and it fails clearly. Both fronts send a request whose
+    // connection to the router failed before any answer once more, on a new connection (a translation has no side
+    // effects): the victim's pooled connections, dead all at once, and its in-flight requests are recovered that
+    // way. What can still fail: a request whose resend met the dying instance too (the front's 502), and a
+    // connection the cluster master was handing to the instance as it died, which stays open in the master,
+    // unanswered (Node's round-robin handoff): the front's bounded wait turns it into its 504.
     expect(tally.unanswered, tally.toString()).toBe(0);
     expect(tally.malformed).toBe(0);
     const failed = tally.status(502) + tally.status(504);
     expect(tally.errorCount, tally.toString()).toBe(failed);
     for (const m of tally.messages.keys())
       expect(['Router is unavailable.', 'Router did not answer in time.']).toContain(m);
-    expect(failed).toBeLessThanOrEqual(8); // 16 clients over 2 instances: at most 8 in flight on the victim
+    // 16 clients over 2 instances: at most 8 on the victim. (Drills here: 1 failed, the master's held handoff.)
+    expect(failed, tally.toString()).toBeLessThanOrEqual(8);
     expect(tally.ok + failed).toBe(tally.sent);
     expect(tally.ok).toBeGreaterThan(16);
     expect(direct.toJSON()).toMatchObject({ sent: 48, ok: 48, unanswered: 0 });
