@@ -31,7 +31,8 @@
  * Among the queue policies we considered this is Triton's REJECT timeout made predictive (refused at arrival
  * instead of after waiting), with CoDel's signal as the backstop; adaptive LIFO serves the newest first, which
  * keeps goodput but breaks the order a client sending a document's sentences expects.
- * Until the rate is known (a model's first completions) at most two batches' worth of requests may wait.
+ * Until the rate is known (a model's first completions) only the bound of the queue and the sojourn check apply:
+ * a guess would refuse the first burst a model ever sees for no reason it could state.
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
@@ -157,8 +158,8 @@ export class Batcher {
     const expectedMs = this.expectedWaitMs();
     let overMs: number;
     if (expectedMs === undefined) {
-      if (this.queue.groups < 2 * this.batchSize && stillMs <= budget) return;
-      overMs = Math.max(stillMs - budget, 0);
+      if (stillMs <= budget) return;
+      overMs = stillMs - budget;
     } else {
       if (expectedMs <= budget && stillMs <= budget) return;
       overMs = Math.max(expectedMs - budget, stillMs - budget);

@@ -120,8 +120,6 @@ export class WorkerHandle implements JobHolder {
   /** Cancels gathered in this event-loop turn, sent as one message per reason. */
   #cancels = { deadline: [] as string[], 'client-gone': [] as string[] };
   #cancelFlush: NodeJS.Immediate | undefined;
-  /** Jobs cancelled on this worker (by reason), for metrics. */
-  readonly cancelled = { deadline: 0, 'client-gone': 0 };
   /** The engine's rows generating at its last heartbeat (0 for handlers without steps). */
   liveRows = 0;
   #exited: Promise<void>;
@@ -219,7 +217,6 @@ export class WorkerHandle implements JobHolder {
 
   jobAbandoned(job: Job, reason: AbandonReason): void {
     if (!this.#jobBatch.has(job.id) || this.#state === 'dead') return;
-    this.cancelled[reason] += 1;
     this.#cancels[reason].push(job.id);
     this.#cancelFlush ??= setImmediate(() => {
       this.#cancelFlush = undefined;

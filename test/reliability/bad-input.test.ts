@@ -241,13 +241,20 @@ const ROUTER_CASES: Case[] = [
   },
   {
     name: 'array larger than the queue can ever hold',
-    body: body({ src_text: Array.from({ length: QUEUE * 4 }, (_, i) => `t${i}`) }),
+    body: body({ src_text: Array.from({ length: QUEUE * 2 }, (_, i) => `t${i}`) }),
     status: 413,
     type: 'RequestEntityTooLargeException',
-    message: new RegExp(`${QUEUE * 4} texts.*at most ${QUEUE}`),
+    message: new RegExp(`${QUEUE * 2} texts.*at most ${QUEUE}`),
   },
   // Encoding and size
   { name: 'invalid UTF-8', body: invalidUtf8, status: 400, type: BAD, message: /not valid UTF-8/ },
+  {
+    name: 'more sentences than one request may carry',
+    body: body({ src_text: Array.from({ length: 1001 }, () => 'x') }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: /^Request has 1001 sentences; at most 1000 .*MAX_REQUEST_SENTENCES/,
+  },
   {
     name: 'text over the request character limit',
     body: body({ src_text: FAR_TOO_LONG }),
