@@ -31,6 +31,7 @@ export function configVariables(config: Readonly<Config>, languages: readonly st
     MT_RUN_DIR: config.runDir,
     MT_MODEL_STORE: ms.modelStore,
     MT_MODEL_DIR: ms.modelDir,
+    MT_MODEL_DTYPE: ms.modelDtype,
     MT_SETUP_CONFIG: ms.setupConfigPath,
     MT_LANGUAGES: languages.join(' '),
     MT_INFERENCE_URL: localUrl(ms.inference),

@@ -160,8 +160,11 @@ reply="$(curl -s -w '\n%{http_code}' -X POST -H 'content-type: application/json'
 [[ "${reply##*$'\n'}" == 200 ]] || die "a test translation through the front failed: ${reply%$'\n'*}"
 
 instances="$("$PM2" jlist | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(JSON.parse(s).filter((p)=>p.name==="router").length))')"
+# The weights the engine chose (MODEL_DTYPE=auto picks int8 on the CPU when the model folder has those files).
+dtype="$(curl -s "${auth[@]}" "$MT_MANAGEMENT_URL/models/$lang" |
+  node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{try{console.log(JSON.parse(s)[0].engine.dtype??"?")}catch{console.log("?")}})')"
 echo
-echo "mt-serve is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → model server ($MT_INFERENCE_URL), ${#languages[@]} languages: $MT_LANGUAGES"
+echo "mt-serve is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → model server ($MT_INFERENCE_URL), ${#languages[@]} languages: $MT_LANGUAGES, weights $dtype (MODEL_DTYPE=${MT_MODEL_DTYPE:-auto})"
 echo "  curl -s -X POST $MT_FRONT_URL -d '$example'"
 echo "  → ${reply%$'\n'*}"
 echo "  logs: $MT_LOG_DIR (npx pm2 logs) · GPUs and queues: scripts/gpu-watch · stop: npm stop"

@@ -25,6 +25,11 @@ type IValueInfoProto = onnxProto.onnx.IValueInfoProto;
 
 const FLOAT = 1;
 const INT64 = 7;
+
+/** The element type the graph declares for output `name` (float32 unless it says otherwise: fp16 exports). */
+function outputElemType(graph: IGraphProto, name: string): number {
+  return graph.output?.find((o) => o.name === name)?.type?.tensorType?.elemType ?? FLOAT;
+}
 const ATTRIBUTE_INT = onnxProto.onnx.AttributeProto.AttributeType.INT;
 
 /** Output name of the appended keys/values of cache tensor `present.{layer}.decoder.{part}`. */
@@ -51,19 +56,20 @@ export function exposeCacheAppends(model: IModelProto, layers: number): ExposeRe
       const present = `present.${i}.decoder.${part}`;
       const past = `past_key_values.${i}.decoder.${part}`;
       const out = appendedOutputName(i, part);
+      const elemType = outputElemType(graph, present);
       const producer = producerOf(graph, present);
       if (producer === undefined) return { ok: false, reason: `no node makes ${present}` };
       const appended = concatTail(producer, past);
       if (appended !== null) {
         edits.push(() => graph.node!.push(identity(appended, out)));
       } else if (producer.opType === 'If') {
-        const planned = planIf(producer, present, past, out);
+        const planned = planIf(producer, present, past, out, elemType);
         if (typeof planned === 'string') return { ok: false, reason: planned };
         edits.push(planned);
       } else {
         return { ok: false, reason: `${present} comes from ${producer.opType}, not Concat(${past}, …) or If` };
       }
-      edits.push(() => graph.output!.push(floatOutput(out)));
+      edits.push(() => graph.output!.push(tensorOutput(out, elemType)));
       outputs.push(out);
     }
   }
@@ -89,7 +95,7 @@ function concatTail(node: INodeProto, past: string): string | null {
 }
 
 /** The edit exposing the appended part of an `If` output, or why it cannot be done. */
-function planIf(node: INodeProto, present: string, past: string, out: string): (() => void) | string {
+function planIf(node: INodeProto, present: string, past: string, out: string, elemType: number): (() => void) | string {
   const index = node.output!.indexOf(present);
   const branches = ['then_branch', 'else_branch'].map((name) => node.attribute?.find((a) => a.name === name)?.g);
   if (branches.some((g) => !g || !g.output || g.output.length <= index)) return `If making ${present} lacks a branch`;
@@ -105,7 +111,7 @@ function planIf(node: INodeProto, present: string, past: string, out: string): (
       const value = tails[b] ?? g.output![index]!.name!;
       const branchOut = `${out}.${b === 0 ? 'then' : 'else'}`;
       g.node!.push(identity(value, branchOut));
-      g.output!.push(floatOutput(branchOut));
+      g.output!.push(tensorOutput(branchOut, elemType));
     });
     node.output!.push(out);
   };
@@ -115,9 +121,9 @@ function identity(input: string, output: string): INodeProto {
   return { opType: 'Identity', input: [input], output: [output], name: `${output}/identity` };
 }
 
-/** A float output of unstated shape (`[n, H, T, dh]`; onnxruntime infers it, the step loop checks it). */
-function floatOutput(name: string): IValueInfoProto {
-  return { name, type: { tensorType: { elemType: FLOAT } } };
+/** An output of unstated shape (`[n, H, T, dh]`; onnxruntime infers it, the step loop checks it). */
+function tensorOutput(name: string, elemType: number): IValueInfoProto {
+  return { name, type: { tensorType: { elemType } } };
 }
 
 /** Output names of the greedy top-2 (values, then ids) of the logits' last axis. */
@@ -158,7 +164,10 @@ export function exposeGreedyTop2(model: IModelProto, vocab: number): Top2Result 
       { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
     ],
   });
-  graph.output!.push({ name: TOP2_OUTPUTS.values, type: { tensorType: { elemType: FLOAT } } });
+  graph.output!.push({
+    name: TOP2_OUTPUTS.values,
+    type: { tensorType: { elemType: outputElemType(graph, 'logits') } },
+  });
   graph.output!.push({ name: TOP2_OUTPUTS.ids, type: { tensorType: { elemType: INT64 } } });
   return { ok: true, ...TOP2_OUTPUTS };
 }

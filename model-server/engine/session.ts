@@ -12,6 +12,7 @@ import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
+import { type EngineSession, float32Boundary } from './float16.js';
 import { joinModel, splitModel } from './onnx-wire.js';
 
 /** Which decoder graph drives generation. */
@@ -95,8 +96,9 @@ export interface DecoderOutputs {
 }
 
 export interface EngineSessions {
-  encoder: ort.InferenceSession;
-  decoder: ort.InferenceSession;
+  /** Float32 at their boundary whatever the graph's float type (float16.ts). */
+  encoder: EngineSession;
+  decoder: EngineSession;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -262,7 +264,8 @@ function finish(
   dtype: DtypeChoice,
 ): EngineSessions {
   return {
-    ...sessions,
+    encoder: float32Boundary(sessions.encoder),
+    decoder: float32Boundary(sessions.decoder),
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
