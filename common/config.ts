@@ -59,6 +59,11 @@ export interface ModelServerConfig {
   numBeams: number;
   maxNewTokens: number;
   maxRequestBytes: number;
+  /**
+   * Bound of the translation cache (frontend/translation-cache.ts) in bytes, shared by every model of this server;
+   * 0 turns it off.
+   */
+  cacheMaxBytes: number;
   /** Token authorization on the inference and management APIs (TorchServe's key-file scheme). */
   tokenAuth: boolean;
   keyFile: string;
@@ -76,6 +81,8 @@ export interface RouterConfig {
   maxBodyBytes: number;
   /** Upstream request timeout; matches the model server's response timeout plus slack. */
   upstreamTimeoutMs: number;
+  /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
+  statusUrl: string;
   logBodies: boolean;
 }
 
@@ -148,6 +155,7 @@ export const ENV_DEFAULTS = {
   NUM_BEAMS: '2',
   MAX_NEW_TOKENS: '200',
   MAX_REQUEST_SIZE: '6553500',
+  CACHE_MAX_BYTES: '67108864',
   TOKEN_AUTH: 'false',
   KEY_FILE: './key_file.json',
   ROUTER_ADDRESS: 'http://127.0.0.1:8888',
@@ -186,6 +194,7 @@ const envSchema = z.object({
   NUM_BEAMS: int(1, 16),
   MAX_NEW_TOKENS: int(1, 4096),
   MAX_REQUEST_SIZE: int(1024, 1 << 30),
+  CACHE_MAX_BYTES: int(0, 2 ** 40),
   TOKEN_AUTH: bool,
   KEY_FILE: z.string().min(1),
   ROUTER_ADDRESS: addressSchema,
@@ -208,6 +217,10 @@ export class ConfigError extends Error {
     this.problems = problems;
   }
 }
+
+/** Where a client on this host reaches a server bound to `a` (a wildcard bind is reached on loopback). */
+const loopbackIfAny = (a: Address): Address =>
+  a.host === '0.0.0.0' ? { ...a, host: '127.0.0.1' } : a.host === '::' ? { ...a, host: '::1' } : a;
 
 const url = (a: Address) => `http://${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
 
@@ -260,6 +273,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       numBeams: e.NUM_BEAMS,
       maxNewTokens: e.MAX_NEW_TOKENS,
       maxRequestBytes: e.MAX_REQUEST_SIZE,
+      cacheMaxBytes: e.CACHE_MAX_BYTES,
       tokenAuth: e.TOKEN_AUTH,
       keyFile: abs(e.KEY_FILE),
     },
@@ -271,6 +285,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       setupConfigPath: abs(e.SETUP_CONFIG),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
+      statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,
     },
     front: {

@@ -94,6 +94,8 @@ export interface ReadyMessage {
   loadMs: number;
   /** Languages (or other model names) this handler can serve, when it knows; e.g. the tokenizer's codes. */
   languages?: string[];
+  /** The type of the weights the handler loaded (`fp32`, `fp16`, `int8`, …), when it has weights. */
+  dtype?: string;
   /**
    * Most jobs the handler runs at once (the translation engine: its decoder rows ÷ beams); the frontend never has
    * more in flight on this worker. Absent: no bound of the handler's own.

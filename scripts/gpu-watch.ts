@@ -1,7 +1,9 @@
 /**
  * @module scripts/gpu-watch — the seed's `watch -n 1 nvidia-smi`, for this stack: each GPU's utilisation and
  * memory, the languages setup_config.json pins to it, and each language's queue depth, workers and actual
- * device from the model server's management API (so a language pinned to a GPU but running on the CPU shows).
+ * device (so a language pinned to a GPU but running on the CPU shows). Every figure comes from the model server's
+ * status document (`GET /status.json` on its metrics port, model-server/frontend/status.ts), the same one the
+ * status page on :7777 shows: the model server asks nvidia-smi, so the two never disagree.
  *
  *     scripts/gpu-watch              # refresh every second until Ctrl-C
  *     scripts/gpu-watch --once       # one snapshot, for scripts
@@ -10,10 +12,9 @@
  * Without nvidia-smi it says so and still shows the languages and their queues. Configuration as the servers
  * read it (.env, then the environment).
  */
-import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import type { ServerStatus } from '../model-server/frontend/status.js';
 import { localUrl } from './config-env.js';
 
 export interface GpuStats {
@@ -24,7 +25,7 @@ export interface GpuStats {
   memoryTotalMiB: number | null;
 }
 
-/** What the management API says about one language. */
+/** What the model server says about one language. */
 export interface LanguageStatus {
   pending: number;
   workers: string[];
@@ -34,90 +35,51 @@ export interface LanguageStatus {
 
 export interface Snapshot {
   time: Date;
-  /** null with the reason when nvidia-smi is missing or failed. */
+  /** The reason instead, when nvidia-smi is missing or failed (or the model server cannot be asked). */
   gpus: GpuStats[] | { error: string };
   /** Device id (setup_config.json's value) → languages pinned there, in file order. */
   pinned: Map<string, string[]>;
-  /** Language → status, or an error string when the management API is unreachable. */
+  /** Language → status, or an error string when the model server is unreachable. */
   languages: Map<string, LanguageStatus> | { error: string };
-  managementUrl: string;
+  /** Where the figures come from: the model server's metrics API. */
+  statusUrl: string;
 }
 
-export const NVIDIA_SMI_ARGS = [
-  '--query-gpu=index,name,utilization.gpu,memory.used,memory.total',
-  '--format=csv,noheader,nounits',
-];
+const MIB = 2 ** 20;
 
-/** Parse `nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`. */
-export function parseNvidiaSmi(csv: string): GpuStats[] {
-  const num = (s: string | undefined) => {
-    const n = Number(s?.trim());
-    return s === undefined || s.trim() === '' || !Number.isFinite(n) ? null : n; // "[N/A]" → null
-  };
-  return csv
-    .split('\n')
-    .map((line) => line.trim())
-    .filter(Boolean)
-    .map((line) => {
-      const fields = line.split(',').map((f) => f.trim());
-      // A GPU name may itself contain commas: index first, three numbers last, the name in between.
-      const [index, ...rest] = fields;
-      const [util, used, total] = rest.slice(-3);
-      return {
-        index: Number(index),
-        name: rest.slice(0, -3).join(', '),
-        utilizationPct: num(util),
-        memoryUsedMiB: num(used),
-        memoryTotalMiB: num(total),
-      };
+/** A snapshot from the model server's status document (what the status page shows too). */
+export function snapshotOf(status: ServerStatus, pinned: Map<string, string[]>, statusUrl: string): Snapshot {
+  const mib = (bytes: number | null) => (bytes === null ? null : Math.round(bytes / MIB));
+  const gpus =
+    status.gpuError !== undefined && status.gpus.length === 0
+      ? { error: status.gpuError }
+      : status.gpus.map((g) => ({
+          index: g.index,
+          name: g.name,
+          utilizationPct: g.utilizationPercent,
+          memoryUsedMiB: mib(g.memoryUsedBytes),
+          memoryTotalMiB: mib(g.memoryTotalBytes),
+        }));
+  const languages = new Map<string, LanguageStatus>();
+  for (const m of status.models) {
+    languages.set(m.name, {
+      pending: m.queueDepth,
+      workers: m.workers.map((w) => w.state.toUpperCase()),
+      device: m.device,
+      fallback: m.deviceFallback,
     });
-}
-
-function queryGpus(): Promise<GpuStats[] | { error: string }> {
-  return new Promise((resolve) => {
-    execFile('nvidia-smi', NVIDIA_SMI_ARGS, { timeout: 5_000 }, (err, stdout, stderr) => {
-      if (err) {
-        const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-        resolve({
-          error: missing
-            ? 'nvidia-smi not found: no NVIDIA driver here, so every language runs on the CPU'
-            : `nvidia-smi failed: ${(stderr || err.message).trim().split('\n')[0]}`,
-        });
-      } else resolve(parseNvidiaSmi(stdout));
-    });
-  });
-}
-
-async function queryLanguages(
-  managementUrl: string,
-  languages: readonly string[],
-  authorization: string | undefined,
-): Promise<Map<string, LanguageStatus> | { error: string }> {
-  const headers: Record<string, string> = authorization ? { authorization } : {};
-  const result = new Map<string, LanguageStatus>();
-  try {
-    await Promise.all(
-      languages.map(async (lang) => {
-        const res = await fetch(`${managementUrl}/models/${lang}`, { headers, signal: AbortSignal.timeout(2_000) });
-        if (res.status === 404) return void (await res.body?.cancel());
-        if (!res.ok) throw new Error(`GET /models/${lang} answered ${res.status}`);
-        const [model] = (await res.json()) as {
-          engine?: { device?: string; deviceFallback?: string };
-          workers?: { status: string }[];
-          jobQueueStatus?: { pendingRequests: number };
-        }[];
-        result.set(lang, {
-          pending: model?.jobQueueStatus?.pendingRequests ?? 0,
-          workers: (model?.workers ?? []).map((w) => w.status),
-          device: model?.engine?.device,
-          fallback: model?.engine?.deviceFallback,
-        });
-      }),
-    );
-  } catch (err) {
-    return { error: `model server management API not reachable at ${managementUrl} (${(err as Error).message})` };
   }
-  return result;
+  return { time: new Date(status.time), gpus, pinned, languages, statusUrl };
+}
+
+async function queryStatus(statusUrl: string): Promise<ServerStatus | { error: string }> {
+  try {
+    const res = await fetch(`${statusUrl}/status.json`, { signal: AbortSignal.timeout(3_000) });
+    if (!res.ok) throw new Error(`GET /status.json answered ${res.status}`);
+    return (await res.json()) as ServerStatus;
+  } catch (err) {
+    return { error: `model server not reachable at ${statusUrl} (${(err as Error).message})` };
+  }
 }
 
 const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
@@ -127,7 +89,7 @@ const bar = (pct: number | null, width = 20) =>
 /** The text of one snapshot (what `--once` prints, and each refresh draws). */
 export function renderSnapshot(s: Snapshot): string {
   const lines = [
-    `mt-serve gpu-watch  ${s.time.toISOString().replace('T', ' ').slice(0, 19)}  (management ${s.managementUrl})`,
+    `mt-serve gpu-watch  ${s.time.toISOString().replace('T', ' ').slice(0, 19)}  (model server ${s.statusUrl})`,
     '',
   ];
   const langLine = (lang: string) => {
@@ -207,22 +169,14 @@ async function main(argv: string[]): Promise<number> {
   }
   const pinned = new Map<string, string[]>();
   for (const [lang, device] of Object.entries(cudaIds)) pinned.set(device, [...(pinned.get(device) ?? []), lang]);
-  const managementUrl = localUrl(config.modelServer.management);
-  const ms = config.modelServer;
-  const authorization = () => {
-    if (!ms.tokenAuth) return undefined;
-    try {
-      return `Bearer ${(JSON.parse(readFileSync(ms.keyFile, 'utf8')) as { management: { key: string } }).management.key}`;
-    } catch {
-      return undefined;
-    }
-  };
+  const statusUrl = localUrl(config.modelServer.metrics);
   const snapshot = async (): Promise<Snapshot> => {
-    const [gpus, languages] = await Promise.all([
-      queryGpus(),
-      queryLanguages(managementUrl, Object.keys(cudaIds), authorization()),
-    ]);
-    return { time: new Date(), gpus, pinned, languages, managementUrl };
+    const status = await queryStatus(statusUrl);
+    if ('error' in status) {
+      const gpus = { error: 'GPU figures come from the model server, which did not answer' };
+      return { time: new Date(), gpus, pinned, languages: status, statusUrl };
+    }
+    return snapshotOf(status, pinned, statusUrl);
   };
   if (values.once) {
     process.stdout.write(renderSnapshot(await snapshot()));

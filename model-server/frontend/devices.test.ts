@@ -61,12 +61,24 @@ describe('device placement', () => {
 
 describe('GPU monitor', () => {
   it('parses nvidia-smi CSV and formats TorchServe’s gpuUsage text', async () => {
-    expect(parseGpuCsv('0, 37, 1024, 81559\nbad line\n1, 0, 0, 81559\n')).toEqual([
-      { index: 0, utilizationPercent: 37, memoryUsedBytes: 1024 * 2 ** 20, memoryTotalBytes: 81559 * 2 ** 20 },
-      { index: 1, utilizationPercent: 0, memoryUsedBytes: 0, memoryTotalBytes: 81559 * 2 ** 20 },
+    expect(parseGpuCsv('0, NVIDIA H100, 37, 1024, 81559\nbad line\n1, Tesla T4, rev A, [N/A], 0, 15360\n')).toEqual([
+      {
+        index: 0,
+        name: 'NVIDIA H100',
+        utilizationPercent: 37,
+        memoryUsedBytes: 1024 * 2 ** 20,
+        memoryTotalBytes: 81559 * 2 ** 20,
+      },
+      {
+        index: 1,
+        name: 'Tesla T4, rev A',
+        utilizationPercent: null,
+        memoryUsedBytes: 0,
+        memoryTotalBytes: 15360 * 2 ** 20,
+      },
     ]);
     const monitor = new GpuMonitor({
-      command: fakeNvidiaSmi('smi-query', 'echo "0, 37, 1024, 81559"'),
+      command: fakeNvidiaSmi('smi-query', 'echo "0, NVIDIA H100, 37, 1024, 81559"'),
       cacheMs: 60_000,
     });
     expect(monitor.usageText(0)).toBe('N/A');
@@ -78,5 +90,6 @@ describe('GPU monitor', () => {
     const monitor = new GpuMonitor({ command: path.join(dir, 'does-not-exist') });
     expect(await monitor.sample()).toEqual([]);
     expect(await monitor.sample()).toEqual([]);
+    expect(monitor.error).toBe('nvidia-smi not found: no NVIDIA driver here, so every language runs on the CPU');
   });
 });

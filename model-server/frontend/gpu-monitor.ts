@@ -1,15 +1,18 @@
 /**
  * @module model-server/frontend/gpu-monitor — GPU utilisation and memory from `nvidia-smi`, asked on demand (a
  * metrics scrape, a describe) with a short timeout and cached briefly, so scrapes never pile up processes.
- * On a host without nvidia-smi it answers an empty list, quickly, forever after the first failure.
+ * On a host without nvidia-smi it answers an empty list, quickly, forever after the first failure; `error` says why
+ * the last sample is empty.
  */
 import { execFile } from 'node:child_process';
 
+/** One GPU; a figure nvidia-smi reports as `[N/A]` is null. */
 export interface GpuStat {
   index: number;
-  utilizationPercent: number;
-  memoryUsedBytes: number;
-  memoryTotalBytes: number;
+  name: string;
+  utilizationPercent: number | null;
+  memoryUsedBytes: number | null;
+  memoryTotalBytes: number | null;
 }
 
 export interface GpuMonitorOptions {
@@ -27,7 +30,7 @@ export class GpuMonitor {
   #command: string;
   #cacheMs: number;
   #timeoutMs: number;
-  #last: { at: number; stats: GpuStat[] } | undefined;
+  #last: { at: number; stats: GpuStat[]; error?: string } | undefined;
   #inFlight: Promise<GpuStat[]> | undefined;
   /** Set once nvidia-smi is missing: not worth asking again. */
   #absent = false;
@@ -51,10 +54,15 @@ export class GpuMonitor {
     return this.#inFlight;
   }
 
+  /** Why the last sample is empty (nvidia-smi missing or failing); undefined when it answered. */
+  get error(): string | undefined {
+    return this.#last?.error;
+  }
+
   /** TorchServe's describe `gpuUsage` text for one device, or "N/A". */
   usageText(index: number): string {
     const stat = this.cached().find((s) => s.index === index);
-    if (stat === undefined) return 'N/A';
+    if (stat === undefined || stat.utilizationPercent === null || stat.memoryUsedBytes === null) return 'N/A';
     return `gpuId::${index} utilization.gpu [%]::${stat.utilizationPercent} % memory.used [MiB]::${Math.round(stat.memoryUsedBytes / MIB)} MiB`;
   }
 
@@ -62,12 +70,16 @@ export class GpuMonitor {
     return new Promise((resolve) => {
       execFile(
         this.#command,
-        ['--query-gpu=index,utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'],
+        ['--query-gpu=index,name,utilization.gpu,memory.used,memory.total', '--format=csv,noheader,nounits'],
         { timeout: this.#timeoutMs, encoding: 'utf8' },
-        (err, stdout) => {
+        (err, stdout, stderr) => {
           if (err) {
-            if ((err as NodeJS.ErrnoException).code === 'ENOENT') this.#absent = true;
-            this.#last = { at: Date.now(), stats: [] };
+            const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+            if (missing) this.#absent = true;
+            const error = missing
+              ? 'nvidia-smi not found: no NVIDIA driver here, so every language runs on the CPU'
+              : `nvidia-smi failed: ${(stderr || err.message).trim().split('\n')[0]}`;
+            this.#last = { at: Date.now(), stats: [], error };
             resolve([]);
             return;
           }
@@ -80,14 +92,28 @@ export class GpuMonitor {
   }
 }
 
-/** Parse `index, utilization.gpu, memory.used, memory.total` lines (MiB, no units). Bad lines are skipped. */
+/**
+ * Parse `index, name, utilization.gpu, memory.used, memory.total` lines (MiB, no units). A name may hold commas:
+ * the index is first, the three figures last. `[N/A]` figures are null; lines without an index are skipped.
+ */
 export function parseGpuCsv(text: string): GpuStat[] {
+  const figure = (field: string | undefined) => {
+    const n = Number(field?.trim());
+    return field === undefined || field.trim() === '' || !Number.isFinite(n) ? null : n;
+  };
   const stats: GpuStat[] = [];
   for (const line of text.split('\n')) {
-    const fields = line.split(',').map((f) => Number(f.trim()));
-    if (fields.length !== 4 || fields.some((f) => !Number.isFinite(f))) continue;
-    const [index, util, used, total] = fields as [number, number, number, number];
-    stats.push({ index, utilizationPercent: util, memoryUsedBytes: used * MIB, memoryTotalBytes: total * MIB });
+    const fields = line.split(',').map((f) => f.trim());
+    const index = figure(fields[0]);
+    if (fields.length < 5 || index === null) continue;
+    const [util, used, total] = fields.slice(-3).map(figure) as [number | null, number | null, number | null];
+    stats.push({
+      index,
+      name: fields.slice(1, -3).join(', '),
+      utilizationPercent: util,
+      memoryUsedBytes: used === null ? null : used * MIB,
+      memoryTotalBytes: total === null ? null : total * MIB,
+    });
   }
   return stats;
 }

@@ -11,11 +11,14 @@
 import { Hono, type Context } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import type { DeviceInfo } from '../protocol.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import type { JobResult } from './job.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelManager } from './model-manager.js';
 import { INFERENCE_OPENAPI } from './openapi.js';
+import type { ModelEntry } from './registry.js';
+import type { TranslationCache } from './translation-cache.js';
 import { planTranslation, type TranslationLimits } from './translation-plan.js';
 import { deviceLabel } from './worker-handle.js';
 
@@ -29,6 +32,8 @@ export interface InferenceApiDeps {
   translationLimits: TranslationLimits;
   /** Inference key when TOKEN_AUTH is on. */
   token?: string | undefined;
+  /** Answers for sentences translated before (translation-cache.ts); absent: none. */
+  cache?: TranslationCache;
 }
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
@@ -66,7 +71,11 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
           })
         : undefined;
     const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);
-    const { jobs } = deps.manager.submit(entry.name, entry.version, bodies);
+    // A sentence answered before never becomes a job (translation-cache.ts).
+    const cached = plan && deps.cache?.lookupFor(entry, plan.bodies, c.req.header('cache-control'));
+    if (cached) deps.metrics.cacheLookups(entry.name, entry.version, cached.hits, cached.misses);
+    const toRun = cached ? cached.missing.map((i) => bodies[i]) : bodies;
+    const { jobs } = toRun.length === 0 ? { jobs: [] } : deps.manager.submit(entry.name, entry.version, toRun);
     // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
     const signal = c.req.raw.signal;
     const abandon = () => {
@@ -79,16 +88,25 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed !== undefined) throw toServeError(failed.reason);
     const results = outcomes.map((o) => (o as PromiseFulfilledResult<JobResult>).value);
-    const headers: Record<string, string> = {
-      'x-model-name': entry.name,
-      'x-model-version': entry.version,
-      'x-worker-id': unique(results.map((r) => r.workerId)),
-      'x-device': unique(results.map((r) => deviceLabel(r.device))),
-    };
-    const fallback = unique(results.map((r) => r.device.fallbackReason ?? entry.placement.fallbackReason ?? ''));
+    cached?.store(results.map((r) => r.value));
+    const headers: Record<string, string> = { 'x-model-name': entry.name, 'x-model-version': entry.version };
+    // An answer made of cache hits only was served by no worker: it names none, and says where the model runs.
+    const served = results.length > 0 ? results.map((r) => r.device) : servingDevices(entry);
+    const workerIds = unique(results.map((r) => r.workerId));
+    if (workerIds) headers['x-worker-id'] = workerIds;
+    const devices = unique(served.map(deviceLabel));
+    if (devices) headers['x-device'] = devices;
+    const fallback = unique(served.map((d) => d.fallbackReason ?? entry.placement.fallbackReason ?? ''));
     if (fallback) headers['x-device-fallback'] = headerSafe(fallback);
+    if (cached && cached.hits + cached.misses > 0) {
+      headers['x-cache'] = cached.misses === 0 ? 'hit' : cached.hits === 0 ? 'miss' : 'partial';
+    }
     status = 200;
-    if (plan) return c.json(plan.answer(results.map((r) => r.value)), 200, headers);
+    if (plan) {
+      const values = cached ? cached.values.slice() : results.map((r) => r.value);
+      cached?.missing.forEach((bodyIndex, i) => (values[bodyIndex] = results[i]!.value));
+      return c.json(plan.answer(values), 200, headers);
+    }
     if (isArray) return c.json({ translated: results.map((r) => translatedOf(r.value)) }, 200, headers);
     const value = results[0]!.value;
     return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);
@@ -138,6 +156,11 @@ function translatedOf(value: unknown): unknown {
     return (value as { translated: unknown }).translated;
   }
   return value;
+}
+
+/** Where a model's workers run, from their `ready` messages (none before one is ready). */
+function servingDevices(entry: ModelEntry): DeviceInfo[] {
+  return entry.pool.workers().flatMap((w) => (w.device === undefined ? [] : [w.device]));
 }
 
 function unique(values: string[]): string {

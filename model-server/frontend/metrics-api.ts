@@ -1,6 +1,7 @@
 /**
  * @module model-server/frontend/metrics-api — the metrics port (TorchServe's :8082): `GET /metrics` in Prometheus
- * text, optionally only the families named by `name[]` (as TorchServe filters), and `OPTIONS /`.
+ * text, optionally only the families named by `name[]` (as TorchServe filters), `GET /status.json` (status.ts: what
+ * the status page and gpu-watch show), and `OPTIONS /`.
  * Built by a factory; it never listens.
  */
 import { Hono } from 'hono';
@@ -8,12 +9,15 @@ import type { Logger } from '../../common/logger.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import type { ServerMetrics } from './metrics.js';
 import { METRICS_OPENAPI } from './openapi.js';
+import type { ServerStatus } from './status.js';
 
 export interface MetricsApiDeps {
   metrics: ServerMetrics;
   log: Logger;
   /** MAX_REQUEST_SIZE, bytes. */
   maxBodyBytes: number;
+  /** The status document; absent: `/status.json` is not served. */
+  status?: () => Promise<ServerStatus>;
 }
 
 export function createMetricsApp(deps: MetricsApiDeps): Hono<AppEnv> {
@@ -36,6 +40,12 @@ export function createMetricsApp(deps: MetricsApiDeps): Hono<AppEnv> {
           ).join('\n');
     return c.body(text, 200, { 'content-type': metrics.contentType });
   });
+
+  const status = deps.status;
+  if (status !== undefined) {
+    app.get('/status.json', async (c) => c.json(await status(), 200, { 'cache-control': 'no-store' }));
+    app.all('/status.json', methodNotAllowed);
+  }
 
   app.all('/', methodNotAllowed);
   app.all('/metrics', methodNotAllowed);

@@ -12,6 +12,7 @@ import { hostname as osHostname } from 'node:os';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GpuMonitor } from './gpu-monitor.js';
 import type { Job } from './job.js';
+import { RecentActivity } from './recent-activity.js';
 
 /** What a scrape reads from the live server. */
 export interface MetricsSnapshot {
@@ -25,6 +26,8 @@ export interface MetricsSnapshot {
 export interface ServerMetricsOptions {
   snapshot: () => MetricsSnapshot;
   gpu: GpuMonitor;
+  /** Bytes the translation cache holds now; absent: no cache. */
+  cacheBytes?: () => number;
   hostname?: string;
 }
 
@@ -51,6 +54,10 @@ export class ServerMetrics {
   #engineSteps: Counter<'engine'>;
   #engineStepRows: Counter<'engine'>;
   #engineRowsEnded: Counter<'engine' | 'how'>;
+  #cacheHits: Counter<(typeof MODEL)[number]>;
+  #cacheMisses: Counter<(typeof MODEL)[number]>;
+  /** The same events over the last minutes, for the status page (recent-activity.ts). */
+  readonly recent = new RecentActivity();
 
   constructor(options: ServerMetricsOptions) {
     this.#hostname = options.hostname ?? osHostname();
@@ -144,6 +151,27 @@ export class ServerMetrics {
       labelNames: ['engine', 'how'],
       registers,
     });
+    this.#cacheHits = new Counter({
+      name: 'mt_cache_hits_total',
+      help: 'Sentences answered from the translation cache, without a job.',
+      labelNames: MODEL,
+      registers,
+    });
+    this.#cacheMisses = new Counter({
+      name: 'mt_cache_misses_total',
+      help: 'Sentences looked up in the translation cache and not found (each became a job).',
+      labelNames: MODEL,
+      registers,
+    });
+    const cacheBytes = options.cacheBytes ?? (() => 0);
+    new Gauge({
+      name: 'mt_cache_bytes',
+      help: 'Bytes the translation cache holds (estimated heap size of its entries; at most CACHE_MAX_BYTES).',
+      registers,
+      collect() {
+        this.set(cacheBytes());
+      },
+    });
     new Gauge({
       name: 'mt_queue_depth',
       help: 'Jobs waiting in each model queue.',
@@ -182,7 +210,8 @@ export class ServerMetrics {
       registers,
       async collect() {
         this.reset();
-        for (const s of await gpu.sample()) this.set({ device_id: String(s.index) }, s.utilizationPercent);
+        for (const s of await gpu.sample())
+          if (s.utilizationPercent !== null) this.set({ device_id: String(s.index) }, s.utilizationPercent);
       },
     });
     new Gauge({
@@ -192,7 +221,8 @@ export class ServerMetrics {
       registers,
       async collect() {
         this.reset();
-        for (const s of await gpu.sample()) this.set({ device_id: String(s.index) }, s.memoryUsedBytes);
+        for (const s of await gpu.sample())
+          if (s.memoryUsedBytes !== null) this.set({ device_id: String(s.index) }, s.memoryUsedBytes);
       },
     });
     new Gauge({
@@ -202,7 +232,8 @@ export class ServerMetrics {
       registers,
       async collect() {
         this.reset();
-        for (const s of await gpu.sample()) this.set({ device_id: String(s.index) }, s.memoryTotalBytes);
+        for (const s of await gpu.sample())
+          if (s.memoryTotalBytes !== null) this.set({ device_id: String(s.index) }, s.memoryTotalBytes);
       },
     });
   }
@@ -214,6 +245,15 @@ export class ServerMetrics {
     this.#tsLatency.inc(ts, Math.round(latencyMs * 1000));
     this.#requests.inc({ model_name: model, model_version: version, code: String(status) });
     this.#requestSeconds.observe({ model_name: model, model_version: version }, latencyMs / 1000);
+    this.recent.requestDone(model, status, latencyMs);
+  }
+
+  /** Sentences of one request found in the translation cache (`hits`) and not (`misses`). */
+  cacheLookups(model: string, version: string, hits: number, misses: number): void {
+    const labels = { model_name: model, model_version: version };
+    if (hits > 0) this.#cacheHits.inc(labels, hits);
+    if (misses > 0) this.#cacheMisses.inc(labels, misses);
+    this.recent.cacheLookups(model, hits, misses);
   }
 
   /** One job settled; its queue time counts only if it left the queue. */
@@ -241,6 +281,7 @@ export class ServerMetrics {
     if (runs <= 0) return;
     this.#engineSteps.inc({ engine }, runs);
     this.#engineStepRows.inc({ engine }, rows);
+    this.recent.stepsDone(engine, runs, rows);
   }
 
   /** Rows an engine's worker ended early since its last report: cancelled, stopped at their cap, failed alone. */

@@ -18,6 +18,7 @@ import { placeModel, type CudaAvailability } from './devices.js';
 import type { GpuMonitor } from './gpu-monitor.js';
 import { Job, newJobId } from './job.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
+import type { ModelFingerprints } from './model-fingerprint.js';
 import { ModelRegistry, type ModelEntry } from './registry.js';
 import type { WorkerSpawner } from './worker-handle.js';
 import { deviceLabel } from './worker-handle.js';
@@ -51,6 +52,8 @@ export interface ModelManagerOptions {
   timings?: Partial<ManagerTimings>;
   /** Tests only: a fault (worker/main.ts) injected into the workers of the named model. Never set from HTTP. */
   faultFor?: (model: string) => string | undefined;
+  /** Fingerprints of the model folders, computed at registration (the translation cache keys on them). */
+  fingerprints?: ModelFingerprints;
 }
 
 /** A registration, with TorchServe's parameters already validated and typed. */
@@ -104,6 +107,13 @@ export class ModelManager {
     this.#assertOpen();
     const store = resolveStoreEntry(this.#config.modelStore, request.url);
     const manifest = store.manifest;
+    // Before the checks below, which must run without an await between them and `registry.add`.
+    await this.#options.fingerprints?.compute(manifest.model.modelDir).catch((err: Error) => {
+      this.#log.warn(
+        { modelDir: manifest.model.modelDir, err: err.message },
+        'model folder not fingerprinted: no cache',
+      );
+    });
     const runtime = request.runtime ?? manifest.runtime;
     if (!(RUNTIMES as readonly string[]).includes(runtime)) {
       throw new ServeError('BAD_REQUEST', `Invalid RuntimeType value: ${runtime}`);
@@ -317,6 +327,7 @@ export class ModelManager {
           entry.placement.requestedCudaId === undefined ? 'cpu' : `cuda:${entry.placement.requestedCudaId}`,
         device: entry.placement.device.kind === 'cuda' ? `cuda:${entry.placement.device.id}` : 'cpu',
         ...(entry.placement.fallbackReason ? { deviceFallback: entry.placement.fallbackReason } : {}),
+        ...(dtypeOf(entry) === undefined ? {} : { dtype: dtypeOf(entry) }),
         sharedWith,
       },
       workers: entry.pool.workers().map((w) => {
@@ -453,6 +464,11 @@ export class ModelManager {
     }
     this.#log.info({ model: entry.name, version: entry.version }, 'model unregistered');
   }
+}
+
+/** The weights' type the model's engine reports (its first worker that said), undefined until one has. */
+export function dtypeOf(entry: ModelEntry): string | undefined {
+  return entry.pool.workers().find((w) => w.dtype !== undefined)?.dtype;
 }
 
 function entryKey(entry: ModelEntry): string {

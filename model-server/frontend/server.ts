@@ -15,7 +15,10 @@ import { createInferenceApp } from './inference-api.js';
 import { createManagementApp } from './management-api.js';
 import { createMetricsApp } from './metrics-api.js';
 import { ServerMetrics } from './metrics.js';
+import { buildStatus } from './status.js';
+import { ModelFingerprints } from './model-fingerprint.js';
 import { ModelManager, type ManagerTimings } from './model-manager.js';
+import { TranslationCache } from './translation-cache.js';
 import type { WorkerSpawner } from './worker-handle.js';
 
 export interface ModelServerDeps {
@@ -43,6 +46,8 @@ export interface ModelServer {
   managementApp: Hono<AppEnv>;
   metricsApp: Hono<AppEnv>;
   cuda: CudaAvailability;
+  /** CACHE_MAX_BYTES' translation cache (off when 0). */
+  cache: TranslationCache;
 }
 
 export function createModelServer(deps: ModelServerDeps): ModelServer {
@@ -53,9 +58,12 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   else log.info({ gpus: cuda.gpus }, 'CUDA available');
   const gpu = deps.gpu ?? new GpuMonitor();
   let manager: ModelManager | undefined;
+  const fingerprints = new ModelFingerprints();
+  const cache = new TranslationCache(config.cacheMaxBytes, fingerprints);
   const metrics = new ServerMetrics({
     gpu,
     snapshot: () => manager?.snapshot() ?? { queues: [], workers: {}, liveRows: [] },
+    cacheBytes: () => cache.bytes,
   });
   manager = new ModelManager({
     config,
@@ -67,12 +75,18 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     gpu,
     ...(deps.timings ? { timings: deps.timings } : {}),
     ...(deps.faultFor ? { faultFor: deps.faultFor } : {}),
+    fingerprints,
   });
+  const managed = manager;
+  metrics.recent.start(() =>
+    managed.closing ? undefined : new Map(managed.snapshot().queues.map((q) => [q.model, q.depth])),
+  );
   const maxBodyBytes = config.maxRequestBytes;
   return {
     manager,
     metrics,
     cuda,
+    cache,
     inferenceApp: createInferenceApp({
       manager,
       metrics,
@@ -80,9 +94,15 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
       maxBodyBytes,
       token: deps.tokens?.inference,
       translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
+      cache,
     }),
     managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
-    metricsApp: createMetricsApp({ metrics, log, maxBodyBytes }),
+    metricsApp: createMetricsApp({
+      metrics,
+      log,
+      maxBodyBytes,
+      status: () => buildStatus({ manager: managed, gpu, activity: metrics.recent, cache }),
+    }),
   };
 }
 

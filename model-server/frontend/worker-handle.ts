@@ -95,6 +95,8 @@ export class WorkerHandle implements JobHolder {
   /** Where the worker says it runs; undefined until `ready`. */
   device: DeviceInfo | undefined;
   languages: string[] | undefined;
+  /** The weights' type the worker loaded (its `ready` message); undefined for handlers without weights. */
+  dtype: string | undefined;
   /** Most jobs the worker runs at once (its `ready` message; Infinity when its handler sets no bound). */
   capacity = Number.POSITIVE_INFINITY;
 
@@ -302,6 +304,7 @@ export class WorkerHandle implements JobHolder {
         clearTimeout(this.#startTimer);
         this.device = message.device;
         this.languages = message.languages;
+        this.dtype = message.dtype;
         this.capacity = message.capacity ?? Number.POSITIVE_INFINITY;
         this.#wasReady = true;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);

@@ -14,6 +14,7 @@ import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../comm
 import { createLogger } from '../../common/logger.js';
 import type { CudaAvailability } from '../frontend/devices.js';
 import type { AppEnv } from '../frontend/error-handler.js';
+import type { GpuMonitor } from '../frontend/gpu-monitor.js';
 import type { ManagerTimings } from '../frontend/model-manager.js';
 import { createModelServer, type ModelServer } from '../frontend/server.js';
 import type { WorkerSpawner } from '../frontend/worker-handle.js';
@@ -34,6 +35,8 @@ export interface TestServerOptions {
   cuda?: CudaAvailability;
   /** Worker factory; default: the real worker entry. */
   spawn?: WorkerSpawner;
+  /** GPU monitor (e.g. on a fake nvidia-smi); default: the host's. */
+  gpu?: GpuMonitor;
 }
 
 export interface TestServer {
@@ -66,6 +69,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
     faultFor: (model) => faults[model],
     ...(options.spawn ? { spawn: options.spawn } : {}),
+    ...(options.gpu ? { gpu: options.gpu } : {}),
   });
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
   const [inference, management, metrics] = listening.map(

@@ -105,8 +105,8 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     await t?.close();
     rmSync(modelRoot, { recursive: true, force: true });
   });
-  const translate = async (tgt: string, body: Record<string, unknown>) => {
-    const res = await call(`${t.inference}/predictions/${tgt}`, { body });
+  const translate = async (tgt: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {
+    const res = await call(`${t.inference}/predictions/${tgt}`, { body, headers });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body as { translated: string | string[]; detected_src_lang?: string | string[] };
   };
@@ -123,7 +123,9 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     const doc = `${sentences[0]}${separators.map((sep, i) => sep + sentences[i + 1]).join('')}\n`;
     const alone = await Promise.all(sentences.map((s) => translate('de', { src_lang: 'en', src_text: s })));
     const expected = `${alone[0]!.translated}${separators.map((sep, i) => sep + alone[i + 1]!.translated).join('')}\n`;
-    expect((await translate('de', { src_lang: 'en', src_text: doc })).translated).toBe(expected);
+    // no-store: the sentences translated alone must run again, not come from the translation cache.
+    const whole = await translate('de', { src_lang: 'en', src_text: doc }, { 'cache-control': 'no-store' });
+    expect(whole.translated).toBe(expected);
     // Each sentence was its own job: the batcher saw 5 jobs for the document.
     const metrics = (await call(`${t.metrics}/metrics`)).body as string;
     expect(metricValue(metrics, 'mt_jobs_total', { model_name: 'de', outcome: 'ok' })).toBe(10);

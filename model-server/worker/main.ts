@@ -146,7 +146,15 @@ async function init(message: InitMessage): Promise<void> {
     if (device.fallbackReason) workerLog.warn({ device }, 'running on the CPU instead of the requested GPU');
     workerLog.info({ device, loadMs: Math.round(loadMs), modelDir: message.modelDir }, 'worker ready');
     const capacity = faults.capacity ?? instance.capacity?.();
-    send({ type: 'ready', pid: process.pid, device, loadMs, languages: instance.languages?.(), capacity });
+    send({
+      type: 'ready',
+      pid: process.pid,
+      device,
+      loadMs,
+      languages: instance.languages?.(),
+      dtype: instance.dtype?.(),
+      capacity,
+    });
     if (faults.exitAfterReady) process.exit(71);
   } catch (err) {
     workerLog.error({ err }, 'worker failed to load');

@@ -78,9 +78,9 @@ describe('Grafana dashboard and Prometheus config against a live model server', 
     dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-deploy-'));
     const bin = path.join(dir, 'bin');
     mkdirSync(bin);
-    // What `nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`
+    // What `nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits`
     // prints on a one-GPU host (MiB, no units).
-    writeFileSync(path.join(bin, 'nvidia-smi'), '#!/bin/sh\necho "0, 37, 10240, 81559"\n');
+    writeFileSync(path.join(bin, 'nvidia-smi'), '#!/bin/sh\necho "0, NVIDIA H100 80GB HBM3, 37, 10240, 81559"\n');
     chmodSync(path.join(bin, 'nvidia-smi'), 0o755);
     process.env.PATH = `${bin}${path.delimiter}${savedPath}`;
 
@@ -106,6 +106,8 @@ describe('Grafana dashboard and Prometheus config against a live model server', 
       translate('ko', 'See you tomorrow'),
     ]);
     for (const a of answers) expect(a.status, JSON.stringify(a.body)).toBe(200);
+    // A sentence translated before: a translation cache hit.
+    expect((await translate('ko', 'Hello world')).headers.get('x-cache')).toBe('hit');
     expect((await call(`${t.inference}/predictions/ko`, { body: { src_lang: 'xx', src_text: 'hi' } })).status).toBe(
       400,
     );
@@ -195,11 +197,12 @@ describe('Grafana dashboard and Prometheus config against a live model server', 
       'mt_worker_deaths_total',
       'mt_gpu_utilization_percent',
       'mt_gpu_memory_used_bytes',
+      'mt_cache_hits_total',
+      'mt_cache_misses_total',
+      'mt_cache_bytes',
     ]) {
       expect([...used], name).toContain(name);
     }
-    // Metrics a translation cache may add later are not there yet, so the dashboard must not use them.
-    expect([...used].filter((n) => n.startsWith('mt_cache_'))).toEqual([]);
   });
 
   it('has GPU samples from the real GpuMonitor (fake nvidia-smi) and histogram families typed as such', () => {

@@ -27,6 +27,8 @@ export interface Handler<Input = unknown, Output = unknown> {
   initialize(ctx: HandlerContext): Promise<DeviceInfo>;
   /** Languages/models this handler can serve, if it knows (after initialize). */
   languages?(): string[];
+  /** The type of the weights it loaded (after initialize), for handlers with weights. */
+  dtype?(): string;
   /**
    * Most inputs this handler runs at once, across `inference` calls (absent: no bound, e.g. a handler that
    * answers at once). The frontend keeps at most this many jobs in flight on the worker (frontend/worker-pool.ts).

@@ -77,6 +77,10 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     return this.#requireEngine().languages();
   }
 
+  dtype(): string {
+    return this.#requireEngine().dtype;
+  }
+
   /**
    * Sequences the engine steps at once: its decoder rows ÷ the beam width. The frontend keeps no more jobs than
    * this in flight here, so every job it sends starts at the engine's next step boundary instead of waiting in it.

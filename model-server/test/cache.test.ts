@@ -1,0 +1,172 @@
+/**
+ * The translation cache in a real model server with real workers on the generated tiny model: a hit never reaches
+ * the engine and is the fresh answer byte for byte; Cache-Control: no-cache bypasses it; a sentence seen before hits
+ * inside a new document; only successful answers are stored; its metrics move; CACHE_MAX_BYTES=0 turns it off.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeDemoModel } from '../engine/demo-model/index.js';
+import { call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+
+let modelRoot: string;
+let t: TestServer;
+
+beforeAll(async () => {
+  modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-cache-'));
+  makeDemoModel('tiny', modelRoot);
+  t = await startTestServer({
+    entries: ['ko', 'de'],
+    handler: 'translation',
+    modelDir: modelRoot,
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
+  });
+  for (const m of ['ko', 'de']) {
+    const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  }
+});
+afterAll(async () => {
+  await t?.close();
+  rmSync(modelRoot, { recursive: true, force: true });
+});
+
+/** The raw answer: status, body bytes as text, the cache header. */
+async function translate(model: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${t.inference}/predictions/${model}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), cache: res.headers.get('x-cache'), headers: res.headers };
+}
+
+/** The counters a hit must leave alone, and the cache's own. */
+async function counters(model: string) {
+  const text = (await call(`${t.metrics}/metrics`)).body as string;
+  const sum = (name: string) =>
+    text
+      .split('\n')
+      .filter((line) => line.startsWith(`${name}{`))
+      .reduce((n, line) => n + Number(line.split(' ').pop()), 0);
+  const labels = { model_name: model };
+  return {
+    steps: sum('mt_engine_steps_total'),
+    rows: sum('mt_engine_step_rows_total'),
+    jobs: sum('mt_jobs_total'),
+    hits: metricValue(text, 'mt_cache_hits_total', labels) ?? 0,
+    misses: metricValue(text, 'mt_cache_misses_total', labels) ?? 0,
+    bytes: metricValue(text, 'mt_cache_bytes', {}) ?? 0,
+  };
+}
+
+/**
+ * The counters once the engine has reported the steps of work it ran: a worker reports them with each finished
+ * batch, just after the answers of its jobs.
+ */
+async function countersAfterSteps(model: string, before: { steps: number }) {
+  return until('the engine reporting its steps', async () => {
+    const now = await counters(model);
+    return now.steps > before.steps ? now : undefined;
+  });
+}
+
+describe('translation cache', () => {
+  it('a repeated request never reaches the engine and answers the fresh bytes', async () => {
+    const body = { src_lang: 'en', src_text: 'The weather is fine today.' };
+    const before = await counters('ko');
+    const fresh = await translate('ko', body);
+    expect(fresh.status, fresh.text).toBe(200);
+    expect(fresh.cache).toBe('miss');
+    const afterFresh = await countersAfterSteps('ko', before);
+    expect(afterFresh.misses).toBe(before.misses + 1);
+    expect(afterFresh.bytes).toBeGreaterThan(0);
+
+    const hit = await translate('ko', body);
+    expect(hit.status).toBe(200);
+    expect(hit.cache).toBe('hit');
+    expect(hit.text).toBe(fresh.text);
+    expect(hit.headers.get('x-worker-id')).toBeNull();
+    expect(hit.headers.get('x-model-name')).toBe('ko');
+    expect(hit.headers.get('x-device')).toBe(fresh.headers.get('x-device'));
+    const afterHit = await counters('ko');
+    expect(afterHit).toEqual({ ...afterFresh, hits: afterFresh.hits + 1 });
+  });
+
+  it('Cache-Control: no-cache runs the engine again, and its answer is the cached one', async () => {
+    const body = { src_lang: 'en', src_text: 'Please send the report by Friday.' };
+    const start = await counters('de');
+    const first = await translate('de', body);
+    const before = await countersAfterSteps('de', start);
+    const bypass = await translate('de', body, { 'cache-control': 'no-cache' });
+    expect(bypass.status).toBe(200);
+    expect(bypass.cache).toBeNull();
+    expect(bypass.text).toBe(first.text);
+    const after = await countersAfterSteps('de', before);
+    expect(after.jobs).toBe(before.jobs + 1);
+    expect({ hits: after.hits, misses: after.misses }).toEqual({ hits: before.hits, misses: before.misses });
+  });
+
+  it('a sentence seen before hits inside a new document, and the document is the fresh one', async () => {
+    const seen = 'The train leaves at nine.';
+    await translate('ko', { src_lang: 'en', src_text: seen });
+    const doc = `Good morning everyone. ${seen}\n\nSee you soon.`;
+    const fresh = await translate('ko', { src_lang: 'en', src_text: doc }, { 'cache-control': 'no-store' });
+    const before = await counters('ko');
+    const mixed = await translate('ko', { src_lang: 'en', src_text: doc.replace('Good morning', 'Hello') });
+    expect(mixed.status).toBe(200);
+    expect(mixed.cache).toBe('partial');
+    const after = await counters('ko');
+    // "See you soon." was stored by neither earlier request (no-store): it and the new first sentence run.
+    expect(after.hits).toBe(before.hits + 1);
+    expect(after.misses).toBe(before.misses + 2);
+    expect(after.jobs).toBe(before.jobs + 2);
+    // The same document again is answered whole from the cache, equal to a fresh translation of it.
+    const again = await translate('ko', { src_lang: 'en', src_text: doc });
+    expect(again.cache).toBe('partial');
+    const fullyCached = await translate('ko', { src_lang: 'en', src_text: doc });
+    expect(fullyCached.cache).toBe('hit');
+    expect(fullyCached.text).toBe(fresh.text);
+  });
+
+  it('stores only successful answers', async () => {
+    const bad = { src_lang: 'xx', src_text: 'Hello there.' };
+    const first = await translate('ko', bad);
+    expect(first.status).toBe(400);
+    const before = await counters('ko');
+    const second = await translate('ko', bad);
+    expect(second.text).toBe(first.text);
+    const after = await counters('ko');
+    expect(after.misses).toBe(before.misses + 1);
+    expect(after.hits).toBe(before.hits);
+  });
+});
+
+describe('CACHE_MAX_BYTES=0', () => {
+  it('turns the cache off: every request runs, nothing is counted', async () => {
+    const off = await startTestServer({
+      entries: ['ko'],
+      handler: 'translation',
+      modelDir: modelRoot,
+      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, cacheMaxBytes: 0 },
+    });
+    try {
+      expect((await call(`${off.management}/models?url=ko`, { method: 'POST' })).status).toBe(200);
+      const body = { src_lang: 'en', src_text: 'Hello world.' };
+      const res = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await fetch(`${off.inference}/predictions/ko`, { method: 'POST', body: JSON.stringify(body) });
+        res.push({ cache: r.headers.get('x-cache'), worker: r.headers.get('x-worker-id'), text: await r.text() });
+      }
+      expect(res[0]!.text).toBe(res[1]!.text);
+      expect(res.map((r) => r.cache)).toEqual([null, null]);
+      expect(res[1]!.worker).not.toBeNull();
+      const text = (await call(`${off.metrics}/metrics`)).body as string;
+      expect(metricValue(text, 'mt_cache_hits_total', { model_name: 'ko' })).toBeUndefined();
+      expect(metricValue(text, 'mt_cache_bytes', {})).toBe(0);
+    } finally {
+      await off.close();
+    }
+  });
+});
