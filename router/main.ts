@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
@@ -48,9 +49,21 @@ const logger = pino(
   pino.destination({ sync: false, minLength: 4_096, periodicFlush: 500 }),
 );
 
+/**
+ * Each language's line in this instance: room for its share of what the model server would queue for that
+ * language (JOB_QUEUE_SIZE over the instances, as pm2 starts one per core for ROUTER_INSTANCES=0), and never less
+ * than 4 × its connections. Across the cluster a language's backlog then reaches about the model server's own
+ * bound before anyone is refused; clients up to that many wait in order instead of being refused and retrying.
+ */
+const instances = router.instances > 0 ? router.instances : availableParallelism();
+const queuePerLanguage = Math.max(
+  4 * router.upstreamConnections,
+  Math.ceil(config.modelServer.jobQueueSize / instances),
+);
 const upstream = new Upstream({
   url: router.upstreamUrl,
   connections: router.upstreamConnections,
+  queue: queuePerLanguage,
   timeoutMs: router.upstreamTimeoutMs,
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
