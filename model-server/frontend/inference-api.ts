@@ -1,6 +1,7 @@
 /**
  * @module model-server/frontend/inference-api — the inference port (TorchServe's :9999): `POST /predictions/{model}
- * [/{version}]`, `GET /ping`, `OPTIONS /`. Built by a factory; it never listens (main.ts does).
+ * [/{version}]`, `GET /ping`, `OPTIONS /`, and beside them the Open Inference Protocol's `/v2` (kserve-api.ts), which
+ * shares the job path (`runPrediction`). Built by a factory; it never listens (main.ts does).
  *
  * A body `{"src_lang", "src_text": [...]}` becomes one job per string, so an array batches with everyone else's
  * traffic; the answer is `{"translated": [...]}` in order (the first failing item, by position, fails the
@@ -14,6 +15,7 @@ import type { Logger } from '../../common/logger.js';
 import type { DeviceInfo } from '../protocol.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import type { JobResult } from './job.js';
+import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelManager } from './model-manager.js';
 import { INFERENCE_OPENAPI } from './openapi.js';
@@ -38,7 +40,14 @@ export interface InferenceApiDeps {
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  installCommon(app, { log: deps.log, maxBodyBytes: deps.maxBodyBytes, token: deps.token, publicPaths: ['/ping'] });
+  // Outside the shared middleware, so that its refusals (401, 413) under /v2 also take the protocol's error shape.
+  app.use('/v2/*', openInferenceErrors());
+  installCommon(app, {
+    log: deps.log,
+    maxBodyBytes: deps.maxBodyBytes,
+    token: deps.token,
+    publicPaths: ['/ping', ...OPEN_INFERENCE_PUBLIC_PATHS],
+  });
 
   app.get('/ping', (c) => {
     const health = deps.manager.health();
@@ -50,17 +59,53 @@ export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
   app.all('/', methodNotAllowed);
   app.all('/ping', methodNotAllowed);
   app.all('/predictions/:model/:version?', methodNotAllowed);
+  installOpenInference(app, { manager: deps.manager, predict: (request) => runPrediction(deps, request) });
   return app;
 }
 
 async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Response> {
+  const { value, headers } = await runPrediction(deps, {
+    model: c.req.param('model')!,
+    version: c.req.param('version'),
+    body: async () => decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')),
+    signal: c.req.raw.signal,
+    cacheControl: c.req.header('cache-control'),
+  });
+  return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);
+}
+
+/** One prediction's answer: the body's value (a string is answered as text) and the headers that say who served. */
+export interface Prediction {
+  value: unknown;
+  headers: Record<string, string>;
+}
+
+/** One prediction request, whichever protocol carried it. */
+export interface PredictionRequest {
+  model: string;
+  /** The version asked for; undefined: the model's default. */
+  version: string | undefined;
+  /** Reads and decodes the body; called once the model is known, so an unknown model is a 404 before a bad body. */
+  body: () => Promise<unknown>;
+  /** Aborts when the client goes away, which abandons the request's jobs. */
+  signal: AbortSignal;
+  /** The request's `Cache-Control` (translation-cache.ts). */
+  cacheControl: string | undefined;
+}
+
+/**
+ * The job path every protocol on this port shares (TorchServe's `/predictions`, the Open Inference Protocol's
+ * `/v2/.../infer`): plan the jobs, admit them, wait for their answers, abandon them if the client goes away, and
+ * count the request in the metrics.
+ * @throws ServeError whose status is the answer's (MODEL_NOT_FOUND, BAD_REQUEST, QUEUE_FULL, REQUEST_TIMEOUT, ...)
+ */
+export async function runPrediction(deps: InferenceApiDeps, request: PredictionRequest): Promise<Prediction> {
   const started = performance.now();
-  const name = c.req.param('model')!;
   // Resolved before anything is recorded: unknown names must not become metric label values.
-  const entry = deps.manager.registry.get(name, c.req.param('version'));
+  const entry = deps.manager.registry.get(request.model, request.version);
   let status = 500;
   try {
-    const decoded = decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type'));
+    const decoded = await request.body();
     // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
     const plan =
       entry.handler === 'translation'
@@ -72,12 +117,12 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
         : undefined;
     const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);
     // A sentence answered before never becomes a job (translation-cache.ts).
-    const cached = plan && deps.cache?.lookupFor(entry, plan.bodies, c.req.header('cache-control'));
+    const cached = plan && deps.cache?.lookupFor(entry, plan.bodies, request.cacheControl);
     if (cached) deps.metrics.cacheLookups(entry.name, entry.version, cached.hits, cached.misses);
     const toRun = cached ? cached.missing.map((i) => bodies[i]) : bodies;
     const { jobs } = toRun.length === 0 ? { jobs: [] } : deps.manager.submit(entry.name, entry.version, toRun);
     // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
-    const signal = c.req.raw.signal;
+    const signal = request.signal;
     const abandon = () => {
       for (const job of jobs) job.abandon('client-gone');
     };
@@ -105,11 +150,10 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
     if (plan) {
       const values = cached ? cached.values.slice() : results.map((r) => r.value);
       cached?.missing.forEach((bodyIndex, i) => (values[bodyIndex] = results[i]!.value));
-      return c.json(plan.answer(values), 200, headers);
+      return { value: plan.answer(values), headers };
     }
-    if (isArray) return c.json({ translated: results.map((r) => translatedOf(r.value)) }, 200, headers);
-    const value = results[0]!.value;
-    return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);
+    if (isArray) return { value: { translated: results.map((r) => translatedOf(r.value)) }, headers };
+    return { value: results[0]!.value, headers };
   } catch (err) {
     status = toServeError(err).status;
     throw err;
