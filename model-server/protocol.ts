@@ -51,6 +51,8 @@ export interface BatchItem {
   model: string;
   /** The decoded request body (JSON value, or a string for non-JSON bodies). */
   body: unknown;
+  /** Part of a large request (a long document): the engine schedules it as bulk work (engine/generate.ts). */
+  bulk?: boolean;
 }
 
 export interface BatchMessage {

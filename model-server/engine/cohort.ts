@@ -41,6 +41,8 @@ export interface Cohort {
   steps: number;
   /** Steps this cohort may still pause for a younger one to catch up (catch-up.ts). */
   pauseBudget: number;
+  /** Its rows are bulk work (SubmitOptions.bulk): it never merges with interactive rows (generate.ts). */
+  bulk?: boolean;
 }
 
 /** What the encoder, the decoder step and the re-layouts share: the model, its shapes, memory and counters. */

@@ -14,7 +14,7 @@
  */
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
-import { Generator, type GeneratorStats } from './generate.js';
+import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
 import {
   type DecoderOutputs,
@@ -92,6 +92,8 @@ export interface TranslateOptions {
    * stopped by either is reported (`Translation.capped`). Default false (every row may use `maxNewTokens`).
    */
   capBySourceLength?: boolean;
+  /** Schedule it as bulk work (a long document's sentences): see Generator's classes (generate.ts). */
+  bulk?: boolean;
   lengthPenalty?: number;
   earlyStopping?: boolean;
   /** Run the beam search code even with numBeams 1 (tests). Default: greedy iff numBeams is 1. */
@@ -264,7 +266,7 @@ export class TranslationEngine {
    */
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
-    const hyp = await this.#submit(row.inputIds, settings, signal);
+    const hyp = await this.#submit(row.inputIds, settings, { signal, bulk: options.bulk ?? this.#defaults.bulk });
     return {
       text: this.#tokenizer.decode(hyp.tokens),
       tokenIds: hyp.tokens,
@@ -283,14 +285,15 @@ export class TranslationEngine {
     options: TranslateOptions = {},
     signal?: AbortSignal,
   ): Promise<Hypothesis> {
-    return this.#submit(inputIds, this.#settings(inputIds.length, forcedTokenId, options), signal);
+    const bulk = options.bulk ?? this.#defaults.bulk;
+    return this.#submit(inputIds, this.#settings(inputIds.length, forcedTokenId, options), { signal, bulk });
   }
 
-  #submit(inputIds: readonly number[], settings: SearchSettings, signal: AbortSignal | undefined): Promise<Hypothesis> {
+  #submit(inputIds: readonly number[], settings: SearchSettings, options: SubmitOptions): Promise<Hypothesis> {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
-    return this.#generator.submit({ inputIds, settings }, { signal });
+    return this.#generator.submit({ inputIds, settings }, options);
   }
 
   /** Finish running work, then release the sessions. Idempotent. */

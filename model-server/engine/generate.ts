@@ -23,6 +23,13 @@
  *   number of steps (catch-up.ts); while some cannot catch up, at most `maxCohorts` cohorts generate at once and
  *   later rows wait at the boundary (each extra cohort costs a decoder run, a pass over the weights, per step).
  *
+ * Two classes share the engine: interactive rows and *bulk* rows (a long document's sentences, a big batch:
+ * SubmitOptions.bulk). They never share a cohort, and while both have rows to step, bulk cohorts step only while
+ * their share of the decoder time spent since both were present is under BULK_SHARE. Why: on a CPU a step of 64
+ * rows costs many times a step of one, so a single sentence riding in a document's batch is many times slower
+ * than alone; stepped apart, it pays for its own runs plus at most BULK_SHARE of the time, and the document still
+ * gets a bounded, never starved share. With one class alone, it has the whole engine.
+ *
  * Files: this one is the loop and its policy (admission, stepping, merging); sequences.ts the submitted sequences
  * until their answer (queue, cancellation); cohort.ts the cohort state and its memory pools; encode.ts the encoder
  * runs; step.ts a decoder step; cohort-layout.ts gathers and merges.
@@ -78,6 +85,9 @@ export interface GeneratorOptions {
   onStep?: () => void;
 }
 
+/** Most of the decoder time bulk cohorts take while interactive rows generate. */
+export const BULK_SHARE = 1 / 3;
+
 export class Generator {
   readonly #ctx: CohortContext;
   readonly #maxBatchRows: number;
@@ -86,6 +96,8 @@ export class Generator {
   readonly #onStep: (() => void) | undefined;
   readonly #sequences: Sequences;
   #cohorts: Cohort[] = [];
+  /** Decoder time of each class since both last had rows to step (reset when one has none). */
+  #contention = { bulkMs: 0, interactiveMs: 0 };
   #loop: Promise<void> | null = null;
   #closed = false;
   readonly #stats: GeneratorStats = emptyGeneratorStats();
@@ -180,13 +192,15 @@ export class Generator {
       while (this.#sequences.waiting > 0 || this.#cohorts.length > 0) {
         // Before admission, so cancelled rows make room; after it, for cancels that came during the encoder run.
         this.#dropCancelled();
-        const fresh = await this.#admit();
-        if (fresh !== null) this.#cohorts.push(fresh);
+        this.#cohorts.push(...(await this.#admit()));
         this.#dropCancelled();
-        // planSteps needs distinct step counts: #coalesce merged equal ones, and admit adds one cohort at 0 steps.
-        const stepping = this.#ctx.joinable ? this.#cohorts : planSteps(this.#cohorts);
-        this.#stats.pauses += this.#cohorts.length - stepping.length;
-        for (const cohort of stepping) await this.#step(cohort);
+        const stepping = this.#plan();
+        for (const cohort of stepping) {
+          const started = performance.now();
+          await this.#step(cohort);
+          if (cohort.bulk) this.#contention.bulkMs += performance.now() - started;
+          else this.#contention.interactiveMs += performance.now() - started;
+        }
         this.#dropEmpty();
         this.#coalesce();
         if (stepping.length > 0) this.#onStep?.();
@@ -202,35 +216,62 @@ export class Generator {
   }
 
   /**
-   * Encode what may start of the pending sequences as a new cohort (0 steps taken), or null. Rows fit within
-   * `maxBatchRows`; on a non-joinable graph they also wait while `maxCohorts` cohorts run and none of them can
-   * wait for newcomers to catch up (an idle engine always takes the first sequence, however wide its beam).
+   * The cohorts that step at this boundary: per class, what the catch-up plan picks (planSteps needs distinct
+   * step counts: #coalesce merged equal ones, and admission adds at most one cohort at 0 steps per class); and
+   * while both classes have cohorts to step, the bulk ones only while under their share of the time (module doc).
    */
-  async #admit(): Promise<Cohort | null> {
-    if (this.#sequences.waiting === 0) return null;
-    if (
-      !this.#ctx.joinable &&
-      this.#cohorts.length >= this.#maxCohorts &&
-      !(this.#catchUpSteps > 0 && reachable(this.#cohorts))
-    ) {
-      return null;
-    }
-    const admitted = this.#sequences.admit(this.#maxBatchRows - this.liveRows, this.liveRows === 0);
-    if (admitted.length === 0) return null;
-    const { cohort, failed } = await encodeCohort(this.#ctx, admitted, this.#catchUpSteps);
-    for (const { state, error } of failed) this.#sequences.reject(state, error);
-    return cohort;
+  #plan(): Cohort[] {
+    const plan = (cohorts: Cohort[]) => {
+      const stepping = this.#ctx.joinable ? cohorts : planSteps(cohorts);
+      this.#stats.pauses += cohorts.length - stepping.length;
+      return stepping;
+    };
+    const interactive = plan(this.#cohorts.filter((c) => !c.bulk));
+    const bulkCohorts = this.#cohorts.filter((c) => c.bulk);
+    if (interactive.length === 0 || bulkCohorts.length === 0) this.#contention = { bulkMs: 0, interactiveMs: 0 };
+    const { bulkMs, interactiveMs } = this.#contention;
+    const bulkTurn = interactive.length === 0 || bulkMs < BULK_SHARE * (bulkMs + interactiveMs);
+    // Not its turn: the bulk cohorts wait whole, without spending their catch-up budgets.
+    return bulkTurn ? [...interactive, ...plan(bulkCohorts)] : interactive;
   }
 
   /**
-   * Merge the cohorts that can share decoder runs from now on, each into the earliest-started of its group:
+   * Encode what may start of the pending sequences, each class as its own new cohort (0 steps taken), interactive
+   * first. Rows fit within `maxBatchRows`; on a non-joinable graph a class's rows also wait while `maxCohorts` of
+   * its cohorts run and none of them can wait for newcomers to catch up (an idle engine always takes the first
+   * sequence, however wide its beam).
+   */
+  async #admit(): Promise<Cohort[]> {
+    const fresh: Cohort[] = [];
+    let live = this.liveRows;
+    for (const bulk of [false, true]) {
+      if (this.#sequences.waitingOf(bulk) === 0) continue;
+      const mine = this.#cohorts.filter((c) => (c.bulk ?? false) === bulk);
+      if (!this.#ctx.joinable && mine.length >= this.#maxCohorts && !(this.#catchUpSteps > 0 && reachable(mine))) {
+        continue;
+      }
+      const admitted = this.#sequences.admit(this.#maxBatchRows - live, live === 0, bulk);
+      if (admitted.length === 0) continue;
+      live += admitted.reduce((n, a) => n + a.state.settings.numBeams, 0);
+      const { cohort, failed } = await encodeCohort(this.#ctx, admitted, this.#catchUpSteps);
+      for (const { state, error } of failed) this.#sequences.reject(state, error);
+      if (cohort === null) continue;
+      cohort.bulk = bulk;
+      fresh.push(cohort);
+    }
+    return fresh;
+  }
+
+  /**
+   * Merge the cohorts of one class that can share decoder runs from now on, each into the earliest-started of its group:
    * with a joinable graph every cohort that has stepped; otherwise those with equal step counts (equal cache
    * lengths: no padding, true positions). A merged cohort keeps the smaller pause budget.
    */
   #coalesce(): void {
-    const groups = this.#ctx.joinable
-      ? [this.#cohorts.filter((c) => c.steps > 0)]
-      : equalStepGroups(this.#cohorts.filter((c) => c.steps > 0));
+    const groups = [false, true].flatMap((bulk) => {
+      const stepped = this.#cohorts.filter((c) => c.steps > 0 && (c.bulk ?? false) === bulk);
+      return this.#ctx.joinable ? [stepped] : equalStepGroups(stepped);
+    });
     for (const [into, ...rest] of groups) {
       if (into === undefined || rest.length === 0) continue;
       // One re-layout for the whole group: merging pairwise would copy the growing tensors once per cohort.

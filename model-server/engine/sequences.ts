@@ -24,11 +24,17 @@ export interface SubmitOptions {
    * signal's reason (an Error; anything else is wrapped in one).
    */
   signal?: AbortSignal;
+  /**
+   * Bulk work (a long document's sentences, a big batch): it shares the engine with interactive work but never
+   * holds it up — generate.ts gives it a bounded share of decoder time while interactive rows generate.
+   */
+  bulk?: boolean;
 }
 
 interface Waiter {
   request: GenerationRequest;
   state: SearchState;
+  bulk: boolean;
   /** Settle the caller's promise (and stop listening to its signal). */
   resolve: (hyp: Hypothesis) => void;
   reject: (err: Error) => void;
@@ -52,6 +58,11 @@ export class Sequences {
     return this.#pending.length;
   }
 
+  /** Sequences of one class waiting for room. */
+  waitingOf(bulk: boolean): number {
+    return this.#pending.reduce((n, w) => n + (w.bulk === bulk ? 1 : 0), 0);
+  }
+
   /** Generating sequences cancelled since the loop last looked, with their errors. */
   get cancelled(): ReadonlyMap<SearchState, Error> {
     return this.#cancelled;
@@ -66,6 +77,7 @@ export class Sequences {
       const waiter: Waiter = {
         request,
         state: new SearchState(request.settings),
+        bulk: options.bulk === true,
         resolve: (hyp) => {
           signal?.removeEventListener('abort', onAbort);
           resolve(hyp);
@@ -81,19 +93,25 @@ export class Sequences {
   }
 
   /**
-   * Take sequences from the front of the queue, in order, while their rows (beams) fit in `room`; the first one
-   * whatever its width when `takeFirst`. They are generating from now on.
+   * Take sequences of one class from the front of the queue, in order, while their rows (beams) fit in `room`;
+   * the first one whatever its width when `takeFirst`. They are generating from now on.
    */
-  admit(room: number, takeFirst: boolean): Admitted[] {
+  admit(room: number, takeFirst: boolean, bulk: boolean): Admitted[] {
     const admitted: Admitted[] = [];
-    while (this.#pending.length > 0) {
-      const rows = this.#pending[0]!.state.settings.numBeams;
-      if (!(takeFirst && admitted.length === 0) && rows > room) break;
-      const waiter = this.#pending.shift()!;
+    const left: Waiter[] = [];
+    let full = false;
+    for (const waiter of this.#pending) {
+      const rows = waiter.state.settings.numBeams;
+      if (full || waiter.bulk !== bulk || (!(takeFirst && admitted.length === 0) && rows > room)) {
+        if (waiter.bulk === bulk) full = true; // keep the class's order: nobody behind it overtakes
+        left.push(waiter);
+        continue;
+      }
       this.#generating.set(waiter.state, waiter);
       admitted.push({ inputIds: waiter.request.inputIds, state: waiter.state });
       room -= rows;
     }
+    this.#pending.splice(0, this.#pending.length, ...left);
     return admitted;
   }
 

@@ -96,13 +96,28 @@ export class BatchQueue implements JobHolder {
     this.#size += jobs.length;
   }
 
-  /** Remove and return up to `max` jobs: one from each group in turn (module doc). */
-  take(max: number): Job[] {
+  /** Whether an interactive (not bulk) job waits. */
+  get interactiveWaiting(): boolean {
+    for (const group of this.#groups.values()) {
+      const head = this.#head(group);
+      if (head !== undefined && !head.bulk) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Remove and return up to `max` jobs: one from each group in turn (module doc); with `interactiveOnly`, bulk
+   * groups are passed over and keep their place.
+   */
+  take(max: number, interactiveOnly = false): Job[] {
     const out: Job[] = [];
     while (out.length < max && this.#groups.size > 0) {
+      let took = false;
       for (const [key, group] of this.#groups) {
         if (out.length >= max) break;
         const job = this.#head(group);
+        if (interactiveOnly && job?.bulk) continue;
+        took = true;
         // Rotate: this group goes to the back whether it gave a job or is now empty (then it leaves).
         this.#groups.delete(key);
         if (job === undefined) continue;
@@ -112,6 +127,7 @@ export class BatchQueue implements JobHolder {
         out.push(job);
         if (this.#head(group) !== undefined) this.#groups.set(key, group);
       }
+      if (!took) break;
     }
     return out;
   }

@@ -203,15 +203,16 @@ export class Batcher {
    * The batch to send now to a worker with room for `max` jobs (default: a whole batch), or null (then a timer is
    * armed if jobs wait). The caller must send every returned job or hand it back with `putBack`.
    */
-  nextBatch(options: { max?: number } = {}): Job[] | null {
+  nextBatch(options: { max?: number; interactiveOnly?: boolean } = {}): Job[] | null {
     const dueAt = this.dueAt();
     if (dueAt === Infinity) return null;
+    if (options.interactiveOnly && !this.queue.interactiveWaiting) return null;
     const now = this.#now();
     if (dueAt > now) {
       this.#armTimer(dueAt, now);
       return null;
     }
-    const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity));
+    const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity), options.interactiveOnly);
     if (jobs.length === 0) return null;
     this.#movedAt = now;
     if (this.#dispatched.size === 0) this.#busySince = now;

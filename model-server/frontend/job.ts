@@ -45,9 +45,18 @@ export interface JobOptions {
    * request's many jobs do not hold back the requests behind it. Default: a group of its own.
    */
   group?: unknown;
+  /** Part of a large request (more than BULK_REQUEST_JOBS jobs): scheduled as bulk work. Default false. */
+  bulk?: boolean;
   /** `response_timeout`: longest the job may run on a worker (and, as a backstop, wait in the queue), ms. */
   responseTimeoutMs: number;
 }
+
+/**
+ * Requests with more jobs than this (a document of more than a few paragraphs, a big array) are bulk work: the
+ * engine gives them a bounded share of its time while interactive rows generate (engine/generate.ts), and a worker
+ * keeps room for interactive jobs beyond its cap (worker-pool.ts). A paragraph or a short list stays interactive.
+ */
+export const BULK_REQUEST_JOBS = 16;
 
 let nextSerial = 0;
 
@@ -64,6 +73,8 @@ export class Job {
   readonly body: unknown;
   /** The request it belongs to (JobOptions.group). */
   readonly group: unknown;
+  /** JobOptions.bulk. */
+  readonly bulk: boolean;
   readonly responseTimeoutMs: number;
   /** `performance.now()` at arrival, ms. The batch window is measured from here (not from dequeue). */
   readonly arrivedAt: number;
@@ -90,6 +101,7 @@ export class Job {
     this.body = options.body;
     this.responseTimeoutMs = options.responseTimeoutMs;
     this.group = options.group ?? this;
+    this.bulk = options.bulk === true;
     this.arrivedAt = performance.now();
     this.promise = new Promise<JobResult>((resolve, reject) => {
       this.#resolve = resolve;

@@ -16,7 +16,7 @@ import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import { Batcher } from './batcher.js';
 import { placeModel, type CudaAvailability } from './devices.js';
 import type { GpuMonitor } from './gpu-monitor.js';
-import { Job, newJobId } from './job.js';
+import { BULK_REQUEST_JOBS, Job, newJobId } from './job.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
 import type { ModelFingerprints } from './model-fingerprint.js';
 import { ModelRegistry, type ModelEntry } from './registry.js';
@@ -260,6 +260,7 @@ export class ModelManager {
     const timeoutMs = entry.responseTimeoutS * 1000;
     // One group per request: its queue takes the request's jobs in turn with other requests' (batch-queue.ts).
     const group = {};
+    const bulk = bodies.length > BULK_REQUEST_JOBS;
     const jobs = bodies.map(
       (body) =>
         new Job({
@@ -269,6 +270,7 @@ export class ModelManager {
           body,
           responseTimeoutMs: timeoutMs,
           group,
+          bulk,
         }),
     );
     try {

@@ -122,6 +122,8 @@ export class WorkerHandle implements JobHolder {
   /** Cancels gathered in this event-loop turn, sent as one message per reason. */
   #cancels = { deadline: [] as string[], 'client-gone': [] as string[] };
   #cancelFlush: NodeJS.Immediate | undefined;
+  /** Bulk jobs among those in `#jobBatch`. */
+  #bulkHeld = 0;
   /** The engine's rows generating at its last heartbeat (0 for handlers without steps). */
   liveRows = 0;
   #exited: Promise<void>;
@@ -163,6 +165,11 @@ export class WorkerHandle implements JobHolder {
     return this.#jobBatch.size;
   }
 
+  /** Of those, the bulk ones (job.ts BULK_REQUEST_JOBS). */
+  get bulkInFlightJobs(): number {
+    return this.#bulkHeld;
+  }
+
   /** Resident memory of the process in bytes (Linux /proc), 0 when unknown. */
   memoryUsage(): number {
     const pid = this.#child.pid;
@@ -201,7 +208,8 @@ export class WorkerHandle implements JobHolder {
   }
 
   #batchMessage(jobs: readonly Job[], model: string): BatchMessage {
-    return { type: 'batch', batchId: ++nextBatchId, items: jobs.map((job) => ({ id: job.id, model, body: job.body })) };
+    const items = jobs.map((job) => ({ id: job.id, model, body: job.body, ...(job.bulk ? { bulk: true } : {}) }));
+    return { type: 'batch', batchId: ++nextBatchId, items };
   }
 
   /** The batch is on its way: its jobs are held by this worker until answered. */
@@ -211,6 +219,7 @@ export class WorkerHandle implements JobHolder {
     for (const job of jobs) {
       record.jobs.set(job.id, job);
       this.#jobBatch.set(job.id, batchId);
+      if (job.bulk) this.#bulkHeld += 1;
       job.holdBy(this);
     }
     this.#batches.set(batchId, record);
@@ -327,6 +336,7 @@ export class WorkerHandle implements JobHolder {
         const job = pending?.get(message.id);
         pending?.delete(message.id);
         if (job === undefined) return;
+        if (job.bulk) this.#bulkHeld -= 1;
         if (message.outcome.ok) {
           job.resolve({ value: message.outcome.value, workerId: this.id, device: this.device! });
         } else {
@@ -343,6 +353,7 @@ export class WorkerHandle implements JobHolder {
           this.#log.error({ batchId: message.batchId, missing: record.jobs.size }, 'worker skipped items of a batch');
           for (const job of record.jobs.values()) {
             this.#jobBatch.delete(job.id);
+            if (job.bulk) this.#bulkHeld -= 1;
             job.reject(new ServeError('INTERNAL', 'Worker did not answer every item of its batch.'));
           }
         }
@@ -387,6 +398,7 @@ export class WorkerHandle implements JobHolder {
     for (const record of this.#batches.values()) for (const job of record.jobs.values()) job.reject(died);
     this.#batches.clear();
     this.#jobBatch.clear();
+    this.#bulkHeld = 0;
     clearTimeout(this.#watchdog);
     if (this.#cancelFlush !== undefined) clearImmediate(this.#cancelFlush);
     this.liveRows = 0;

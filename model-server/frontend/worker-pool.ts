@@ -12,6 +12,10 @@
  * one step boundary. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while
  * it generates start at its next boundary and share its decoder runs at once or after catching up.
  *
+ * Beyond the cap a worker has a small reserve (a quarter of the cap, and no more than the bulk jobs it holds)
+ * that only interactive jobs may use, so a long document holding the whole cap does not make a single sentence
+ * wait for one of its rows to finish; traffic without bulk jobs keeps the plain cap.
+ *
  * Why a cap in jobs, not batches: under the immediate policy every arrival is a batch of its own while a worker
  * has room, and clients answered together come back a few milliseconds apart; a cap of a few batches kept all
  * but the first of them in the queue until a whole generation had finished. With the cap in jobs they reach the
@@ -217,25 +221,40 @@ export class WorkerPool {
     // What each worker gets in this pass, and its job count so far (held = in flight + given).
     const given = new Map<WorkerHandle, { batches: { batcher: Batcher; jobs: Job[] }[]; jobs: number }>();
     const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w)?.jobs ?? 0);
-    for (;;) {
-      let worker: WorkerHandle | undefined;
-      let room = 0;
+    // Beyond its cap a worker keeps a reserve for interactive jobs (job.ts BULK_REQUEST_JOBS): a sentence that
+    // arrives while a document fills the worker starts at the engine's next step boundary, where the engine
+    // steps it apart from the document's rows (engine/generate.ts), instead of waiting for a document row to end.
+    const reserve = Math.max(1, Math.ceil(attachedCap / 4));
+    const pick = (limit: (w: WorkerHandle) => number) => {
+      let best: { worker: WorkerHandle; room: number } | undefined;
       for (const slot of this.#slots) {
         const w = slot.worker;
         if (w?.state !== 'ready' || this.#refused.has(w)) continue;
-        const left = Math.min(attachedCap, w.capacity) - held(w);
-        if (left > 0 && (worker === undefined || held(w) < held(worker))) [worker, room] = [w, left];
+        const left = limit(w) - held(w);
+        if (left > 0 && (best === undefined || held(w) < held(best.worker))) best = { worker: w, room: left };
       }
-      if (worker === undefined) break;
-      let taken: { batcher: Batcher; jobs: Job[] } | undefined;
-      for (let i = 0; i < batchers.length && taken === undefined; i += 1) {
+      return best;
+    };
+    const take = (room: number, interactiveOnly: boolean) => {
+      for (let i = 0; i < batchers.length; i += 1) {
         const index = (this.#rr + i) % batchers.length;
-        const jobs = batchers[index]!.nextBatch({ max: room });
+        const jobs = batchers[index]!.nextBatch({ max: room, interactiveOnly });
         if (jobs === null) continue;
         this.#rr = (index + 1) % batchers.length;
-        taken = { batcher: batchers[index]!, jobs };
+        return { batcher: batchers[index]!, jobs };
       }
-      if (taken === undefined) break;
+      return undefined;
+    };
+    for (;;) {
+      let chosen = pick((w) => Math.min(attachedCap, w.capacity));
+      let taken = chosen && take(chosen.room, false);
+      if (taken === undefined) {
+        // Only while bulk jobs hold the worker: all-interactive traffic keeps the plain cap.
+        chosen = pick((w) => Math.min(attachedCap + Math.min(reserve, w.bulkInFlightJobs), w.capacity));
+        taken = chosen && take(chosen.room, true);
+      }
+      if (chosen === undefined || taken === undefined) break;
+      const worker = chosen.worker;
       const pass = given.get(worker) ?? { batches: [], jobs: 0 };
       pass.batches.push(taken);
       pass.jobs += taken.jobs.length;

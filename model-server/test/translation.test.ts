@@ -155,6 +155,21 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     expect(unsure.body.message).toMatch(/^Could not detect the language of src_text/);
   });
 
+  it('a single sentence sent while a long document fills the worker is answered first, as it is alone', async () => {
+    const single = 'Where is the station?';
+    const alone = await translate('ko', { src_lang: 'en', src_text: single });
+    const document = Array.from({ length: 36 }, (_, i) => `This is sentence number ${i} of a long report.`).join(' ');
+    const order: string[] = [];
+    const doc = translate('ko', { src_lang: 'en', src_text: document }).then((r) => (order.push('document'), r));
+    // The document's 36 jobs are bulk work: 16 fill the worker (batch_size 16), the rest wait in the queue.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    const answer = await translate('ko', { src_lang: 'en', src_text: single });
+    order.push('single');
+    await doc;
+    expect(order).toEqual(['single', 'document']);
+    expect(answer.translated).toBe(alone.translated);
+  });
+
   it('past the sentence limit: 413 naming MAX_REQUEST_SENTENCES, never a shortened 200', async () => {
     const doc = Array.from({ length: 41 }, (_, i) => `Sentence number ${i} is here.`).join(' ');
     const res = await call(`${t.inference}/predictions/en`, { body: { src_lang: 'de', src_text: doc } });

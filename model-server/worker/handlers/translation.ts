@@ -33,6 +33,8 @@ export interface TranslationInput {
   rows: PreparedRow[];
   /** How the parts rejoin (their separators); undefined when the text is one row. */
   parts: Segments | undefined;
+  /** Scheduled as bulk work in the engine (BatchItem.bulk). */
+  bulk: boolean;
 }
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
@@ -130,10 +132,11 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const engine = this.#requireEngine();
     const tgtLang = item.model;
     const whole = engine.prepare({ srcLang, text, tgtLang });
-    if (!whole.truncated) return { id: item.id, tgtLang, rows: [whole], parts: undefined };
+    const bulk = item.bulk === true;
+    if (!whole.truncated) return { id: item.id, tgtLang, rows: [whole], parts: undefined, bulk };
     const parts = splitLongSentence(text, (piece) => !engine.prepare({ srcLang, text: piece, tgtLang }).truncated);
     const rows = parts.pieces.map((piece) => engine.prepare({ srcLang, text: piece, tgtLang }));
-    return { id: item.id, tgtLang, rows, parts };
+    return { id: item.id, tgtLang, rows, parts, bulk };
   }
 
   async inference(
@@ -142,13 +145,13 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async ({ id, tgtLang, rows, parts }, index) => {
+      inputs.map(async ({ id, tgtLang, rows, parts, bulk }, index) => {
         const controller = new AbortController();
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all.
           const translations = await Promise.all(
-            rows.map((row) => engine.generate(row, this.#options, controller.signal)),
+            rows.map((row) => engine.generate(row, { ...this.#options, bulk }, controller.signal)),
           );
           for (const translation of translations) {
             if (!translation.capped) continue;

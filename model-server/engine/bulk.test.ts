@@ -1,0 +1,83 @@
+/**
+ * Interactive and bulk work share the engine (generate.ts): a single sentence that arrives while a document's
+ * rows generate steps apart from them and is not held up by them, the document keeps a bounded share, and
+ * neither changes the other's tokens.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeDemoModel } from './demo-model/index.js';
+import type { TranslateOptions } from './engine.js';
+import { TranslationEngine } from './engine.js';
+
+const root = mkdtempSync(path.join(tmpdir(), 'engine-bulk-'));
+let engine: TranslationEngine;
+
+beforeAll(async () => {
+  makeDemoModel('tiny', root);
+  engine = await TranslationEngine.load({ modelDir: root, intraOpThreads: 1 });
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(root, { recursive: true, force: true });
+});
+
+const fixed = (n: number, bulk = false): TranslateOptions => ({ numBeams: 1, maxNewTokens: n, minNewTokens: n, bulk });
+const row = (i: number) =>
+  engine.prepare({ srcLang: 'en', tgtLang: 'de', text: `document sentence number ${i} with a few more words` });
+
+describe('bulk and interactive work on one engine', () => {
+  it('a sentence arriving mid-document finishes long before the document, with the tokens it has alone', async () => {
+    const alone = await engine.generate(row(999), fixed(20));
+    const stepsBefore = engine.stats().decoderRuns;
+    const finished: string[] = [];
+    const document = Array.from({ length: 48 }, (_, i) =>
+      engine.generate(row(i), fixed(60, true)).then((t) => {
+        finished.push(`doc${i}`);
+        return t;
+      }),
+    );
+    // Let the document get going, then the interactive sentence arrives.
+    while (engine.stats().decoderRuns < stepsBefore + 5) await new Promise((resolve) => setImmediate(resolve));
+    const before = engine.stats();
+    const single = await engine.generate(row(999), fixed(20));
+    finished.push('single');
+    const after = engine.stats();
+    await Promise.all(document);
+
+    expect(finished[0]).toBe('single');
+    expect(single.tokenIds).toEqual(alone.tokenIds);
+    // While the single sentence generated: its 20 steps were runs of its own (had it ridden in the document's
+    // batch, a run would average ~49 rows), and the document ran only in its bounded share of the time between
+    // them (stepped in turn, it would have run about as often as the single sentence did).
+    const runs = after.decoderRuns - before.decoderRuns;
+    const rows = after.decoderRows - before.decoderRows;
+    const documentRuns = runs - 20;
+    expect(documentRuns).toBeGreaterThanOrEqual(0);
+    expect(documentRuns).toBeLessThan(15);
+    expect(rows / runs).toBeLessThan(30);
+    // The document's tokens are what it gets without the interruption.
+    const again = await Promise.all(Array.from({ length: 48 }, (_, i) => engine.generate(row(i), fixed(60, true))));
+    expect((await Promise.all(document)).map((t) => t.tokenIds)).toEqual(again.map((t) => t.tokenIds));
+  });
+
+  it('a stream of interactive sentences does not starve a document: it keeps stepping meanwhile', async () => {
+    const runsOf = () => engine.stats();
+    let documentDone = false;
+    const document = Promise.all(Array.from({ length: 16 }, (_, i) => engine.generate(row(i), fixed(40, true)))).then(
+      () => (documentDone = true),
+    );
+    let singles = 0;
+    // One interactive client, back to back, for as long as the document runs (bounded).
+    while (!documentDone && singles < 500) {
+      await engine.generate(row(1000 + singles), fixed(10));
+      singles += 1;
+    }
+    await document;
+    expect(documentDone).toBe(true);
+    // The document finished while interactive work never stopped arriving: it was not starved.
+    expect(singles).toBeLessThan(500);
+    expect(runsOf().decoderRuns).toBeGreaterThan(0);
+  });
+});
