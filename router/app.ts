@@ -3,7 +3,8 @@
  * request, route it on `tgt_lang` to the model server, answer its JSON. Built by `createRouterApp`, which
  * never listens (`main.ts` does); `onError` is the only place an error becomes HTTP.
  *
- * Routes: `POST /` translate · `GET /health` router + model server liveness. Anything else: TorchServe's
+ * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
+ * `GET /status.json` its figures (router/status.ts), when a status source is given. Anything else: TorchServe's
  * 404/405 JSON.
  */
 import type { HttpBindings } from '@hono/node-server';
@@ -12,6 +13,8 @@ import { ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
 import { acceptsContentType, createTranslateRequestParser } from './translate-request.js';
+import { STATUS_PAGE_HTML } from './status-page.js';
+import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
 
 export interface RouterAppConfig {
@@ -28,6 +31,8 @@ export interface RouterAppConfig {
 export interface RouterAppDeps {
   upstream: UpstreamClient;
   logger: Logger;
+  /** The model server's status document, for `/status.json`; absent: no status routes. */
+  status?: StatusReader;
 }
 
 type Env = {
@@ -128,6 +133,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
           ? { src_lang: input.src_lang, src_text: input.src_text }
           : { src_lang: input.src_lang, src_text: input.src_text, split: input.split },
       requestId,
+      cacheControl: requestHeader(c, 'cache-control'),
       signal: c.req.raw.signal,
     });
     c.set('upstreamHeaders', reply.headers);
@@ -147,7 +153,25 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     );
   });
 
-  for (const path of ['/', '/health']) {
+  const status = deps.status;
+  if (status !== undefined) {
+    app.get('/status', (c) =>
+      c.html(STATUS_PAGE_HTML, 200, { 'x-request-id': c.get('requestId'), 'cache-control': 'no-cache' }),
+    );
+    app.get('/status.json', async (c) => {
+      const body = await status.read();
+      return new Response(body, {
+        status: 200,
+        headers: {
+          'content-type': 'application/json',
+          'cache-control': 'no-store',
+          'x-request-id': c.get('requestId'),
+        },
+      });
+    });
+  }
+
+  for (const path of ['/', '/health', ...(status === undefined ? [] : ['/status', '/status.json'])]) {
     app.all(path, () => {
       throw new ServeError('METHOD_NOT_ALLOWED');
     });

@@ -17,6 +17,7 @@ import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/con
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
+import { StatusSource } from './status.js';
 import { Upstream } from './upstream.js';
 
 /**
@@ -67,9 +68,10 @@ const upstream = new Upstream({
   timeoutMs: router.upstreamTimeoutMs,
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
+const status = new StatusSource({ url: router.statusUrl });
 const app = createRouterApp(
   { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
-  { upstream, logger },
+  { upstream, logger, status },
 );
 const server = createAdaptorServer({ fetch: app.fetch }) as Server;
 server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
@@ -112,7 +114,7 @@ async function shutdown(reason: string): Promise<void> {
   if (drain.draining) return;
   logger.info({ reason, inFlight: drain.inFlight }, 'router draining');
   const clean = await drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs });
-  await upstream.close();
+  await Promise.all([upstream.close(), status.close()]);
   logger.info({ clean }, 'router stopped');
   exitWhenIdle(clean ? 0 : 1);
 }

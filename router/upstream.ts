@@ -36,6 +36,8 @@ export interface TranslateRequest {
   tgtLang: string;
   body: { src_lang: string; src_text: string | string[]; split?: 'sentences' | 'none' };
   requestId: string;
+  /** The client's Cache-Control, passed on: `no-cache` makes the model server skip its translation cache. */
+  cacheControl?: string | undefined;
   /** Aborts the upstream request (the client went away). */
   signal?: AbortSignal;
 }
@@ -87,6 +89,7 @@ export const PASSTHROUGH_HEADERS = [
   'x-worker-id',
   'x-device',
   'x-device-fallback',
+  'x-cache',
 ] as const;
 
 /** undici / Node error codes that mean "the model server is not there (any more)". */
@@ -212,6 +215,7 @@ export class Upstream implements UpstreamClient {
 
   async #send(pool: Pool, request: TranslateRequest, body: string, refreshKey: boolean) {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': request.requestId };
+    if (request.cacheControl !== undefined) headers['cache-control'] = request.cacheControl;
     const authorization = this.#authorization?.(refreshKey);
     if (authorization !== undefined) headers.authorization = authorization;
     try {

@@ -165,6 +165,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           // A cluster shares one port, which the instances cannot pick with port 0 each: a free one is chosen.
           ROUTER_ADDRESS: `127.0.0.1:${(options.routerInstances ?? 1) > 1 ? await freePort() : 0}`,
           INFERENCE_ADDRESS: `127.0.0.1:${ms.ports.inference}`,
+          // Where the router reads the status page's figures (router/status.ts).
+          METRICS_ADDRESS: `127.0.0.1:${ms.ports.metrics}`,
           MT_ROUTER_INSTANCES: String(options.routerInstances ?? 1),
         },
       });

@@ -1,0 +1,73 @@
+/**
+ * @module router/status — where the router's `GET /status.json` comes from: the model server's status document
+ * (`GET /status.json` on its metrics port, model-server/frontend/status.ts), fetched on its own connection and
+ * passed on as it came. The page (`GET /status`, router/status-page.ts) reaches only the router, through the
+ * front, so no model server port is ever exposed or named to a browser.
+ *
+ * Many open pages poll at once: concurrent reads share one fetch, and a document is reused for `maxAgeMs`, so a
+ * router instance asks the model server at most a few times a second whatever the number of viewers.
+ */
+import { Client } from 'undici';
+import { ServeError } from '../common/errors.js';
+
+/** The slice of the router the app depends on for `/status.json`. */
+export interface StatusReader {
+  /** The status document's JSON bytes. @throws ServeError UPSTREAM_UNAVAILABLE when the model server does not answer. */
+  read(): Promise<Uint8Array<ArrayBuffer>>;
+}
+
+export interface StatusSourceOptions {
+  /** Model server metrics base URL, e.g. `http://127.0.0.1:8082` (RouterConfig.statusUrl). */
+  url: string;
+  /** Longest wait for the document, ms (default 2 000). */
+  timeoutMs?: number;
+  /** How long a document is reused, ms (default 500: the page polls every 2 s). */
+  maxAgeMs?: number;
+}
+
+export class StatusSource implements StatusReader {
+  readonly #client: Client;
+  readonly #timeoutMs: number;
+  readonly #maxAgeMs: number;
+  #last: { at: number; body: Uint8Array<ArrayBuffer> } | undefined;
+  #inFlight: Promise<Uint8Array<ArrayBuffer>> | undefined;
+
+  constructor(options: StatusSourceOptions) {
+    this.#timeoutMs = options.timeoutMs ?? 2_000;
+    this.#maxAgeMs = options.maxAgeMs ?? 500;
+    this.#client = new Client(options.url, { connect: { timeout: this.#timeoutMs } });
+  }
+
+  read(): Promise<Uint8Array<ArrayBuffer>> {
+    if (this.#last && performance.now() - this.#last.at < this.#maxAgeMs) return Promise.resolve(this.#last.body);
+    this.#inFlight ??= this.#fetch().finally(() => (this.#inFlight = undefined));
+    return this.#inFlight;
+  }
+
+  async #fetch(): Promise<Uint8Array<ArrayBuffer>> {
+    let status: number;
+    let body: Uint8Array<ArrayBuffer>;
+    try {
+      const response = await this.#client.request({
+        method: 'GET',
+        path: '/status.json',
+        headersTimeout: this.#timeoutMs,
+        bodyTimeout: this.#timeoutMs,
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+      status = response.statusCode;
+      body = new Uint8Array(await response.body.arrayBuffer());
+    } catch (err) {
+      throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is unavailable.', { cause: err });
+    }
+    if (status !== 200) {
+      throw new ServeError('UPSTREAM_UNAVAILABLE', `Model server status answered ${status}.`);
+    }
+    this.#last = { at: performance.now(), body };
+    return body;
+  }
+
+  async close(): Promise<void> {
+    if (!this.#client.closed && !this.#client.destroyed) await this.#client.close();
+  }
+}
