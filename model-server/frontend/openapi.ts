@@ -1,7 +1,7 @@
 /**
  * @module model-server/frontend/openapi — the OpenAPI 3 documents `OPTIONS /` answers on each port (as TorchServe
  * does). Hand-written and small: paths, parameters and status codes, enough for a client or a human to find
- * their way.
+ * their way. The inference port's document covers TorchServe's routes and the Open Inference Protocol's /v2.
  */
 
 const errorSchema = {
@@ -61,6 +61,97 @@ const predict = {
   },
 };
 
+/** The Open Inference Protocol's error body (kserve-api.ts answers every /v2 error with it). */
+const v2ErrorSchema = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
+const v2Error = (description: string) => ({ description, content: json(v2ErrorSchema) });
+const tensor = (extra: object = {}) => ({
+  type: 'object',
+  required: ['name', 'datatype', 'shape'],
+  properties: {
+    name: { type: 'string' },
+    datatype: { type: 'string', enum: ['BYTES'] },
+    shape: { type: 'array', items: { type: 'integer' } },
+    parameters: { type: 'object' },
+    ...extra,
+  },
+});
+const v2Model = [path('model_name', 'Model (target language)')];
+const v2Version = [...v2Model, path('model_version', 'Model version')];
+const v2Metadata = (parameters: object[]) => ({
+  get: {
+    operationId: parameters.length > 1 ? 'v2ModelVersionMetadata' : 'v2ModelMetadata',
+    parameters,
+    responses: {
+      200: ok(
+        '{name, versions, platform, inputs: text BYTES [-1], src_lang BYTES [1]; outputs: translated, detected_src_lang}',
+        {
+          type: 'object',
+        },
+      ),
+      404: v2Error('Model or version not found'),
+    },
+  },
+});
+const v2Ready = (parameters: object[]) => ({
+  get: {
+    operationId: parameters.length > 1 ? 'v2ModelVersionReady' : 'v2ModelReady',
+    parameters,
+    responses: {
+      200: ok('{"name", "ready": true}', { type: 'object' }),
+      400: v2Error('Not ready (no worker has loaded it, or scaled to 0)'),
+      404: v2Error('Model or version not found'),
+    },
+  },
+});
+const v2Infer = (parameters: object[]) => ({
+  post: {
+    operationId: parameters.length > 1 ? 'v2ModelVersionInfer' : 'v2ModelInfer',
+    summary:
+      'Translate the BYTES input "text" (any shape) from src_lang (a BYTES [1] input or the src_lang parameter; "auto" detects); ' +
+      "Triton's binary tensor data accepted (Inference-Header-Content-Length).",
+    parameters,
+    requestBody: {
+      required: true,
+      content: json({
+        type: 'object',
+        required: ['inputs'],
+        properties: {
+          id: { type: 'string' },
+          parameters: {
+            type: 'object',
+            properties: {
+              src_lang: { type: 'string' },
+              split: { type: 'string', enum: ['sentences', 'none'] },
+              binary_data_output: { type: 'boolean' },
+            },
+          },
+          inputs: { type: 'array', items: tensor({ data: { type: 'array' } }) },
+          outputs: {
+            type: 'array',
+            items: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } },
+          },
+        },
+      }),
+    },
+    responses: {
+      200: ok('{model_name, model_version, id?, outputs: translated BYTES and, with auto, detected_src_lang}', {
+        type: 'object',
+        properties: {
+          model_name: { type: 'string' },
+          model_version: { type: 'string' },
+          id: { type: 'string' },
+          outputs: { type: 'array', items: tensor({ data: { type: 'array', items: { type: 'string' } } }) },
+        },
+      }),
+      400: v2Error('Bad tensors or parameters'),
+      404: v2Error('Model or version not found'),
+      413: v2Error('Over max_request_size or the request limits'),
+      503: v2Error('Queue full or overloaded (Retry-After), or no worker'),
+      504: v2Error('Response timeout passed'),
+    },
+  },
+});
+
 export const INFERENCE_OPENAPI = doc('Inference API', {
   '/': { options: { operationId: 'apiDescription', responses: { 200: ok('This document', { type: 'object' }) } } },
   '/ping': {
@@ -77,6 +168,33 @@ export const INFERENCE_OPENAPI = doc('Inference API', {
       parameters: [path('model_name', 'Model (target language)'), path('model_version', 'Model version')],
     },
   },
+  // The Open Inference Protocol (KServe v2), kserve-api.ts.
+  '/v2': {
+    get: {
+      operationId: 'v2ServerMetadata',
+      responses: {
+        200: ok('{"name": "mt-serve", "version", "extensions": ["binary_tensor_data"]}', { type: 'object' }),
+      },
+    },
+  },
+  '/v2/health/live': {
+    get: { operationId: 'v2ServerLive', responses: { 200: ok('{"live": true}', { type: 'object' }) } },
+  },
+  '/v2/health/ready': {
+    get: {
+      operationId: 'v2ServerReady',
+      responses: {
+        200: ok('{"ready": true}: every registered model has a ready worker', { type: 'object' }),
+        400: v2Error('Not ready (no model registered, or one not ready)'),
+      },
+    },
+  },
+  '/v2/models/{model_name}': v2Metadata(v2Model),
+  '/v2/models/{model_name}/versions/{model_version}': v2Metadata(v2Version),
+  '/v2/models/{model_name}/ready': v2Ready(v2Model),
+  '/v2/models/{model_name}/versions/{model_version}/ready': v2Ready(v2Version),
+  '/v2/models/{model_name}/infer': v2Infer(v2Model),
+  '/v2/models/{model_name}/versions/{model_version}/infer': v2Infer(v2Version),
 });
 
 const registerParams = [

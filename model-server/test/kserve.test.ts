@@ -165,6 +165,20 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
     });
   });
 
+  it('OPTIONS / documents every /v2 route, and each documented one is answered', async () => {
+    const doc = (await call(`${t.inference}/`, { method: 'OPTIONS' })).body;
+    const routes = Object.entries(doc.paths as Record<string, object>)
+      .filter(([route]) => route.startsWith('/v2'))
+      .flatMap(([route, ops]) => Object.keys(ops).map((method) => [method.toUpperCase(), route] as const));
+    expect(routes).toHaveLength(9);
+    for (const [method, route] of routes) {
+      const url = route.replace('{model_name}', 'echo').replace('{model_version}', '1.0');
+      const body = { inputs: [texts(['doc']), lang('en')] };
+      const res = await call(`${t.inference}${url}`, { method, ...(method === 'POST' ? { body } : {}) });
+      expect({ route, status: res.status }).toEqual({ route, status: 200 });
+    }
+  });
+
   it("Triton's binary tensor data: inputs and outputs length-prefixed after the JSON header", async () => {
     const textBlob = encodeBytesElements(['Grüße.', '世界.']);
     const header = Buffer.from(
