@@ -179,21 +179,27 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
     }
   });
 
-  it("Triton's binary tensor data: inputs and outputs length-prefixed after the JSON header", async () => {
+  it("Triton's binary tensor data, laid out as tritonclient.http sends it: inputs and outputs after the JSON header", async () => {
+    // As triton-inference-server/client tritonclient/http/_utils.py `_get_inference_request` builds it with default
+    // arguments: every input binary (set_data_from_numpy), no outputs named, so binary_data_output is set.
     const textBlob = encodeBytesElements(['Grüße.', '世界.']);
+    const langBlob = encodeBytesElements(['en']);
+    const binaryInput = (name: string, shape: number[], blob: Uint8Array) => ({
+      name,
+      shape,
+      datatype: 'BYTES',
+      parameters: { binary_data_size: blob.length },
+    });
     const header = Buffer.from(
       JSON.stringify({
-        inputs: [
-          { name: 'text', datatype: 'BYTES', shape: [2], parameters: { binary_data_size: textBlob.length } },
-          lang('en'),
-        ],
+        inputs: [binaryInput('text', [2], textBlob), binaryInput('src_lang', [1], langBlob)],
         parameters: { binary_data_output: true },
       }),
     );
     const res = await fetch(`${t.inference}/v2/models/echo/infer`, {
       method: 'POST',
-      headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': `${header.length}` },
-      body: Buffer.concat([header, textBlob]),
+      headers: { 'inference-header-content-length': `${header.length}` },
+      body: Buffer.concat([header, textBlob, langBlob]),
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/octet-stream');
