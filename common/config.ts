@@ -58,6 +58,8 @@ export interface ModelServerConfig {
   modelDtype: ModelDtypeSetting;
   numBeams: number;
   maxNewTokens: number;
+  /** `</s>` suppressed until this many tokens (0: off): a fixed output length for benchmarks. */
+  minNewTokens: number;
   maxRequestBytes: number;
   /**
    * Bound of the translation cache (frontend/translation-cache.ts) in bytes, shared by every model of this server;
@@ -154,6 +156,7 @@ export const ENV_DEFAULTS = {
   MODEL_DTYPE: 'auto',
   NUM_BEAMS: '2',
   MAX_NEW_TOKENS: '200',
+  MIN_NEW_TOKENS: '0',
   MAX_REQUEST_SIZE: '6553500',
   CACHE_MAX_BYTES: '67108864',
   TOKEN_AUTH: 'false',
@@ -193,6 +196,7 @@ const envSchema = z.object({
   MODEL_DTYPE: z.enum(['auto', 'fp32', 'q8', 'q8-rows', 'fp16']),
   NUM_BEAMS: int(1, 16),
   MAX_NEW_TOKENS: int(1, 4096),
+  MIN_NEW_TOKENS: int(0, 4096),
   MAX_REQUEST_SIZE: int(1024, 1 << 30),
   CACHE_MAX_BYTES: int(0, 2 ** 40),
   TOKEN_AUTH: bool,
@@ -272,6 +276,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       modelDtype: e.MODEL_DTYPE,
       numBeams: e.NUM_BEAMS,
       maxNewTokens: e.MAX_NEW_TOKENS,
+      minNewTokens: e.MIN_NEW_TOKENS,
       maxRequestBytes: e.MAX_REQUEST_SIZE,
       cacheMaxBytes: e.CACHE_MAX_BYTES,
       tokenAuth: e.TOKEN_AUTH,

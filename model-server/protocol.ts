@@ -29,6 +29,8 @@ export interface WorkerOptions {
   intraOpThreads: number;
   numBeams: number;
   maxNewTokens: number;
+  /** MIN_NEW_TOKENS: `</s>` is suppressed until this many tokens exist (0: off). */
+  minNewTokens?: number;
   /** MODEL_DTYPE: which weights the engine loads (engine/session.ts; absent: `auto`). */
   modelDtype?: DtypeRequest;
 }
@@ -40,8 +42,6 @@ export interface InitMessage {
   modelDir: string;
   device: DeviceRequest;
   options: WorkerOptions;
-  /** For tests and fault drills only: names a fault the worker injects (see worker/main.ts). */
-  fault?: string;
 }
 
 export interface BatchItem {

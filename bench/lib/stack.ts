@@ -45,6 +45,13 @@ export interface StackOptions {
   intraOpThreads: number;
   /** MAX_NEW_TOKENS of the served model. */
   maxNewTokens: number;
+  /** MIN_NEW_TOKENS (default: maxNewTokens, a fixed output length); 0 lets rows end at `</s>` or their cap. */
+  minNewTokens?: number;
+  /**
+   * CACHE_MAX_BYTES. Default 0: the figures measure the path through the engine, and their workloads repeat
+   * sentences between arms (the cache scenario turns it on).
+   */
+  cacheMaxBytes?: number;
   /** Router instances; 0 = one per core (the default of ROUTER_INSTANCES). */
   routerInstances?: number;
   /** LOG_LEVEL for every process (default info, as deployed). */
@@ -175,7 +182,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         INTRA_OP_THREADS: String(options.intraOpThreads),
         NUM_BEAMS: '1',
         MAX_NEW_TOKENS: String(options.maxNewTokens),
+        // Every row the same length, as the transformers.js baseline is given (min_new_tokens = max_new_tokens):
+        // the source-length cap never undercuts it.
+        MIN_NEW_TOKENS: String(options.minNewTokens ?? options.maxNewTokens),
         JOB_QUEUE_SIZE: '4096',
+        CACHE_MAX_BYTES: String(options.cacheMaxBytes ?? 0),
       },
     });
     started.push(modelServer);

@@ -51,6 +51,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     languages: [TARGET],
     layers: 'model-server',
     maxNewTokens: 400,
+    minNewTokens: 0,
   });
   const windowMs = settings.mode === 'full' ? 40_000 : settings.mode === 'quick' ? 12_000 : 2_000;
   const warmupMs = Math.min(5_000, windowMs / 2);

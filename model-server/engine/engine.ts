@@ -311,12 +311,14 @@ export class TranslationEngine {
     const pick = <K extends keyof TranslateOptions>(key: K): TranslateOptions[K] => options[key] ?? this.#defaults[key];
     const numBeams = pick('numBeams') ?? generation.numBeams;
     // Decoder positions: the start token plus every generated token must fit the position table.
+    const requestedMin = pick('minNewTokens') ?? 0;
+    // The source-length cap never undercuts an explicit minimum (a benchmark's fixed output length).
     const maxNewTokens = Math.min(
       pick('maxNewTokens') ?? generation.maxNewTokens,
       this.#config.maxPositions - 1,
-      pick('capBySourceLength') === true ? sourceLengthCap(sourceTokens) : Infinity,
+      pick('capBySourceLength') === true ? Math.max(sourceLengthCap(sourceTokens), requestedMin) : Infinity,
     );
-    const minNewTokens = Math.min(pick('minNewTokens') ?? 0, maxNewTokens);
+    const minNewTokens = Math.min(requestedMin, maxNewTokens);
     if (!Number.isInteger(numBeams) || numBeams < 1)
       throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
     if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) {

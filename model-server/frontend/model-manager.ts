@@ -50,8 +50,6 @@ export interface ModelManagerOptions {
   metrics: ServerMetrics;
   gpu: GpuMonitor;
   timings?: Partial<ManagerTimings>;
-  /** Tests only: a fault (worker/main.ts) injected into the workers of the named model. Never set from HTTP. */
-  faultFor?: (model: string) => string | undefined;
   /** Fingerprints of the model folders, computed at registration (the translation cache keys on them). */
   fingerprints?: ModelFingerprints;
 }
@@ -136,9 +134,8 @@ export class ModelManager {
     if (placement.fallbackReason) {
       this.#log.warn({ model: name, reason: placement.fallbackReason }, 'model placed on the CPU instead of its GPU');
     }
-    const fault = this.#options.faultFor?.(name);
     const spec: EngineSpec = {
-      key: this.#engineKey(handler, manifest.model.modelDir, placement.device, name, version, fault),
+      key: this.#engineKey(handler, manifest.model.modelDir, placement.device, name, version),
       handler,
       modelDir: manifest.model.modelDir,
       device: placement.device,
@@ -147,9 +144,9 @@ export class ModelManager {
         intraOpThreads: this.#config.intraOpThreads,
         numBeams: this.#config.numBeams,
         maxNewTokens: this.#config.maxNewTokens,
+        minNewTokens: this.#config.minNewTokens,
         modelDtype: this.#config.modelDtype,
       },
-      ...(fault === undefined ? {} : { fault }),
     };
     const startupTimeoutMs = (request.startupTimeoutS ?? DEFAULT_STARTUP_TIMEOUT_S) * 1000;
     const pool = this.#engines.get(spec.key) ?? this.#createEngine(spec, startupTimeoutMs);
@@ -401,17 +398,9 @@ export class ModelManager {
     if (this.#closing) throw new ServeError('SHUTTING_DOWN');
   }
 
-  #engineKey(
-    handler: string,
-    modelDir: string,
-    device: EngineSpec['device'],
-    name: string,
-    version: string,
-    fault: string | undefined,
-  ): string {
+  #engineKey(handler: string, modelDir: string, device: EngineSpec['device'], name: string, version: string): string {
     const parts = [handler, device.kind === 'cuda' ? `cuda:${device.id}` : 'cpu', modelDir];
     if (this.#config.engineSharing === 'language') parts.push(`${name}@${version}`);
-    if (fault !== undefined) parts.push(`fault=${fault}`);
     return parts.join('|');
   }
 

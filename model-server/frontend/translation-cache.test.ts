@@ -7,6 +7,7 @@ const identity: ModelIdentity = {
   dtype: 'fp32',
   numBeams: 2,
   maxNewTokens: 200,
+  minNewTokens: 0,
 };
 const body = (src_text: string, src_lang = 'en') => ({ src_lang, src_text });
 

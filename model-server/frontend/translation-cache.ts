@@ -31,6 +31,7 @@ export interface ModelIdentity {
   dtype: string;
   numBeams: number;
   maxNewTokens: number;
+  minNewTokens: number;
 }
 
 /** What a request's Cache-Control lets the cache do. */
@@ -123,11 +124,11 @@ export class TranslationCache {
   ): CacheLookup {
     const fingerprint = this.#fingerprints?.get(entry.modelDir);
     const dtype = dtypeOf(entry);
-    const { numBeams, maxNewTokens } = entry.pool.spec.options;
+    const { numBeams, maxNewTokens, minNewTokens = 0 } = entry.pool.spec.options;
     const identity =
       fingerprint === undefined || dtype === undefined
         ? undefined
-        : { modelDir: entry.modelDir, fingerprint, dtype, numBeams, maxNewTokens };
+        : { modelDir: entry.modelDir, fingerprint, dtype, numBeams, maxNewTokens, minNewTokens };
     return this.lookup(identity, entry.name, bodies, cacheModeOf(cacheControl));
   }
 
@@ -161,9 +162,9 @@ function entryBytes(key: string, value: unknown): number {
 
 /** The model and target part of every key, hashed: 16 characters instead of a folder path per entry. */
 function identityKey(identity: ModelIdentity, tgtLang: string): string {
-  const { modelDir, fingerprint, dtype, numBeams, maxNewTokens } = identity;
+  const { modelDir, fingerprint, dtype, numBeams, maxNewTokens, minNewTokens } = identity;
   return createHash('sha256')
-    .update(JSON.stringify([modelDir, fingerprint, dtype, numBeams, maxNewTokens, tgtLang]))
+    .update(JSON.stringify([modelDir, fingerprint, dtype, numBeams, maxNewTokens, minNewTokens, tgtLang]))
     .digest('hex')
     .slice(0, 16);
 }

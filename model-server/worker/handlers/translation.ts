@@ -46,9 +46,9 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   #stepListener: (() => void) | null = null;
 
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
-    const { numBeams, maxNewTokens, intraOpThreads, modelDtype } = ctx.options;
+    const { numBeams, maxNewTokens, minNewTokens, intraOpThreads, modelDtype } = ctx.options;
     // maxNewTokens is the absolute cap; each row is also capped by its source length (engine.ts, sourceLengthCap).
-    this.#options = { numBeams, maxNewTokens, capBySourceLength: true };
+    this.#options = { numBeams, maxNewTokens, capBySourceLength: true, ...(minNewTokens ? { minNewTokens } : {}) };
     this.#log = ctx.log;
     this.#engine = await TranslationEngine.load({
       modelDir: ctx.modelDir,
