@@ -21,15 +21,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
-import type { AppEnv } from './error-handler.js';
-import { methodNotAllowed } from './error-handler.js';
+import { methodNotAllowed, type AppEnv } from './error-handler.js';
 import type { Prediction, PredictionRequest } from './inference-api.js';
 import type { ModelManager } from './model-manager.js';
 import {
   decodeInferRequest,
+  DETECTED_OUTPUT,
   encodeInferResponse,
   HEADER_LENGTH_HEADER,
-  DETECTED_OUTPUT,
   SRC_LANG_INPUT,
   TEXT_INPUT,
   TRANSLATED_OUTPUT,
@@ -129,7 +128,7 @@ async function inferRoute(c: Context<AppEnv>, deps: OpenInferenceDeps): Promise<
     translated: answer.translated.map(asText),
     detected: answer.detected_src_lang?.map(asText),
   });
-  return c.body(encoded.body as string, 200, { ...headers, ...encoded.headers });
+  return c.body(encoded.body, 200, { ...headers, ...encoded.headers });
 }
 
 /** An echo model answers what it was given, which need not be text; BYTES elements are. */

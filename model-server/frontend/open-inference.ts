@@ -150,7 +150,7 @@ export interface InferAnswer {
 
 /** An encoded response: the body and, for binary tensor data, the headers it needs. */
 export interface EncodedInferResponse {
-  body: string | Uint8Array;
+  body: string | Uint8Array<ArrayBuffer>;
   headers: Record<string, string>;
 }
 
