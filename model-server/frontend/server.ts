@@ -6,7 +6,7 @@
 import { fork } from 'node:child_process';
 import type { Hono } from 'hono';
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
-import { resolveEntry } from '../../common/entry.js';
+import { resolveEntry, type EntryPoint } from '../../common/entry.js';
 import type { Logger } from '../../common/logger.js';
 import { detectCuda, type CudaAvailability } from './devices.js';
 import type { AppEnv } from './error-handler.js';
@@ -33,8 +33,6 @@ export interface ModelServerDeps {
   cuda?: CudaAvailability;
   gpu?: GpuMonitor;
   timings?: Partial<ManagerTimings>;
-  /** Tests only: fault injected into the workers of a model (worker/main.ts). */
-  faultFor?: (model: string) => string | undefined;
   /** Keys when token authorization is on. */
   tokens?: { inference: string; management: string };
 }
@@ -74,7 +72,6 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     metrics,
     gpu,
     ...(deps.timings ? { timings: deps.timings } : {}),
-    ...(deps.faultFor ? { faultFor: deps.faultFor } : {}),
     fingerprints,
   });
   const managed = manager;
@@ -106,9 +103,17 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   };
 }
 
-/** The default spawner: fork worker/main (compiled .js, or .ts through tsx under vitest) with an IPC channel. */
-export function forkWorker(logLevel: string): WorkerSpawner {
-  const entry = resolveEntry(import.meta.url, '../worker/main');
+/** What `forkWorker` forks besides the defaults. */
+export interface ForkWorkerOptions {
+  /** The worker entry (default worker/main: compiled .js, or .ts through tsx under vitest). */
+  entry?: EntryPoint;
+  /** Variables added to the worker's environment. */
+  env?: Record<string, string>;
+}
+
+/** The default spawner: fork the worker entry with an IPC channel. */
+export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): WorkerSpawner {
+  const entry = options.entry ?? resolveEntry(import.meta.url, '../worker/main');
   return (workerId) =>
     fork(entry.file, [], {
       execArgv: entry.execArgv,
@@ -123,6 +128,7 @@ export function forkWorker(logLevel: string): WorkerSpawner {
         ...process.env,
         MT_WORKER_LOG_LEVEL: logLevel,
         MT_WORKER_ID: workerId,
+        ...options.env,
       },
     });
 }

@@ -30,8 +30,17 @@ import type { AbandonReason, Job, JobHolder } from './job.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
 
-/** Starts one worker process; tests inject factories whose workers crash, hang or lie. */
-export type WorkerSpawner = (workerId: string) => ChildProcess;
+/** The engine a worker is spawned for: its key (EngineSpec) and the models attached to it then (`name@version`). */
+export interface SpawnedEngine {
+  key: string;
+  models: readonly string[];
+}
+
+/**
+ * Starts one worker process; tests inject factories whose workers crash, hang or lie, choosing by `engine` which
+ * workers misbehave.
+ */
+export type WorkerSpawner = (workerId: string, engine: SpawnedEngine) => ChildProcess;
 
 /** What the pool learns about a finished batch (for metrics and to free the slot). */
 export interface BatchReport {
@@ -67,7 +76,8 @@ export interface WorkerHandleOptions {
   id: string;
   /** The `init` message minus its type and id. */
   init: Omit<InitMessage, 'type' | 'workerId'>;
-  spawn: WorkerSpawner;
+  /** Starts the process (the pool's spawner, bound to its engine). */
+  spawn: (workerId: string) => ChildProcess;
   log: Logger;
   /** Longest a load may take before the worker is killed, ms. */
   startupTimeoutMs: number;

@@ -44,8 +44,6 @@ export interface EngineSpec {
   /** Why `device` is the CPU although a GPU was asked for (shown in describe, logged at start). */
   deviceFallback: string | undefined;
   options: WorkerOptions;
-  /** Test-only fault injected into every worker of this engine (see worker/main.ts). */
-  fault?: string;
 }
 
 export interface WorkerPoolOptions {
@@ -280,9 +278,8 @@ export class WorkerPool {
         modelDir: spec.modelDir,
         device: spec.device,
         options: spec.options,
-        ...(spec.fault === undefined ? {} : { fault: spec.fault }),
       },
-      spawn: this.#options.spawn,
+      spawn: (workerId) => this.#options.spawn(workerId, { key: spec.key, models: [...this.#batchers.keys()] }),
       log: this.#log,
       startupTimeoutMs: this.#options.startupTimeoutMs,
       stopTimeoutMs: this.#options.stopTimeoutMs,

@@ -4,10 +4,11 @@
  * echo worker processes (slowed and capped through test-only faults). The spawner wraps the real fork only to
  * record the IPC traffic: what was sent, and how many jobs were in flight at that moment.
  */
-import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { forkWorker } from '../frontend/server.js';
+import type { WorkerSpawner } from '../frontend/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
+import { faultSpawner } from '../../test/support/fault-spawner.js';
 import { call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
 
 /** One dispatch as the worker received it: the models of its batches (one per batch) and their sizes. */
@@ -18,11 +19,10 @@ interface Dispatch {
   inFlightBefore: number;
 }
 
-/** The real worker spawner, recording every dispatch it carries. */
-function recordingSpawner(dispatches: Dispatch[]): (workerId: string) => ChildProcess {
-  const fork = forkWorker('warn');
-  return (workerId) => {
-    const child = fork(workerId);
+/** `spawn` (the real worker, or one with faults), recording every dispatch its workers carry. */
+function recordingSpawner(dispatches: Dispatch[], spawn: WorkerSpawner = forkWorker('warn')): WorkerSpawner {
+  return (workerId, engine) => {
+    const child = spawn(workerId, engine);
     const inFlight = new Map<number, number>();
     const send = child.send.bind(child) as (message: ToWorker) => boolean;
     child.send = ((message: ToWorker) => {
@@ -67,8 +67,8 @@ describe('dispatch to workers', () => {
     t = await startTestServer({
       config: { batchPolicy: policy },
       entries: ['ko', 'ru'],
-      faults: { ko: fault, ru: fault }, // same fault on both: one engine (one worker) serves both models
-      spawn: recordingSpawner(dispatches),
+      // Same fault on both: one engine (one worker) serves both models.
+      spawn: recordingSpawner(dispatches, faultSpawner({ ko: fault, ru: fault })),
     });
     return t;
   }

@@ -61,7 +61,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
       body: {
         code: 504,
         type: 'RequestTimeoutException',
-        message: 'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
+        message:
+          'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
       },
     });
     expect(performance.now() - started).toBeGreaterThanOrEqual(990);
@@ -152,7 +153,12 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {
-    t = await startTestServer({ entries: ['echo', 'broken'], faults: { broken: 'fail-load' } });
+    // An engine per model: only broken's workers fail.
+    t = await startTestServer({
+      entries: ['echo', 'broken'],
+      faults: { broken: 'fail-load' },
+      config: { engineSharing: 'language' },
+    });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
     const res = await call(`${t.management}/models?url=broken`, { method: 'POST' });
     expect(res).toMatchObject({
@@ -172,6 +178,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
     t = await startTestServer({
       entries: ['echo', 'broken'],
       faults: { broken: 'fail-load' },
+      config: { engineSharing: 'language' },
       timings: { unhealthyAfterMs: 300, backoffUnitMs: 20 },
     });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);

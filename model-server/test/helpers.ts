@@ -1,7 +1,7 @@
 /**
  * @module model-server/test/helpers — a real model server for integration tests: a temp store of echo entries,
  * the three apps listening on 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff,
- * unhealthy threshold) are shortened and faults injected through the server's explicit test options.
+ * unhealthy threshold) are shortened and faults injected through the server's `spawn` seam (fault-spawner.ts).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -19,6 +19,7 @@ import type { ManagerTimings } from '../frontend/model-manager.js';
 import { createModelServer, type ModelServer } from '../frontend/server.js';
 import type { WorkerSpawner } from '../frontend/worker-handle.js';
 import { archiveModels } from '../store/archiver.js';
+import { faultSpawner } from '../../test/support/fault-spawner.js';
 
 export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
@@ -30,10 +31,14 @@ export interface TestServerOptions {
   handler?: string;
   /** Shared model folder the entries refer to (default an empty temp folder: echo needs none). */
   modelDir?: string;
+  /**
+   * Faults per model (test/support/fault-worker.ts names), injected by forking the fault-drill worker for those
+   * models' engines (`faultSpawner`); models with different faults need an engine each (engineSharing: 'language').
+   */
   faults?: Record<string, string>;
   timings?: Partial<ManagerTimings>;
   cuda?: CudaAvailability;
-  /** Worker factory; default: the real worker entry. */
+  /** Worker factory; default: the real worker entry (the fault-drill one for engines with `faults`). */
   spawn?: WorkerSpawner;
   /** GPU monitor (e.g. on a fake nvidia-smi); default: the host's. */
   gpu?: GpuMonitor;
@@ -59,7 +64,6 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   archiveModels({ modelDir, store, names: options.entries ?? ['echo'], handler: options.handler ?? 'echo' });
   const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir }, dir).modelServer;
   const config: ModelServerConfig = { ...base, ...options.config };
-  const faults = options.faults ?? {};
   const server = createModelServer({
     config,
     setupConfig: options.setupConfig,
@@ -67,8 +71,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     workerLogLevel: 'warn',
     cuda: options.cuda ?? NO_CUDA,
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
-    faultFor: (model) => faults[model],
-    ...(options.spawn ? { spawn: options.spawn } : {}),
+    spawn: options.spawn ?? faultSpawner(options.faults ?? {}),
     ...(options.gpu ? { gpu: options.gpu } : {}),
   });
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));

@@ -25,7 +25,11 @@ const infer = (t: TestServer, model: string, body: unknown) =>
 describe('Open Inference Protocol routes (echo models, real workers)', () => {
   let t: TestServer;
   beforeAll(async () => {
-    t = await startTestServer({ entries: ['echo', 'fr'], faults: { fr: 'fail-load' } });
+    t = await startTestServer({
+      entries: ['echo', 'fr'],
+      faults: { fr: 'fail-load' },
+      config: { engineSharing: 'language' }, // an engine per model: only fr's workers fail
+    });
   });
   afterAll(async () => {
     await t?.close();

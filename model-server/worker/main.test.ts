@@ -28,19 +28,25 @@ afterEach(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The real worker entry over IPC, as the frontend forks it, with every message it sent kept in order. */
+/**
+ * The real worker entry over IPC, as the frontend forks it, with every message it sent kept in order; given `fault`,
+ * the fault-drill entry (the same worker loop with that fault injected).
+ */
 class TestWorker {
   readonly child: ChildProcess;
   readonly received: FromWorker[] = [];
   #waiting: { until: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
 
-  constructor() {
-    const entry = resolveEntry(import.meta.url, './main');
+  constructor(fault?: string) {
+    const entry =
+      fault === undefined
+        ? resolveEntry(import.meta.url, './main')
+        : resolveEntry(import.meta.url, '../../test/support/fault-worker');
     this.child = fork(entry.file, [], {
       execArgv: entry.execArgv,
       serialization: 'advanced',
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-      env: { ...process.env, MT_WORKER_LOG_LEVEL: 'silent' },
+      env: { ...process.env, MT_WORKER_LOG_LEVEL: 'silent', ...(fault === undefined ? {} : { MT_TEST_FAULT: fault }) },
     });
     workers.push(this.child);
     this.child.on('message', (message: FromWorker) => {
@@ -138,7 +144,7 @@ describe('worker main', () => {
   });
 
   it('a cancel reaches jobs held back before the handler (fault slow): answered at once, never run', async () => {
-    const worker = new TestWorker();
+    const worker = new TestWorker('slow:300');
     const ready = worker.next((m) => m.type === 'ready');
     worker.send({
       type: 'init',
@@ -147,7 +153,6 @@ describe('worker main', () => {
       modelDir: dir,
       device: { kind: 'cpu' },
       options: { intraOpThreads: 1, numBeams: 1, maxNewTokens: 16 },
-      fault: 'slow:300',
     });
     await ready;
     const done = worker.next((m) => m.type === 'batch-done');

@@ -28,11 +28,12 @@ afterAll(stopAll);
 describe('faults under load (router → model server with fault-injected workers)', () => {
   let stack: Stack;
   beforeAll(async () => {
-    // en and ko share one slow echo engine (one worker); fr has its own engine whose worker hangs on every batch.
+    // An engine (one worker) per language: en's and ko's slow, fr's hangs on every batch.
     stack = await startStack({
       languages: ['en', 'ko', 'fr'],
       handler: 'echo',
       faults: { en: 'slow:100', ko: 'slow:100', fr: 'hang-on-batch' },
+      env: { ENGINE_SHARING: 'language' },
       register: false,
     });
     for (const [lang, responseTimeoutS] of [

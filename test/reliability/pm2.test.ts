@@ -91,7 +91,7 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
     const apps = [
       {
         name: 'model-server',
-        ...entry('test/reliability/support/model-server-with-faults.ts'),
+        ...entry('test/support/model-server-with-faults.ts'),
         exec_mode: 'fork',
         kill_timeout: 35_000,
         ...common,

@@ -25,6 +25,7 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
       handler: 'echo',
       // ko: a slow worker (its queue fills); en: a worker that hangs; fr: workers that never load; de: healthy.
       faults: { ko: 'slow:1000', en: 'hang-on-batch', fr: 'fail-load' },
+      env: { ENGINE_SHARING: 'language' }, // an engine each, so each fault stays with its model
       register: false,
     });
     for (const [lang, query] of [

@@ -104,7 +104,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const startModelServer = async (ports?: ModelServerPorts['ports']) => {
     const proc = startProcess({
       name: 'model-server',
-      entry: options.faults ? 'test/reliability/support/model-server-with-faults.ts' : 'model-server/main.ts',
+      entry: options.faults ? 'test/support/model-server-with-faults.ts' : 'model-server/main.ts',
       cwd: dir,
       logFile: path.join(logs, 'model-server.log'),
       env: {

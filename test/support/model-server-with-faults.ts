@@ -1,25 +1,27 @@
 /**
- * @module test/reliability/support/model-server-with-faults — a model server process for fault drills: the same
- * wiring as `model-server/main.ts` (config from the environment, three ports, IPC `listening`, SIGTERM drain),
- * plus what production never exposes — faults injected into the workers of named models (worker/main.ts:
- * `slow:<ms>`, `hang-on-batch`, `crash-on-batch`, `fail-load` …) and a short restart backoff.
+ * @module test/support/model-server-with-faults — a model server process for fault drills: the same wiring as
+ * `model-server/main.ts` (config from the environment, three ports, IPC `listening`, SIGTERM drain), plus what
+ * production never exposes — workers with faults for named models (fault-worker.ts: `slow:<ms>`, `hang-on-batch`,
+ * `crash-on-batch`, `fail-load` …, forked through the `spawn` seam by fault-spawner.ts) and a short restart backoff.
  *
  *     MT_TEST_FAULTS='{"ko":"hang-on-batch"}'   model → fault, JSON
  *     MT_TEST_BACKOFF_MS=50                     one restart backoff unit (production: 1000)
  *
- * Only tests start this file; `model-server/main.ts` has no way to set a fault.
+ * Only tests start this file; `model-server/main.ts` has no way to set a fault. Models with different faults need
+ * an engine each (ENGINE_SHARING=language).
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { loadConfig, readSetupConfig, type Address } from '../../../common/config.js';
-import { answerClientErrors } from '../../../common/client-error.js';
-import { HttpDrain } from '../../../common/http-drain.js';
-import { createLogger } from '../../../common/logger.js';
-import type { AppEnv } from '../../../model-server/frontend/error-handler.js';
-import { createModelServer } from '../../../model-server/frontend/server.js';
-import { writeKeyFile } from '../../../model-server/frontend/token-auth.js';
+import { loadConfig, readSetupConfig, type Address } from '../../common/config.js';
+import { answerClientErrors } from '../../common/client-error.js';
+import { HttpDrain } from '../../common/http-drain.js';
+import { createLogger } from '../../common/logger.js';
+import type { AppEnv } from '../../model-server/frontend/error-handler.js';
+import { createModelServer } from '../../model-server/frontend/server.js';
+import { writeKeyFile } from '../../model-server/frontend/token-auth.js';
+import { faultSpawner } from './fault-spawner.js';
 
 const config = loadConfig(process.env, process.cwd());
 const ms = config.modelServer;
@@ -34,7 +36,7 @@ const server = createModelServer({
   workerLogLevel: config.logLevel,
   cuda: { gpus: [], unavailableReason: 'fault drill: CPU only' },
   timings: { backoffUnitMs: Number(process.env.MT_TEST_BACKOFF_MS ?? 50), stopTimeoutMs: 3_000 },
-  faultFor: (model) => faults[model],
+  spawn: faultSpawner(faults, config.logLevel),
   ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),
 });
 
