@@ -3,6 +3,7 @@
  */
 import type { Scenario } from '../lib/context.js';
 import { baselineScenario } from './baseline.js';
+import { cacheScenario } from './cache.js';
 import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
 import { goodputScenario } from './goodput.js';
@@ -22,4 +23,5 @@ export const SCENARIOS: Scenario[] = [
   goodputScenario,
   documentsScenario,
   routerHopScenario,
+  cacheScenario,
 ];
