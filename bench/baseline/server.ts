@@ -9,7 +9,8 @@
  * returned in the `x-generated-tokens` header, so the bench can check the work was the same.
  *
  * Environment: BASELINE_MODEL_DIR (model folder), BASELINE_PORT, BASELINE_NEW_TOKENS, INTRA_OP_THREADS
- * (0: onnxruntime's default, as in mt-serve).
+ * (0: onnxruntime's default, as in mt-serve), BASELINE_DTYPE (fp32, default, or q8: transformers.js loads the
+ * folder's *_quantized.onnx files).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import path from 'node:path';
@@ -22,6 +23,8 @@ const modelDir = path.resolve(required('BASELINE_MODEL_DIR'));
 const port = Number(required('BASELINE_PORT'));
 const newTokens = Number(required('BASELINE_NEW_TOKENS'));
 const intraOpThreads = Number(process.env.INTRA_OP_THREADS ?? '0');
+const dtype = process.env.BASELINE_DTYPE ?? 'fp32';
+if (dtype !== 'fp32' && dtype !== 'q8') throw new Error(`BASELINE_DTYPE must be fp32 or q8 (got ${dtype})`);
 
 function required(name: string): string {
   const value = process.env[name];
@@ -34,7 +37,7 @@ env.allowLocalModels = true;
 env.localModelPath = path.dirname(modelDir);
 
 const translator = await pipeline('translation', path.basename(modelDir), {
-  dtype: 'fp32',
+  dtype,
   device: 'cpu',
   session_options: intraOpThreads > 0 ? { intraOpNumThreads: intraOpThreads } : {},
 });

@@ -22,6 +22,8 @@ export async function startBaseline(options: {
   modelDir: string;
   newTokens: number;
   intraOpThreads: number;
+  /** transformers.js `dtype`: fp32 (default) or q8 (the folder's *_quantized.onnx). */
+  dtype?: 'fp32' | 'q8';
 }): Promise<Baseline> {
   const port = await freePort();
   const proc = startProcess({
@@ -36,6 +38,7 @@ export async function startBaseline(options: {
       BASELINE_PORT: String(port),
       BASELINE_NEW_TOKENS: String(options.newTokens),
       INTRA_OP_THREADS: String(options.intraOpThreads),
+      BASELINE_DTYPE: options.dtype ?? 'fp32',
     },
   });
   const url = `http://127.0.0.1:${port}`;

@@ -7,6 +7,10 @@
  * ~1.6 GB of them never stay in cache, so a ceiling measured on one cache-resident 4 MB weight would overstate
  * what the machine can do at small batch. Weights are graph initializers, as in the model, so onnxruntime
  * pre-packs them the same way. The session uses the engine's intra-op thread setting.
+ *
+ * `weights: 'int8'` measures the int8 ceiling instead: each copy is the q8 files' pattern (engine/quantize.ts:
+ * DynamicQuantizeLinear of X → MatMulInteger with int8 per-column weights → Cast → Mul by the scales), which
+ * onnxruntime fuses into one com.microsoft DynamicQuantizeMatMul per copy; FLOPs are counted as for float.
  */
 import { performance } from 'node:perf_hooks';
 import '../../model-server/engine/ort-env.js';
@@ -25,8 +29,13 @@ export interface MatmulCase {
   n: number;
 }
 
+/** Float32 MatMul, or the q8 files' dynamic int8 product (DynamicQuantizeMatMul once fused). */
+export type MatmulWeights = 'fp32' | 'int8';
+
 export interface MatmulMeasurement {
   key: string;
+  /** Absent in results from before int8 ceilings existed: fp32. */
+  weights?: MatmulWeights;
   k: number;
   n: number;
   rows: number;
@@ -48,6 +57,8 @@ export interface MatmulOptions {
   intraOpThreads: number;
   /** Minimum measured time per (shape, rows), ms; at least 3 runs are timed after 2 warm-up runs. */
   minTimeMs: number;
+  /** Default fp32. */
+  weights?: MatmulWeights;
 }
 
 /** Deterministic pseudo-random floats in [-0.05, 0.05) (xorshift32), so every run builds the same graphs. */
@@ -63,8 +74,11 @@ function fillWeights(out: Float32Array, seed: number): void {
   }
 }
 
-/** Encode a graph `Y_i = MatMul(X, W_i)` for i < copies, X of shape [rows (symbolic), k]. */
-export function buildMatmulModel(k: number, n: number, copies: number): Uint8Array {
+/**
+ * Encode a graph `Y_i = MatMul(X, W_i)` for i < copies, X of shape [rows (symbolic), k]; with `int8` weights each
+ * product is DynamicQuantizeLinear(X) → MatMulInteger(·, W_i int8, ·, zero points) → Cast → Mul(x_scale · w_scale).
+ */
+export function buildMatmulModel(k: number, n: number, copies: number, weights: MatmulWeights = 'fp32'): Uint8Array {
   const floatType = (dims: (number | string)[]) => ({
     tensorType: {
       elemType: onnx.TensorProto.DataType.FLOAT,
@@ -74,16 +88,31 @@ export function buildMatmulModel(k: number, n: number, copies: number): Uint8Arr
   const initializer = [];
   const node = [];
   const output = [];
+  const { FLOAT, INT8 } = onnx.TensorProto.DataType;
+  const bytes = (data: ArrayBufferView) => new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   for (let i = 0; i < copies; i++) {
     const w = new Float32Array(k * n);
     fillWeights(w, 0x9e3779b9 + i);
-    initializer.push({
-      name: `W${i}`,
-      dims: [k, n],
-      dataType: onnx.TensorProto.DataType.FLOAT,
-      rawData: new Uint8Array(w.buffer),
-    });
-    node.push({ opType: 'MatMul', input: ['X', `W${i}`], output: [`Y${i}`], name: `matmul${i}` });
+    if (weights === 'fp32') {
+      initializer.push({ name: `W${i}`, dims: [k, n], dataType: FLOAT, rawData: bytes(w) });
+      node.push({ opType: 'MatMul', input: ['X', `W${i}`], output: [`Y${i}`], name: `matmul${i}` });
+    } else {
+      // Values in ±0.05: 7-bit weights (the q8 files' reduce_range) with one scale per column.
+      const q = Int8Array.from(w, (v) => Math.round((v / 0.05) * 64));
+      initializer.push(
+        { name: `W${i}`, dims: [k, n], dataType: INT8, rawData: bytes(q) },
+        { name: `S${i}`, dims: [n], dataType: FLOAT, rawData: bytes(new Float32Array(n).fill(0.05 / 64)) },
+        { name: `Z${i}`, dims: [n], dataType: INT8, rawData: bytes(new Int8Array(n)) },
+      );
+      const cast = { name: 'to', type: onnx.AttributeProto.AttributeType.INT, i: FLOAT };
+      node.push(
+        { opType: 'DynamicQuantizeLinear', input: ['X'], output: [`Xq${i}`, `Xs${i}`, `Xz${i}`], name: `quantize${i}` },
+        { opType: 'MatMulInteger', input: [`Xq${i}`, `W${i}`, `Xz${i}`, `Z${i}`], output: [`A${i}`], name: `mmi${i}` },
+        { opType: 'Cast', input: [`A${i}`], output: [`F${i}`], name: `cast${i}`, attribute: [cast] },
+        { opType: 'Mul', input: [`Xs${i}`, `S${i}`], output: [`C${i}`], name: `scales${i}` },
+        { opType: 'Mul', input: [`F${i}`, `C${i}`], output: [`Y${i}`], name: `rescale${i}` },
+      );
+    }
     output.push({ name: `Y${i}`, type: floatType(['rows', n]) });
   }
   const model = onnx.ModelProto.create({
@@ -91,7 +120,7 @@ export function buildMatmulModel(k: number, n: number, copies: number): Uint8Arr
     producerName: 'mt-serve-bench',
     opsetImport: [{ domain: '', version: 17 }],
     graph: {
-      name: `matmul_${k}x${n}`,
+      name: `matmul_${weights}_${k}x${n}`,
       node,
       initializer,
       input: [{ name: 'X', type: floatType(['rows', k]) }],
@@ -102,8 +131,8 @@ export function buildMatmulModel(k: number, n: number, copies: number): Uint8Arr
 }
 
 /** Copies of a [k, n] weight needed to pass MIN_GRAPH_WEIGHT_BYTES (at most 64: tiny test shapes stay small). */
-export function copiesFor(k: number, n: number): number {
-  return Math.min(64, Math.max(1, Math.ceil(MIN_GRAPH_WEIGHT_BYTES / (k * n * 4))));
+export function copiesFor(k: number, n: number, bytesPerWeight = 4): number {
+  return Math.min(64, Math.max(1, Math.ceil(MIN_GRAPH_WEIGHT_BYTES / (k * n * bytesPerWeight))));
 }
 
 /** Measure GFLOP/s of every case at every row count. One session per shape, created and released here. */
@@ -113,8 +142,9 @@ export async function measureMatmuls(
   options: MatmulOptions,
 ): Promise<MatmulMeasurement[]> {
   const results: MatmulMeasurement[] = [];
+  const weights = options.weights ?? 'fp32';
   for (const c of cases) {
-    const copies = copiesFor(c.k, c.n);
+    const copies = copiesFor(c.k, c.n, weights === 'int8' ? 1 : 4);
     // The engine's CPU session settings (model-server/engine/session.ts), so both see the same thread pool.
     const sessionOptions: ort.InferenceSession.SessionOptions = {
       executionProviders: ['cpu'],
@@ -126,7 +156,7 @@ export async function measureMatmuls(
       enableMemPattern: true,
       logSeverityLevel: 3,
     };
-    const session = await ort.InferenceSession.create(buildMatmulModel(c.k, c.n, copies), sessionOptions);
+    const session = await ort.InferenceSession.create(buildMatmulModel(c.k, c.n, copies, weights), sessionOptions);
     try {
       for (const rows of rowCounts) {
         const x = new Float32Array(rows * c.k);
@@ -143,6 +173,7 @@ export async function measureMatmuls(
         const runSeconds = median(times);
         results.push({
           key: c.key,
+          weights,
           k: c.k,
           n: c.n,
           rows,

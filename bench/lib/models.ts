@@ -1,8 +1,9 @@
 /**
  * @module bench/lib/models — the model folders the benchmark runs on, built on first use and reused after.
  *
- * - `m2m100-418m`: M2M100-418M's real shapes with random weights (engine/demo-model preset), ~2.6 GB under
- *   `models/m2m100-418m` — every speed figure runs on it, so the compute is the real model's.
+ * - `m2m100-418m`: M2M100-418M's real shapes with random weights (engine/demo-model preset), ~2.5 GB of fp32
+ *   files plus ~1.5 GB of int8 ones under `models/m2m100-418m` — every speed figure runs on it, so the compute is
+ *   the real model's.
  * - `tiny`: the test model, for the serving-overhead figures where compute must not matter.
  * - `bench-mid`: a bench-only preset small enough that 14 copies fit this machine's memory (the one-engine-per-
  *   language side of the memory figure), with M2M100's vocabulary so its embedding dominates as in the real one.
@@ -41,6 +42,10 @@ const buildEntry = fileURLToPath(
 );
 
 const demoModelSources = fileURLToPath(new URL('../../model-server/engine/demo-model/', import.meta.url));
+/** Engine sources the generator also runs: the int8 files are made by the quantizer. */
+const generatorDependencies = ['quantize.ts', 'onnx-wire.ts'].map((f) =>
+  fileURLToPath(new URL(`../../model-server/engine/${f}`, import.meta.url)),
+);
 const STAMP = '.bench-build.json';
 
 /**
@@ -54,6 +59,7 @@ function fingerprint(preset: string): string {
     .sort()) {
     hash.update(file).update(readFileSync(path.join(demoModelSources, file)));
   }
+  for (const file of generatorDependencies) hash.update(path.basename(file)).update(readFileSync(file));
   return hash.digest('hex').slice(0, 16);
 }
 

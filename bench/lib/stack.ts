@@ -43,6 +43,11 @@ export interface StackOptions {
   batchPolicy: 'immediate' | 'torchserve';
   engineSharing: 'device' | 'language';
   intraOpThreads: number;
+  /**
+   * MODEL_DTYPE. Default fp32: the figures compare like with like (the transformers.js baseline's fp32 arm, earlier
+   * runs); the int8 arms name theirs.
+   */
+  modelDtype?: 'auto' | 'fp32' | 'q8' | 'q8-rows' | 'fp16';
   /** MAX_NEW_TOKENS of the served model. */
   maxNewTokens: number;
   /** MIN_NEW_TOKENS (default: maxNewTokens, a fixed output length); 0 lets rows end at `</s>` or their cap. */
@@ -180,6 +185,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         BATCH_POLICY: options.batchPolicy,
         ENGINE_SHARING: options.engineSharing,
         INTRA_OP_THREADS: String(options.intraOpThreads),
+        MODEL_DTYPE: options.modelDtype ?? 'fp32',
         NUM_BEAMS: '1',
         MAX_NEW_TOKENS: String(options.maxNewTokens),
         // Every row the same length, as the transformers.js baseline is given (min_new_tokens = max_new_tokens):

@@ -14,6 +14,9 @@
  * The concurrency-1 latency target is read on both servers up at once and taking turns (paired-latency.ts): at
  * concurrency 1 the two run the same batch-1 decoder, and arms measured minutes apart differ by the machine's
  * drift, not by the few milliseconds of the stack's hops.
+ *
+ * The int8 arms: transformers.js with `dtype: 'q8'` and mt-serve at batch_size 64 with MODEL_DTYPE=q8, both on the
+ * folder's *_quantized.onnx files, at concurrency 64 (and 1 in full runs), beside the fp32 ones.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { startBaseline } from '../lib/baseline.js';
@@ -25,8 +28,22 @@ import { pairedLatency, type PairedLatency } from './paired-latency.js';
 import { CEILING_TOKENS_KEY } from './engine.js';
 import { SERVED_ONE_LANGUAGE_KEY } from './serving.js';
 
-type Arm = 'mt-serve batch 64' | 'mt-serve batch 1' | 'transformers.js';
-const ARMS: Arm[] = ['mt-serve batch 64', 'transformers.js', 'mt-serve batch 1'];
+type Arm = 'mt-serve batch 64' | 'mt-serve batch 1' | 'transformers.js' | 'mt-serve q8 batch 64' | 'transformers.js q8';
+const ARMS: Arm[] = [
+  'mt-serve batch 64',
+  'transformers.js',
+  'mt-serve batch 1',
+  'mt-serve q8 batch 64',
+  'transformers.js q8',
+];
+/** The arm each one's sentences/s is compared with: the transformers.js arm on the same weights. */
+const BASELINE_OF: Record<Arm, Arm> = {
+  'mt-serve batch 64': 'transformers.js',
+  'mt-serve batch 1': 'transformers.js',
+  'transformers.js': 'transformers.js',
+  'mt-serve q8 batch 64': 'transformers.js q8',
+  'transformers.js q8': 'transformers.js q8',
+};
 const TARGETS = ['en'];
 const READ_BY: Record<LoadMeasurement['method'], string> = {
   window: 'whole cycles',
@@ -42,22 +59,31 @@ async function startArm(
 ): Promise<{ origin: string; metricsUrl?: string; stop: () => Promise<void> }> {
   const { settings } = ctx;
   const modelDir = await ctx.model(settings.speedModel);
-  if (arm === 'transformers.js') {
+  if (arm === 'transformers.js' || arm === 'transformers.js q8') {
+    const dtype = arm === 'transformers.js' ? 'fp32' : 'q8';
     const b = await startBaseline({
       workDir: ctx.workDir,
-      name: `baseline-${name}`,
+      name: `baseline-${dtype}-${name}`,
       modelDir,
       newTokens: settings.newTokens,
       intraOpThreads: settings.intraOpThreads,
+      dtype,
     });
-    return { origin: b.url, stop: () => b.process.stop() };
+    return {
+      origin: b.url,
+      stop: async () => {
+        await b.process.stop();
+      },
+    };
   }
-  const batchSize = arm === 'mt-serve batch 64' ? settings.batchSize : 1;
+  const batchSize = arm === 'mt-serve batch 1' ? 1 : settings.batchSize;
+  const modelDtype = arm === 'mt-serve q8 batch 64' ? 'q8' : 'fp32';
   const stack = await startRunStack(ctx, {
-    name: `gain-b${batchSize}-${name}`,
+    name: `gain-b${batchSize}-${modelDtype}-${name}`,
     modelDir,
     languages: TARGETS,
     batchSize,
+    modelDtype,
   });
   return { origin: stack.urls.front!, metricsUrl: stack.urls.metrics, stop: () => stack.stop() };
 }
@@ -107,7 +133,7 @@ async function runArm(
       // The last level need not wait for its in-flight answers: the server is stopped right after.
       const drain = i < concurrencies.length - 1;
       const base = { origin, entry: 'front' as const, concurrency: c, targets: TARGETS, metricsUrl, drain, label: arm };
-      if (c > 1 && settings.reuse && arm === 'transformers.js') {
+      if (c > 1 && settings.reuse && (arm === 'transformers.js' || arm === 'transformers.js q8')) {
         out.set(c, await measure(ctx, { ...base, method: 'cycle' }));
       } else if (c > 1 && settings.reuse && arm === 'mt-serve batch 1') {
         // One sentence at a time: answers arrive steadily, so a window shorter than a client cycle counts them
@@ -173,14 +199,15 @@ async function run(ctx: BenchContext): Promise<Section> {
       const method = results.get(arm)![0]?.get(c)?.method;
       const readBy = method === undefined ? '' : READ_BY[method];
       const errors = results.get(arm)!.reduce((n, m) => n + (m.get(c)?.load.failed ?? 0), 0);
+      const baselineArm = BASELINE_OF[arm];
       const vsBaseline = ratio(
         sps,
-        med('transformers.js', c, (m) => m.sentencesPerS),
+        med(baselineArm, c, (m) => m.sentencesPerS),
       );
       // A system that answered nothing in its run shows its throughput bound instead of n/a.
       const bound = med(arm, c, (m) => (m.load.ok === 0 ? m.load.requestsPerSUpperBound : Number.NaN));
       const spsCell = Number.isFinite(sps) ? sps : Number.isFinite(bound) ? `≤ ${formatNumber(bound)}` : sps;
-      const baselineBoundAtC = med('transformers.js', c, (m) =>
+      const baselineBoundAtC = med(baselineArm, c, (m) =>
         m.load.ok === 0 ? m.load.requestsPerSUpperBound : Number.NaN,
       );
       const vsText =
@@ -212,7 +239,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       'p50 ms',
       'p99 ms',
       'rows per decoder run',
-      'sentences/s vs transformers.js',
+      'sentences/s vs transformers.js (same weights)',
       'measured over',
       'errors',
     ],
@@ -287,6 +314,18 @@ async function run(ctx: BenchContext): Promise<Section> {
   s.notes.push(
     `Our batch_size 64 ÷ batch_size 1 at concurrency 64: ${formatRatio(batchGain)} sentences/s (no target; shows what batching itself buys on this machine).`,
   );
+  const q8Gain = ratio(
+    med('mt-serve q8 batch 64', 64, (m) => m.sentencesPerS),
+    med('transformers.js q8', 64, (m) => m.sentencesPerS),
+  );
+  const q8OverFp32 = (arm: Arm, fp32Arm: Arm) =>
+    ratio(
+      med(arm, 64, (m) => m.sentencesPerS),
+      med(fp32Arm, 64, (m) => m.sentencesPerS),
+    );
+  s.notes.push(
+    `int8 (q8 files) at concurrency 64: mt-serve ÷ transformers.js ${formatRatio(q8Gain)} sentences/s; q8 ÷ fp32 ${formatRatio(q8OverFp32('mt-serve q8 batch 64', 'mt-serve batch 64'))} for mt-serve, ${formatRatio(q8OverFp32('transformers.js q8', 'transformers.js'))} for transformers.js (no target).`,
+  );
   s.data = {
     rows: data,
     gain64,
@@ -294,6 +333,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     gainBound: bound,
     paired,
     batchGain,
+    q8Gain,
     raw: Object.fromEntries(
       [...results].map(([arm, runs]) => [
         arm,

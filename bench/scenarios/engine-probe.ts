@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
+import type { ModelDtype } from '../../model-server/engine/session.js';
 import type { BenchSettings } from '../lib/context.js';
 import { job, SEED_LANGUAGES } from '../lib/workload.js';
 
@@ -19,6 +20,8 @@ export interface EngineProbeRequest {
   intraOpThreads: number;
   /** Target languages the workload rows rotate over (bench/lib/workload `job`). */
   targets: readonly string[];
+  /** Weights to load (default fp32: the figure's reference arm; the int8 arms name theirs). */
+  dtype?: ModelDtype;
   /**
    * Also translate this many workload rows over the 14 languages with maxNewTokens only (no minimum), as the model
    * server runs them: the result says whether the served path also generates exactly newTokens per sentence.
@@ -85,6 +88,8 @@ export interface EngineBatchResult {
 
 export interface EngineProbeResult {
   loadSeconds: number;
+  /** The weights loaded. */
+  dtype: string;
   device: string;
   joinable: boolean;
   batches: EngineBatchResult[];
@@ -107,6 +112,7 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
     modelDir: request.modelDir,
     intraOpThreads: request.intraOpThreads,
     device: { kind: 'cpu' },
+    dtype: request.dtype ?? 'fp32',
   });
   const loadSeconds = (performance.now() - t0) / 1000;
   const options = { numBeams: 1, minNewTokens: request.newTokens, maxNewTokens: request.newTokens };
@@ -163,6 +169,7 @@ export async function runEngineProbe(request: EngineProbeRequest): Promise<Engin
     }
     return {
       loadSeconds,
+      dtype: engine.dtype,
       device: `${engine.device.kind}/${engine.device.provider}`,
       joinable: engine.joinable,
       batches,

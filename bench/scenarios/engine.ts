@@ -9,12 +9,18 @@
  * the pair's order and the order of batch sizes alternating on every repeat; medians over repeats are reported.
  * The engine's tokens/s per batch are left in `ctx.shared` for the serving figure's quick mode, and the all-work
  * ceiling for the batching-gain figure's bound.
+ *
+ * The int8 arms: the same engine on the model folder's q8 files (transformers.js' recipe, engine/quantize.ts) and
+ * q8-rows files (activations quantized per row), each a fresh process in the same rotation, against fp32 (the arm
+ * above) and against the int8 ceiling: the same layer shapes as DynamicQuantizeMatMul, what onnxruntime fuses the
+ * q8 files' products into.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
 import type { BenchContext, Scenario } from '../lib/context.js';
-import type { MatmulMeasurement, MatmulProbeRequest } from '../lib/matmul-ceiling.js';
+import type { MatmulMeasurement, MatmulProbeRequest, MatmulWeights } from '../lib/matmul-ceiling.js';
+import type { ModelDtype } from '../../model-server/engine/session.js';
 import {
   ceilingTokensPerS,
   decoderStepGemms,
@@ -39,6 +45,9 @@ export function meanSourceTokens(modelDir: string, count: number): number {
     total += tokenizer.encode(job(i, ['en']).src_text, job(i, ['en']).src_lang).ids.length;
   return total / count;
 }
+
+/** The int8 arms beside the fp32 engine. */
+const INT8_DTYPES: ModelDtype[] = ['q8', 'q8-rows'];
 
 /** `ctx.shared` key of the engine's tokens/s by batch size (a Map), measured on one target language. */
 export const ENGINE_TOKENS_KEY = 'engine tokens/s by batch';
@@ -72,27 +81,34 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
 
   const engineRuns: EngineProbeResult[] = [];
   const ceilingRuns: MatmulMeasurement[][] = [];
+  const int8Runs = new Map<ModelDtype, EngineProbeResult[]>(INT8_DTYPES.map((d) => [d, []]));
+  const int8CeilingRuns: MatmulMeasurement[][] = [];
+  type Arm = 'engine' | 'ceiling' | ModelDtype | 'int8 ceiling';
+  const allArms: Arm[] = ['engine', 'ceiling', ...INT8_DTYPES, 'int8 ceiling'];
   for (let r = 0; r < settings.engineRepeats; r++) {
     const order = r % 2 === 0 ? [...batches].reverse() : batches;
-    const arms = r % 2 === 0 ? (['engine', 'ceiling'] as const) : (['ceiling', 'engine'] as const);
+    const arms = r % 2 === 0 ? allArms : [...allArms].reverse();
     for (const arm of arms) {
       if (ctx.signal.aborted) break;
-      if (arm === 'engine') {
+      if (arm === 'engine' || arm === 'q8' || arm === 'q8-rows') {
+        const dtype: ModelDtype = arm === 'engine' ? 'fp32' : arm;
         const request: EngineProbeRequest = {
           ...engineBatchRequest(settings, modelDir, order, ['en']),
+          dtype,
           // Once per run: does the served path (MAX_NEW_TOKENS only) generate the same fixed length?
-          ...(r === 0 ? { verifyCount: 2 * SEED_LANGUAGES.length } : {}),
+          ...(r === 0 && arm === 'engine' ? { verifyCount: 2 * SEED_LANGUAGES.length } : {}),
         };
         const result = await runProbe<EngineProbeResult>(request, {
           workDir: ctx.workDir,
-          label: `engine-${r}`,
+          label: `engine-${dtype}-${r}`,
           timeoutMs: 20 * 60_000,
         });
-        engineRuns.push(result);
+        (arm === 'engine' ? engineRuns : int8Runs.get(arm)!).push(result);
         ctx.log(
-          `engine alone (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches.map((b) => `batch ${b.batch} ${b.tokensPerS.toFixed(1)}`).join(', ')} tokens/s`,
+          `engine alone, ${dtype} (repeat ${r + 1}/${settings.engineRepeats}): ${result.batches.map((b) => `batch ${b.batch} ${b.tokensPerS.toFixed(1)}`).join(', ')} tokens/s`,
         );
       } else {
+        const weights: MatmulWeights = arm === 'ceiling' ? 'fp32' : 'int8';
         const request: MatmulProbeRequest = {
           kind: 'matmul',
           groups: [
@@ -101,14 +117,17 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
           ],
           intraOpThreads: settings.intraOpThreads,
           minTimeMs: settings.ceilingMinTimeMs,
+          weights,
         };
         const result = await runProbe<MatmulMeasurement[]>(request, {
           workDir: ctx.workDir,
-          label: `ceiling-${r}`,
+          label: `ceiling-${weights}-${r}`,
           timeoutMs: 15 * 60_000,
         });
-        ceilingRuns.push(result);
-        ctx.log(`ceiling (repeat ${r + 1}/${settings.engineRepeats}) measured: ${result.length} shape × rows cases`);
+        (weights === 'fp32' ? ceilingRuns : int8CeilingRuns).push(result);
+        ctx.log(
+          `${weights} ceiling (repeat ${r + 1}/${settings.engineRepeats}) measured: ${result.length} shape × rows cases`,
+        );
       }
     }
   }
@@ -266,6 +285,84 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
   });
   const at = batches.indexOf(64) >= 0 ? 64 : maxBatch;
   const d = data[batches.indexOf(at)]!;
+
+  // int8: tokens/s of each int8 arm, ÷ fp32 and ÷ the all-work int8 ceiling.
+  const int8Gflops = (key: string, rowCount: number) =>
+    median(
+      int8CeilingRuns
+        .map((run) => run.find((m) => m.key === key && m.rows === rowCount)?.gflops ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
+  const dtypeTokens = (dtype: ModelDtype, batch: number) =>
+    median(
+      (int8Runs.get(dtype) ?? [])
+        .map((run) => run.batches.find((b) => b.batch === batch)?.tokensPerS ?? Number.NaN)
+        .filter(Number.isFinite),
+    );
+  const int8Data = batches.map((batch, i) => {
+    const ceiling = ceilingTokensPerS(
+      shape,
+      batch,
+      settings.newTokens,
+      srcTokensOf(batch),
+      (key) => int8Gflops(key, batch),
+      (key) => int8Gflops(key, encoderRows[i]!),
+    );
+    const fp32 = engineTokens(batch);
+    const q8 = dtypeTokens('q8', batch);
+    const rowsQ8 = dtypeTokens('q8-rows', batch);
+    return {
+      batch,
+      fp32TokensPerS: fp32,
+      q8TokensPerS: q8,
+      q8RowsTokensPerS: rowsQ8,
+      q8VsFp32: ratio(q8, fp32),
+      q8RowsVsFp32: ratio(rowsQ8, fp32),
+      int8CeilingAllWork: ceiling.allWork,
+      q8VsInt8Ceiling: ratio(q8, ceiling.allWork),
+      q8RowsVsInt8Ceiling: ratio(rowsQ8, ceiling.allWork),
+    };
+  });
+  s.tables.push({
+    title: 'int8 engines (q8, q8-rows) vs fp32 and vs the int8 ceiling',
+    columns: [
+      'Batch',
+      'fp32 tokens/s',
+      'q8 tokens/s',
+      'q8 ÷ fp32',
+      'q8-rows tokens/s',
+      'q8-rows ÷ fp32',
+      'int8 ceiling tokens/s (all work)',
+      'q8 ÷ int8 ceiling',
+      'q8-rows ÷ int8 ceiling',
+    ],
+    rows: int8Data.map((x) => [
+      x.batch,
+      x.fp32TokensPerS,
+      x.q8TokensPerS,
+      x.q8VsFp32,
+      x.q8RowsTokensPerS,
+      x.q8RowsVsFp32,
+      x.int8CeilingAllWork,
+      x.q8VsInt8Ceiling,
+      x.q8RowsVsInt8Ceiling,
+    ]),
+    note:
+      "q8: the model folder's *_quantized.onnx (transformers.js' recipe: activations quantized per tensor, so a row's " +
+      'answer depends on its batch); q8-rows: *_quantized_rows.onnx (per-row activation scales, batch-invariant). ' +
+      'Int8 ceiling: the same layer shapes as DynamicQuantizeMatMul (int8 weights, per-column scales), all work counted as for fp32. ' +
+      'Each arm a fresh process in the same rotation as the fp32 engine and ceilings; medians over repeats.',
+  });
+  const int8At = (batch: number) => int8Data[batches.indexOf(batch)];
+  if (int8At(1)) s.targets.push(checkTarget('q8 ÷ fp32 tokens/s at batch 1', int8At(1)!.q8VsFp32, '>=', 2.0, '×'));
+  const int8Big = int8At(at)!;
+  s.targets.push(checkTarget(`q8 ÷ fp32 tokens/s at batch ${at}`, int8Big.q8VsFp32, '>=', 2.5, '×'));
+  s.targets.push(
+    checkTarget(`q8 engine ÷ int8 ceiling (all work) at batch ${at}`, int8Big.q8VsInt8Ceiling, '>=', 0.75),
+  );
+  s.notes.push(
+    `q8-rows (auto's choice on the CPU when it reaches 2× fp32 at batch 64; README "Choosing a dtype") at batch ${at}: ${formatNumber(int8Big.q8RowsVsFp32)}× fp32, ${formatNumber(int8Big.q8RowsVsInt8Ceiling)} of the int8 ceiling.`,
+  );
   s.targets.push(checkTarget(`engine ÷ ceiling (all work) at batch ${at}`, d.ratioAllWork as number, '>=', 0.75));
   s.notes.push(
     describeCount(shape),
@@ -279,6 +376,9 @@ async function runEngineScenario(ctx: BenchContext): Promise<Section> {
     batches: data,
     engineRuns,
     ceilingRuns,
+    int8: int8Data,
+    int8Runs: Object.fromEntries(int8Runs),
+    int8CeilingRuns,
   };
   return s;
 }

@@ -7,6 +7,8 @@
  * On m2m100-418m the per-language layout would need ~14 copies of ~2.4 GB of weights, more than this machine has,
  * so it is measured on `bench-mid` (see bench/lib/models), with the other two layouts beside it on the same
  * preset; the 1-vs-14 target is read on m2m100-418m. The router and the front hold no model and are not counted.
+ *
+ * The int8 arm: 1 language on m2m100-418m's q8 files (MODEL_DTYPE=q8) beside the same layout on fp32, same load.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import type { BenchModel } from '../lib/models.js';
@@ -21,6 +23,8 @@ interface Layout {
   label: string;
   languages: readonly string[];
   sharing: 'device' | 'language';
+  /** MODEL_DTYPE (default fp32). */
+  dtype?: 'fp32' | 'q8';
 }
 
 const LAYOUTS: Layout[] = [
@@ -28,6 +32,9 @@ const LAYOUTS: Layout[] = [
   { label: '14 languages, one engine per device', languages: SEED_LANGUAGES, sharing: 'device' },
   { label: '14 languages, one engine per language', languages: SEED_LANGUAGES, sharing: 'language' },
 ];
+
+/** 1 language on the q8 files: the int8 arm, read against LAYOUTS[0] on the same model. */
+const Q8_LAYOUT: Layout = { label: '1 language, q8 weights', languages: ['en'], sharing: 'device', dtype: 'q8' };
 
 /** The seed's spread of languages over GPUs 0–2 (setup_config.json); on a CPU-only host all fall back to the CPU. */
 const SEED_DEVICES: Record<string, string> = {
@@ -57,7 +64,8 @@ async function measureLayout(
   const modelDir = await ctx.model(model);
   const sampler = new RssSampler();
   const stack = await startRunStack(ctx, {
-    name: `memory-${model}-${layout.languages.length}-${layout.sharing}-${repeat}`,
+    name: `memory-${model}-${layout.languages.length}-${layout.sharing}-${layout.dtype ?? 'fp32'}-${repeat}`,
+    modelDtype: layout.dtype ?? 'fp32',
     modelDir,
     languages: layout.languages,
     devices: SEED_DEVICES,
@@ -101,7 +109,7 @@ async function run(ctx: BenchContext): Promise<Section> {
   );
   const big = settings.speedModel;
   const plan: { model: BenchModel; layouts: Layout[] }[] = [
-    { model: big, layouts: LAYOUTS.slice(0, 2) },
+    { model: big, layouts: [...LAYOUTS.slice(0, 2), Q8_LAYOUT] },
     { model: settings.perLanguageModel, layouts: LAYOUTS },
   ];
   const repeats = settings.loadRepeats;
@@ -152,6 +160,11 @@ async function run(ctx: BenchContext): Promise<Section> {
   s.targets.push(
     checkTarget(`14 languages ÷ 1 language peak RSS, ${big}, one engine per device`, shared, '<=', 1.25, '×'),
   );
+  const q8 = ratio(
+    peaks.get(`${big}:${Q8_LAYOUT.label}`) ?? Number.NaN,
+    peaks.get(`${big}:${LAYOUTS[0]!.label}`) ?? Number.NaN,
+  );
+  s.targets.push(checkTarget(`q8 ÷ fp32 peak RSS, ${big}, 1 language`, q8, '<=', 0.4, '×'));
   const small = settings.perLanguageModel;
   const perLanguage = ratio(
     peaks.get(`${small}:${LAYOUTS[2]!.label}`) ?? Number.NaN,
