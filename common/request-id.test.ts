@@ -20,7 +20,9 @@ import { installCommon, type AppEnv } from '../model-server/frontend/error-handl
 import { createRouterApp } from '../router/app.js';
 import { startFakeModelServer, type FakeModelServer } from '../router/test/fake-model-server.js';
 import { Upstream } from '../router/upstream.js';
-import { freePort, ROOT } from '../test/e2e/support/processes.js';
+import { freePort } from '../bench/lib/processes.js';
+import { until } from '../test/support/polling.js';
+import { ROOT } from '../test/support/processes.js';
 import { REQUEST_ID_PATTERN, requestIdFrom } from './request-id.js';
 
 const KEPT = [
@@ -90,11 +92,15 @@ describe('the same ids through every hop', () => {
         logDir: path.join(dir, 'logs'),
       });
       nginx = spawnNginx(nginxBinary, files);
-      await until(() =>
-        get(nginxPort, '/').then(
-          () => true,
-          () => false,
-        ),
+      await until(
+        'nginx to answer',
+        () =>
+          get(nginxPort, '/').then(
+            () => true,
+            () => false,
+          ),
+        10_000,
+        50,
       );
     }
   });
@@ -183,12 +189,4 @@ function get(port: number, urlPath: string, id?: string): Promise<{ headers: htt
     req.on('error', reject);
     req.end('{}');
   });
-}
-
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met within 10 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }

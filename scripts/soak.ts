@@ -14,16 +14,17 @@
  * (cluster instances, 2), --front auto|builtin|nginx (auto: nginx when installed), --handler translation|echo,
  * --json FILE (the whole report).
  */
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { findNginx } from '../front/nginx.js';
 import { makeDemoModel } from '../model-server/engine/demo-model/index.js';
-import { Tally, send } from '../test/reliability/support/load.js';
-import { stopAll } from '../test/reliability/support/processes.js';
-import { startStack, type Stack } from '../test/reliability/support/stack.js';
 import { Agent } from 'undici';
+import { ENV_DEFAULTS } from '../common/config.js';
+import { Tally, send } from '../bench/lib/load.js';
+import { stopAll } from '../bench/lib/processes.js';
+import { startStack, type Stack } from '../bench/lib/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
 const SENTENCES: Record<string, string[]> = {
@@ -237,24 +238,36 @@ export async function soak(
   try {
     const modelDir = path.join(work, 'tiny');
     if (options.handler === 'translation') makeDemoModel('tiny', modelDir);
+    else mkdirSync(modelDir); // echo reads no model: an empty folder
     log(
       `soak: starting the stack (${options.handler}, ${LANGUAGES.length} languages, router ×${options.routers}, ${options.front} front)`,
     );
+    // The bench's stack (a router cluster on one port, the front) at the deployed defaults: beam search, the
+    // translation cache, the default response timeout and queue budget, outputs ending at </s>.
     stack = await startStack({
+      name: 'soak',
+      workDir: work,
       languages: LANGUAGES,
       handler: options.handler,
-      ...(options.handler === 'translation' ? { modelDir } : {}),
-      routerInstances: options.routers,
+      modelDir,
+      layers: 'front',
       front: options.front,
-      env: { LOG_LEVEL: 'info', NUM_BEAMS: '2', MAX_NEW_TOKENS: '32', INTRA_OP_THREADS: '0' },
-      register: { batchSize: 32, maxBatchDelayMs: 10 },
+      routerInstances: options.routers,
+      batchSize: 32,
+      maxBatchDelayMs: 10,
+      batchPolicy: 'immediate',
+      engineSharing: 'device',
+      intraOpThreads: 0,
+      maxNewTokens: 32,
+      minNewTokens: 0,
+      logLevel: 'info',
+      responseTimeoutS: Number(ENV_DEFAULTS.RESPONSE_TIMEOUT_S),
+      queueBudgetMs: Number(ENV_DEFAULTS.QUEUE_BUDGET_MS),
+      cacheMaxBytes: Number(ENV_DEFAULTS.CACHE_MAX_BYTES),
+      env: { NUM_BEAMS: '2' },
     });
-    const roots = [
-      stack.modelServer.pid,
-      ...stack.routers.map((r) => r.pid),
-      ...(stack.front ? [stack.front.pid] : []),
-    ];
-    const url = stack.frontUrl!;
+    const roots = stack.pids();
+    const url = stack.urls.front!;
     const start = sampleProcesses(roots);
     log(table('processes at start (idle, before any request)', start));
 
@@ -304,7 +317,7 @@ export async function soak(
         errors: window.errors,
         p50Ms: percentile(window.latencies, 50),
         p99Ms: percentile(window.latencies, 99),
-        maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
+        maxQueueDepth: await queueDepth(stack.urls.metrics).catch(() => -1),
         rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
         fds: samples.reduce((a, s) => a + s.fds, 0),
         processes: samples,

@@ -96,11 +96,11 @@ export async function ensureModel(model: BenchModel, modelsDir: string, log: (li
     env: process.env,
     logFile: `${partial}.log`,
   });
-  const code = await proc.whenExited();
+  const { code, signal } = await proc.exited;
   await proc.stop();
   if (code !== 0 || !isComplete(partial)) {
     rmSync(partial, { recursive: true, force: true });
-    throw new Error(`building ${model} failed (exit ${code}):\n${proc.tail}`);
+    throw new Error(`building ${model} failed (exit ${code ?? signal}):\n${proc.log()}`);
   }
   rmSync(`${partial}.log`, { force: true });
   writeFileSync(

@@ -52,10 +52,10 @@ export async function runProbe<T>(request: { kind: string }, options: ProbeOptio
     void proc.stop(2_000);
   }, options.timeoutMs);
   try {
-    const code = await proc.whenExited();
+    const { code, signal } = await proc.exited;
     if (code !== 0 || !existsSync(resultFile)) {
       throw new Error(
-        `probe ${options.label} failed (${timedOut ? `timed out after ${options.timeoutMs} ms` : `exit ${code}`}):\n${proc.tail}`,
+        `probe ${options.label} failed (${timedOut ? `timed out after ${options.timeoutMs} ms` : `exit ${code ?? signal}`}):\n${proc.log()}`,
       );
     }
     return JSON.parse(readFileSync(resultFile, 'utf8')) as T;

@@ -58,7 +58,7 @@ describe('processes', () => {
     expect(memory.pssBytes).toBeGreaterThan(0);
 
     await proc.stop(2_000);
-    expect(proc.exited).toBe(true);
+    expect(proc.alive).toBe(false);
     expect(alive(parent)).toBe(false);
     // The grandchild ignored SIGTERM; the group SIGKILL after the leader's exit must still reach it.
     await expect.poll(() => alive(child), { timeout: 5_000 }).toBe(false);
@@ -96,7 +96,7 @@ describe('processes', () => {
       }),
     );
     await stopAll();
-    expect(procs.every((p) => p.exited)).toBe(true);
+    expect(procs.some((p) => p.alive)).toBe(false);
     expect(existsSync(dir)).toBe(true);
   });
 });

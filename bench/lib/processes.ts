@@ -1,10 +1,13 @@
 /**
- * @module bench/lib/processes — every process the benchmark starts, and the guarantee that none outlives it.
+ * @module bench/lib/processes — every process the benchmark, the soak (scripts/soak.ts) and the process tests
+ * (test/support/processes.ts) start, and the guarantee that none outlives them.
  *
  * Each server runs in a fresh child process, in its own process group (`detached`), so stopping it also stops
- * whatever it spawned (workers, router instances). Every group is recorded in one registry; `stopAll()` runs
- * at the end of the run, and `installCleanup()` makes Ctrl-C, SIGTERM, an uncaught error or a plain exit kill
- * every group that is still alive — a benchmark never leaves servers behind.
+ * whatever it spawned (workers, router instances). Output goes to a log file, never through this process. A server
+ * is ready when it says so: a log line (`waitForLine`) or, with `ipc`, a message (`message`). Every group is
+ * recorded in one registry; `stopAll()` runs at the end of a run (or in a test file's `afterAll`), and
+ * `installCleanup()` makes Ctrl-C, SIGTERM, an uncaught error or a plain exit kill every group that is still
+ * alive — nothing started here is left behind.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -39,6 +42,15 @@ export interface StartOptions {
   cwd?: string;
   /** File that receives the child's stdout and stderr. */
   logFile: string;
+  /** Append to `logFile` (a restarted server keeps one log) instead of starting it afresh. */
+  appendLog?: boolean;
+  /** Open an IPC channel (servers that report `listening` over IPC, as to pm2). */
+  ipc?: boolean;
+}
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
 }
 
 /** A started server process (group). */
@@ -46,35 +58,37 @@ export class ManagedProcess {
   readonly name: string;
   readonly child: ChildProcess;
   readonly logFile: string;
-  #exited: Promise<number | null>;
-  #exitCode: number | null | undefined;
+  /** Resolves when the process has exited (a spawn failure counts: code -1). */
+  readonly exited: Promise<ExitInfo>;
+  #exit: ExitInfo | undefined;
 
   constructor(options: StartOptions) {
     this.name = options.name;
     this.logFile = options.logFile;
     // Output goes straight to a file, not through this process: a busy load generator must never be the
     // reader a server's logging waits on.
-    // A fresh file: waitForLine must never find an announcement left by an earlier process.
-    const fd = openSync(options.logFile, 'w');
+    // A fresh file unless asked to append: waitForLine must never find an announcement left by an earlier process.
+    const fd = openSync(options.logFile, options.appendLog ? 'a' : 'w');
     try {
       this.child = spawn(process.execPath, [...(options.execArgv ?? []), options.file, ...(options.args ?? [])], {
         cwd: options.cwd,
         env: options.env as NodeJS.ProcessEnv,
         detached: true, // own process group: stop() reaches everything it spawns
-        stdio: ['ignore', fd, fd],
+        stdio: options.ipc ? ['ignore', fd, fd, 'ipc'] : ['ignore', fd, fd],
       });
     } finally {
       closeSync(fd);
     }
-    this.#exited = new Promise((resolve) => {
-      this.child.once('exit', (code, signal) => {
-        this.#exitCode = code ?? (signal ? -1 : null);
-        resolve(this.#exitCode);
-      });
+    this.exited = new Promise((resolve) => {
+      const exit = (info: ExitInfo) => {
+        if (this.#exit !== undefined) return;
+        this.#exit = info;
+        resolve(info);
+      };
+      this.child.once('exit', (code, signal) => exit({ code, signal }));
       this.child.once('error', (err) => {
         appendFileSync(options.logFile, `spawn error: ${err.message}\n`);
-        this.#exitCode = -1;
-        resolve(-1);
+        exit({ code: -1, signal: null });
       });
     });
     registry.add(this);
@@ -84,14 +98,19 @@ export class ManagedProcess {
     return this.child.pid ?? -1;
   }
 
-  /** True once the process has exited. */
-  get exited(): boolean {
-    return this.#exitCode !== undefined;
+  /** False once the process has exited. */
+  get alive(): boolean {
+    return this.#exit === undefined;
   }
 
-  /** The last few KB of its output, for error messages. */
-  get tail(): string {
-    return readTail(this.logFile, 4_000);
+  /** The last `maxBytes` of its output, for error messages. */
+  log(maxBytes = 4_000): string {
+    return readTail(this.logFile, maxBytes);
+  }
+
+  /** How it ended, for messages: the exit code or the signal. */
+  #ending(): string {
+    return String(this.#exit?.code ?? this.#exit?.signal ?? 'running');
   }
 
   /**
@@ -104,31 +123,64 @@ export class ManagedProcess {
       const text = existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
       const line = text.split('\n').find((l) => pattern.test(l));
       if (line !== undefined) return line;
-      if (this.exited)
-        throw new Error(`${this.name} exited (${this.#exitCode}) before printing ${pattern}:\n${this.tail}`);
+      if (!this.alive)
+        throw new Error(`${this.name} exited (${this.#ending()}) before printing ${pattern}:\n${this.log()}`);
       if (Date.now() > deadline)
-        throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms:\n${this.tail}`);
+        throw new Error(`${this.name} did not print ${pattern} within ${timeoutMs} ms:\n${this.log()}`);
       await delay(100);
     }
   }
 
-  /** Resolves with the exit code when the process exits. */
-  whenExited(): Promise<number | null> {
-    return this.#exited;
+  /**
+   * The first IPC message (`ipc` processes) that `match` accepts; rejects with the output so far when the process
+   * exits first or after `timeoutMs`.
+   */
+  message<T>(match: (m: unknown) => m is T, timeoutMs = 60_000): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const onMessage = (m: unknown) => {
+        if (!match(m)) return;
+        cleanup();
+        resolve(m);
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(new Error(`${this.name}: no expected message within ${timeoutMs} ms\n${this.log()}`));
+      }, timeoutMs);
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.child.off('message', onMessage);
+      };
+      this.child.on('message', onMessage);
+      void this.exited.then(() => {
+        cleanup();
+        reject(new Error(`${this.name} exited (${this.#ending()}) before reporting\n${this.log()}`));
+      });
+    });
+  }
+
+  /** Signal the leader only (SIGTERM: its own drain; SIGKILL: a crash that leaves its children orphaned). */
+  signal(signal: NodeJS.Signals): void {
+    if (this.alive) this.child.kill(signal);
+  }
+
+  /** SIGKILL the whole process group. */
+  killGroup(): void {
+    signalGroup(this.pid, 'SIGKILL');
   }
 
   /**
-   * SIGTERM the whole group, then SIGKILL after `graceMs`. Idempotent; resolves when the leader has exited.
+   * SIGTERM the leader (it drains and stops what it started, as under pm2), SIGKILL the group after `graceMs`,
+   * and whatever of its tree outlived the leader. Idempotent; resolves with how the leader exited.
    */
-  async stop(graceMs = 5_000): Promise<void> {
+  async stop(graceMs = 5_000): Promise<ExitInfo> {
     // Descendants that left the group (a daemon, a detached worker) are found by ancestry before the leader
     // exits and they get re-parented out of reach.
-    const tree = this.exited ? [] : processTree(this.pid, parentMap());
-    if (!this.exited) {
-      signalGroup(this.pid, 'SIGTERM');
+    const tree = this.alive ? processTree(this.pid, parentMap()) : [];
+    if (this.alive) {
+      this.signal('SIGTERM');
       const killed = delay(graceMs, 'timeout' as const);
-      if ((await Promise.race([this.#exited, killed])) === 'timeout') signalGroup(this.pid, 'SIGKILL');
-      await this.#exited;
+      if ((await Promise.race([this.exited, killed])) === 'timeout') signalGroup(this.pid, 'SIGKILL');
+      await this.exited;
     }
     // Children that outlived a graceful leader exit (a worker mid-step) must not survive it.
     signalGroup(this.pid, 'SIGKILL');
@@ -138,6 +190,7 @@ export class ManagedProcess {
       for (const [pid, ppid] of parentMap()) if (inTree.has(pid) && (inTree.has(ppid) || ppid === 1)) killPid(pid);
     }
     registry.delete(this);
+    return this.exited;
   }
 }
 
@@ -267,7 +320,7 @@ export async function waitForHttp(
   const deadline = Date.now() + timeoutMs;
   let last = 'no answer yet';
   while (Date.now() < deadline) {
-    if (proc?.exited) throw new Error(`${proc.name} exited before ${url} was ready:\n${proc.tail}`);
+    if (proc && !proc.alive) throw new Error(`${proc.name} exited before ${url} was ready:\n${proc.log()}`);
     try {
       const res = await request(url, { headersTimeout: 5_000, bodyTimeout: 5_000 });
       const body = await res.body.text();
@@ -278,7 +331,7 @@ export async function waitForHttp(
     }
     await delay(100);
   }
-  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})${proc ? `:\n${proc.tail}` : ''}`);
+  throw new Error(`${url} not ready after ${timeoutMs} ms (${last})${proc ? `:\n${proc.log()}` : ''}`);
 }
 
 /** A private temp folder (model store, logs) removed by the returned `remove()`. */

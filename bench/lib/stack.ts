@@ -70,6 +70,10 @@ export interface StackOptions {
   responseTimeoutS?: number;
   /** QUEUE_BUDGET_MS. Default: half the response timeout, so admission never refuses in the throughput figures. */
   queueBudgetMs?: number;
+  /** FRONT: `auto` (default: nginx when installed, as a user gets it), `nginx` or `builtin`. */
+  front?: 'auto' | 'nginx' | 'builtin';
+  /** Set last in every process's environment, over the bench's settings (the soak's beam count). */
+  env?: Readonly<Record<string, string>>;
 }
 
 export interface StackUrls {
@@ -193,6 +197,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         MIN_NEW_TOKENS: String(options.minNewTokens ?? options.maxNewTokens),
         JOB_QUEUE_SIZE: '4096',
         CACHE_MAX_BYTES: String(options.cacheMaxBytes ?? 0),
+        ...options.env,
       },
     });
     started.push(modelServer);
@@ -220,7 +225,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       });
       const body = await res.body.text();
       if (res.statusCode !== 200)
-        throw new Error(`registering ${lang}: ${res.statusCode} ${body}\n${modelServer.tail}`);
+        throw new Error(`registering ${lang}: ${res.statusCode} ${body}\n${modelServer.log()}`);
     }
 
     let frontKind: string | undefined;
@@ -239,6 +244,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           ROUTER_ADDRESS: '127.0.0.1:0',
           INFERENCE_ADDRESS: `127.0.0.1:${ports.inference}`,
           ROUTER_UPSTREAM_CONNECTIONS: '64',
+          ...options.env,
         },
       });
       started.push(router);
@@ -257,7 +263,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
             ...baseEnv,
             FRONT_ADDRESS: `127.0.0.1:${frontPort}`,
             ROUTER_ADDRESS: urls.router.replace('http://', ''),
-            FRONT: 'auto',
+            FRONT: options.front ?? 'auto',
+            ...options.env,
           },
         });
         started.push(front);

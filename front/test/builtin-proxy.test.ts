@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBuiltinProxy, type BuiltinProxy } from '../builtin-proxy.js';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { startFakeRouter, type FakeRouter } from './fake-router.js';
+import { until } from '../../test/support/polling.js';
 
 const MAX = 2048;
 const logger = pino({ level: 'silent' });
@@ -134,10 +135,15 @@ describe('built-in front proxy', () => {
       });
       req.on('error', () => undefined);
       req.end('{}');
-      await until(() => router.received.some((r) => r.headers['x-request-id'] === id));
+      await until(
+        'the router to receive the request',
+        () => router.received.some((r) => r.headers['x-request-id'] === id),
+        5_000,
+        5,
+      );
       const closedAt = performance.now();
       req.destroy();
-      await until(() => router.abandoned.includes(id));
+      await until('the router to see it abandoned', () => router.abandoned.includes(id), 5_000, 5);
       expect(performance.now() - closedAt).toBeLessThan(1_000);
     }
   });
@@ -193,12 +199,3 @@ describe('built-in front proxy', () => {
     expect(raw.endsWith(`\r\n\r\n${errorBodyText(frontErrors(MAX)[400])}`)).toBe(true);
   });
 });
-
-/** Polls a condition another party makes true (no fixed sleeps); fails after 5 s. */
-async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}

@@ -13,8 +13,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
-import { freePort, isListening, ROOT, startEntry, type Child } from '../../test/e2e/support/processes.js';
+import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
+import { isListening, ROOT, startEntry } from '../../test/support/processes.js';
 import { startFakeRouter, type FakeRouter } from './fake-router.js';
+import { until } from '../../test/support/polling.js';
 
 const MAX = 4096;
 const nginx = findNginx(process.env);
@@ -62,7 +64,7 @@ describe.each([
   let router: FakeRouter;
   let routerPort: number;
   let frontPort: number;
-  let front: Child;
+  let front: ManagedProcess;
 
   beforeAll(async () => {
     if (!available) return;
@@ -70,12 +72,16 @@ describe.each([
     router = await startFakeRouter();
     routerPort = router.port;
     frontPort = await freePort();
-    front = startEntry('front/main.ts', dir, {
-      FRONT: kind,
-      FRONT_ADDRESS: `127.0.0.1:${frontPort}`,
-      ROUTER_ADDRESS: `127.0.0.1:${routerPort}`,
-      ROUTER_MAX_BODY_BYTES: String(MAX),
-      LOG_LEVEL: 'warn',
+    front = startEntry({
+      entry: 'front/main.ts',
+      cwd: dir,
+      env: {
+        FRONT: kind,
+        FRONT_ADDRESS: `127.0.0.1:${frontPort}`,
+        ROUTER_ADDRESS: `127.0.0.1:${routerPort}`,
+        ROUTER_MAX_BODY_BYTES: String(MAX),
+        LOG_LEVEL: 'warn',
+      },
     });
     const listening = await front.message(isListening);
     expect(listening).toMatchObject({ front: kind, port: frontPort });
@@ -174,10 +180,15 @@ describe.each([
       });
       req.on('error', () => undefined);
       req.end('{}');
-      await until(() => router.received.some((r) => r.headers['x-request-id'] === id));
+      await until(
+        'the router to receive the request',
+        () => router.received.some((r) => r.headers['x-request-id'] === id),
+        5_000,
+        5,
+      );
       const closedAt = performance.now();
       req.destroy();
-      await until(() => router.abandoned.includes(id));
+      await until('the router to see it abandoned', () => router.abandoned.includes(id), 5_000, 5);
       expect(performance.now() - closedAt).toBeLessThan(1_000);
     }
   });
@@ -201,20 +212,11 @@ describe.each([
   });
 
   it.skipIf(!available)('stops gracefully on SIGTERM', async () => {
-    front.process.kill('SIGTERM');
-    expect(await front.exited).toBe(0);
+    front.signal('SIGTERM');
+    expect(await front.exited).toEqual({ code: 0, signal: null });
   });
 });
 
 it('ROOT points at the repository', () => {
   expect(path.basename(path.join(ROOT, 'front'))).toBe('front');
 });
-
-/** Polls a condition another party makes true (no fixed sleeps); fails after 5 s. */
-async function until(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}

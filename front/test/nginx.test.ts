@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { checkNginxConfig, findNginx, renderNginxConfig, writeNginxConfig, type NginxValues } from '../nginx.js';
-import { ROOT } from '../../test/e2e/support/processes.js';
+import { ROOT } from '../../test/support/processes.js';
 
 const template = readFileSync(path.join(ROOT, 'nginx/nginx.conf'), 'utf8');
 const values: NginxValues = {

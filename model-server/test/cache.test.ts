@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../engine/demo-model/index.js';
-import { call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 let modelRoot: string;
 let t: TestServer;

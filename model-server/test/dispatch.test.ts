@@ -9,7 +9,8 @@ import { forkWorker } from '../frontend/server.js';
 import type { WorkerSpawner } from '../frontend/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
 import { faultSpawner } from '../../test/support/fault-spawner.js';
-import { call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 /** One dispatch as the worker received it: the models of its batches (one per batch) and their sizes. */
 interface Dispatch {

@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, call, metricValue, startTestServer, until, type TestServer } from './helpers.js';
+import { alive, call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 const predict = (t: TestServer, model: string, text: string) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });

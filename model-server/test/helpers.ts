@@ -123,20 +123,6 @@ export async function call(
   return { status: res.status, body, headers: res.headers };
 }
 
-/**
- * Poll `check` until it returns a truthy value (returned) or `timeoutMs` passes (throws with `what`). For
- * conditions that have no event to wait on (a restarted worker's pid, a metrics value).
- */
-export async function until<T>(what: string, check: () => Promise<T> | T, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** The value of one sample line of Prometheus text, e.g. `mt_batch_size_count{model_name="echo",...}`. */
 export function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
   for (const line of text.split('\n')) {

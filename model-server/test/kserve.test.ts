@@ -13,7 +13,8 @@ import { createLogger } from '../../common/logger.js';
 import { makeDemoModel } from '../engine/demo-model/index.js';
 import { createModelServer } from '../frontend/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../frontend/open-inference.js';
-import { call, metricValue, NO_CUDA, startTestServer, until, type TestServer } from './helpers.js';
+import { call, metricValue, NO_CUDA, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 const register = (t: TestServer, query: string) => call(`${t.management}/models?${query}`, { method: 'POST' });
 const texts = (data: string[]) => ({ name: 'text', datatype: 'BYTES', shape: [data.length], data });

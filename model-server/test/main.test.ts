@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
 import type { ListeningMessage } from '../main.js';
 import { archiveModels } from '../store/archiver.js';
-import { call, until } from './helpers.js';
+import { call } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 const MAIN = resolveEntry(import.meta.url, '../main');
 const dirs: string[] = [];

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../store/archiver.js';
 import { HANDLER_NAMES } from '../worker/handlers/index.js';
-import { alive, call, startTestServer, until, type TestServer } from './helpers.js';
+import { alive, call, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 describe('management API (real server, real workers)', () => {
   let t: TestServer;

@@ -14,6 +14,7 @@ import { Pool } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRouterApp } from '../app.js';
 import { Upstream } from '../upstream.js';
+import { until } from '../../test/support/polling.js';
 
 const CONNECTIONS = 4;
 const QUEUE = 8;
@@ -98,7 +99,12 @@ afterAll(async () => {
 });
 afterEach(async () => {
   upstreamServer.releaseAll();
-  await until(() => upstream.stats.en === undefined || upstream.stats.en.active + upstream.stats.en.waiting === 0);
+  await until(
+    'en idle',
+    () => upstream.stats.en === undefined || upstream.stats.en.active + upstream.stats.en.waiting === 0,
+    5_000,
+    5,
+  );
 });
 
 interface Reply {
@@ -130,7 +136,12 @@ describe('one lane per target language', () => {
           return r;
         }),
       );
-      await until(() => refused.length === 40 - CONNECTIONS - QUEUE);
+      await until(
+        'the refusals past the connections and the line',
+        () => refused.length === 40 - CONNECTIONS - QUEUE,
+        5_000,
+        5,
+      );
       expect(upstreamServer.held).toHaveLength(CONNECTIONS);
       expect(upstream.stats.en).toMatchObject({ active: CONNECTIONS, waiting: QUEUE });
       for (const r of refused) {
@@ -178,7 +189,12 @@ describe('one lane per target language', () => {
         }),
       );
       // Everyone past the bounds is answered while the admitted ones are still held.
-      await until(() => refused === 1_000 - CONNECTIONS - QUEUE, 20_000);
+      await until(
+        'the refusals past the connections and the line',
+        () => refused === 1_000 - CONNECTIONS - QUEUE,
+        20_000,
+        5,
+      );
       expect(upstream.stats.en).toMatchObject({ active: CONNECTIONS, waiting: QUEUE });
       expect(upstream.stats.en!.refused - before).toBe(refused);
       expect(upstreamServer.held).toHaveLength(CONNECTIONS);
@@ -202,13 +218,23 @@ describe('a client that disconnects cancels its upstream request', () => {
     const abort = new AbortController();
     try {
       const request = post(pool, 'en', 'abandoned in flight', abort.signal).catch((err: unknown) => err);
-      await until(() => upstreamServer.held.some((h) => h.body.includes('abandoned in flight')));
+      await until(
+        'the request held upstream',
+        () => upstreamServer.held.some((h) => h.body.includes('abandoned in flight')),
+        5_000,
+        5,
+      );
       const abortedAt = performance.now();
       abort.abort();
-      await until(() => upstreamServer.closedUnanswered.some((b) => b.includes('abandoned in flight')));
+      await until(
+        'the upstream to see it closed unanswered',
+        () => upstreamServer.closedUnanswered.some((b) => b.includes('abandoned in flight')),
+        5_000,
+        5,
+      );
       expect(performance.now() - abortedAt).toBeLessThan(1_000);
       expect(await request).toMatchObject({ name: 'AbortError' });
-      await until(() => upstream.stats.en!.active === 0);
+      await until('no en request active', () => upstream.stats.en!.active === 0, 5_000, 5);
     } finally {
       await pool.destroy();
     }
@@ -219,11 +245,11 @@ describe('a client that disconnects cancels its upstream request', () => {
     const abort = new AbortController();
     try {
       const busy = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `busy ${i}`));
-      await until(() => upstreamServer.held.length === CONNECTIONS);
+      await until('every connection held', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
       const waiting = post(pool, 'en', 'abandoned waiting', abort.signal).catch((err: unknown) => err);
-      await until(() => upstream.stats.en!.waiting === 1);
+      await until('one en request waiting', () => upstream.stats.en!.waiting === 1, 5_000, 5);
       abort.abort();
-      await until(() => upstream.stats.en!.waiting === 0);
+      await until('no en request waiting', () => upstream.stats.en!.waiting === 0, 5_000, 5);
       expect(await waiting).toMatchObject({ name: 'AbortError' });
       const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
       try {
@@ -237,12 +263,3 @@ describe('a client that disconnects cancels its upstream request', () => {
     }
   });
 });
-
-/** Polls a condition another party makes true (no fixed sleeps); fails after `timeoutMs`. */
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}

@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
+import { until } from '../../test/support/polling.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // The tsx loader by absolute URL: the children run in a temp cwd (no stray .env), where `--import tsx` would not resolve.
@@ -92,7 +93,12 @@ describe('router main', () => {
       expect((await request(router.port, idle, 'warm')).status).toBe(200);
       const inFlight = request(router.port, busy, '!slow 700');
       // The fake records the request when it arrives: the router has accepted it and forwarded it.
-      await waitFor(() => fake.seen.some((s) => (s.body as { src_text: string }).src_text === '!slow 700'));
+      await until(
+        'the slow request at the model server',
+        () => fake.seen.some((s) => (s.body as { src_text: string }).src_text === '!slow 700'),
+        5_000,
+        10,
+      );
       router.child.kill('SIGTERM');
       const answered = await inFlight;
       expect(answered.status).toBe(200);
@@ -107,12 +113,3 @@ describe('router main', () => {
     }
   });
 });
-
-/** Polls a condition that another process makes true (no fixed sleeps); fails after 5 s. */
-async function waitFor(condition: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met within 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { freePort, isListening, startEntry, type Child } from './support/processes.js';
-import { startModelStack, type ModelStack } from './support/model-stack.js';
+import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { startFront, startStack, type Stack } from '../support/stack.js';
 
 const CUDA_IDS = { ko: '0', en: '0', de: '1' };
 const MAX_BODY = 65_536;
@@ -16,38 +16,36 @@ if (!nginx)
   console.warn('stack.test: nginx is not installed; the nginx front is NOT tested here (apt-get install nginx-light)');
 const FRONTS = nginx ? (['nginx', 'builtin'] as const) : (['builtin'] as const);
 
-let stack: ModelStack;
-let router: Child;
-const fronts: Record<string, { child: Child; url: string }> = {};
+let stack: Stack;
+const fronts: Record<string, { proc: ManagedProcess; url: string }> = {};
 
 beforeAll(async () => {
-  stack = await startModelStack(CUDA_IDS);
-  router = startEntry('router/main.ts', stack.dir, {
-    ...stack.env,
-    ROUTER_ADDRESS: '127.0.0.1:0',
-    INFERENCE_ADDRESS: `127.0.0.1:${stack.ports.inference}`,
-    ROUTER_MAX_BODY_BYTES: String(MAX_BODY),
+  // The tiny model generated and the store archived by the real CLIs; languages registered through the real API.
+  stack = await startStack({
+    languages: Object.keys(CUDA_IDS),
+    devices: CUDA_IDS,
+    handler: 'translation',
+    demoModel: 'tiny',
+    archiveWithCli: true,
+    env: { ROUTER_MAX_BODY_BYTES: String(MAX_BODY) },
+    register: { batchSize: 8, maxBatchDelayMs: 20, workers: 1 },
   });
-  const { port: routerPort } = await router.message(isListening);
   for (const kind of FRONTS) {
-    const port = await freePort();
-    const child = startEntry('front/main.ts', stack.dir, {
-      ...stack.env,
-      FRONT: kind,
-      FRONT_ADDRESS: `127.0.0.1:${port}`,
-      ROUTER_ADDRESS: `127.0.0.1:${routerPort}`,
-      ROUTER_MAX_BODY_BYTES: String(MAX_BODY),
-      RUN_DIR: `${stack.dir}/run-${kind}`,
+    const front = await startFront({
+      dir: stack.dir,
+      env: stack.env,
+      routerUrl: stack.routerUrls[0]!,
+      kind,
+      name: kind,
     });
-    await child.message(isListening);
-    fronts[kind] = { child, url: `http://127.0.0.1:${port}` };
+    fronts[kind] = { proc: front.proc, url: front.url };
   }
 });
 
 afterAll(async () => {
-  await Promise.all(Object.values(fronts).map(({ child }) => child.stop()));
-  await router?.stop();
-  await stack?.close();
+  await Promise.all(Object.values(fronts).map(({ proc }) => proc.stop()));
+  await stack?.stop();
+  await stopAll();
 });
 
 const translate = (url: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -209,8 +207,8 @@ describe.each(FRONTS)('through the %s front', (kind) => {
 
 describe('model server stopped', () => {
   it('answers 502 JSON within a second through every front', async () => {
-    stack.server.kill();
-    await stack.server.exited;
+    stack.modelServer.signal('SIGKILL');
+    await stack.modelServer.exited;
     for (const kind of FRONTS) {
       const started = performance.now();
       const res = await translate(fronts[kind]!.url, { src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko' });

@@ -11,10 +11,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
-import { background, send, type Tally } from './support/load.js';
-import { stopAll, type Proc } from './support/processes.js';
-import { rawRequest } from './support/raw-http.js';
-import { startFront, startStack, translateBody, type Stack } from './support/stack.js';
+import { background, send, type Tally } from '../../bench/lib/load.js';
+import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { rawRequest } from '../support/raw-http.js';
+import { startFront, startStack, translateBody, type Stack } from '../support/stack.js';
 
 const ROUTER_MAX = 32_768;
 const MODEL_SERVER_MAX = 65_536;
@@ -656,7 +656,7 @@ function expectErrorBody(
 describe('hostile and broken requests (real stack: tiny model, router, fronts)', () => {
   let modelDir: string;
   let stack: Stack;
-  const fronts: { kind: string; url: string; proc: Proc }[] = [];
+  const fronts: { kind: string; url: string; proc: ManagedProcess }[] = [];
   let good: ReturnType<typeof background>;
 
   beforeAll(async () => {

@@ -8,9 +8,10 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/store/archiver.js';
-import { background, drive, send, Tally, type Outcome } from './support/load.js';
-import { stopAll, until } from './support/processes.js';
-import { startStack, translateBody, type Stack } from './support/stack.js';
+import { background, drive, send, Tally, type Outcome } from '../../bench/lib/load.js';
+import { stopAll } from '../../bench/lib/processes.js';
+import { until } from '../support/polling.js';
+import { startStack, translateBody, type Stack } from '../support/stack.js';
 
 interface Worker {
   id: string;

@@ -12,9 +12,9 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { drive, type Outcome } from './support/load.js';
-import { stopAll } from './support/processes.js';
-import { startStack, translateBody, type Stack } from './support/stack.js';
+import { drive, type Outcome } from '../../bench/lib/load.js';
+import { stopAll } from '../../bench/lib/processes.js';
+import { startStack, translateBody, type Stack } from '../support/stack.js';
 
 const BATCH = 8;
 const SLOW_MS = 100;

@@ -7,9 +7,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { drive, send } from './support/load.js';
-import { stopAll } from './support/processes.js';
-import { startStack, translateBody, type Stack } from './support/stack.js';
+import { drive, send } from '../../bench/lib/load.js';
+import { stopAll } from '../../bench/lib/processes.js';
+import { startStack, translateBody, type Stack } from '../support/stack.js';
 
 const QUEUE = 32;
 const BATCH = 4;

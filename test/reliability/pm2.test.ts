@@ -16,9 +16,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { archiveModels } from '../../model-server/store/archiver.js';
-import { background, drive, type Outcome, type Tally } from './support/load.js';
-import { freePort, ROOT, TSX, until } from './support/processes.js';
-import { translateBody } from './support/stack.js';
+import { background, drive, type Outcome, type Tally } from '../../bench/lib/load.js';
+import { freePort } from '../../bench/lib/processes.js';
+import { ROOT, TSX } from '../support/processes.js';
+import { until } from '../support/polling.js';
+import { translateBody } from '../support/stack.js';
 
 const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 const SLOW_MS = 300;
@@ -79,7 +81,7 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
     };
     env = { PATH: process.env.PATH, HOME: process.env.HOME, PM2_HOME: path.join(dir, 'pm2') };
     const entry = (file: string) => ({
-      script: path.join(ROOT, 'test/reliability/support/pm2-entry.js'),
+      script: path.join(ROOT, 'test/support/pm2-entry.js'),
       env: { ...appEnv, MT_ENTRY: path.join(ROOT, file) },
     });
     const common = { cwd: dir, node_args: ['--import', TSX], merge_logs: true };

@@ -21,10 +21,12 @@ import { TranslationHandler, type TranslationInput } from '../../model-server/wo
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
 import { createServer, type Socket } from 'node:net';
-import { freePort, ROOT, stopAll, until } from './support/processes.js';
-import { send } from './support/load.js';
-import { startFront } from './support/stack.js';
-import { rawRequest } from './support/raw-http.js';
+import { freePort, stopAll } from '../../bench/lib/processes.js';
+import { ROOT } from '../support/processes.js';
+import { until } from '../support/polling.js';
+import { send } from '../../bench/lib/load.js';
+import { startFront } from '../support/stack.js';
+import { rawRequest } from '../support/raw-http.js';
 
 const log = createLogger('test', 'silent');
 const invalidUtf8 = Buffer.concat([

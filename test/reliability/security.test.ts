@@ -13,10 +13,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV_DEFAULTS, loadConfig } from '../../common/config.js';
 import { findNginx } from '../../front/nginx.js';
 import { manifestPath } from '../../model-server/store/manifest.js';
-import { send } from './support/load.js';
-import { ROOT, stopAll, type Proc } from './support/processes.js';
-import { rawRequest } from './support/raw-http.js';
-import { apiKeys, startFront, startStack, translateBody, type Stack } from './support/stack.js';
+import { send } from '../../bench/lib/load.js';
+import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { ROOT } from '../support/processes.js';
+import { rawRequest } from '../support/raw-http.js';
+import { apiKeys, startFront, startStack, translateBody, type Stack } from '../support/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)
@@ -28,7 +29,7 @@ afterAll(stopAll);
 
 describe('security defaults (echo stack, both fronts)', () => {
   let stack: Stack;
-  const fronts: { kind: string; url: string; proc: Proc }[] = [];
+  const fronts: { kind: string; url: string; proc: ManagedProcess }[] = [];
   beforeAll(async () => {
     stack = await startStack({
       languages: ['ko', 'en'],

@@ -4,9 +4,10 @@
  * and the DELETE itself returns in bounded time. Every request is tallied; unanswered must be 0.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { background, send, type Tally } from './support/load.js';
-import { stopAll, until } from './support/processes.js';
-import { startStack, translateBody, type Stack } from './support/stack.js';
+import { background, send, type Tally } from '../../bench/lib/load.js';
+import { stopAll } from '../../bench/lib/processes.js';
+import { until } from '../support/polling.js';
+import { startStack, translateBody, type Stack } from '../support/stack.js';
 
 const pending = async (stack: Stack, model: string): Promise<number> => {
   const res = await fetch(`${stack.management}/models/${model}`);

@@ -1,5 +1,5 @@
 /**
- * @module test/e2e/support/pm2-stack — the README's operations, for real, as a suite both fronts run:
+ * @module test/support/pm2-stack — the README's operations, for real, as a suite both fronts run:
  * `scripts/start.sh new` brings the whole stack up under pm2 (build, demo model, store, registration, front),
  * `pm2 reload router` under steady load loses no request, and `scripts/stop.sh` stops it. Everything is private
  * to the suite: a temp PM2_HOME (its daemon is killed at the end; a user's pm2 is never touched), temp
@@ -11,7 +11,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, ROOT, waitFor } from './processes.js';
+import { freePort } from '../../bench/lib/processes.js';
+import { until } from './polling.js';
+import { ROOT } from './processes.js';
 
 const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 
@@ -123,11 +125,11 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
       };
       const clients = [0, 1, 2, 3, 4, 5, 6, 7].map(client);
       try {
-        await waitFor(() => done >= 40, 20_000, '40 requests before the reload');
+        await until('40 requests before the reload', () => done >= 40, 20_000);
         const reload = await run(PM2, ['reload', 'router'], 60_000);
         expect(reload.code, reload.stdout + reload.stderr).toBe(0);
         const afterReload = done;
-        await waitFor(() => done >= afterReload + 40, 20_000, '40 requests after the reload');
+        await until('40 requests after the reload', () => done >= afterReload + 40, 20_000);
       } finally {
         stop = true;
         await Promise.all(clients);

@@ -1,15 +1,20 @@
 /**
- * @module test/reliability/support/stack — a whole mt-serve stack in fresh processes for one test file (or one
- * soak): model server (its real entry, or the fault-drill entry when faults are asked for) with its workers,
- * router instance(s), optionally a front (built-in proxy or nginx), each on a free port, with a temp model store,
- * setup_config.json, logs and run folder. The repository's `.env` plays no part: processes run in the temp folder
- * and get every setting through their environment.
+ * @module test/support/stack — a whole mt-serve stack in fresh processes for one test file (the e2e, reliability
+ * and browser tests): model server (its real entry, or the fault-drill entry when faults are asked for) with its
+ * workers, router process(es), optionally a front (built-in proxy or nginx), each on a port of its own choosing
+ * (reported over IPC), with a temp model store, setup_config.json, logs and run folder. The repository's `.env`
+ * plays no part: processes run in the temp folder and get every setting through their environment.
+ *
+ * The bench and the soak start their stacks with bench/lib/stack.ts instead: a router cluster on one port, every
+ * variable pinned to its default, the front pm2 would run — what a measurement needs, not a drill.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { archiveModels } from '../../../model-server/store/archiver.js';
-import { freePort, isListening, startProcess, type Proc } from './processes.js';
+import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
+import { archiveModels } from '../../model-server/store/archiver.js';
+import { isListening, ROOT, startEntry, TSX } from './processes.js';
 
 export interface StackOptions {
   /** Languages served (setup_config.json keys); each is a registered model. */
@@ -18,12 +23,22 @@ export interface StackOptions {
   handler: 'echo' | 'translation';
   /** The model folder for `translation` (a generated tiny model). */
   modelDir?: string;
-  /** Faults per language (worker/main.ts names); set → the fault-drill model server entry runs. */
+  /**
+   * Generate this demo model preset (`tiny`) into the stack's folder with the real CLI (scripts/make-demo-model.ts)
+   * and serve it: the model folder, instead of `modelDir`.
+   */
+  demoModel?: string;
+  /** Archive the store with the real CLI (`model-server/cli.ts archive`, as start.sh does) instead of in process. */
+  archiveWithCli?: boolean;
+  /** setup_config.json's device id per language (default "0" for each). */
+  devices?: Readonly<Record<string, string>>;
+  /**
+   * Faults per language (test/support/fault-worker.ts names); set → the fault-drill model server entry runs.
+   * Languages with different faults need an engine each: ENGINE_SHARING=language in `env`.
+   */
   faults?: Record<string, string>;
-  /** Router processes, each on its own port (default 1). */
+  /** Router processes, each on its own port (default 1; 0: none). */
   routers?: number;
-  /** Instances per router process: above 1, each is a node:cluster of that many sharing its port (pm2's mechanism). */
-  routerInstances?: number;
   /** Start a front too. */
   front?: 'builtin' | 'nginx';
   /** Extra environment for every process (JOB_QUEUE_SIZE, RESPONSE_TIMEOUT_S, TOKEN_AUTH, LOG_LEVEL …). */
@@ -42,9 +57,11 @@ export interface RegisterOptions {
 export interface Stack {
   dir: string;
   store: string;
-  modelServer: Proc;
-  routers: Proc[];
-  front: Proc | undefined;
+  /** The served model folder (an empty one for echo). */
+  modelDir: string;
+  modelServer: ManagedProcess;
+  routers: ManagedProcess[];
+  front: ManagedProcess | undefined;
   frontKind: string | undefined;
   inference: string;
   management: string;
@@ -75,11 +92,22 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const logs = path.join(dir, 'logs');
   const run = path.join(dir, 'run');
   for (const d of [store, logs, run]) mkdirSync(d, { recursive: true });
-  const modelDir = options.modelDir ?? path.join(dir, 'no-model');
-  mkdirSync(modelDir, { recursive: true });
+  const modelDir = options.demoModel
+    ? path.join(dir, 'models', options.demoModel)
+    : (options.modelDir ?? path.join(dir, 'no-model'));
   const setupConfig = path.join(dir, 'setup_config.json');
-  writeFileSync(setupConfig, JSON.stringify({ cuda_id: Object.fromEntries(options.languages.map((l) => [l, '0'])) }));
-  archiveModels({ modelDir, store, names: options.languages, handler: options.handler });
+  const cudaId = Object.fromEntries(options.languages.map((l) => [l, options.devices?.[l] ?? '0']));
+  writeFileSync(setupConfig, JSON.stringify({ cuda_id: cudaId }));
+  const cli = (script: string, args: string[]) =>
+    execFileSync(process.execPath, ['--import', TSX, path.join(ROOT, script), ...args], { cwd: dir, stdio: 'pipe' });
+  if (options.demoModel) cli('scripts/make-demo-model.ts', [options.demoModel, modelDir, '--no-check']);
+  else mkdirSync(modelDir, { recursive: true });
+  if (options.archiveWithCli) {
+    const args = ['archive', '--model-dir', modelDir, '--store', store, '--setup-config', setupConfig];
+    cli('model-server/cli.ts', [...args, '--handler', options.handler]);
+  } else {
+    archiveModels({ modelDir, store, names: options.languages, handler: options.handler });
+  }
 
   const env: Record<string, string> = {
     LOG_LEVEL: 'warn',
@@ -95,18 +123,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     ...options.env,
   };
   const register = options.register === false ? undefined : (options.register ?? {});
-  const started: Proc[] = [];
+  const started: ManagedProcess[] = [];
   const cleanup = async () => {
     await Promise.all(started.map((p) => p.stop(5_000)));
     rmSync(dir, { recursive: true, force: true });
   };
 
   const startModelServer = async (ports?: ModelServerPorts['ports']) => {
-    const proc = startProcess({
+    const proc = startEntry({
       name: 'model-server',
       entry: options.faults ? 'test/support/model-server-with-faults.ts' : 'model-server/main.ts',
       cwd: dir,
       logFile: path.join(logs, 'model-server.log'),
+      appendLog: true,
       env: {
         ...env,
         INFERENCE_ADDRESS: `127.0.0.1:${ports?.inference ?? 0}`,
@@ -152,22 +181,20 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     };
     await registerAll();
 
-    const routers: Proc[] = [];
+    const routers: ManagedProcess[] = [];
     const routerUrls: string[] = [];
     for (let i = 0; i < (options.routers ?? 1); i++) {
-      const router = startProcess({
+      const router = startEntry({
         name: `router-${i}`,
-        entry: (options.routerInstances ?? 1) > 1 ? 'test/reliability/support/router-cluster.ts' : 'router/main.ts',
+        entry: 'router/main.ts',
         cwd: dir,
         logFile: path.join(logs, `router-${i}.log`),
         env: {
           ...env,
-          // A cluster shares one port, which the instances cannot pick with port 0 each: a free one is chosen.
-          ROUTER_ADDRESS: `127.0.0.1:${(options.routerInstances ?? 1) > 1 ? await freePort() : 0}`,
+          ROUTER_ADDRESS: '127.0.0.1:0',
           INFERENCE_ADDRESS: `127.0.0.1:${ms.ports.inference}`,
           // Where the router reads the status page's figures (router/status.ts).
           METRICS_ADDRESS: `127.0.0.1:${ms.ports.metrics}`,
-          MT_ROUTER_INSTANCES: String(options.routerInstances ?? 1),
         },
       });
       started.push(router);
@@ -176,7 +203,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       routerUrls.push(`http://127.0.0.1:${port}`);
     }
 
-    let front: Proc | undefined;
+    let front: ManagedProcess | undefined;
     let frontUrl: string | undefined;
     let frontKind: string | undefined;
     if (options.front) {
@@ -190,6 +217,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const stack: Stack = {
       dir,
       store,
+      modelDir,
       modelServer: ms.proc,
       routers,
       front,
@@ -223,10 +251,10 @@ export async function startFront(options: {
   routerUrl: string;
   kind: 'builtin' | 'nginx';
   name: string;
-}): Promise<{ proc: Proc; url: string; kind: string }> {
+}): Promise<{ proc: ManagedProcess; url: string; kind: string }> {
   const port = await freePort();
   const run = path.join(options.dir, `run-${options.name}`);
-  const proc = startProcess({
+  const proc = startEntry({
     name: options.name,
     entry: 'front/main.ts',
     cwd: options.dir,
