@@ -7,6 +7,7 @@ import { cacheScenario } from './cache.js';
 import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
 import { goodputScenario } from './goodput.js';
+import { isolationScenario } from './isolation.js';
 import { memoryScenario } from './memory.js';
 import { overheadScenario } from './overhead.js';
 import { policyScenario } from './policy.js';
@@ -24,4 +25,5 @@ export const SCENARIOS: Scenario[] = [
   documentsScenario,
   routerHopScenario,
   cacheScenario,
+  isolationScenario,
 ];

@@ -4,6 +4,7 @@
  * and the tests do both around it.
  */
 import { fork } from 'node:child_process';
+import { setPriority } from 'node:os';
 import type { Hono } from 'hono';
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { resolveEntry, type EntryPoint } from '../../common/entry.js';
@@ -114,8 +115,8 @@ export interface ForkWorkerOptions {
 /** The default spawner: fork the worker entry with an IPC channel. */
 export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): WorkerSpawner {
   const entry = options.entry ?? resolveEntry(import.meta.url, '../worker/main');
-  return (workerId) =>
-    fork(entry.file, [], {
+  return (workerId) => {
+    const child = fork(entry.file, [], {
       execArgv: entry.execArgv,
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -131,4 +132,19 @@ export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): W
         ...options.env,
       },
     });
+    // The engine yields to the frontend: under overload its onnxruntime threads would take both cores and leave
+    // the HTTP side to answer refusals late; a lower priority costs the engine only the frontend's own share.
+    // Threads the worker starts later (onnxruntime's) inherit it.
+    if (child.pid !== undefined) {
+      try {
+        setPriority(child.pid, WORKER_NICENESS);
+      } catch {
+        // Not permitted here (some containers): the worker runs at the frontend's priority.
+      }
+    }
+    return child;
+  };
 }
+
+/** How much lower the workers' scheduling priority is than the frontend's (nice value, 0–19). */
+export const WORKER_NICENESS = 5;
