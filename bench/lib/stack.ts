@@ -243,7 +243,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
           ...baseEnv,
           ROUTER_ADDRESS: '127.0.0.1:0',
           INFERENCE_ADDRESS: `127.0.0.1:${ports.inference}`,
-          ROUTER_UPSTREAM_CONNECTIONS: '64',
+          ROUTER_UPSTREAM_CONNECTIONS: '256',
           ...options.env,
         },
       });
