@@ -254,6 +254,11 @@ export async function stopAll(): Promise<void> {
   await Promise.all([...registry].map((p) => p.stop(3_000)));
 }
 
+/** SIGKILL every group still registered, synchronously (the last thing a process does on its way out). */
+export function killAll(): void {
+  for (const p of registry) signalGroup(p.pid, 'SIGKILL');
+}
+
 let cleanupInstalled = false;
 
 /**
@@ -264,20 +269,17 @@ let cleanupInstalled = false;
 export function installCleanup(onSignal?: () => Promise<void> | void, graceMs = 10_000): void {
   if (cleanupInstalled) return;
   cleanupInstalled = true;
-  const killAllNow = () => {
-    for (const p of registry) signalGroup(p.pid, 'SIGKILL');
-  };
-  process.on('exit', killAllNow);
+  process.on('exit', killAll);
   let signalled = false;
   const onSignalReceived = (signal: NodeJS.Signals) => {
     if (signalled) {
-      killAllNow();
+      killAll();
       process.exit(130);
     }
     signalled = true;
     process.stderr.write(`\nbench: ${signal} received, stopping every server it started…\n`);
     const hardStop = setTimeout(() => {
-      killAllNow();
+      killAll();
       process.exit(130);
     }, graceMs);
     hardStop.unref();
@@ -290,7 +292,7 @@ export function installCleanup(onSignal?: () => Promise<void> | void, graceMs = 
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignalReceived);
   process.on('uncaughtException', (err) => {
     process.stderr.write(`bench: uncaught ${err.stack ?? err}\n`);
-    killAllNow();
+    killAll();
     process.exit(1);
   });
 }

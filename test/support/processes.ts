@@ -4,14 +4,14 @@
  * environment given, each in its own process group with its output in a log file, ready when it reports
  * `listening` over IPC — never after a sleep. The processes are bench/lib/processes.ts's ManagedProcess (the one
  * implementation the bench, the soak and the tests share); a test file's `afterAll(stopAll)` ends whatever it left
- * running.
+ * running, and the test process's exit kills what even that missed.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { startProcess, type ManagedProcess } from '../../bench/lib/processes.js';
+import { killAll, startProcess, type ManagedProcess } from '../../bench/lib/processes.js';
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -43,8 +43,15 @@ function defaultLogFile(name: string): string {
   return path.join(logDir, `${name.replace(/[^\w.-]+/g, '_')}-${Date.now()}.log`);
 }
 
+let killOnExit = false;
+
 /** Start `entry` with an IPC channel (see the module doc). */
 export function startEntry(options: EntryOptions): ManagedProcess {
+  if (!killOnExit) {
+    // A test process that ends without its afterAll (a crash, a timeout) still leaves no server behind.
+    process.once('exit', killAll);
+    killOnExit = true;
+  }
   const name = options.name ?? options.entry;
   return startProcess({
     name,
