@@ -75,8 +75,13 @@ export interface RouterConfig {
   address: Address;
   /** pm2 cluster instances; 0 means one per core. */
   instances: number;
-  /** Model server inference base URL, e.g. `http://127.0.0.1:9999`. */
+  /** Model server inference base URL, e.g. `http://127.0.0.1:9999` (INFERENCE_ADDRESS). */
   upstreamUrl: string;
+  /**
+   * MODEL_SERVERS: inference base URLs of every model server the router serves from; a name stands for all the
+   * addresses it resolves to (router/model-servers.ts). Default: `[upstreamUrl]`.
+   */
+  modelServers: string[];
   upstreamConnections: number;
   /** Languages accepted as `tgt_lang` (keys of setup_config.json). */
   setupConfigPath: string;
@@ -117,6 +122,21 @@ const addressSchema = z.string().transform((value, ctx): Address => {
     return z.NEVER;
   }
   return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+});
+
+/** Comma-separated addresses; empty is an empty list. */
+const addressListSchema = z.string().transform((value, ctx): Address[] => {
+  const addresses: Address[] = [];
+  for (const item of value.split(',').map((s) => s.trim())) {
+    if (item === '') continue;
+    const parsed = addressSchema.safeParse(item);
+    if (!parsed.success) {
+      ctx.addIssue({ code: 'custom', message: `expected comma-separated http://host:port, got "${item}"` });
+      return z.NEVER;
+    }
+    addresses.push(parsed.data);
+  }
+  return addresses;
 });
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
@@ -162,6 +182,7 @@ export const ENV_DEFAULTS = {
   TOKEN_AUTH: 'false',
   KEY_FILE: './key_file.json',
   ROUTER_ADDRESS: 'http://127.0.0.1:8888',
+  MODEL_SERVERS: '',
   ROUTER_INSTANCES: '0',
   ROUTER_UPSTREAM_CONNECTIONS: '256',
   ROUTER_MAX_BODY_BYTES: '1048576',
@@ -202,6 +223,7 @@ const envSchema = z.object({
   TOKEN_AUTH: bool,
   KEY_FILE: z.string().min(1),
   ROUTER_ADDRESS: addressSchema,
+  MODEL_SERVERS: addressListSchema,
   ROUTER_INSTANCES: int(0, 256),
   ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
   ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
@@ -286,6 +308,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       address: e.ROUTER_ADDRESS,
       instances: e.ROUTER_INSTANCES,
       upstreamUrl: url(e.INFERENCE_ADDRESS),
+      modelServers: e.MODEL_SERVERS.length > 0 ? e.MODEL_SERVERS.map(url) : [url(e.INFERENCE_ADDRESS)],
       upstreamConnections: e.ROUTER_UPSTREAM_CONNECTIONS,
       setupConfigPath: abs(e.SETUP_CONFIG),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,

@@ -62,7 +62,7 @@ const queuePerLanguage = Math.max(
   Math.ceil(config.modelServer.jobQueueSize / instances),
 );
 const upstream = new Upstream({
-  url: router.upstreamUrl,
+  modelServers: { sources: router.modelServers, languages, logger },
   connections: router.upstreamConnections,
   queue: queuePerLanguage,
   timeoutMs: router.upstreamTimeoutMs,
@@ -85,7 +85,7 @@ server.once('error', (err) => {
 });
 server.listen(router.address.port, router.address.host, () => {
   const { address, port } = server.address() as AddressInfo;
-  logger.info({ address, port, upstream: router.upstreamUrl, languages: languages.length }, 'router listening');
+  logger.info({ address, port, modelServers: router.modelServers, languages: languages.length }, 'router listening');
   process.send?.('ready');
   process.send?.({ type: 'listening', host: address, port });
 });

@@ -1,25 +1,35 @@
 /**
- * @module router/upstream — the router's client for the model server's inference API: one lane per target
- * language (an undici Pool of keep-alive connections behind a bounded `Gate`), and the one place where a
- * transport failure or an upstream error reply becomes a typed `ServeError`.
+ * @module router/upstream — the router's client for the model servers' inference API: per model server, one lane
+ * per target language (an undici Pool of keep-alive connections behind a bounded `Gate`); the choice of model
+ * server for each request; and the one place where a transport failure or an upstream error reply becomes a typed
+ * `ServeError`.
  *
  * Why lanes: the model server keeps one queue per language, and a language served by its own engine answers in
  * its own time. A pool shared by every language would be one FIFO in front of those queues: a flood of `en`
- * would hold every connection and `ko` would wait behind it here. With a lane per language a flood fills its
- * own lane only, and every other language always has connections of its own.
+ * would hold every connection and `ko` would wait behind it here. With a lane per (model server, language) a flood
+ * fills its own lane only, and every other language — and every other model server — always has connections of
+ * its own: one slow host never delays another's languages.
  *
  * ```
- *  translate(en) ─▶ gate(en): ≤ connections in flight ─▶ Pool(en): one request per connection ─▶ :9999/predictions/en
- *                   ≤ queue waiting, FIFO                (pipelining 1: closing a connection cancels exactly one job)
- *                   else 503 QUEUE_FULL + Retry-After at once
+ *  translate(en) ─▶ route(en): hosts serving en ─▶ least outstanding ─▶ gate(host, en): ≤ connections in flight
+ *                   (router/model-servers.ts)                             ≤ queue waiting, FIFO, else 503 QUEUE_FULL
+ *                 ─▶ Pool(host, en): one request per connection ─▶ host:9999/predictions/en
+ *                    (pipelining 1: closing a connection cancels exactly one job)
  * ```
- * Per router process at most `languages × (connections + queue)` requests are held, so memory stays bounded
- * whatever the number of clients; the rest is refused in microseconds.
+ * Per router process at most `hosts × languages × (connections + queue)` requests are held, so memory stays
+ * bounded whatever the number of clients; the rest is refused in microseconds.
+ *
+ * Replicas: a request goes to the host with the fewest requests outstanding from this process (waiting or in
+ * flight), and once more to another host when the first never took it — connection refused or not connected in
+ * time, an admission 503 (queue full, overloaded, no worker, shutting down), or its host ejected while it waited in
+ * the lane. A request that reached a worker is never sent twice. When a healthy host is ejected its in-flight
+ * requests are failed at once (502) instead of waiting `timeoutMs` on a host that will not answer.
  *
  * Failure map (what a client of the router sees):
  * - the language's lane is full → `QUEUE_FULL` 503 + `Retry-After`, from the router itself;
- * - connection refused / reset / closed, connect timeout → `UPSTREAM_UNAVAILABLE` 502, at once: no retries,
- *   so a stopped model server is reported in milliseconds, not after a back-off;
+ * - the language's hosts are all ejected while others answer → `NO_WORKER` 503 + `Retry-After`, at once;
+ * - connection refused / reset / closed, connect timeout, and no other host → `UPSTREAM_UNAVAILABLE` 502, at once;
+ *   with one model server that is down, so a stopped model server is reported in milliseconds, not after a back-off;
  * - no reply headers (or body) within `timeoutMs` → `REQUEST_TIMEOUT` 504;
  * - an error reply from the model server (`{code, type, message}`) → the catalogue entry with that status and
  *   type, its message kept, `Retry-After` kept (queue full → 503 + Retry-After reaches the client).
@@ -30,6 +40,7 @@
 import { Client, Pool, errors as undiciErrors } from 'undici';
 import { ERRORS, ServeError, type ErrorCode } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
+import { ModelServers, type ModelServersOptions, type Route } from './model-servers.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
 export interface TranslateRequest {
@@ -58,16 +69,25 @@ export interface UpstreamClient {
 }
 
 export interface UpstreamOptions {
-  /** Model server inference base URL, e.g. `http://127.0.0.1:9999`. */
-  url: string;
   /**
-   * Connections per target language (per router process): the most requests of one language in flight to the
-   * model server at once. Each carries one request at a time, so closing it cancels exactly that request.
+   * One model server base URL, e.g. `http://127.0.0.1:9999`, used as it is: no probes, no language discovery
+   * (tools and tests that point the router at one server). Give `modelServers` instead to serve from several.
+   */
+  url?: string;
+  /**
+   * MODEL_SERVERS: the model servers to discover, probe and balance among (router/model-servers.ts). One of
+   * `url` and `modelServers` is required.
+   */
+  modelServers?: Omit<ModelServersOptions, 'authorization' | 'onEject' | 'onRemove'>;
+  /**
+   * Connections per target language per model server (per router process): the most requests of one language in
+   * flight to one model server at once. Each carries one request at a time, so closing it cancels exactly that
+   * request.
    */
   connections: number;
   /**
-   * Requests of one language that may wait for one of its connections; past it the router answers 503 with
-   * `Retry-After` at once. Default `4 × connections`.
+   * Requests of one language that may wait for one of a model server's connections; past it the router answers
+   * 503 with `Retry-After` at once. Default `4 × connections`.
    */
   queue?: number;
   /** Longest wait for the reply headers, and between body chunks, in ms (→ 504). */
@@ -107,32 +127,84 @@ const UNAVAILABLE_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
 
+/** Transport failures before a connection existed: the request never reached the model server. */
+const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * The model server's refusals at admission (queue bound, queue budget, no worker, shutting down, unregistered
+ * while queued): the request never reached a worker, so another replica may take it. All are 503
+ * ServiceUnavailableException on the wire (as PREDICTION_FAILED, which did reach a worker), and the wire body
+ * carries no code: `upstreamError` tells them apart by the model server's messages below.
+ */
+const REFUSAL_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'QUEUE_FULL',
+  'OVERLOADED',
+  'NO_WORKER',
+  'SHUTTING_DOWN',
+]);
+const REFUSAL_MESSAGES: readonly [ErrorCode, RegExp][] = [
+  ['QUEUE_FULL', /^Job queue (of model .* )?is full/],
+  ['OVERLOADED', /^Model .* is overloaded/],
+  ['NO_WORKER', /^No worker is available|was unregistered before this job ran/],
+  ['SHUTTING_DOWN', /^Server is shutting down/],
+];
+
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 /** Seconds a client refused by a full lane is asked to wait: a lane drains in about one model-server batch. */
 const LANE_RETRY_AFTER_S = 1;
+/** Seconds a client is asked to wait when no host of its language answers: a readmission takes about a probe. */
+const NO_HOST_RETRY_AFTER_S = 1;
 
 interface Lane {
   gate: Gate;
   pool: Pool;
 }
 
-/** The real client: a lane (gate + undici Pool) per target language. `close()` lets in-flight requests finish. */
+/** One model server's lanes, and what this router process has outstanding there (waiting or in flight). */
+interface HostLanes {
+  lanes: Map<string, Lane>;
+  outstanding: number;
+  /** Aborted when the host is ejected: requests still waiting in its lanes go to another replica. */
+  ejected: AbortController;
+}
+
+/** An attempt that failed before the request reached a worker: it may be sent to another replica. */
+class NotReached extends Error {
+  readonly error: unknown;
+  constructor(error: unknown) {
+    super('not reached');
+    this.error = error;
+  }
+}
+
+/**
+ * The real client: per model server, a lane (gate + undici Pool) per target language. A request goes to the
+ * model server with the fewest outstanding requests among those that serve its language (router/model-servers.ts
+ * `route`), and once more to another one when the first did not take it (refused connection, admission 503).
+ * `close()` lets in-flight requests finish.
+ */
 export class Upstream implements UpstreamClient {
-  readonly #url: string;
+  readonly #url: string | undefined;
+  readonly #servers: ModelServers | undefined;
   readonly #connections: number;
   readonly #queue: number;
   readonly #timeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #authorization: UpstreamOptions['authorization'];
-  /** Created on a language's first request; languages are validated before they get here. */
-  readonly #lanes = new Map<string, Lane>();
-  /** `/ping` has its own connection, so a health check never waits behind translations. */
-  readonly #control: Client;
+  /** By origin, then language; created on first use. Ejection and removal take a host's entry out whole. */
+  readonly #hosts = new Map<string, HostLanes>();
+  /** `/ping` of a `url` upstream has its own connection, so a health check never waits behind translations. */
+  readonly #control: Client | undefined;
+  /** Rotates the starting point among equally loaded hosts. */
+  #turn = 0;
   #closed = false;
 
   constructor(options: UpstreamOptions) {
-    this.#url = options.url;
+    if ((options.url === undefined) === (options.modelServers === undefined)) {
+      throw new TypeError('Upstream needs exactly one of url and modelServers');
+    }
+    this.#url = options.url === undefined ? undefined : new URL(options.url).origin;
     this.#connections = options.connections;
     this.#queue = options.queue ?? 4 * options.connections;
     this.#timeoutMs = options.timeoutMs;
@@ -140,21 +212,110 @@ export class Upstream implements UpstreamClient {
     this.#authorization = options.authorization;
     // Validates both bounds now rather than on the first request.
     void new Gate(this.#connections, this.#queue);
-    this.#control = new Client(options.url, { connect: { timeout: this.#connectTimeoutMs } });
+    if (options.url !== undefined) {
+      this.#control = new Client(options.url, { connect: { timeout: this.#connectTimeoutMs } });
+    }
+    if (options.modelServers !== undefined) {
+      this.#servers = new ModelServers({
+        ...options.modelServers,
+        ...(options.authorization ? { authorization: options.authorization } : {}),
+        onEject: (origin) => this.#dropHost(origin, 'ejected'),
+        onRemove: (origin) => this.#dropHost(origin, 'removed'),
+      });
+    }
   }
 
-  /** Each lane's gate: in flight, waiting, refused so far. */
+  /** The model servers as discovered (absent for a `url` upstream). */
+  get modelServers(): ModelServers | undefined {
+    return this.#servers;
+  }
+
+  /** Each language's lanes, summed over the model servers: in flight, waiting, refused so far. */
   get stats(): Record<string, GateStats> {
-    return Object.fromEntries([...this.#lanes].map(([lang, lane]) => [lang, lane.gate.stats]));
+    const sum: Record<string, GateStats> = {};
+    for (const host of this.#hosts.values()) {
+      for (const [lang, lane] of host.lanes) {
+        const s = lane.gate.stats;
+        const t = (sum[lang] ??= { active: 0, waiting: 0, refused: 0 });
+        t.active += s.active;
+        t.waiting += s.waiting;
+        t.refused += s.refused;
+      }
+    }
+    return sum;
   }
 
-  #lane(tgtLang: string): Lane {
-    let lane = this.#lanes.get(tgtLang);
+  /** Requests outstanding (waiting or in flight) per model server, from this router process. */
+  get outstanding(): Record<string, number> {
+    return Object.fromEntries([...this.#hosts].map(([origin, host]) => [origin, host.outstanding]));
+  }
+
+  async translate(request: TranslateRequest): Promise<TranslateReply> {
+    const first = this.#choose(request.tgtLang, undefined)!;
+    try {
+      return await this.#attempt(first, request);
+    } catch (err) {
+      if (!(err instanceof NotReached)) throw err;
+      // Once only: a second refusal means the language is saturated or gone, and the client hears it now.
+      const second = this.#choose(request.tgtLang, first);
+      if (second === undefined) throw err.error;
+      try {
+        return await this.#attempt(second, request);
+      } catch (again) {
+        throw again instanceof NotReached ? again.error : again;
+      }
+    }
+  }
+
+  /**
+   * The least loaded host that may take `lang`, other than `failed` (a retry); undefined when a retry has nowhere
+   * else to go. @throws ServeError when no host may take it now.
+   */
+  #choose(lang: string, failed: string | undefined): string | undefined {
+    if (this.#closed) throw new ServeError('SHUTTING_DOWN', 'Router is shutting down.');
+    const route: Route = this.#servers?.route(lang) ?? { kind: 'hosts', origins: [this.#url!] };
+    switch (route.kind) {
+      case 'none':
+        throw new ServeError('UPSTREAM_UNAVAILABLE', 'No model server is known: MODEL_SERVERS resolves to no address.');
+      case 'language-down':
+        throw new ServeError('NO_WORKER', `No model server that serves ${lang} is reachable now, retry later.`, {
+          retryAfterS: NO_HOST_RETRY_AFTER_S,
+        });
+      case 'unreachable':
+        // Nothing answers: one try, as with a single model server (a refusal is a 502 in milliseconds).
+        if (failed !== undefined) return undefined;
+        break;
+      case 'hosts':
+        break;
+    }
+    const origins = failed === undefined ? route.origins : route.origins.filter((o) => o !== failed);
+    if (origins.length === 0) return undefined;
+    const start = this.#turn++ % origins.length;
+    let best = origins[start]!;
+    let bestLoad = this.#hosts.get(best)?.outstanding ?? 0;
+    for (let i = 1; i < origins.length && bestLoad > 0; i++) {
+      const origin = origins[(start + i) % origins.length]!;
+      const load = this.#hosts.get(origin)?.outstanding ?? 0;
+      if (load < bestLoad) [best, bestLoad] = [origin, load];
+    }
+    return best;
+  }
+
+  #hostLanes(origin: string): HostLanes {
+    let host = this.#hosts.get(origin);
+    if (host === undefined) {
+      host = { lanes: new Map(), outstanding: 0, ejected: new AbortController() };
+      this.#hosts.set(origin, host);
+    }
+    return host;
+  }
+
+  #lane(host: HostLanes, origin: string, tgtLang: string): Lane {
+    let lane = host.lanes.get(tgtLang);
     if (lane === undefined) {
-      if (this.#closed) throw new ServeError('SHUTTING_DOWN', 'Router is shutting down.');
       lane = {
         gate: new Gate(this.#connections, this.#queue),
-        pool: new Pool(this.#url, {
+        pool: new Pool(origin, {
           connections: this.#connections,
           pipelining: 1,
           connect: { timeout: this.#connectTimeoutMs },
@@ -162,30 +323,84 @@ export class Upstream implements UpstreamClient {
           bodyTimeout: this.#timeoutMs,
         }),
       };
-      this.#lanes.set(tgtLang, lane);
+      host.lanes.set(tgtLang, lane);
     }
     return lane;
   }
 
-  async translate(request: TranslateRequest): Promise<TranslateReply> {
-    const lane = this.#lane(request.tgtLang);
-    let release;
+  /** One try on one host. @throws NotReached when the request never reached a worker there. */
+  async #attempt(origin: string, request: TranslateRequest): Promise<TranslateReply> {
+    const host = this.#hostLanes(origin);
+    const lane = this.#lane(host, origin, request.tgtLang);
+    host.outstanding++;
     try {
-      const entered = lane.gate.enter(request.signal);
-      release = typeof entered === 'function' ? entered : await entered;
-    } catch (err) {
-      if (!(err instanceof GateRefusedError)) throw err;
-      if (err.reason === 'aborted') throw request.signal?.reason ?? err;
-      throw new ServeError(
-        'QUEUE_FULL',
-        `Router queue of model ${request.tgtLang} is full (${this.#connections} in flight, ${this.#queue} waiting), retry later.`,
-        { retryAfterS: LANE_RETRY_AFTER_S },
-      );
-    }
-    try {
-      return await this.#exchange(lane.pool, request);
+      let release;
+      try {
+        // Only a request that has to wait listens for the host's ejection (a signal combined per waiter).
+        const mustWait = lane.gate.stats.active >= lane.gate.limit;
+        const signal =
+          mustWait && request.signal !== undefined
+            ? AbortSignal.any([request.signal, host.ejected.signal])
+            : mustWait
+              ? host.ejected.signal
+              : request.signal;
+        const entered = lane.gate.enter(signal);
+        release = typeof entered === 'function' ? entered : await entered;
+      } catch (err) {
+        if (!(err instanceof GateRefusedError)) throw err;
+        if (err.reason === 'aborted') {
+          if (request.signal?.aborted) throw request.signal.reason ?? err;
+          throw new NotReached(new ServeError('UPSTREAM_UNAVAILABLE', 'Model server stopped answering.'));
+        }
+        throw new ServeError(
+          'QUEUE_FULL',
+          `Router queue of model ${request.tgtLang} is full (${this.#connections} in flight, ${this.#queue} waiting), retry later.`,
+          { retryAfterS: LANE_RETRY_AFTER_S },
+        );
+      }
+      try {
+        return await this.#exchange(lane.pool, request);
+      } catch (err) {
+        throw this.#judge(origin, err);
+      } finally {
+        release();
+      }
     } finally {
-      release();
+      host.outstanding--;
+    }
+  }
+
+  /** What a failed exchange says about its host, and whether another host may take the request. */
+  #judge(origin: string, err: unknown): unknown {
+    if (err instanceof ServeError) {
+      if (REFUSAL_CODES.has(err.code)) return new NotReached(err);
+      if (err.code === 'MODEL_NOT_FOUND') this.#servers?.suspect(origin);
+      const code = (err.cause as { code?: unknown } | undefined)?.code;
+      if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
+        if (code === 'ECONNREFUSED') {
+          this.#servers?.refused(origin, 'connection refused');
+          return new NotReached(err);
+        }
+        this.#servers?.suspect(origin);
+        if (NOT_CONNECTED_CODES.has(code)) return new NotReached(err);
+      }
+    }
+    return err;
+  }
+
+  /**
+   * An ejected host's in-flight requests will not be answered (its process died, or it is cut off): fail them now
+   * rather than after `timeoutMs`, and send the ones still waiting to another replica. A host removed from
+   * MODEL_SERVERS finishes what it has.
+   */
+  #dropHost(origin: string, why: 'ejected' | 'removed'): void {
+    const host = this.#hosts.get(origin);
+    if (host === undefined) return;
+    this.#hosts.delete(origin);
+    host.ejected.abort();
+    for (const lane of host.lanes.values()) {
+      const pool = lane.pool;
+      void (why === 'ejected' ? pool.destroy() : pool.close()).catch(() => undefined);
     }
   }
 
@@ -231,9 +446,11 @@ export class Upstream implements UpstreamClient {
     }
   }
 
+  /** True when a model server answers `/ping` with 200 within `timeoutMs` (any one of them). Never throws. */
   async ping(timeoutMs: number): Promise<boolean> {
+    if (this.#servers !== undefined) return this.#servers.anyAnswers(timeoutMs);
     try {
-      const response = await this.#control.request({
+      const response = await this.#control!.request({
         method: 'GET',
         path: '/ping',
         headersTimeout: timeoutMs,
@@ -250,8 +467,12 @@ export class Upstream implements UpstreamClient {
   /** Stops new requests, waits for in-flight ones, then closes the connections. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
-    const dispatchers = [this.#control, ...[...this.#lanes.values()].map((l) => l.pool)];
-    await Promise.all(dispatchers.map((d) => (d.closed || d.destroyed ? undefined : d.close())));
+    const pools = [...this.#hosts.values()].flatMap((h) => [...h.lanes.values()].map((l) => l.pool));
+    const dispatchers = this.#control === undefined ? pools : [this.#control, ...pools];
+    await Promise.all([
+      ...dispatchers.map((d) => (d.closed || d.destroyed ? undefined : d.close())),
+      this.#servers?.close(),
+    ]);
   }
 }
 
@@ -297,6 +518,9 @@ export function upstreamError(status: number, body: Buffer, retryAfter: string |
   const sameKind = entries.filter(([, e]) => e.status === status && (type === undefined || e.type === type));
   const code =
     sameKind.find(([, e]) => e.message === message)?.[0] ??
+    (status === 503 && message !== undefined
+      ? REFUSAL_MESSAGES.find(([, pattern]) => pattern.test(message!))?.[0]
+      : undefined) ??
     sameKind[0]?.[0] ??
     entries.find(([, e]) => e.status === status)?.[0] ??
     (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');

@@ -1,0 +1,344 @@
+/**
+ * @module router/model-servers — which model servers exist, which of them answer, and which languages each serves:
+ * the router's view of MODEL_SERVERS, kept current while it runs. Mechanism only; router/upstream.ts decides where
+ * a request goes from this view (`route`).
+ *
+ * Sources are base URLs. An IP literal is one host; a name is resolved to all its addresses, each a host of its own
+ * (a Kubernetes headless Service resolves to one address per ready pod), again every `refreshIntervalMs`, so a pod
+ * or a machine added or removed is picked up without a restart.
+ *
+ * What a host serves is asked of the host itself, on its inference port, the one port a model server exposes to
+ * other machines (management stays on loopback): `GET /v2/models/{lang}/ready` for each language the router
+ * accepts — 200 ready, 400 registered but not ready (loading, scaled to 0), 404 not registered. No map is kept by
+ * hand, and a language registered or unregistered on a host is seen at the next refresh.
+ *
+ * Health, per host (one state, changed only in `#admit` and `#eject`, which log the transition):
+ * ```
+ *   unknown ──probe ok + languages read──▶ healthy ──probe fails / times out, connection refused──▶ ejected
+ *      └──────────────probe fails──────────────────────────────────────────────────────────────────▲   │
+ *                          healthy ◀──────────────probe ok + languages read────────────────────────────┘
+ * ```
+ * A probe is `GET /ping` on the host's own control connection every `probeIntervalMs`, answered 200 within
+ * `probeTimeoutMs`; one probe at a time per host. A partitioned host (no refusal, just silence) is therefore
+ * ejected at most `probeIntervalMs + probeTimeoutMs` after it went silent (1.5 s by default). A suspicion from
+ * traffic (a reset, a closed socket) probes at once rather than ejecting on one error, so a single connection
+ * torn down by a keep-alive race never takes a healthy host out; a refused connection is certain and ejects at once.
+ */
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { Client } from 'undici';
+import type { Logger } from '../common/logger.js';
+
+export type HostHealth = 'unknown' | 'healthy' | 'ejected';
+
+/** One model server as the router sees it. */
+export interface ModelServerHost {
+  /** `http://address:port`: the base URL requests are sent to. */
+  readonly origin: string;
+  readonly health: HostHealth;
+  /** Languages whose model is ready on it (a worker has loaded it). */
+  readonly ready: ReadonlySet<string>;
+  /** Languages registered on it, ready or not. */
+  readonly registered: ReadonlySet<string>;
+}
+
+/** Where a request for one language may go (router/upstream.ts picks among `origins`). */
+export type Route =
+  /** Healthy hosts, best tier first: those where the language is ready, else registered, else any healthy one. */
+  | { kind: 'hosts'; origins: readonly string[] }
+  /** No host answers at all: every known host, tried anyway (a refusal is a fast 502, as with one model server). */
+  | { kind: 'unreachable'; origins: readonly string[] }
+  /** Other hosts answer, but every host that serves the language is ejected. */
+  | { kind: 'language-down' }
+  /** MODEL_SERVERS resolved to no address. */
+  | { kind: 'none' };
+
+export interface ModelServersOptions {
+  /** MODEL_SERVERS: base URLs, `http://host:port`; a name stands for every address it resolves to. */
+  sources: readonly string[];
+  /** Languages the router accepts (`tgt_lang`): the ones asked of every host. */
+  languages: readonly string[];
+  /** Health probe period per host, ms. Default 500. */
+  probeIntervalMs?: number;
+  /** A probe (and each language query) not answered within this is a failure, ms. Default 1000. */
+  probeTimeoutMs?: number;
+  /** Period of name resolution and of re-reading every healthy host's languages, ms. Default 2000. */
+  refreshIntervalMs?: number;
+  /** TOKEN_AUTH: the inference key header (`/v2/models/…/ready` needs it; `/ping` does not). */
+  authorization?: (refresh: boolean) => string | undefined;
+  logger?: Pick<Logger, 'info' | 'warn'>;
+  /** A healthy host was ejected: its in-flight requests will not be answered (router/upstream.ts fails them). */
+  onEject?: (origin: string) => void;
+  /** A host left MODEL_SERVERS' resolution: nothing new goes to it. */
+  onRemove?: (origin: string) => void;
+  /** Name resolution (tests resolve names of their own). Default: the system resolver, every address. */
+  resolve?: (hostname: string) => Promise<string[]>;
+}
+
+interface HostState {
+  origin: string;
+  health: HostHealth;
+  ready: Set<string>;
+  registered: Set<string>;
+  control: Client;
+  /** The probe or language read under way; at most one per host. */
+  probing: Promise<void> | undefined;
+}
+
+/** Resolution failures that mean "the name has no address now" (a headless Service with no ready pod). */
+const NO_ADDRESS_CODES = new Set(['ENOTFOUND', 'ENODATA']);
+
+export class ModelServers {
+  readonly #sources: { url: URL; literal: boolean }[];
+  readonly #languages: readonly string[];
+  readonly #probeIntervalMs: number;
+  readonly #probeTimeoutMs: number;
+  readonly #authorization: ModelServersOptions['authorization'];
+  readonly #logger: ModelServersOptions['logger'];
+  readonly #onEject: ModelServersOptions['onEject'];
+  readonly #onRemove: ModelServersOptions['onRemove'];
+  readonly #resolve: (hostname: string) => Promise<string[]>;
+  /** Hosts by origin; changed by `#refresh` (add, remove) only. */
+  readonly #hosts = new Map<string, HostState>();
+  /** Each source's last resolution, kept when a lookup fails for a reason other than "no address". */
+  readonly #resolved = new Map<string, string[]>();
+  readonly #timers: NodeJS.Timeout[] = [];
+  #refreshing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: ModelServersOptions) {
+    if (options.sources.length === 0) throw new RangeError('ModelServers needs at least one source');
+    this.#sources = options.sources.map((s) => {
+      const url = new URL(s);
+      return { url, literal: isIP(url.hostname.replace(/^\[|\]$/g, '')) !== 0 };
+    });
+    this.#languages = options.languages;
+    this.#probeIntervalMs = options.probeIntervalMs ?? 500;
+    this.#probeTimeoutMs = options.probeTimeoutMs ?? 1_000;
+    this.#authorization = options.authorization;
+    this.#logger = options.logger;
+    this.#onEject = options.onEject;
+    this.#onRemove = options.onRemove;
+    this.#resolve = options.resolve ?? (async (name) => (await lookup(name, { all: true })).map((a) => a.address));
+    // Literal sources are known at once, so a request that comes before the first resolution has somewhere to go.
+    for (const source of this.#sources) if (source.literal) this.#add(source.url.origin);
+    const refreshIntervalMs = options.refreshIntervalMs ?? 2_000;
+    this.#timers.push(
+      setInterval(() => this.#probeAll(), this.#probeIntervalMs).unref(),
+      setInterval(() => void this.refresh(), refreshIntervalMs).unref(),
+    );
+    void this.refresh();
+  }
+
+  /** Every known host. */
+  get hosts(): ModelServerHost[] {
+    return [...this.#hosts.values()].map(({ origin, health, ready, registered }) => ({
+      origin,
+      health,
+      ready,
+      registered,
+    }));
+  }
+
+  /** Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. */
+  route(lang: string): Route {
+    if (this.#hosts.size === 0) return { kind: 'none' };
+    const ready: string[] = [];
+    const registered: string[] = [];
+    const healthy: string[] = [];
+    let servedByEjected = false;
+    for (const host of this.#hosts.values()) {
+      if (host.health === 'healthy') {
+        healthy.push(host.origin);
+        if (host.ready.has(lang)) ready.push(host.origin);
+        else if (host.registered.has(lang)) registered.push(host.origin);
+      } else if (host.health === 'ejected' && host.registered.has(lang)) {
+        servedByEjected = true;
+      }
+    }
+    if (ready.length > 0) return { kind: 'hosts', origins: ready };
+    if (registered.length > 0) return { kind: 'hosts', origins: registered };
+    if (healthy.length === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
+    if (servedByEjected) return { kind: 'language-down' };
+    // No host says it serves the language: one of them answers for it (404 when unregistered, or a translation
+    // when it was registered since the last read), as the one model server did before there were several.
+    return { kind: 'hosts', origins: healthy };
+  }
+
+  /** Traffic says the host refused a connection: eject it now; the probes readmit it. */
+  refused(origin: string, reason: string): void {
+    const host = this.#hosts.get(origin);
+    if (host !== undefined) this.#eject(host, reason);
+  }
+
+  /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
+  suspect(origin: string): void {
+    const host = this.#hosts.get(origin);
+    if (host !== undefined) this.#probe(host, true);
+  }
+
+  /** Resolve every source again and probe the hosts; resolves when done (tests await it). */
+  refresh(): Promise<void> {
+    this.#refreshing ??= this.#refresh().finally(() => (this.#refreshing = undefined));
+    return this.#refreshing;
+  }
+
+  async #refresh(): Promise<void> {
+    const origins = new Set<string>();
+    await Promise.all(
+      this.#sources.map(async ({ url, literal }) => {
+        if (literal) {
+          origins.add(url.origin);
+          return;
+        }
+        let addresses: string[];
+        try {
+          addresses = await this.#resolve(url.hostname);
+        } catch (err) {
+          const code = (err as { code?: unknown }).code;
+          if (!(typeof code === 'string' && NO_ADDRESS_CODES.has(code))) {
+            this.#logger?.warn({ source: url.origin, err: (err as Error).message }, 'model server name lookup failed');
+            addresses = this.#resolved.get(url.href) ?? [];
+          } else {
+            addresses = [];
+          }
+        }
+        this.#resolved.set(url.href, addresses);
+        for (const address of addresses) {
+          const host = isIP(address) === 6 ? `[${address}]` : address;
+          origins.add(`${url.protocol}//${host}:${url.port || '80'}`);
+        }
+      }),
+    );
+    if (this.#closed) return;
+    for (const origin of origins) if (!this.#hosts.has(origin)) this.#add(origin);
+    for (const [origin, host] of this.#hosts) {
+      if (origins.has(origin)) continue;
+      this.#hosts.delete(origin);
+      this.#logger?.info({ modelServer: origin }, 'model server removed (no longer in MODEL_SERVERS)');
+      void host.control.close().catch(() => undefined);
+      this.#onRemove?.(origin);
+    }
+    // Languages are re-read on every healthy host; the others are probed (and read when they answer).
+    await Promise.all([...this.#hosts.values()].map((h) => this.#probe(h, true)));
+  }
+
+  #add(origin: string): void {
+    const host: HostState = {
+      origin,
+      health: 'unknown',
+      ready: new Set(),
+      registered: new Set(),
+      control: new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: 1 }),
+      probing: undefined,
+    };
+    this.#hosts.set(origin, host);
+    this.#logger?.info({ modelServer: origin }, 'model server added');
+  }
+
+  #probeAll(): void {
+    for (const host of this.#hosts.values()) void this.#probe(host, false);
+  }
+
+  /** Ping the host; read its languages when asked or when it is not yet healthy. One at a time per host. */
+  #probe(host: HostState, readLanguages: boolean): Promise<void> {
+    host.probing ??= this.#check(host, readLanguages).finally(() => (host.probing = undefined));
+    return host.probing;
+  }
+
+  async #check(host: HostState, readLanguages: boolean): Promise<void> {
+    try {
+      const status = await this.#get(host, '/ping', false);
+      if (status !== 200) throw new Error(`/ping answered ${status}`);
+      if (readLanguages || host.health !== 'healthy') await this.#readLanguages(host);
+    } catch (err) {
+      if (this.#hosts.get(host.origin) === host) this.#eject(host, (err as Error).message);
+      return;
+    }
+    if (this.#hosts.get(host.origin) === host) this.#admit(host);
+  }
+
+  async #readLanguages(host: HostState): Promise<void> {
+    const ready = new Set<string>();
+    const registered = new Set<string>();
+    await Promise.all(
+      this.#languages.map(async (lang) => {
+        let status = await this.#get(host, `/v2/models/${encodeURIComponent(lang)}/ready`, true);
+        // The model server writes new keys at each start: read the key file again, once.
+        if (status === 401 && this.#authorization) {
+          status = await this.#get(host, `/v2/models/${encodeURIComponent(lang)}/ready`, true, true);
+        }
+        if (status === 200) ready.add(lang);
+        if (status === 200 || status === 400) registered.add(lang);
+        else if (status !== 404) throw new Error(`/v2/models/${lang}/ready answered ${status}`);
+      }),
+    );
+    host.ready = ready;
+    host.registered = registered;
+  }
+
+  async #get(host: HostState, path: string, auth: boolean, refreshKey = false): Promise<number> {
+    const headers: Record<string, string> = {};
+    const authorization = auth ? this.#authorization?.(refreshKey) : undefined;
+    if (authorization !== undefined) headers.authorization = authorization;
+    const response = await host.control.request({
+      method: 'GET',
+      path,
+      headers,
+      headersTimeout: this.#probeTimeoutMs,
+      bodyTimeout: this.#probeTimeoutMs,
+      signal: AbortSignal.timeout(this.#probeTimeoutMs),
+    });
+    await response.body.dump();
+    return response.statusCode;
+  }
+
+  #admit(host: HostState): void {
+    if (host.health === 'healthy') return;
+    const from = host.health;
+    host.health = 'healthy';
+    this.#logger?.info(
+      { modelServer: host.origin, from, ready: [...host.ready], registered: [...host.registered] },
+      from === 'ejected' ? 'model server readmitted' : 'model server healthy',
+    );
+  }
+
+  #eject(host: HostState, reason: string): void {
+    if (host.health === 'ejected' || this.#closed) return;
+    const from = host.health;
+    host.health = 'ejected';
+    this.#logger?.warn({ modelServer: host.origin, from, reason }, 'model server ejected');
+    // The control connection may sit on a silent peer: a fresh one lets the next probe fail or pass on its own.
+    const stale = host.control;
+    host.control = new Client(host.origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: 1 });
+    void stale.destroy().catch(() => undefined);
+    if (from === 'healthy') this.#onEject?.(host.origin);
+  }
+
+  /** Whether any host answers `/ping` with 200 within `timeoutMs`, asked now (the router's `/health`). */
+  async anyAnswers(timeoutMs: number): Promise<boolean> {
+    const answers = [...this.#hosts.values()].map(async (host) => {
+      const response = await host.control.request({
+        method: 'GET',
+        path: '/ping',
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await response.body.dump();
+      if (response.statusCode !== 200) throw new Error(`/ping answered ${response.statusCode}`);
+    });
+    return Promise.any(answers).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Stop probing and close the control connections. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const timer of this.#timers) clearInterval(timer);
+    await Promise.all([...this.#hosts.values()].map((h) => h.control.destroy().catch(() => undefined)));
+  }
+}

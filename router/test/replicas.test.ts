@@ -1,0 +1,230 @@
+/**
+ * The upstream over several model servers (real HTTP servers on port 0 that answer like the model server's
+ * inference port: `/ping`, `/v2/models/{lang}/ready`, `/predictions/{lang}`): languages learnt from the servers,
+ * replicas balanced by outstanding requests, a refused host ejected at once and readmitted when it answers again,
+ * an admission 503 sent once to another replica, a language with no host left answered 503 + Retry-After at once,
+ * hosts of a name picked up as its resolution changes.
+ */
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../common/config.js';
+import { ServeError } from '../../common/errors.js';
+import { until } from '../../test/support/polling.js';
+import { Upstream } from '../upstream.js';
+
+interface FakeHost {
+  name: string;
+  origin: string;
+  port: number;
+  /** Languages it says are ready. */
+  languages: Set<string>;
+  /** Translations it answered, by language. */
+  served: Map<string, number>;
+  /** When set, `/predictions` answers this 503 message (an admission refusal) instead of translating. */
+  refuse: string | undefined;
+  /** Requests held until `releaseAll` (texts starting with `hold`). */
+  held: ServerResponse[];
+  releaseAll(): void;
+  close(): Promise<void>;
+}
+
+async function startFakeHost(name: string, languages: string[], port = 0, host = '127.0.0.1'): Promise<FakeHost> {
+  const fake: FakeHost = {
+    name,
+    origin: '',
+    port: 0,
+    languages: new Set(languages),
+    served: new Map(),
+    refuse: undefined,
+    held: [],
+    releaseAll: () => {
+      for (const res of fake.held.splice(0)) if (!res.destroyed) answer(res);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+  const answer = (res: ServerResponse) =>
+    res.writeHead(200, { 'content-type': 'application/json', 'x-worker-id': name }).end('{"translated":"ok"}');
+  const server: Server = createServer((req, res) => {
+    req.resume().on('end', () => {
+      const url = req.url ?? '';
+      if (url === '/ping') return void res.writeHead(200).end('{"status":"Healthy"}');
+      const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
+      if (ready) return void res.writeHead(fake.languages.has(ready[1]!) ? 200 : 404).end('{}');
+      const lang = /^\/predictions\/(\w+)$/.exec(url)?.[1] ?? '?';
+      if (fake.refuse !== undefined) {
+        const body = { code: 503, type: 'ServiceUnavailableException', message: fake.refuse };
+        return void res.writeHead(503, { 'retry-after': '1' }).end(JSON.stringify(body));
+      }
+      fake.served.set(lang, (fake.served.get(lang) ?? 0) + 1);
+      if (String(req.headers['x-request-id']).startsWith('hold')) fake.held.push(res);
+      else answer(res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  fake.port = (server.address() as AddressInfo).port;
+  fake.origin = `http://${host}:${fake.port}`;
+  return fake;
+}
+
+const FAST = { probeIntervalMs: 50, probeTimeoutMs: 500, refreshIntervalMs: 200 };
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function upstreamOver(sources: string[], languages: string[], resolve?: (name: string) => Promise<string[]>) {
+  const upstream = new Upstream({
+    modelServers: { sources, languages, ...FAST, ...(resolve ? { resolve } : {}) },
+    connections: 4,
+    timeoutMs: 5_000,
+  });
+  cleanups.push(() => upstream.close());
+  return upstream;
+}
+
+const translate = (upstream: Upstream, tgtLang: string, requestId = 'r') =>
+  upstream.translate({ tgtLang, body: { src_lang: 'de', src_text: 'x' }, requestId });
+
+async function failure(promise: Promise<unknown>): Promise<ServeError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ServeError);
+  return err as ServeError;
+}
+
+async function startHosts(...specs: [string, string[]][]): Promise<FakeHost[]> {
+  const hosts = await Promise.all(specs.map(([name, langs]) => startFakeHost(name, langs)));
+  for (const h of hosts) cleanups.push(() => (h.releaseAll(), h.close()));
+  return hosts;
+}
+
+const healthy = (upstream: Upstream, n: number) => () =>
+  upstream.modelServers!.hosts.filter((h) => h.health === 'healthy').length === n;
+
+describe('several model servers', () => {
+  it('routes each language to the hosts that serve it; a replicated one goes to the least outstanding', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en', 'fr']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko', 'fr']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+
+    for (let i = 0; i < 4; i++) {
+      expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
+      expect((await translate(upstream, 'fr')).headers['x-worker-id']).toBe('b');
+    }
+    // Held requests spread evenly; once one host's are answered, every later en request goes to it.
+    const held = [0, 1, 2, 3].map((i) => translate(upstream, 'en', `hold-${i}`));
+    await until('4 held', () => a!.held.length + b!.held.length === 4, 5_000, 5);
+    expect([a!.held.length, b!.held.length]).toEqual([2, 2]);
+    a!.releaseAll();
+    await until('a idle', () => upstream.outstanding[a!.origin] === 0, 5_000, 5);
+    for (let i = 0; i < 5; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a');
+    b!.releaseAll();
+    await Promise.all(held);
+    expect(upstream.outstanding).toEqual({ [a!.origin]: 0, [b!.origin]: 0 });
+  });
+
+  it('a host that goes away is ejected at once: its languages get 503 + Retry-After, a replica takes the rest; back, it is readmitted', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en', 'fr']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko', 'fr']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    const port = a!.port;
+    await a!.close();
+
+    // The first en requests may still pick a: refused, it is ejected and the request goes to b.
+    for (let i = 0; i < 6; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
+    const startedAt = performance.now();
+    const err = await failure(translate(upstream, 'ko'));
+    expect(performance.now() - startedAt).toBeLessThan(100);
+    expect(err.status).toBe(503);
+    expect(err.retryAfterS).toBe(1);
+    expect(err.toBody()).toEqual({
+      code: 503,
+      type: 'ServiceUnavailableException',
+      message: 'No model server that serves ko is reachable now, retry later.',
+    });
+    expect(upstream.modelServers!.hosts.find((h) => h.origin === a!.origin)?.health).toBe('ejected');
+
+    const back = await startFakeHost('a2', ['en', 'ko'], port);
+    cleanups.push(() => back.close());
+    await until('a readmitted', healthy(upstream, 2), 5_000);
+    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it("an admission 503 (the model server's queue bound) is sent once to another replica", async () => {
+    const [a, b] = await startHosts(['a', ['en']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    a!.refuse = 'Job queue of model en is full (10 jobs), retry later.';
+    for (let i = 0; i < 6; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
+    // Both full: the client hears the second refusal, with its Retry-After, after two tries only.
+    b!.refuse = 'Model en is overloaded: 3 requests wait (expected wait 9000 ms), retry in 1 s.';
+    const err = await failure(translate(upstream, 'en'));
+    expect([err.status, err.code, err.retryAfterS]).toEqual([503, 'OVERLOADED', 1]);
+    // A failure after a worker ran it is not retried.
+    a!.refuse = b!.refuse = 'Prediction failed';
+    const before = a!.served.size + b!.served.size;
+    expect((await failure(translate(upstream, 'en'))).code).toBe('PREDICTION_FAILED');
+    expect(a!.served.size + b!.served.size).toBe(before);
+  });
+
+  it('one host, down: 502 at once as before, and it recovers on its own', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('healthy', healthy(upstream, 1), 5_000);
+    const port = a!.port;
+    await a!.close();
+    for (let i = 0; i < 3; i++) expect((await failure(translate(upstream, 'en'))).status).toBe(502);
+    const back = await startFakeHost('a2', ['en'], port);
+    cleanups.push(() => back.close());
+    expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a2');
+    // Not (yet) listed by its host: forwarded all the same, the host answers for it (as one model server did).
+    back.languages.clear();
+    await upstream.modelServers!.refresh();
+    expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it('a name stands for all its addresses, re-resolved while running', async () => {
+    const first = await startFakeHost('one', ['en'], 0, '127.0.0.1');
+    cleanups.push(() => first.close());
+    const second = await startFakeHost('two', ['en'], first.port, '127.0.0.2');
+    cleanups.push(() => second.close());
+    let addresses = ['127.0.0.1'];
+    const upstream = upstreamOver([`http://model-servers.test:${first.port}`], ['en'], async (name) => {
+      expect(name).toBe('model-servers.test');
+      return addresses;
+    });
+    await until('one host', healthy(upstream, 1), 5_000);
+    addresses = ['127.0.0.1', '127.0.0.2'];
+    await until('two hosts', healthy(upstream, 2), 5_000);
+    const holds = [0, 1, 2, 3].map((i) => translate(upstream, 'en', `hold-${i}`));
+    await until('both take a share', () => first.held.length === 2 && second.held.length === 2, 5_000, 5);
+    first.releaseAll();
+    second.releaseAll();
+    await Promise.all(holds);
+    addresses = ['127.0.0.2'];
+    await until('one left', () => upstream.modelServers!.hosts.length === 1, 5_000);
+    for (let i = 0; i < 3; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('two');
+  });
+});
+
+describe('MODEL_SERVERS', () => {
+  it('is a comma-separated list of base URLs; empty means INFERENCE_ADDRESS; a bad entry is named', () => {
+    expect(loadConfig({}).router.modelServers).toEqual(['http://127.0.0.1:9999']);
+    expect(loadConfig({ INFERENCE_ADDRESS: '10.0.0.5:9999' }).router.modelServers).toEqual(['http://10.0.0.5:9999']);
+    expect(
+      loadConfig({ MODEL_SERVERS: 'http://10.0.0.1:9999, 10.0.0.2:9999,http://mt-model-server:9999' }).router
+        .modelServers,
+    ).toEqual(['http://10.0.0.1:9999', 'http://10.0.0.2:9999', 'http://mt-model-server:9999']);
+    expect(() => loadConfig({ MODEL_SERVERS: 'http://10.0.0.1:9999,10.0.0.2' })).toThrow(
+      'MODEL_SERVERS="http://10.0.0.1:9999,10.0.0.2": expected comma-separated http://host:port, got "10.0.0.2"',
+    );
+  });
+});
