@@ -44,7 +44,7 @@ export interface Handler<Input = unknown, Output = unknown> {
    */
   onStep?(listener: () => void): void;
   /**
-   * The frontend gave up on these jobs (worker/main.ts, protocol `cancel`): stop the work of each one this handler
+   * The frontend gave up on these jobs (worker/run-worker.ts, protocol `cancel`): stop the work of each one this handler
    * holds and answer it through its `emit` with `error`, exactly once, as soon as its work has stopped. Ids it
    * does not hold (answered already, or never seen) are ignored. Absent: jobs run to their end.
    */

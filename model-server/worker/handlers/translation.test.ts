@@ -145,7 +145,7 @@ describe('TranslationHandler', () => {
       makeDemoModel('tiny', tinyDir);
       await tiny.initialize({ modelDir: tinyDir, device: { kind: 'cpu' }, options: { ...options, numBeams: 1 }, log });
       expect(tiny.capacity()).toBe(256);
-      // What a `round` relies on (worker/main.ts): batches handed to the handler in one synchronous pass start
+      // What a `round` relies on (worker/run-worker.ts): batches handed to the handler in one synchronous pass start
       // as ONE cohort (one encoder run), even on an engine whose decoder takes no self-attention mask.
       const engine = await TranslationEngine.load({ modelDir: tinyDir, intraOpThreads: 1 });
       try {
