@@ -83,6 +83,8 @@ interface HostState {
   control: Client;
   /** The probe or language read under way; at most one per host. */
   probing: Promise<void> | undefined;
+  /** A language read was asked for and has not started yet. */
+  languagesWanted: boolean;
 }
 
 /** Resolution failures that mean "the name has no address now" (a headless Service with no ready pod). */
@@ -231,6 +233,7 @@ export class ModelServers {
       registered: new Set(),
       control: new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: 1 }),
       probing: undefined,
+      languagesWanted: false,
     };
     this.#hosts.set(origin, host);
     this.#logger?.info({ modelServer: origin }, 'model server added');
@@ -240,10 +243,22 @@ export class ModelServers {
     for (const host of this.#hosts.values()) void this.#probe(host, false);
   }
 
-  /** Ping the host; read its languages when asked or when it is not yet healthy. One at a time per host. */
+  /**
+   * Ping the host; read its languages when asked or when it is not yet healthy. One check at a time per host; a
+   * read asked for while a plain probe runs is done right after it, never dropped.
+   */
   #probe(host: HostState, readLanguages: boolean): Promise<void> {
-    host.probing ??= this.#check(host, readLanguages).finally(() => (host.probing = undefined));
+    if (readLanguages) host.languagesWanted = true;
+    host.probing ??= this.#checkWhileWanted(host).finally(() => (host.probing = undefined));
     return host.probing;
+  }
+
+  async #checkWhileWanted(host: HostState): Promise<void> {
+    do {
+      const read = host.languagesWanted;
+      host.languagesWanted = false;
+      await this.#check(host, read);
+    } while (host.languagesWanted && !this.#closed && this.#hosts.get(host.origin) === host);
   }
 
   async #check(host: HostState, readLanguages: boolean): Promise<void> {

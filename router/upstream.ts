@@ -21,8 +21,8 @@
  *
  * Replicas: a request goes to the host with the fewest requests outstanding from this process (waiting or in
  * flight), and once more to another host when the first never took it — connection refused or not connected in
- * time, an admission 503 (queue full, overloaded, no worker, shutting down), or its host ejected while it waited in
- * the lane. A request that reached a worker is never sent twice. When a healthy host is ejected its in-flight
+ * time, an admission 503 (queue full, overloaded, no worker, shutting down), a 404 for a model it does not have
+ * (its language list was stale), or its host ejected while it waited in the lane. A request that reached a worker is never sent twice. When a healthy host is ejected its in-flight
  * requests are failed at once (502) instead of waiting `timeoutMs` on a host that will not answer.
  *
  * Failure map (what a client of the router sees):
@@ -374,7 +374,12 @@ export class Upstream implements UpstreamClient {
   #judge(origin: string, err: unknown): unknown {
     if (err instanceof ServeError) {
       if (REFUSAL_CODES.has(err.code)) return new NotReached(err);
-      if (err.code === 'MODEL_NOT_FOUND') this.#servers?.suspect(origin);
+      // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
+      // while another is tried for them): another host may serve the language.
+      if (err.code === 'MODEL_NOT_FOUND') {
+        this.#servers?.suspect(origin);
+        return new NotReached(err);
+      }
       const code = (err.cause as { code?: unknown } | undefined)?.code;
       if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
         if (code === 'ECONNREFUSED') {
