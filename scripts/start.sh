@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# scripts/start.sh [new] — start mt-serve under pm2: model server, router cluster, front on FRONT_ADDRESS (7777).
+# scripts/start.sh [new] [--role all|model-server|router] — start mt-serve under pm2: model server, router cluster,
+# front on FRONT_ADDRESS (7777).
 # The seed's torchserve.sh, with its `new` flag:
 #   new   stop a running stack, remove LOG_DIR and MODEL_STORE, generate the demo model if MODEL_DIR is absent,
 #         archive one store entry per language of setup_config.json
 #   then  build if dist/ is missing or stale, start (or reload) the pm2 apps, wait for the model server's /ping,
 #         register every language with BATCH_SIZE / MAX_BATCH_DELAY_MS, wait for the front, send one test
 #         translation through it, and print where to POST.
+# --role (default all) starts one host's part of a stack spread over several machines (README "Several hosts"):
+#   model-server  the model server alone: archive, start, register every language of SETUP_CONFIG, one test
+#                 translation on its inference port (INFERENCE_ADDRESS, which must listen where the router reaches it)
+#   router        the router cluster and the front, no model server (MODEL_SERVERS names the model-server hosts); one
+#                 test translation through the front
 # Configuration: .env (see .env.example) overlaid by the environment, resolved by the same loader the servers
 # use (dist/scripts/config-env.js). Safe to run twice. Any failed step stops with a message and a non-zero exit.
 set -euo pipefail
 
-usage() { echo "usage: scripts/start.sh [new]" >&2; }
-case "${1:-}" in
-  new) NEW=1 ;;
-  '') NEW=0 ;;
-  -h | --help) usage; exit 0 ;;
+usage() { echo "usage: scripts/start.sh [new] [--role all|model-server|router]" >&2; }
+NEW=0
+ROLE=all
+while (($# > 0)); do
+  case "$1" in
+    new) NEW=1 ;;
+    --role)
+      ROLE="${2:-}"
+      shift
+      ;;
+    --role=*) ROLE="${1#--role=}" ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage; exit 2 ;;
+  esac
+  shift
+done
+case "$ROLE" in
+  all) APPS="model-server,router,front" ;;
+  model-server) APPS="model-server" ;;
+  router) APPS="router,front" ;;
   *) usage; exit 2 ;;
 esac
+has_model_server() { [[ $ROLE != router ]]; }
+has_front() { [[ $ROLE != model-server ]]; }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -88,7 +111,7 @@ if [[ $NEW == 1 ]]; then
   if [[ -d $MT_MODEL_STORE ]]; then rm -rf "$MT_MODEL_STORE" && echo "removed $MT_MODEL_STORE"; fi
 fi
 
-if [[ ! -d $MT_MODEL_DIR ]]; then
+if has_model_server && [[ ! -d $MT_MODEL_DIR ]]; then
   preset="$(basename "$MT_MODEL_DIR")"
   case "$preset" in
     tiny | tiny-joinable | m2m100-418m)
@@ -101,7 +124,7 @@ fi
 
 missing=0
 for lang in "${languages[@]}"; do [[ -f $MT_MODEL_STORE/$lang/MAR-INF/MANIFEST.json ]] || missing=1; done
-if [[ $missing == 1 ]]; then
+if has_model_server && [[ $missing == 1 ]]; then
   step "archiving ${#languages[@]} languages into $MT_MODEL_STORE"
   node dist/model-server/cli.js archive --model-dir "$MT_MODEL_DIR" --store "$MT_MODEL_STORE" \
     --setup-config "$MT_SETUP_CONFIG" >/dev/null || die "archiving the model store failed"
@@ -110,11 +133,11 @@ fi
 # --- pm2 -------------------------------------------------------------------------------------------------
 mkdir -p "$MT_LOG_DIR"
 if running; then
-  step "reloading the running stack (pm2 startOrReload)"
-  "$PM2" startOrReload ecosystem.config.js --update-env >/dev/null || die "pm2 could not reload the apps (npx pm2 logs)"
+  step "reloading the running stack (pm2 startOrReload, $APPS)"
+  "$PM2" startOrReload ecosystem.config.js --only "$APPS" --update-env >/dev/null || die "pm2 could not reload the apps (npx pm2 logs)"
 else
-  step "starting the stack (pm2 start ecosystem.config.js)"
-  "$PM2" start ecosystem.config.js --update-env >/dev/null || die "pm2 could not start the apps (npx pm2 logs)"
+  step "starting the stack (pm2 start ecosystem.config.js, $APPS)"
+  "$PM2" start ecosystem.config.js --only "$APPS" --update-env >/dev/null || die "pm2 could not start the apps (npx pm2 logs)"
 fi
 
 # Polls `curl ARGS…` until it prints HTTP 200, for at most $1 seconds.
@@ -128,43 +151,68 @@ wait_http() {
   done
 }
 
-step "waiting for the model server ($MT_INFERENCE_URL/ping)"
-wait_http 60 "$MT_INFERENCE_URL/ping" ||
-  die "the model server did not answer /ping within 60 s; see $MT_LOG_DIR/model-server-error.log"
+lang="${languages[0]}"
+example="{\"src_lang\":\"en\",\"src_text\":\"Hello, world!\",\"tgt_lang\":\"$lang\"}"
+if has_model_server; then
+  step "waiting for the model server ($MT_INFERENCE_URL/ping)"
+  wait_http 60 "$MT_INFERENCE_URL/ping" ||
+    die "the model server did not answer /ping within 60 s; see $MT_LOG_DIR/model-server-error.log"
 
-mgmt_auth
-step "registering ${#languages[@]} languages (batch_size=$MT_BATCH_SIZE, max_batch_delay=$MT_MAX_BATCH_DELAY_MS ms)"
-for lang in "${languages[@]}"; do
-  url="$MT_MANAGEMENT_URL/models?url=$lang&batch_size=$MT_BATCH_SIZE&max_batch_delay=$MT_MAX_BATCH_DELAY_MS&initial_workers=1&synchronous=true"
-  body="$(mktemp)"
-  code="$(curl -s -o "$body" -w '%{http_code}' -X POST "${auth[@]}" "$url" || echo 000)"
-  case "$code" in
-    200) printf '  %-4s registered\n' "$lang" ;;
-    409) printf '  %-4s already registered\n' "$lang" ;;
-    *)
-      cat "$body" >&2
-      rm -f "$body"
-      die "registering '$lang' failed with HTTP $code; see $MT_LOG_DIR/model-server-error.log"
-      ;;
-  esac
-  rm -f "$body"
-done
+  mgmt_auth
+  step "registering ${#languages[@]} languages (batch_size=$MT_BATCH_SIZE, max_batch_delay=$MT_MAX_BATCH_DELAY_MS ms)"
+  for lang in "${languages[@]}"; do
+    url="$MT_MANAGEMENT_URL/models?url=$lang&batch_size=$MT_BATCH_SIZE&max_batch_delay=$MT_MAX_BATCH_DELAY_MS&initial_workers=1&synchronous=true"
+    body="$(mktemp)"
+    code="$(curl -s -o "$body" -w '%{http_code}' -X POST "${auth[@]}" "$url" || echo 000)"
+    case "$code" in
+      200) printf '  %-4s registered\n' "$lang" ;;
+      409) printf '  %-4s already registered\n' "$lang" ;;
+      *)
+        cat "$body" >&2
+        rm -f "$body"
+        die "registering '$lang' failed with HTTP $code; see $MT_LOG_DIR/model-server-error.log"
+        ;;
+    esac
+    rm -f "$body"
+  done
+  lang="${languages[0]}"
+
+  # The weights the engine chose (MODEL_DTYPE=auto picks int8 on the CPU when the model folder has those files).
+  dtype="$(curl -s "${auth[@]}" "$MT_MANAGEMENT_URL/models/$lang" |
+    node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{try{console.log(JSON.parse(s)[0].engine.dtype??"?")}catch{console.log("?")}})')"
+fi
+
+if [[ $ROLE == model-server ]]; then
+  inference_auth=()
+  if [[ $MT_TOKEN_AUTH == true ]]; then
+    key="$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).inference.key)' "$MT_KEY_FILE")"
+    inference_auth=(-H "Authorization: Bearer $key")
+  fi
+  body='{"src_lang":"en","src_text":"Hello, world!"}'
+  reply="$(curl -s -w '\n%{http_code}' -X POST "${inference_auth[@]}" -H 'content-type: application/json' -d "$body" "$MT_INFERENCE_URL/predictions/$lang")"
+  [[ "${reply##*$'\n'}" == 200 ]] || die "a test translation on the inference port failed: ${reply%$'\n'*}"
+  echo
+  echo "mt-serve model-server host is ready: $MT_INFERENCE_URL, ${#languages[@]} languages: $MT_LANGUAGES, weights $dtype (MODEL_DTYPE=${MT_MODEL_DTYPE:-auto})"
+  echo "  routers reach it at INFERENCE_ADDRESS's port on this machine's address (list it in their MODEL_SERVERS)"
+  echo "  → ${reply%$'\n'*}"
+  echo "  logs: $MT_LOG_DIR (npx pm2 logs) · GPUs and queues: scripts/gpu-watch · stop: npm stop"
+  exit 0
+fi
 
 step "waiting for the front ($MT_FRONT_URL/health)"
 wait_http 30 "$MT_FRONT_URL/health" || die "the front did not answer /health within 30 s; see $MT_LOG_DIR/front-error.log"
 front="$(curl -s -D - -o /dev/null "$MT_FRONT_URL/health" | tr -d '\r' | sed -n 's/^x-front: //Ip')"
 
-lang="${languages[0]}"
-example="{\"src_lang\":\"en\",\"src_text\":\"Hello, world!\",\"tgt_lang\":\"$lang\"}"
 reply="$(curl -s -w '\n%{http_code}' -X POST -H 'content-type: application/json' -d "$example" "$MT_FRONT_URL/")"
 [[ "${reply##*$'\n'}" == 200 ]] || die "a test translation through the front failed: ${reply%$'\n'*}"
 
 instances="$("$PM2" jlist | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(JSON.parse(s).filter((p)=>p.name==="router").length))')"
-# The weights the engine chose (MODEL_DTYPE=auto picks int8 on the CPU when the model folder has those files).
-dtype="$(curl -s "${auth[@]}" "$MT_MANAGEMENT_URL/models/$lang" |
-  node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{try{console.log(JSON.parse(s)[0].engine.dtype??"?")}catch{console.log("?")}})')"
 echo
-echo "mt-serve is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → model server ($MT_INFERENCE_URL), ${#languages[@]} languages: $MT_LANGUAGES, weights $dtype (MODEL_DTYPE=${MT_MODEL_DTYPE:-auto})"
+if [[ $ROLE == all ]]; then
+  echo "mt-serve is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → model server ($MT_INFERENCE_URL), ${#languages[@]} languages: $MT_LANGUAGES, weights $dtype (MODEL_DTYPE=${MT_MODEL_DTYPE:-auto})"
+else
+  echo "mt-serve router host is ready: front ${front:-?} on $MT_FRONT_URL → router ×$instances → the model servers of MODEL_SERVERS, ${#languages[@]} languages accepted: $MT_LANGUAGES"
+fi
 echo "  curl -s -X POST $MT_FRONT_URL -d '$example'"
 echo "  → ${reply%$'\n'*}"
 echo "  logs: $MT_LOG_DIR (npx pm2 logs) · GPUs and queues: scripts/gpu-watch · stop: npm stop"

@@ -362,6 +362,40 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     if (dir) rmSync(dir, { recursive: true, force: true });
   }, 30_000);
 
+  it('the router hop across hosts: the same requests sent to host b directly and through the router, in turns', async () => {
+    const direct = new Pool(`http://${HOSTS.b.ip}:9999`, { connections: 1 });
+    const time = async (p: Pool, path: string, body: object) => {
+      const startedAt = performance.now();
+      const res = await p.request({
+        method: 'POST',
+        path,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      await res.body.dump();
+      expect(res.statusCode).toBe(200);
+      return performance.now() - startedAt;
+    };
+    const viaRouter: number[] = [];
+    const toHost: number[] = [];
+    try {
+      for (let i = 0; i < 60; i++) {
+        toHost.push(await time(direct, '/predictions/fr', { src_lang: 'de', src_text: `d${i}` }));
+        viaRouter.push(await time(pool, '/', { src_lang: 'de', src_text: `r${i}`, tgt_lang: 'fr' }));
+      }
+    } finally {
+      await direct.close();
+    }
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+    const hopMs = median(viaRouter) - median(toHost);
+    console.info(
+      `hosts drill router hop (concurrency 1, 60 pairs, veth between namespaces): p50 direct ${median(toHost).toFixed(1)} ms,`,
+      `through the router ${median(viaRouter).toFixed(1)} ms, hop ${hopMs.toFixed(1)} ms`,
+    );
+    // A hop is a loopback-class exchange plus the router's own work: milliseconds, never a batch window.
+    expect(hopMs).toBeLessThan(20);
+  });
+
   it('(a) SIGKILL a host, then restart it; (b) cut its link, then restore it', async () => {
     startLoad();
     await sleep(1_500);
@@ -463,6 +497,10 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     expect(spread2.a).toBeGreaterThan(0);
     expect(spread2.b).toBeGreaterThan(0);
     const total = tally(outcomes);
-    console.info('hosts drill totals:', JSON.stringify(total));
+    const seconds = (Math.max(...outcomes.map((o) => o.end)) - Math.min(...outcomes.map((o) => o.start))) / 1000;
+    console.info(
+      `hosts drill totals over ${seconds.toFixed(1)} s (${(outcomes.filter((o) => o.status === 200).length / seconds).toFixed(0)} answers/s):`,
+      JSON.stringify(total),
+    );
   }, 120_000);
 });
