@@ -21,6 +21,8 @@ interface FakeHost {
   languages: Set<string>;
   /** Translations it answered, by language. */
   served: Map<string, number>;
+  /** When set, nothing is answered any more (a partition: no refusal, no reply). */
+  silent: boolean;
   /** When set, `/predictions` answers this 503 message (an admission refusal) instead of translating. */
   refuse: string | undefined;
   /** Requests held until `releaseAll` (texts starting with `hold`). */
@@ -37,6 +39,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     languages: new Set(languages),
     served: new Map(),
     refuse: undefined,
+    silent: false,
     held: [],
     releaseAll: () => {
       for (const res of fake.held.splice(0)) if (!res.destroyed) answer(res);
@@ -51,6 +54,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     res.writeHead(200, { 'content-type': 'application/json', 'x-worker-id': name }).end('{"translated":"ok"}');
   const server: Server = createServer((req, res) => {
     req.resume().on('end', () => {
+      if (fake.silent) return;
       const url = req.url ?? '';
       if (url === '/ping') return void res.writeHead(200).end('{"status":"Healthy"}');
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
@@ -156,6 +160,26 @@ describe('several model servers', () => {
     cleanups.push(() => back.close());
     await until('a readmitted', healthy(upstream, 2), 5_000);
     expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it('a host that goes silent (no refusal) is ejected by the probe: its in-flight requests fail then, not at the timeout', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    a!.silent = true;
+    const silentAt = performance.now();
+    const stuck = translate(upstream, 'ko');
+    const err = await failure(stuck);
+    const failedAfterMs = performance.now() - silentAt;
+    // Probe period 50 ms + limit 500 ms, against the request's own 5 s timeout.
+    expect(failedAfterMs).toBeLessThan(1_000);
+    expect(err.toBody()).toEqual({ code: 502, type: 'BadGatewayException', message: 'Model server is unavailable.' });
+    expect(upstream.modelServers!.hosts.find((h) => h.origin === a!.origin)?.health).toBe('ejected');
+    expect((await failure(translate(upstream, 'ko'))).status).toBe(503);
+    for (let i = 0; i < 4; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
+    a!.silent = false;
+    await until('a readmitted', healthy(upstream, 2), 5_000);
+    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
   });
 
   it("an admission 503 (the model server's queue bound) is sent once to another replica", async () => {
