@@ -87,6 +87,9 @@ interface HostState {
   languagesWanted: boolean;
 }
 
+/** GETs in flight at once on a control connection: a language read sends one per language. */
+const CONTROL_PIPELINING = 32;
+
 /** Resolution failures that mean "the name has no address now" (a headless Service with no ready pod). */
 const NO_ADDRESS_CODES = new Set(['ENOTFOUND', 'ENODATA']);
 
@@ -231,12 +234,20 @@ export class ModelServers {
       health: 'unknown',
       ready: new Set(),
       registered: new Set(),
-      control: new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: 1 }),
+      control: this.#controlClient(origin),
       probing: undefined,
       languagesWanted: false,
     };
     this.#hosts.set(origin, host);
     this.#logger?.info({ modelServer: origin }, 'model server added');
+  }
+
+  /**
+   * A host's own connection for probes and language reads, never shared with translations. Pipelined: a read of
+   * every language is one round trip, not one per language, so a distant host's reads fit the probe limit.
+   */
+  #controlClient(origin: string): Client {
+    return new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: CONTROL_PIPELINING });
   }
 
   #probeAll(): void {
@@ -325,7 +336,7 @@ export class ModelServers {
     this.#logger?.warn({ modelServer: host.origin, from, reason }, 'model server ejected');
     // The control connection may sit on a silent peer: a fresh one lets the next probe fail or pass on its own.
     const stale = host.control;
-    host.control = new Client(host.origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: 1 });
+    host.control = this.#controlClient(host.origin);
     void stale.destroy().catch(() => undefined);
     if (from === 'healthy') this.#onEject?.(host.origin);
   }

@@ -393,7 +393,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
       `through the router ${median(viaRouter).toFixed(1)} ms, hop ${hopMs.toFixed(1)} ms`,
     );
     // A hop is a loopback-class exchange plus the router's own work: milliseconds, never a batch window.
-    expect(hopMs).toBeLessThan(20);
+    expect(hopMs).toBeLessThan(50);
   });
 
   it('(a) SIGKILL a host, then restart it; (b) cut its link, then restore it', async () => {
@@ -427,7 +427,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     expect(killCounts.koFirst503Ms).toBeLessThan(1_000);
     const koAfter = afterKill.filter((o) => o.lang === 'ko');
     expect(koAfter.length).toBeGreaterThan(0);
-    expect(koAfter.every((o) => o.status === 503 && o.retryAfter === '1' && o.end - o.start < 200)).toBe(true);
+    expect(koAfter.every((o) => o.status === 503 && o.retryAfter === '1' && o.end - o.start < 500)).toBe(true);
 
     // Restarted on the same address: readmitted, ko answers again and en spreads over both hosts.
     const restartedAt = Date.now();
@@ -435,7 +435,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     await until(
       'ko answers again',
       () => outcomes.some((o) => o.lang === 'ko' && o.start > Date.now() - 300 && o.status === 200),
-      10_000,
+      30_000,
       50,
     );
     const readmitMs = Date.now() - restartedAt;
@@ -472,7 +472,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     expect(afterCut.filter((o) => o.lang === 'en').every((o) => o.status === 200)).toBe(true);
     const koAfterCut = afterCut.filter((o) => o.lang === 'ko');
     expect(koAfterCut.length).toBeGreaterThan(0);
-    expect(koAfterCut.every((o) => o.status === 503 && o.end - o.start < 200)).toBe(true);
+    expect(koAfterCut.every((o) => o.status === 503 && o.end - o.start < 500)).toBe(true);
     // Nothing hung: every request of the window was answered within the detection bound and a little.
     expect(Math.max(...cut.map((o) => o.end - o.start))).toBeLessThan(DETECTION_MS + 500);
 
@@ -482,7 +482,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     await until(
       'ko answers again',
       () => outcomes.some((o) => o.lang === 'ko' && o.start > healedAt && o.status === 200),
-      10_000,
+      15_000,
       50,
     );
     const healMs = Date.now() - healedAt;
