@@ -1,7 +1,8 @@
 /**
  * @module scripts/make-demo-model — build a generated model folder: `make-demo-model <preset> [outDir]`.
  * Presets: tiny (tests, `npm start`), tiny-joinable (tiny with a decoder that lets rows join a running
- * batch), m2m100-418m (M2M100-418M's shapes, random weights, ~1.9 GB: benchmarks; never committed).
+ * batch), m2m100-418m (M2M100-418M's shapes, random weights, ~4 GB with the int8 files: benchmarks; never
+ * committed). Each is written in the published layout: fp32 with inline weights, plus the q8 and q8-rows pairs.
  * After writing, the folder is loaded into onnxruntime-node and one row is translated, so a broken
  * model is caught here rather than at serving time (`--no-check` skips that).
  */
@@ -36,7 +37,8 @@ async function main(argv: string[]): Promise<number> {
       maxNewTokens: 8,
     });
     console.log(
-      `check: onnxruntime-node loaded it in ${(loadMs / 1000).toFixed(1)} s (${engine.decoderKind} decoder) and generated ` +
+      `check: onnxruntime-node loaded it in ${(loadMs / 1000).toFixed(1)} s (${engine.decoderKind} decoder, ` +
+        `${engine.dtypeChoice.reason}) and generated ` +
         `${out!.generatedTokens} tokens: ${JSON.stringify(out!.text)} (random weights: not a translation)`,
     );
   } finally {
