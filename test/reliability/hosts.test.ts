@@ -68,7 +68,16 @@ function deleteStaleNamespaces(): void {
     } catch {
       alive = false;
     }
-    if (!alive) ip('netns', 'del', m[1]!);
+    if (alive) continue;
+    // Its servers outlived it (they run detached): they go with their namespace.
+    for (const pid of ip('netns', 'pids', m[1]!).split('\n').filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // exited meanwhile
+      }
+    }
+    ip('netns', 'del', m[1]!);
   }
 }
 
