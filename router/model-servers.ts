@@ -14,10 +14,11 @@
  *
  * Health, per host (one state, changed only in `#admit` and `#eject`, which log the transition):
  * ```
- *   unknown ──probe ok + languages read──▶ healthy ──probe fails / times out, connection refused──▶ ejected
- *      └──────────────probe fails──────────────────────────────────────────────────────────────────▲   │
- *                          healthy ◀──────────────probe ok + languages read────────────────────────────┘
+ *   unknown ──/ping 200 + languages read──▶ healthy ──/ping fails or > probeTimeoutMs, connection refused──▶ ejected
+ *      │                                     ▲                                                              │
+ *      └──────────/ping fails───────▶ ejected └────────────/ping 200 + languages read────────────────────────┘
  * ```
+ * Only healthy → ejected tells router/upstream.ts (`onEject`): that host may hold requests in flight.
  * A probe is `GET /ping` on the host's own control connection every `probeIntervalMs`, answered 200 within
  * `probeTimeoutMs`; one probe at a time per host. A partitioned host (no refusal, just silence) is therefore
  * ejected at most `probeIntervalMs + probeTimeoutMs` after it went silent (1.5 s by default). A suspicion from
@@ -179,7 +180,7 @@ export class ModelServers {
   /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
   suspect(origin: string): void {
     const host = this.#hosts.get(origin);
-    if (host !== undefined) this.#probe(host, true);
+    if (host !== undefined) void this.#probe(host, true);
   }
 
   /** Resolve every source again and probe the hosts; resolves when done (tests await it). */
