@@ -1,10 +1,11 @@
 /**
  * Issue 15 — past one machine: the router in front of two model-server hosts that are separate network hosts
- * (network namespaces joined by veth pairs through a bridge, in 10.231.77.0/24), under load, through the drill:
+ * (network namespaces joined by veth pairs through a bridge, in 10.231.77.0/24), under load through the built-in
+ * front, through the drill:
  *
  * ```
  *   test process (load) 10.231.77.100 ─┐
- *   router (MODEL_SERVERS=a,b) .1 ─────┤ br0 in the router's namespace
+ *   front :7777 → router :8888 .1 ─────┤ br0 in the router's namespace (MODEL_SERVERS=a,b)
  *   host a: en, ko            .11 ─────┤
  *   host b: en, fr            .12 ─────┘
  * ```
@@ -228,7 +229,11 @@ interface Outcome {
 }
 
 const routerUrl = `http://${ROUTER_IP}:8888`;
+const frontUrl = `http://${ROUTER_IP}:7777`;
+/** The clients' way in: the built-in front, beside the router in its namespace. */
 let pool: Pool;
+/** Straight to the router, for the hop measurement. */
+let routerPool: Pool;
 const outcomes: Outcome[] = [];
 let loadRunning = false;
 let loadDone: Promise<void> | undefined;
@@ -338,10 +343,24 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
       },
       path.join(dir, 'router.log'),
     );
-    pool = new Pool(routerUrl, { connections: 32 });
+    await startInNamespace(
+      ns('r'),
+      'front/main.ts',
+      {
+        LOG_LEVEL: 'warn',
+        LOG_DIR: path.join(dir, 'logs'),
+        RUN_DIR: path.join(dir, 'run-front'),
+        FRONT: 'builtin',
+        FRONT_ADDRESS: '0.0.0.0:7777',
+        ROUTER_ADDRESS: '127.0.0.1:8888',
+      },
+      path.join(dir, 'front.log'),
+    );
+    pool = new Pool(frontUrl, { connections: 32 });
+    routerPool = new Pool(routerUrl, { connections: 1 });
     // Both hosts admitted: every language answers.
     await until(
-      'every language answers through the router',
+      'every language answers through the front',
       async () => {
         const codes = await Promise.all(
           LANGUAGES.map(async (lang) => {
@@ -366,6 +385,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     loadRunning = false;
     await loadDone;
     await pool?.close();
+    await routerPool?.close();
     await Promise.all([...processes].map(killGroup));
     deleteNetwork();
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -390,7 +410,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     try {
       for (let i = 0; i < 60; i++) {
         toHost.push(await time(direct, '/predictions/fr', { src_lang: 'de', src_text: `d${i}` }));
-        viaRouter.push(await time(pool, '/', { src_lang: 'de', src_text: `r${i}`, tgt_lang: 'fr' }));
+        viaRouter.push(await time(routerPool, '/', { src_lang: 'de', src_text: `r${i}`, tgt_lang: 'fr' }));
       }
     } finally {
       await direct.close();
