@@ -1,11 +1,16 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Drills whose pass/fail bound is a latency (refusals answered within 50 ms at p99 under 10× overload): they run
- * after everything else, one file at a time (vitest.solo.config.ts), so a neighbouring test file's CPU load on this
- * 2-core machine cannot be what they measure.
+ * Drills whose outcome depends on timing under load they create themselves: refusals answered within 50 ms at p99
+ * under 10× overload (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed under load
+ * (pm2: only the requests in flight on it may fail). They run after everything else, one file at a time
+ * (vitest.solo.config.ts), so a neighbouring test file's CPU load on this 2-core machine cannot be what they measure.
  */
-export const SOLO_TESTS = ['test/reliability/goodput.test.ts'];
+export const SOLO_TESTS = [
+  'test/reliability/goodput.test.ts',
+  'test/reliability/abandon.test.ts',
+  'test/reliability/pm2.test.ts',
+];
 
 // Tests start real servers and child processes; on a 2-core machine two test files at a time is the
 // most that keeps timing-sensitive batching tests honest. A hang is a failure: generous but finite timeouts.
