@@ -32,6 +32,8 @@ describe.skipIf(!hasChromium)('status page in headless Chromium', () => {
   let dir: string;
   let stack: Stack;
   let fronts: { kind: string; url: string }[];
+  /** The nginx front this file starts beside the stack's own (stopped in afterAll: the stack does not know it). */
+  let nginxFront: Awaited<ReturnType<typeof startFront>> | undefined;
   let context: BrowserContext;
 
   beforeAll(async () => {
@@ -47,14 +49,14 @@ describe.skipIf(!hasChromium)('status page in headless Chromium', () => {
     });
     fronts = [{ kind: 'builtin', url: stack.frontUrl! }];
     if (findNginx(process.env)) {
-      const nginx = await startFront({
+      nginxFront = await startFront({
         dir: stack.dir,
         env: stack.env,
         routerUrl: stack.routerUrls[0]!,
         kind: 'nginx',
         name: 'front-nginx',
       });
-      fronts.push({ kind: 'nginx', url: nginx.url });
+      fronts.push({ kind: 'nginx', url: nginxFront.url });
     } else {
       console.warn('status-page.test: nginx is not installed; the page is tested through the built-in front only');
     }
@@ -77,6 +79,7 @@ describe.skipIf(!hasChromium)('status page in headless Chromium', () => {
 
   afterAll(async () => {
     await context?.close();
+    await nginxFront?.proc.stop(5_000);
     await stack?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
