@@ -29,13 +29,6 @@ import { parseExposition, parsePromQL } from './promql.js';
 const root = new URL('../../', import.meta.url).pathname;
 const k8sDir = path.join(root, 'deploy/k8s');
 
-/**
- * Variables set in the manifests that common/config.ts does not read (yet). MODEL_SERVERS: the router's list of
- * model servers (or one DNS name resolved to all its addresses), being built by another change; until then the
- * router uses INFERENCE_ADDRESS.
- */
-const PENDING_ENV = new Set(['MODEL_SERVERS']);
-
 /** Schema classes by apiVersion/kind: every kind the manifests may use. */
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'v1/Namespace': Namespace,
@@ -142,7 +135,7 @@ describe('Kubernetes manifests', () => {
     for (const d of deployments) {
       for (const c of d.spec.template.spec.containers) {
         for (const name of Object.keys(envOf(c))) {
-          expect(known.has(name) || PENDING_ENV.has(name), `${d.metadata.name}: ${name} is read by nothing`).toBe(true);
+          expect(known.has(name), `${d.metadata.name}: ${name} is read by nothing`).toBe(true);
         }
         expect(() => configOf(c), d.metadata.name).not.toThrow();
       }
@@ -176,6 +169,7 @@ describe('Kubernetes manifests', () => {
       expect([url.hostname, Number(url.port)], name).toEqual([headless.metadata.name, inferencePort]);
     }
     expect(configOf(router).router.upstreamUrl).toBe(`http://mt-model-server:${inferencePort}`);
+    expect(configOf(router).router.modelServers).toEqual([`http://mt-model-server:${inferencePort}`]);
   });
 
   it('GPU pods request one GPU each, CPU pods none; setup_config.json comes from the ConfigMap', () => {
