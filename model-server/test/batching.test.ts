@@ -76,7 +76,12 @@ describe('batching (real server, real workers)', () => {
       body: { code: 400, type: 'BadRequestException', message: 'src_text must be a string.' },
     });
     const labels = { model_name: 'echo', model_version: '1.0' };
-    const text = await metrics(t);
+    // The worker reports the batch's end after its items, so the clients can have their answers first.
+    const server = t;
+    const text = await until('the batch reported', async () => {
+      const scraped = await metrics(server);
+      return metricValue(scraped, 'mt_batch_size_count', labels) === undefined ? undefined : scraped;
+    });
     expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
     expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(2);
     expect(metricValue(text, 'mt_jobs_total', { ...labels, outcome: 'BAD_REQUEST' })).toBe(1);
