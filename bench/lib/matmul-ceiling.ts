@@ -98,7 +98,9 @@ export function buildMatmulModel(k: number, n: number, copies: number, weights: 
       node.push({ opType: 'MatMul', input: ['X', `W${i}`], output: [`Y${i}`], name: `matmul${i}` });
     } else {
       // Values in ±0.05: 7-bit weights (the q8 files' reduce_range) with one scale per column.
-      const q = Int8Array.from(w, (v) => Math.round((v / 0.05) * 64));
+      // A loop, not Int8Array.from(w, f): that collects an iterable into a JS array first (131M numbers for the LM head).
+      const q = new Int8Array(k * n);
+      for (let j = 0; j < q.length; j++) q[j] = Math.round((w[j]! / 0.05) * 64);
       initializer.push(
         { name: `W${i}`, dims: [k, n], dataType: INT8, rawData: bytes(q) },
         { name: `S${i}`, dims: [n], dataType: FLOAT, rawData: bytes(new Float32Array(n).fill(0.05 / 64)) },
