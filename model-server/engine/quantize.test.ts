@@ -1,12 +1,15 @@
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import onnxProto from 'onnx-proto';
+import './ort-env.js';
+import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
 import { DEMO_LANGUAGES, makeDemoModel, PRESETS } from './demo-model/index.js';
+import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
 import { Mulberry32 } from './demo-model/prng.js';
 import { type TranslateRow, TranslationEngine } from './engine.js';
 import { quantizeModelDir, quantizeModelFile } from './quantize.js';
@@ -222,6 +225,47 @@ describe('MODEL_DTYPE', () => {
     for (const [i, row] of list.entries()) {
       expect((await engine.translate([row], GREEDY))[0]!.tokenIds).toEqual(batched[i]);
     }
+  });
+});
+
+describe('quantizeModelFile on the Hugging Face merged layout', () => {
+  it('quantizes products inside both If branches against one outer weight, once, and computes what fp32 does', async () => {
+    // optimum's merged decoder: If(use_cache_branch) holding a whole decoder in each branch, the weights outside.
+    const g = new GraphBuilder(new WeightSink(7));
+    const x = g.input('x', ElemType.FLOAT, ['batch_size', 3, 16]);
+    const useCache = g.input('use_cache_branch', ElemType.BOOL, [1]);
+    const w = g.weight('model.decoder.layers.0.fc1.weight', [16, 8], { kind: 'uniform', std: 0.5 });
+    const branches = [2, 3].map((scale) => {
+      const b = g.branch();
+      const y = b.op('Mul', [b.op('MatMul', [x, w]), b.float(scale)]);
+      b.output(y, `y_${scale}`, ElemType.FLOAT, ['batch_size', 3, 8]);
+      return b.graph(`branch_${scale}`);
+    });
+    g.opN('If', [useCache], { then_branch: { g: branches[0]! }, else_branch: { g: branches[1]! } }, ['y']);
+    g.outputs.push({ name: 'y', type: { tensorType: { elemType: ElemType.FLOAT } } });
+    const source = path.join(root, 'merged-layout.onnx');
+    const output = path.join(root, 'merged-layout_quantized.onnx');
+    writeFileSync(source, encodeModel(g.graph('merged_layout'), 'test'));
+    const report = quantizeModelFile(source, output);
+    expect(report.quantized).toEqual({ MatMul: 2 });
+    expect(report.int8Weights).toBe(1);
+    const model = onnxProto.onnx.ModelProto.decode(readFileSync(output));
+    expect(model.graph!.initializer!.map((t) => t.name)).not.toContain('model.decoder.layers.0.fc1.weight');
+    const fp32 = await ort.InferenceSession.create(source);
+    const q8 = await ort.InferenceSession.create(output);
+    const input = Float32Array.from({ length: 2 * 3 * 16 }, (_, i) => Math.sin(i));
+    for (const cache of [0, 1]) {
+      const feeds = {
+        x: new ort.Tensor('float32', input, [2, 3, 16]),
+        use_cache_branch: new ort.Tensor('bool', Uint8Array.of(cache), [1]),
+      };
+      const [a, b] = [await fp32.run(feeds), await q8.run(feeds)].map((o) => o.y!.data as Float32Array);
+      const scale = a!.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+      expect(a!.every((v, i) => Math.abs(v - b![i]!) < 0.05 * scale)).toBe(true);
+      expect(a!.some((v, i) => v !== b![i])).toBe(true);
+    }
+    await fp32.release();
+    await q8.release();
   });
 });
 
