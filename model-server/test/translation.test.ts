@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../engine/demo-model/index.js';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { until } from '../../test/support/polling.js';
 
 describe('translation handler behind the model server (generated tiny M2M100)', () => {
   let t: TestServer;
@@ -155,21 +156,6 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     expect(unsure.body.message).toMatch(/^Could not detect the language of src_text/);
   });
 
-  it('a single sentence sent while a long document fills the worker is answered first, as it is alone', async () => {
-    const single = 'Where is the station?';
-    const alone = await translate('ko', { src_lang: 'en', src_text: single });
-    const document = Array.from({ length: 36 }, (_, i) => `This is sentence number ${i} of a long report.`).join(' ');
-    const order: string[] = [];
-    const doc = translate('ko', { src_lang: 'en', src_text: document }).then((r) => (order.push('document'), r));
-    // The document's 36 jobs are bulk work: 16 fill the worker (batch_size 16), the rest wait in the queue.
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    const answer = await translate('ko', { src_lang: 'en', src_text: single });
-    order.push('single');
-    await doc;
-    expect(order).toEqual(['single', 'document']);
-    expect(answer.translated).toBe(alone.translated);
-  });
-
   it('past the sentence limit: 413 naming MAX_REQUEST_SENTENCES, never a shortened 200', async () => {
     const doc = Array.from({ length: 41 }, (_, i) => `Sentence number ${i} is here.`).join(' ');
     const res = await call(`${t.inference}/predictions/en`, { body: { src_lang: 'de', src_text: doc } });
@@ -177,5 +163,55 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     expect(res.body.message).toBe(
       'Request has 41 sentences; at most 40 are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.',
     );
+  });
+});
+
+describe('fair to everyone else: a single sentence during a long document (generated tiny M2M100)', () => {
+  let t: TestServer;
+  let modelRoot: string;
+  beforeAll(async () => {
+    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-fair-'));
+    makeDemoModel('tiny', modelRoot);
+    // Every row generates exactly 100 tokens: the order of the answers is the scheduler's, not the model's.
+    t = await startTestServer({
+      entries: ['ko'],
+      handler: 'translation',
+      modelDir: modelRoot,
+      config: { numBeams: 1, maxNewTokens: 100, minNewTokens: 100, intraOpThreads: 1 },
+    });
+    const res = await call(`${t.management}/models?url=ko&batch_size=64&max_batch_delay=5`, { method: 'POST' });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  });
+  afterAll(async () => {
+    await t?.close();
+    rmSync(modelRoot, { recursive: true, force: true });
+  });
+  /** Nothing from the cache: both answers are the engine's. */
+  const post = async (text: string) => {
+    const res = await call(`${t.inference}/predictions/ko`, {
+      body: { src_lang: 'en', src_text: text },
+      headers: { 'cache-control': 'no-store' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body as { translated: string };
+  };
+
+  it('a sentence sent while a long document generates is answered first, and as it is alone', async () => {
+    const single = 'Where is the station?';
+    const alone = await post(single);
+    // 200 bulk jobs: 64 on the worker (its cap, batch_size 64), the rest waiting their turn in the queue.
+    const document = Array.from({ length: 200 }, (_, i) => `This is sentence number ${i} of a long report.`).join(' ');
+    const order: string[] = [];
+    const doc = post(document).then((r) => (order.push('document'), r));
+    const server = t;
+    await until(
+      'the document filling the worker',
+      async () => (await call(`${server.management}/models/ko`)).body[0].jobQueueStatus.pendingRequests > 0,
+    );
+    const answer = await post(single);
+    order.push('single');
+    await doc;
+    expect(order).toEqual(['single', 'document']);
+    expect(answer.translated).toBe(alone.translated);
   });
 });
