@@ -1,8 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Drills whose outcome depends on timing under load they create themselves: refusals answered within 50 ms at p99
- * under 10× overload (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed under load
+ * Drills whose outcome depends on timing under load they create themselves: goodput at 10× overload and refusals
+ * answered at admission (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed under load
  * (pm2: only the requests in flight on it may fail). They run after everything else, one file at a time
  * (vitest.solo.config.ts), so a neighbouring test file's CPU load on this 2-core machine cannot be what they measure.
  */
