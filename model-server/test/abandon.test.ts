@@ -5,10 +5,8 @@
  * stands in for a long generation (the engine's own row cancellation is tested in engine/ and worker/).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
 import { until } from '../../test/support/polling.js';
-
-const describeModel = async (t: TestServer, model: string) => (await call(`${t.management}/models/${model}`)).body[0];
 
 /** POST a prediction that the client abandons after `abortAfterMs`; resolves once the client side is closed. */
 async function abandoned(t: TestServer, text: string, abortAfterMs: number): Promise<void> {

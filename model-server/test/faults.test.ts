@@ -3,13 +3,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { alive, call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
 import { until } from '../../test/support/polling.js';
 
 const predict = (t: TestServer, model: string, text: string) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });
-
-const describeModel = async (t: TestServer, model: string) => (await call(`${t.management}/models/${model}`)).body[0];
 
 describe('worker faults (real worker processes with injected faults)', () => {
   let t: TestServer | undefined;

@@ -142,3 +142,8 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/** The management API's description of a registered model (its first version). */
+export async function describeModel(t: TestServer, model: string): Promise<any> {
+  return (await call(`${t.management}/models/${model}`)).body[0];
+}
