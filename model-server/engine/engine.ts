@@ -302,6 +302,7 @@ export class TranslationEngine {
       await this.#generator.close();
       await this.#sessions.encoder.release();
       await this.#sessions.decoder.release();
+      await this.#sessions.cross?.release();
     })();
     return this.#closed;
   }

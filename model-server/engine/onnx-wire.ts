@@ -142,6 +142,23 @@ export function joinModel(model: IModelProto, weights: readonly Uint8Array[]): U
   return concat(pieces);
 }
 
+/** TensorProto.name; SparseTensorProto.values (the TensorProto that carries a sparse weight's name). */
+const TENSOR_NAME = 8;
+const SPARSE_VALUES = 1;
+
+/** The name of a weight entry of `SplitModel.weights` (reads only the entry's small fields, not its data). */
+export function weightName(entry: Uint8Array): string {
+  const [outer] = wireFields(entry);
+  if (outer === undefined || outer.wire !== WIRE_BYTES) throw new Error('malformed weight entry');
+  let fields = wireFields(entry, outer.value, outer.end);
+  if (outer.field === GRAPH_SPARSE_INITIALIZER) {
+    const values = fields.find((f) => f.field === SPARSE_VALUES && f.wire === WIRE_BYTES);
+    fields = values ? wireFields(entry, values.value, values.end) : [];
+  }
+  const name = fields.find((f) => f.field === TENSOR_NAME && f.wire === WIRE_BYTES);
+  return name ? new TextDecoder().decode(entry.subarray(name.value, name.end)) : '';
+}
+
 export function concat(pieces: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(pieces.reduce((sum, p) => sum + p.length, 0));
   let at = 0;

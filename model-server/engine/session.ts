@@ -12,8 +12,9 @@ import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
+import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
-import { joinModel, splitModel } from './onnx-wire.js';
+import { joinModel, splitModel, weightName } from './onnx-wire.js';
 
 /** Which decoder graph drives generation. */
 export type DecoderKind =
@@ -99,6 +100,11 @@ export interface EngineSessions {
   /** Float32 at their boundary whatever the graph's float type (float16.ts). */
   encoder: EngineSession;
   decoder: EngineSession;
+  /**
+   * The cross-attention graph (decoder-split.ts): makes `present.*.encoder.*` from the encoder's states, and
+   * `decoder` is then the merged graph's cache branch alone. Null: `decoder`'s first step makes that cache.
+   */
+  cross: EngineSession | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -203,6 +209,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
         ? rewriteDecoder(decoderFile, modelShape(modelDir))
         : {
             bytes: null,
+            cross: null,
             outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
           };
     return { encoderFile, decoder, decoderFile, rewritten };
@@ -214,18 +221,26 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   };
 
   const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
-    const encoder = await ort.InferenceSession.create(files.encoderFile, sessionOptions(threads, provider));
-    try {
-      const decoderOptions = sessionOptions(threads, provider);
-      if (files.rewritten.bytes === null)
-        return { encoder, decoder: await ort.InferenceSession.create(files.decoderFile, decoderOptions) };
+    const created: ort.InferenceSession[] = [];
+    const open = async (source: string | Uint8Array) => {
+      const options = sessionOptions(threads, provider);
       // From memory, external weights are found through this folder, not the graph file's.
-      decoderOptions.extra = {
-        session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) },
-      };
-      return { encoder, decoder: await ort.InferenceSession.create(files.rewritten.bytes, decoderOptions) };
+      if (typeof source !== 'string')
+        options.extra = { session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) } };
+      const session =
+        typeof source === 'string'
+          ? await ort.InferenceSession.create(source, options)
+          : await ort.InferenceSession.create(source, options);
+      created.push(session);
+      return session;
+    };
+    try {
+      const encoder = await open(files.encoderFile);
+      const decoder = await open(files.rewritten.bytes ?? files.decoderFile);
+      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross);
+      return { encoder, decoder, cross };
     } catch (err) {
-      await encoder.release();
+      for (const session of created) await session.release();
       throw err;
     }
   };
@@ -257,7 +272,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
 }
 
 function finish(
-  sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession },
+  sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession; cross: ort.InferenceSession | null },
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
@@ -266,6 +281,7 @@ function finish(
   return {
     encoder: float32Boundary(sessions.encoder),
     decoder: float32Boundary(sessions.decoder),
+    cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
@@ -293,25 +309,38 @@ function modelShape(modelDir: string): { layers: number; vocab: number } {
 }
 
 /**
- * The merged decoder with the extra outputs of decoder-graph.ts, as bytes (null: load the file as is), and
- * what it offers. Only the graph's nodes and outputs are decoded and re-encoded (onnx-wire.ts): inline weights
- * are copied through as bytes, external ones stay in their data file, so a published export with 1.3 GB of
- * inline weights takes the fast path like any other. Editing in memory at each load, rather than preparing an
- * edited copy once, needs no write access to the model folder and no copy that could go stale beside it; it
- * costs one transient copy of the file while the session is created.
+ * The merged decoder prepared for the step loop, as bytes (null: load the file as is), and what it offers: split
+ * into a step graph and a cross-attention graph where decoder-split.ts recognises it, then the extra outputs of
+ * decoder-graph.ts. Only the graph's nodes and outputs are decoded and re-encoded (onnx-wire.ts): inline weights
+ * are copied through as bytes, each graph taking only those it reads, and external ones stay in their data file,
+ * so a published export with 1.3 GB of inline weights takes the fast path like any other. Editing in memory at
+ * each load, rather than preparing an edited copy once, needs no write access to the model folder and no copy
+ * that could go stale beside it; it costs one transient copy of the file while the sessions are created.
  */
 function rewriteDecoder(
   file: string,
   shape: { layers: number; vocab: number },
-): { bytes: Uint8Array | null; outputs: DecoderOutputs } {
+): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
   const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, notes: [] };
-  const appended = exposeCacheAppends(model, shape.layers);
+  const split = splitCrossAttention(model, shape.layers);
+  if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
+  const step = split.ok ? split.step.model : model;
+  const appended = exposeCacheAppends(step, shape.layers);
   if (appended.ok) outputs.appendedCache = appended.outputs;
   else outputs.notes.push(`whole present cache fetched: ${appended.reason}`);
-  const top2 = exposeGreedyTop2(model, shape.vocab);
+  const top2 = exposeGreedyTop2(step, shape.vocab);
   if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
   else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
-  const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
-  return { bytes: changed ? joinModel(model, weights) : null, outputs };
+  if (!split.ok) {
+    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
+    return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
+  }
+  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
+  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  return {
+    bytes: joinModel(step, read(split.step.uses)),
+    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    outputs,
+  };
 }

@@ -19,6 +19,8 @@ export interface DecoderRun {
   selfMask: BigInt64Array | null;
   /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
   top2: { values: string; ids: string } | null;
+  /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
+  cross: Float32Array[] | null;
   /** Wall time of the run (ms). */
   ms: number;
 }
@@ -39,14 +41,15 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
     if (cached) ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
     else for (let t = 0; t < T; t++) ids[r * T + t] = BigInt(t === 0 ? start : tokens[t - 1]!);
   });
-  const feeds: Record<string, ort.Tensor> = {
-    input_ids: new ort.Tensor('int64', ids, [n, T]),
-    encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, d]),
-  };
+  const inputs = ctx.sessions.decoderInputs;
+  const states = new ort.Tensor('float32', cohort.encoderStates, [n, S, d]);
+  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, T]) };
+  // The step graph of a split decoder reads the cross-attention cache instead of the encoder's states.
+  if (inputs.has('encoder_hidden_states')) feeds.encoder_hidden_states = states;
   if (ctx.feedsEncoderMask) feeds.encoder_attention_mask = new ort.Tensor('int64', cohort.encoderMask, [n, S]);
   const P = cohort.pastLength;
   let selfMask: BigInt64Array | null = null;
-  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
+  if (inputs.has('decoder_attention_mask')) {
     // Cached: the row's cache mask plus the new position. Uncached: every fed position is real.
     selfMask = new BigInt64Array(n * (P + T)).fill(1n);
     if (cohort.selfMask !== null && P > 0) {
@@ -61,8 +64,22 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
   const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
   const fetches = top2 !== null ? [top2.values, top2.ids] : ['logits'];
-  if (ctx.sessions.decoderInputs.has('use_cache_branch')) {
-    feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
+  const started = performance.now();
+  const splitCross = cached ? ctx.sessions.cross : null;
+  let cross: Float32Array[] | null = null;
+  if (splitCross !== null && first) {
+    const crossFeeds: Record<string, ort.Tensor> = {};
+    for (const [name, tensor] of Object.entries({ ...feeds, encoder_hidden_states: states }))
+      if (splitCross.inputNames.includes(name)) crossFeeds[name] = tensor;
+    const made = await splitCross.run(crossFeeds);
+    cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
+      const name = `present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`;
+      return made[name]!.data as Float32Array;
+    });
+  }
+  if (inputs.has('use_cache_branch') || splitCross !== null) {
+    if (splitCross === null)
+      feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
     const empty = new Float32Array(0);
     for (let i = 0; i < ctx.layers; i++) {
       ['key', 'value'].forEach((part, j) => {
@@ -73,23 +90,22 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
           self === empty ? 0 : P,
           dh,
         ]);
-        const cross = cached && !first ? cohort.crossCache![2 * i + j]! : empty;
-        feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', cross, [
+        const past = cross?.[2 * i + j] ?? (cached && !first ? cohort.crossCache![2 * i + j]! : empty);
+        feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', past, [
           n,
           H,
-          cross === empty ? 0 : S,
+          past === empty ? 0 : S,
           dh,
         ]);
         if (cached) {
           fetches.push(appendedCache?.[2 * i + j] ?? `present.${i}.decoder.${part}`);
-          if (first) fetches.push(`present.${i}.encoder.${part}`);
+          if (first && splitCross === null) fetches.push(`present.${i}.encoder.${part}`);
         }
       });
     }
   }
-  const started = performance.now();
   const out = await ctx.sessions.decoder.run(feeds, fetches);
-  return { out, selfMask, top2, ms: performance.now() - started };
+  return { out, selfMask, top2, cross, ms: performance.now() - started };
 }
 
 /**
@@ -172,8 +188,8 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   cohort.selfCache = selfCache;
   stats.layoutMs += performance.now() - building;
   if (first) {
-    cohort.crossCache = [];
-    for (let i = 0; i < ctx.layers; i++) {
+    cohort.crossCache = run.cross ?? [];
+    for (let i = 0; run.cross === null && i < ctx.layers; i++) {
       for (const part of ['key', 'value'])
         cohort.crossCache.push(out[`present.${i}.encoder.${part}`]!.data as Float32Array);
     }
