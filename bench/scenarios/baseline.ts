@@ -16,7 +16,8 @@
  * drift, not by the few milliseconds of the stack's hops.
  *
  * The int8 arms: transformers.js with `dtype: 'q8'` and mt-serve at batch_size 64 with MODEL_DTYPE=q8, both on the
- * folder's *_quantized.onnx files, at concurrency 64 (and 1 in full runs), beside the fp32 ones.
+ * folder's *_quantized.onnx files, at concurrency 64 (and 1 in full runs), beside the fp32 ones; their
+ * concurrency-1 latency is read the same way, the two q8 servers up at once and taking turns.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { startBaseline } from '../lib/baseline.js';
@@ -89,11 +90,10 @@ async function startArm(
 }
 
 /**
- * Concurrency-1 latency of mt-serve (batch_size 64) and transformers.js, both servers up and taking turns
- * (paired-latency.ts): the no-worse-p50 target reads this, not two arms measured minutes apart.
+ * Concurrency-1 latency of mt-serve (batch_size 64) and transformers.js on the same weights (`arms`), both servers
+ * up and taking turns (paired-latency.ts): the no-worse-p50 targets read this, not two arms measured minutes apart.
  */
-async function interleavedLatency(ctx: BenchContext): Promise<PairedLatency> {
-  const arms: Arm[] = ['mt-serve batch 64', 'transformers.js'];
+async function interleavedLatency(ctx: BenchContext, arms: [Arm, Arm]): Promise<PairedLatency> {
   const started: Awaited<ReturnType<typeof startArm>>[] = [];
   try {
     for (const arm of arms) started.push(await startArm(ctx, arm, 'paired'));
@@ -168,7 +168,12 @@ async function run(ctx: BenchContext): Promise<Section> {
       results.get(arm)!.push(await runArm(ctx, arm, r, levels));
     }
   }
-  const paired = ctx.signal.aborted ? undefined : await interleavedLatency(ctx);
+  const paired = ctx.signal.aborted
+    ? undefined
+    : await interleavedLatency(ctx, ['mt-serve batch 64', 'transformers.js']);
+  const pairedQ8 = ctx.signal.aborted
+    ? undefined
+    : await interleavedLatency(ctx, ['mt-serve q8 batch 64', 'transformers.js q8']);
   // Quick runs: the batch-64 arm is figure 2's measurement itself.
   const reused = results.get('mt-serve batch 64')!.some((m) => m === ctx.shared.get(SERVED_ONE_LANGUAGE_KEY));
   const s = section(
@@ -270,25 +275,24 @@ async function run(ctx: BenchContext): Promise<Section> {
     );
   }
   const p50Ratio = paired ? ratio(paired.p50[0], paired.p50[1]) : Number.NaN;
-  if (paired) {
+  const p50RatioQ8 = pairedQ8 ? ratio(pairedQ8.p50[0], pairedQ8.p50[1]) : Number.NaN;
+  const pairedRows = (p: PairedLatency, names: [string, string], p50: number) => [
+    [names[0], p.p50[0], p.p90[0], formatRatio(p50), formatRatio(p.medianPairRatio), p.pairs],
+    [names[1], p.p50[1], p.p90[1], '1×', '', p.pairs],
+  ];
+  if (paired || pairedQ8) {
+    const failed = [paired, pairedQ8].filter((p) => p && Object.keys(p.errors).length > 0).map((p) => p!.errors);
     s.tables.push({
-      title: 'Concurrency 1, the two servers taking turns',
+      title: 'Concurrency 1, the two servers on the same weights taking turns',
       columns: ['System', 'p50 ms', 'p90 ms', 'p50 vs transformers.js', 'median of per-request ratios', 'requests'],
       rows: [
-        [
-          'mt-serve batch 64',
-          paired.p50[0],
-          paired.p90[0],
-          formatRatio(p50Ratio),
-          formatRatio(paired.medianPairRatio),
-          paired.pairs,
-        ],
-        ['transformers.js', paired.p50[1], paired.p90[1], '1×', '', paired.pairs],
+        ...(paired ? pairedRows(paired, ['mt-serve batch 64', 'transformers.js'], p50Ratio) : []),
+        ...(pairedQ8 ? pairedRows(pairedQ8, ['mt-serve q8 batch 64', 'transformers.js q8'], p50RatioQ8) : []),
       ],
       note:
-        'Both servers up at once (fresh processes, 2 warm-up requests each); workload request i goes to one and then the other, the first of each pair alternating, one request in flight in all. ' +
-        'Machine drift hits both alike, so a few percent can be told apart; the target reads the ratio of p50s.' +
-        (Object.keys(paired.errors).length > 0 ? ` Failed: ${JSON.stringify(paired.errors)}.` : ''),
+        'Per pair of rows: both servers up at once (fresh processes, 2 warm-up requests each); workload request i goes to one and then the other, the first of each pair alternating, one request in flight in all. ' +
+        'Machine drift hits both alike, so a few percent can be told apart; the targets read the ratio of p50s.' +
+        (failed.length > 0 ? ` Failed: ${JSON.stringify(failed)}.` : ''),
     });
   }
   const batchGain = ratio(
@@ -323,8 +327,20 @@ async function run(ctx: BenchContext): Promise<Section> {
       med(arm, 64, (m) => m.sentencesPerS),
       med(fp32Arm, 64, (m) => m.sentencesPerS),
     );
+  s.targets.push(
+    checkTarget('int8 (q8): mt-serve ÷ transformers.js sentences/s at concurrency 64', q8Gain, '>=', 5, '×'),
+  );
+  s.targets.push(
+    checkTarget(
+      'int8 (q8): mt-serve ÷ transformers.js p50 latency at concurrency 1 (no worse)',
+      p50RatioQ8,
+      '<=',
+      1,
+      '×',
+    ),
+  );
   s.notes.push(
-    `int8 (q8 files) at concurrency 64: mt-serve ÷ transformers.js ${formatRatio(q8Gain)} sentences/s; q8 ÷ fp32 ${formatRatio(q8OverFp32('mt-serve q8 batch 64', 'mt-serve batch 64'))} for mt-serve, ${formatRatio(q8OverFp32('transformers.js q8', 'transformers.js'))} for transformers.js (no target).`,
+    `int8 (q8 files), q8 ÷ fp32 sentences/s at concurrency 64: ${formatRatio(q8OverFp32('mt-serve q8 batch 64', 'mt-serve batch 64'))} for mt-serve, ${formatRatio(q8OverFp32('transformers.js q8', 'transformers.js'))} for transformers.js (no target).`,
   );
   s.data = {
     rows: data,
@@ -334,6 +350,8 @@ async function run(ctx: BenchContext): Promise<Section> {
     paired,
     batchGain,
     q8Gain,
+    p50RatioQ8,
+    pairedQ8,
     raw: Object.fromEntries(
       [...results].map(([arm, runs]) => [
         arm,
