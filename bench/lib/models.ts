@@ -7,6 +7,9 @@
  * - `tiny`: the test model, for the serving-overhead figures where compute must not matter.
  * - `bench-mid`: a bench-only preset small enough that 14 copies fit this machine's memory (the one-engine-per-
  *   language side of the memory figure), with M2M100's vocabulary so its embedding dominates as in the real one.
+ * - `m2m100-418m-external`, `tiny-external`: the same preset and seed with the weights in `*.onnx_data` files
+ *   (the weight-layout figure): every tensor is drawn from a stream seeded by the model seed and its name, so the
+ *   weights are the same bytes as the inline model's. Only the fp32 files are kept.
  *
  * A model is built into a temporary sibling folder and renamed into place when complete, so an interrupted
  * build is never mistaken for a model; a stamp records the generator version it was built by.
@@ -16,10 +19,17 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PRESETS, type DemoPreset } from '../../model-server/engine/demo-model/index.js';
+import { QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../../model-server/engine/quantize.js';
 import { startProcess } from './processes.js';
 import { tsExecArgv } from './probe-runner.js';
 
-export type BenchModel = 'm2m100-418m' | 'tiny' | 'bench-mid';
+export type BenchModel = 'm2m100-418m' | 'tiny' | 'bench-mid' | 'm2m100-418m-external' | 'tiny-external';
+
+/** The models that have an external-data twin, and its name. */
+export const EXTERNAL_TWIN = {
+  'm2m100-418m': 'm2m100-418m-external',
+  tiny: 'tiny-external',
+} as const satisfies Partial<Record<BenchModel, BenchModel>>;
 
 /**
  * `bench-mid`: d_model 256, 6+6 layers, FFN 1024, M2M100's 128 112-token vocabulary (tied), ~45 M parameters
@@ -74,13 +84,29 @@ function isComplete(dir: string, stamp?: string): boolean {
   }
 }
 
+/** What the generator is given for `model` (a preset name or a preset's JSON), and whether its int8 files stay. */
+function buildSpec(model: BenchModel): { preset: string; fp32Only: boolean } {
+  switch (model) {
+    case 'bench-mid':
+      return { preset: JSON.stringify(BENCH_MID_PRESET), fp32Only: false };
+    case 'm2m100-418m-external':
+    case 'tiny-external': {
+      const base = model === 'tiny-external' ? 'tiny' : 'm2m100-418m';
+      // Name and seed unchanged: config.json and every weight stream are the inline model's.
+      return { preset: JSON.stringify({ ...PRESETS[base]!, externalData: true }), fp32Only: true };
+    }
+    default:
+      return { preset: model, fp32Only: false };
+  }
+}
+
 /**
  * The folder of `model` under `modelsDir`, building it first when absent (minutes for the 418M model).
  * `log` receives a line when a build starts and ends.
  */
 export async function ensureModel(model: BenchModel, modelsDir: string, log: (line: string) => void): Promise<string> {
   const dir = path.join(modelsDir, model);
-  const preset = model === 'bench-mid' ? JSON.stringify(BENCH_MID_PRESET) : model;
+  const { preset, fp32Only } = buildSpec(model);
   const stamp = fingerprint(preset);
   if (isComplete(dir, stamp)) return dir;
   mkdirSync(modelsDir, { recursive: true });
@@ -103,6 +129,12 @@ export async function ensureModel(model: BenchModel, modelsDir: string, log: (li
     throw new Error(`building ${model} failed (exit ${code ?? signal}):\n${proc.log()}`);
   }
   rmSync(`${partial}.log`, { force: true });
+  // The generator always quantizes; a twin kept for an fp32 comparison drops those files (~1.5 GB at 418M).
+  if (fp32Only) {
+    for (const graph of QUANTIZED_GRAPHS)
+      for (const suffix of Object.values(QUANTIZED_SUFFIX))
+        rmSync(path.join(partial, 'onnx', `${graph}${suffix}.onnx`));
+  }
   writeFileSync(
     path.join(partial, STAMP),
     `${JSON.stringify({ preset: model, fingerprint: stamp, builtAt: new Date().toISOString() })}\n`,
