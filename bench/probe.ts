@@ -4,13 +4,15 @@
  * `node --import tsx bench/probe.ts <resultFile> <requestJson>`; writes the result as JSON to resultFile and
  * exits 0, or prints the error and exits 1. Kinds:
  * - `matmul`: onnxruntime MatMul GFLOP/s on weight shapes × row counts (the machine's ceiling);
- * - `engine`: the translation engine on pre-formed batches (see bench/scenarios/engine-probe.ts).
+ * - `engine`: the translation engine on pre-formed batches (see bench/scenarios/engine-probe.ts);
+ * - `layout`: two engines, inline weights and external data, calls interleaved (bench/scenarios/engine-layout.ts).
  */
 import { writeFileSync } from 'node:fs';
 import { measureMatmuls, type MatmulProbeRequest } from './lib/matmul-ceiling.js';
 import { runEngineProbe, type EngineProbeRequest } from './scenarios/engine-probe.js';
+import { runLayoutProbe, type LayoutProbeRequest } from './scenarios/engine-layout.js';
 
-type ProbeRequest = MatmulProbeRequest | EngineProbeRequest;
+type ProbeRequest = MatmulProbeRequest | EngineProbeRequest | LayoutProbeRequest;
 
 const [resultFile, requestJson] = process.argv.slice(2);
 if (!resultFile || !requestJson) {
@@ -29,6 +31,9 @@ try {
       break;
     case 'engine':
       result = await runEngineProbe(request);
+      break;
+    case 'layout':
+      result = await runLayoutProbe(request, (line) => process.stderr.write(`${line}\n`));
       break;
     default:
       throw new Error(`unknown probe kind ${JSON.stringify((request as { kind: unknown }).kind)}`);

@@ -22,6 +22,8 @@ export interface BenchSettings {
   engineRepeats: number;
   /** Timed generations per batch size in one probe, each on fresh sentences (after one warm-up at the largest batch). */
   engineRunsPerBatch: number;
+  /** Interleaved rounds of the weight-layout figure at batch 64 (4× as many at batch 1). */
+  layoutPairs: number;
   /** Minimum timed milliseconds per (shape, rows) in the MatMul ceiling. */
   ceilingMinTimeMs: number;
   /** Concurrency levels of the serving-efficiency figure. */
@@ -63,6 +65,7 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
       speedModel: 'tiny',
       perLanguageModel: 'tiny',
       engineRepeats: 1,
+      layoutPairs: 1,
       ceilingMinTimeMs: 50,
       servingConcurrencies: [1, 4],
       batchSize: 4,
@@ -85,6 +88,7 @@ export function settingsFor(mode: 'quick' | 'full' | 'smoke', intraOpThreads: nu
     engineBatches: [1, 8, 32, 64],
     engineRepeats: quick ? 1 : 3,
     engineRunsPerBatch: quick ? 1 : 3,
+    layoutPairs: quick ? 3 : 8,
     ceilingMinTimeMs: quick ? 1_000 : 2_000,
     servingConcurrencies: quick ? [1, 64] : [1, 8, 64, 256],
     batchSize: 64,

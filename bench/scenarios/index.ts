@@ -6,6 +6,7 @@ import { baselineScenario } from './baseline.js';
 import { cacheScenario } from './cache.js';
 import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
+import { engineLayoutScenario } from './engine-layout.js';
 import { goodputScenario } from './goodput.js';
 import { isolationScenario } from './isolation.js';
 import { memoryScenario } from './memory.js';
@@ -26,4 +27,5 @@ export const SCENARIOS: Scenario[] = [
   routerHopScenario,
   cacheScenario,
   isolationScenario,
+  engineLayoutScenario,
 ];
