@@ -189,6 +189,34 @@ describe('Batcher', () => {
     expect(refusal(() => batcher.submit([job()]))).toBeUndefined();
   });
 
+  it('Retry-After under sustained overload: adds the clients refused within the last hint ÷ the service rate, at most the budget', async () => {
+    const batcher = new Batcher({
+      policy: 'immediate',
+      batchSize: 4,
+      maxBatchDelayMs: 0,
+      queueSize: 100_000,
+      queueBudgetMs: 5_000,
+    });
+    const driver = new Driver(batcher, 4);
+    // 10 ms a job: the queue holds 500 jobs within the 5 s budget.
+    await warm(batcher, driver, 10);
+    batcher.submit([job(), job(), job(), job()]);
+    for (let i = 0; i <= 500; i += 1) batcher.submit([job()]);
+    expect(batcher.expectedWaitMs()).toBeCloseTo(5_010, 0);
+    // Nobody refused before: the time the queue needs to be back in budget only (10 ms → 1 s).
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ code: 'OVERLOADED', retryAfterS: 1 });
+    // 249 more within that second: with the first, 250 clients wait to return, 2.5 s of admissions at 10 ms each.
+    for (let i = 0; i < 249; i += 1) refusal(() => batcher.submit([job()]));
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ retryAfterS: 3 });
+    // Thousands refused: capped by the budget (5 s of work queued keeps the engine busy until they return).
+    for (let i = 0; i < 5_000; i += 1) refusal(() => batcher.submit([job()]));
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ retryAfterS: 6 });
+    // Once the refused clients' hint has passed they are no longer counted: what is left is the queue's own wait,
+    // which has not moved for 6 s now, 1 s past the budget (still counted, the 5,000 would make it 7 s).
+    vi.advanceTimersByTime(6_001);
+    expect(refusal(() => batcher.submit([job()]))).toMatchObject({ code: 'OVERLOADED', retryAfterS: 2 });
+  });
+
   it('admission: nothing new is admitted while the queue has not moved for the whole budget', async () => {
     const batcher = new Batcher({
       policy: 'immediate',

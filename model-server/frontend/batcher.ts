@@ -25,7 +25,8 @@
  * jobs that leave before its first one (one per waiting request: the queue is fair between requests,
  * batch-queue.ts) ÷ this model's service rate, measured in jobs per *busy* millisecond (time with jobs on a worker,
  * so idle gaps do not make the engine look slow). Otherwise it is refused at once, 503 OVERLOADED with a
- * `Retry-After` of the time the queue needs to drain back into budget. A second check catches a wrong estimate:
+ * `Retry-After` of the time the queue needs to drain back into budget, plus the time the clients refused before it
+ * and still waiting to return take to be admitted (Retry-After below). A second check catches a wrong estimate:
  * while the queue has not moved (no job left it) for the whole budget, nothing new is admitted (CoDel's sojourn
  * signal, on the queue's head rather than its oldest job, which may be the tail of a long document).
  * Among the queue policies we considered this is Triton's REJECT timeout made predictive (refused at arrival
@@ -33,6 +34,15 @@
  * keeps goodput but breaks the order a client sending a document's sentences expects.
  * Until the rate is known (a model's first completions) only the bound of the queue and the sojourn check apply:
  * a guess would refuse the first burst a model ever sees for no reason it could state.
+ *
+ * Retry-After under sustained overload: a refused client comes back after its Retry-After and competes for a place
+ * with every other refused client, and places open at the service rate. Telling each one only when the queue is
+ * back in budget sends them all back at once, to be refused again: at 10× the saturating load, clients bounced
+ * every 1–2 s and answering their refusals took a tenth of a core from the engine on two cores (bench figure 7).
+ * So the hint adds the clients refused within the last hint's span — those still waiting to return, if they honour
+ * it — divided by the service rate, capped at the queue budget: the queue holds that much work, so the engine
+ * never runs dry before they are back even if nobody else comes. In steady state refusals then come at about the
+ * service rate, whatever the number of clients.
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
@@ -71,6 +81,8 @@ export interface BatcherOptions extends BatchSettings {
 const RATE_WINDOW = 256;
 /** Completions needed before the rate is trusted. */
 const RATE_MIN_SAMPLES = 8;
+/** Refusals remembered to estimate how many refused clients are waiting to return (Retry-After). */
+const REFUSALS_REMEMBERED = 4096;
 
 export class Batcher {
   readonly policy: BatchPolicy;
@@ -97,6 +109,11 @@ export class Batcher {
   #busySince: number | undefined;
   /** Last time the queue moved: a job left it, or it went from empty to waiting. */
   #movedAt = 0;
+  /** When recent OVERLOADED refusals were given, oldest first (`#refusalsFrom` on); at most REFUSALS_REMEMBERED. */
+  #refusedAt: number[] = [];
+  #refusalsFrom = 0;
+  /** The last Retry-After given with OVERLOADED, ms: how far back refused clients may still be waiting. */
+  #lastRetryAfterMs = 0;
 
   constructor(options: BatcherOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError('batchSize must be ≥ 1');
@@ -164,13 +181,37 @@ export class Batcher {
       if (expectedMs <= budget && stillMs <= budget) return;
       overMs = Math.max(expectedMs - budget, stillMs - budget);
     }
-    const retryAfterS = clampRetryS(overMs / 1000);
+    const retryAfterS = this.#overloadedRetryAfterS(overMs, budget);
     const expected = expectedMs === undefined ? 'unknown' : `${Math.round(expectedMs)} ms`;
     throw new ServeError(
       'OVERLOADED',
       `Model ${this.queue.oldest()!.model} is overloaded: ${this.queue.groups} requests wait (expected wait ${expected}, the queue last moved ${Math.round(stillMs)} ms ago; budget ${budget} ms), retry in ${retryAfterS} s.`,
       { retryAfterS },
     );
+  }
+
+  /**
+   * Retry-After of an OVERLOADED refusal given now (module doc: Retry-After under sustained overload): the time the
+   * queue needs to be back in budget (`overMs`), plus the clients refused within the last hint's span ÷ the
+   * service rate, at most `budgetMs`. Records the refusal.
+   */
+  #overloadedRetryAfterS(overMs: number, budgetMs: number): number {
+    const now = this.#now();
+    const refused = this.#refusedAt;
+    const since = now - this.#lastRetryAfterMs;
+    while (this.#refusalsFrom < refused.length && refused[this.#refusalsFrom]! < since) this.#refusalsFrom += 1;
+    if (this.#refusalsFrom > REFUSALS_REMEMBERED) {
+      refused.splice(0, this.#refusalsFrom);
+      this.#refusalsFrom = 0;
+    }
+    const waiting = refused.length - this.#refusalsFrom;
+    const perMs = this.#serviceRate();
+    const othersMs = perMs === undefined ? 0 : Math.min(waiting / perMs, budgetMs);
+    if (waiting < REFUSALS_REMEMBERED) refused.push(now);
+    else refused[refused.length - 1] = now;
+    const retryAfterS = clampRetryS((overMs + othersMs) / 1000);
+    this.#lastRetryAfterMs = retryAfterS * 1000;
+    return retryAfterS;
   }
 
   /** Jobs completed per busy ms over the recent window, or undefined with too few completions. */
