@@ -8,7 +8,8 @@
  * - `active ≤ limit`, `waiting ≤ queueLimit`;
  * - a place freed while someone waits goes straight to the first waiter (`active` does not drop), so a newcomer
  *   cannot overtake the line;
- * - a waiter whose signal aborts leaves the line and never holds a place.
+ * - a waiter whose signal aborts leaves the line and never holds a place;
+ * - `refuseWaiting` empties the line: every waiter is refused ('full'), none holds a place.
  */
 
 /** What `enter` returns: call `release` exactly once when done (further calls do nothing). */
@@ -91,6 +92,17 @@ export class Gate {
       }
       this.#waiting.add(waiter);
     });
+  }
+
+  /** Refuse every caller waiting now ('full', counted as refused); those holding a place keep it. */
+  refuseWaiting(): void {
+    const waiting = [...this.#waiting];
+    this.#waiting.clear();
+    for (const waiter of waiting) {
+      if (waiter.onAbort) waiter.signal!.removeEventListener('abort', waiter.onAbort);
+      this.#refused++;
+      waiter.refuse(new GateRefusedError('full'));
+    }
   }
 
   #release(): Release {

@@ -25,8 +25,18 @@
  * (its language list was stale), or its host ejected while it waited in the lane. A request that reached a worker is never sent twice. When a healthy host is ejected its in-flight
  * requests are failed at once (502) instead of waiting `timeoutMs` on a host that will not answer.
  *
+ * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
+ * line until that Retry-After has passed: its waiters are refused at once, and so is every request that finds no
+ * free connection, with the model server's own refusal and the Retry-After left of it. A line is there to absorb a
+ * burst while the model server admits; while it refuses, a request waiting in the line for a connection is only
+ * refused later (seconds later at 10× overload on bench figure 7, where lines held requests behind connections
+ * whose jobs waited in the model server's queue). A request that finds a free connection still goes through, so the
+ * model server keeps being asked and its queue never runs dry because of this.
+ *
  * Failure map (what a client of the router sees):
  * - the language's lane is full → `QUEUE_FULL` 503 + `Retry-After`, from the router itself;
+ * - the lane has no free connection while its model server refuses → that refusal (`OVERLOADED` or `QUEUE_FULL`,
+ *   503 + `Retry-After`), from the router itself;
  * - the language's hosts are all ejected while others answer → `NO_WORKER` 503 + `Retry-After`, at once;
  * - connection refused / reset / closed, connect timeout, and no other host → `UPSTREAM_UNAVAILABLE` 502, at once;
  *   with one model server that is down, so a stopped model server is reported in milliseconds, not after a back-off;
@@ -121,7 +131,13 @@ const NO_HOST_RETRY_AFTER_S = 1;
 interface Lane {
   gate: Gate;
   pool: Pool;
+  /** The model server's last admission refusal on this lane, and until when (performance.now) it holds. */
+  refusal: ServeError | undefined;
+  refusingUntil: number;
 }
+
+/** Admission refusals of the model server that close a lane's line for their Retry-After (module doc). */
+const ADMISSION_REFUSALS = new Set(['OVERLOADED', 'QUEUE_FULL']);
 
 /** One model server's lanes, and what this router process has outstanding there (waiting or in flight). */
 interface HostLanes {
@@ -276,6 +292,8 @@ export class Upstream implements UpstreamClient {
     let lane = host.lanes.get(tgtLang);
     if (lane === undefined) {
       lane = {
+        refusal: undefined,
+        refusingUntil: 0,
         gate: new Gate(this.#connections, this.#queue),
         pool: new Pool(origin, {
           connections: this.#connections,
@@ -300,6 +318,10 @@ export class Upstream implements UpstreamClient {
       try {
         // Only a request that has to wait listens for the host's ejection (a signal combined per waiter).
         const mustWait = lane.gate.stats.active >= lane.gate.limit;
+        if (mustWait) {
+          const refusal = refusingNow(lane);
+          if (refusal !== undefined) throw new NotReached(refusal);
+        }
         const signal =
           mustWait && request.signal !== undefined
             ? AbortSignal.any([request.signal, host.ejected.signal])
@@ -314,6 +336,8 @@ export class Upstream implements UpstreamClient {
           if (request.signal?.aborted) throw request.signal.reason ?? err;
           throw new NotReached(new ServeError('UPSTREAM_UNAVAILABLE', 'Model server stopped answering.'));
         }
+        const refusal = refusingNow(lane);
+        if (refusal !== undefined) throw new NotReached(refusal);
         throw new ServeError(
           'QUEUE_FULL',
           `Router queue of model ${request.tgtLang} is full (${this.#connections} in flight, ${this.#queue} waiting), retry later.`,
@@ -323,6 +347,11 @@ export class Upstream implements UpstreamClient {
       try {
         return await this.#exchange(lane.pool, request);
       } catch (err) {
+        if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
+          lane.refusal = err;
+          lane.refusingUntil = performance.now() + err.retryAfterS * 1000;
+          lane.gate.refuseWaiting();
+        }
         throw this.#judge(origin, err);
       } finally {
         release();
@@ -441,6 +470,15 @@ export class Upstream implements UpstreamClient {
       this.#servers?.close(),
     ]);
   }
+}
+
+/** The model server's refusal, with the Retry-After left of it, while the lane keeps no line; else undefined. */
+function refusingNow(lane: Lane): ServeError | undefined {
+  const leftMs = lane.refusingUntil - performance.now();
+  if (lane.refusal === undefined || leftMs <= 0) return undefined;
+  return new ServeError(lane.refusal.code, lane.refusal.message, {
+    retryAfterS: Math.max(1, Math.ceil(leftMs / 1000)),
+  });
 }
 
 function header(value: string | string[] | undefined): string | undefined {

@@ -66,6 +66,24 @@ describe('Gate', () => {
     expect(() => gate.enter(AbortSignal.abort())).toThrow(GateRefusedError);
   });
 
+  it('refuseWaiting refuses every waiter (full), and the places held stay held', async () => {
+    const gate = new Gate(1, 3);
+    const held = gate.enter() as Release;
+    const controller = new AbortController();
+    const waiters = [gate.enter(), gate.enter(controller.signal)].map((w) =>
+      (w as Promise<Release>).then(
+        () => 'admitted',
+        (err: GateRefusedError) => err.reason,
+      ),
+    );
+    gate.refuseWaiting();
+    expect(await Promise.all(waiters)).toEqual(['full', 'full']);
+    controller.abort(); // its listener is gone: nothing happens
+    expect(gate.stats).toEqual({ active: 1, waiting: 0, refused: 2 });
+    held();
+    expect(gate.stats).toEqual({ active: 0, waiting: 0, refused: 2 });
+  });
+
   it('a release called twice frees one place only', () => {
     const gate = new Gate(2, 0);
     const a = gate.enter() as Release;

@@ -3,6 +3,7 @@
  * server on port 0, where `en` is held until the test lets it go and every other language answers at once:
  * - a flood of one language does not delay another (each language has its own connections and its own short line);
  * - overload is answered 503 + Retry-After at once, and the router holds no more than its bounds;
+ * - after the model server refused at admission, the lane keeps no line for that Retry-After;
  * - a client that disconnects cancels its upstream request (the fake sees the connection close), and one that
  *   disconnects while waiting in the line never reaches the model server.
  */
@@ -18,6 +19,7 @@ import { until } from '../../test/support/polling.js';
 
 const CONNECTIONS = 4;
 const QUEUE = 8;
+const OVERLOADED_MESSAGE = 'Model en is overloaded: 320 requests wait (expected wait 5100 ms), retry in 2 s.';
 
 interface HeldUpstream {
   url: string;
@@ -30,6 +32,8 @@ interface HeldUpstream {
   /** `en` requests whose connection closed before they were answered. */
   closedUnanswered: string[];
   releaseAll(): void;
+  /** Answer the oldest held `en` request as the model server refuses at admission: 503 OVERLOADED, Retry-After 2. */
+  refuseOldest(): void;
   close(): Promise<void>;
 }
 
@@ -43,6 +47,12 @@ async function startHeldUpstream(): Promise<HeldUpstream> {
     closedUnanswered: [],
     releaseAll: () => {
       for (const { res, body } of state.held.splice(0)) if (!res.destroyed) answer(res, 'en', body);
+    },
+    refuseOldest: () => {
+      const { res } = state.held.shift()!;
+      res
+        .writeHead(503, { 'content-type': 'application/json', 'retry-after': '2' })
+        .end(JSON.stringify({ code: 503, type: 'ServiceUnavailableException', message: OVERLOADED_MESSAGE }));
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
@@ -79,22 +89,31 @@ let upstream: Upstream;
 let router: Server;
 let routerUrl: string;
 
-beforeAll(async () => {
-  upstreamServer = await startHeldUpstream();
-  upstream = new Upstream({ url: upstreamServer.url, connections: CONNECTIONS, queue: QUEUE, timeoutMs: 10_000 });
+/** A router on port 0 in front of `upstreamUrl`, with its own lanes. */
+async function startRouter(upstreamUrl: string): Promise<{ upstream: Upstream; router: Server; url: string }> {
+  const upstream = new Upstream({ url: upstreamUrl, connections: CONNECTIONS, queue: QUEUE, timeoutMs: 10_000 });
   const app = createRouterApp(
     { maxBodyBytes: 4096, languages: ['en', 'ko', 'fr'], logBodies: false },
     { upstream, logger: pino({ level: 'silent' }) },
   );
-  router = createAdaptorServer({ fetch: app.fetch }) as Server;
+  const router = createAdaptorServer({ fetch: app.fetch }) as Server;
   await new Promise<void>((resolve) => router.listen(0, '127.0.0.1', resolve));
-  routerUrl = `http://127.0.0.1:${(router.address() as AddressInfo).port}`;
+  return { upstream, router, url: `http://127.0.0.1:${(router.address() as AddressInfo).port}` };
+}
+
+async function stopRouter(r: { upstream: Upstream; router: Server }): Promise<void> {
+  r.router.closeAllConnections();
+  await new Promise((resolve) => r.router.close(resolve));
+  await r.upstream.close();
+}
+
+beforeAll(async () => {
+  upstreamServer = await startHeldUpstream();
+  ({ upstream, router, url: routerUrl } = await startRouter(upstreamServer.url));
 });
 afterAll(async () => {
   upstreamServer.releaseAll();
-  router.closeAllConnections();
-  await new Promise((resolve) => router.close(resolve));
-  await upstream.close();
+  await stopRouter({ upstream, router });
   await upstreamServer.close();
 });
 afterEach(async () => {
@@ -208,6 +227,50 @@ describe('one lane per target language', () => {
       }
     } finally {
       await pool.close();
+    }
+  });
+});
+
+describe('a lane whose model server refuses at admission', () => {
+  it('keeps no line for its Retry-After: the waiters and those finding no free connection get that refusal at once', async () => {
+    // Its own router: the refusal closes this lane's line for 2 s, which the other tests must not inherit.
+    const own = await startRouter(upstreamServer.url);
+    const upstream = own.upstream;
+    const pool = new Pool(own.url, { connections: 64 });
+    try {
+      const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
+      await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      const waiters = Array.from({ length: 3 }, (_, i) => post(pool, 'en', `waiting ${i}`));
+      await until('the line', () => upstream.stats.en?.waiting === 3, 5_000, 5);
+
+      const started = performance.now();
+      upstreamServer.refuseOldest();
+      const refusal = {
+        code: 503,
+        type: 'ServiceUnavailableException',
+        message: OVERLOADED_MESSAGE,
+      };
+      const first = await held[0]!;
+      expect([first.status, first.headers['retry-after'], JSON.parse(first.body)]).toEqual([503, '2', refusal]);
+      // The line is refused with the model server's answer instead of waiting for a connection, and never sent.
+      for (const w of await Promise.all(waiters)) {
+        expect([w.status, w.headers['retry-after'], JSON.parse(w.body)]).toEqual([503, '2', refusal]);
+      }
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(upstreamServer.arrived.get('en')!.filter((b) => b.includes('waiting'))).toEqual([]);
+
+      // A request that finds a free connection still goes to the model server; the next finds none and is refused.
+      const through = post(pool, 'en', 'through');
+      await until('through at the model server', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      const next = await post(pool, 'en', 'next');
+      expect([next.status, next.headers['retry-after'], JSON.parse(next.body)]).toEqual([503, '2', refusal]);
+      expect(upstream.stats.en).toMatchObject({ active: CONNECTIONS, waiting: 0 });
+      upstreamServer.releaseAll();
+      expect((await through).status).toBe(200);
+      expect((await Promise.all(held.slice(1))).map((r) => r.status)).toEqual(Array(CONNECTIONS - 1).fill(200));
+    } finally {
+      await pool.close();
+      await stopRouter(own);
     }
   });
 });
