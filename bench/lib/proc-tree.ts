@@ -4,7 +4,8 @@
  * Memory is reported as resident set size (RSS, `VmRSS`) summed over a process and all its descendants — what
  * "peak RSS of all processes" means in the benchmark — and, beside it, the proportional set size (PSS, from
  * `smaps_rollup`), which counts a page shared by k processes as 1/k in each so the sum is not inflated by
- * shared libraries. `RssSampler` polls a set of roots and keeps the peak of the sum.
+ * shared libraries. `RssSampler` polls a set of roots and keeps the peak of the sum. `cpuTicks` reads the CPU time
+ * a tree has used so far, so a measurement can say where the processor went.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 
@@ -77,6 +78,27 @@ export function treeMemory(roots: readonly number[]): { rssBytes: number; pssByt
     pssBytes += m.pssBytes;
   }
   return { rssBytes, pssBytes, processes: pids.size };
+}
+
+/** Kernel clock ticks per second are 100 on Linux (USER_HZ): one tick is 10 ms, 10,000 µs. */
+export const CPU_TICK_US = 10_000;
+
+/** CPU clock ticks (user + system) of one process so far. @throws when it is gone or /proc is missing. */
+export function ownCpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+}
+
+/** CPU clock ticks (user + system) of `root` and its descendants so far; NaN without /proc. */
+export function cpuTicks(root: number, parents: Map<number, number> = parentMap()): number {
+  try {
+    let ticks = 0;
+    for (const pid of processTree(root, parents)) ticks += ownCpuTicks(pid);
+    return ticks;
+  } catch {
+    return NaN;
+  }
 }
 
 export interface MemoryPeak {

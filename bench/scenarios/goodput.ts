@@ -13,8 +13,9 @@
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { runClosedLoop, type LoadResult } from '../lib/load-generator.js';
 import { scrape, total } from '../lib/metrics.js';
+import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../lib/proc-tree.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
-import { startRunStack } from '../lib/stack.js';
+import { startRunStack, type Stack } from '../lib/stack.js';
 import { summarize } from '../lib/stats.js';
 import { lineChart } from '../lib/svg-chart.js';
 import { translatedCheck, translationRequest, type EntryKind } from './load.js';
@@ -34,9 +35,46 @@ interface Level {
   late: number;
   /** Answers other than 200 and 503 (a 504 means a deadline passed on a worker). */
   otherErrors: Record<string, number>;
+  /** CPU time each part used during the window, in cores (1 = one core busy throughout). */
+  cpu: CpuShares;
 }
 
-function levelOf(path: EntryKind, clients: number, load: LoadResult): Level {
+/** Where the processor goes under overload: the engine, or the HTTP side answering and refusing. */
+const CPU_PARTS = ['workers', 'model server', 'router', 'front', 'load generator'] as const;
+type CpuShares = Record<(typeof CPU_PARTS)[number], number>;
+
+/** CPU ticks of each part of `stack` so far (the load generator is this process). */
+function cpuNow(stack: Stack): CpuShares {
+  const parents = parentMap();
+  const root = (suffix: string) => stack.processes.find((p) => p.name.endsWith(suffix))?.pid;
+  const tree = (suffix: string) => {
+    const pid = root(suffix);
+    return pid === undefined ? 0 : cpuTicks(pid, parents);
+  };
+  const modelServer = root(' model-server')!;
+  let own = Number.NaN;
+  try {
+    own = ownCpuTicks(modelServer);
+  } catch {
+    // gone: NaN says so in the report
+  }
+  const self = process.cpuUsage();
+  return {
+    workers: cpuTicks(modelServer, parents) - own,
+    'model server': own,
+    router: tree(' router'),
+    front: tree(' front'),
+    'load generator': (self.user + self.system) / CPU_TICK_US,
+  };
+}
+
+function cpuShares(from: CpuShares, to: CpuShares, windowMs: number): CpuShares {
+  const out = {} as CpuShares;
+  for (const part of CPU_PARTS) out[part] = ((to[part] - from[part]) * CPU_TICK_US) / 1000 / windowMs;
+  return out;
+}
+
+function levelOf(path: EntryKind, clients: number, load: LoadResult, cpu: CpuShares): Level {
   const seconds = load.windowMs / 1000;
   const good = load.records.filter((r) => r.error === undefined && r.latencyMs <= DEADLINE_S * 1000);
   const refusals = load.records.filter((r) => r.status === 503);
@@ -54,6 +92,7 @@ function levelOf(path: EntryKind, clients: number, load: LoadResult): Level {
     refusalP99Ms: refusals.length > 0 ? summarize(refusals.map((r) => r.latencyMs)).p99 : Number.NaN,
     late: load.ok - good.length,
     otherErrors,
+    cpu,
   };
 }
 
@@ -78,14 +117,20 @@ async function run(ctx: BenchContext): Promise<Section> {
   });
   const levels: Level[] = [];
   let deaths = Number.NaN;
-  const windowMs = settings.mode === 'full' ? 30_000 : settings.mode === 'quick' ? 10_000 : 2_000;
+  // A batch of `saturating` sentences ends at once, about one a second on bench-mid, so a window holds whole
+  // batches only: with 10 in a 10 s window one batch more or less read as ±0.1 of the peak (quick runs read
+  // 0.82–1.0 at one throughput). 30 batches or more keep that under ±0.035.
+  const windowMs = settings.mode === 'full' ? 60_000 : settings.mode === 'quick' ? 30_000 : 2_000;
   try {
     for (const path of ['front', 'model-server'] as const) {
       const origin = path === 'front' ? stack.urls.front! : stack.urls.inference;
       // One untimed level first: the model learns its service rate, the engine its shapes.
-      for (const factor of [1, ...FACTORS]) {
+      for (const [i, factor] of [1, ...FACTORS].entries()) {
         if (ctx.signal.aborted) break;
         const clients = factor * saturating;
+        const levelWindowMs = i === 0 ? Math.min(windowMs, 5_000) : windowMs;
+        let cpuFrom: CpuShares | undefined;
+        let cpuTo: CpuShares | undefined;
         const load = await runClosedLoop({
           origin,
           concurrency: clients,
@@ -93,17 +138,21 @@ async function run(ctx: BenchContext): Promise<Section> {
           check: translatedCheck,
           honorRetryAfter: true,
           warmupMs: Math.min(5_000, windowMs / 2),
-          minWindowMs: windowMs,
+          minWindowMs: levelWindowMs,
           // Abandon what is in flight at the end: those clients disconnect, and their work is cancelled.
           onWindowEnd: 'abort',
           timeoutMs: 4 * DEADLINE_S * 1000,
-          maxTotalMs: 3 * windowMs + 60_000,
+          maxTotalMs: 3 * levelWindowMs + 60_000,
           signal: ctx.signal,
+          onWindowOpen: () => (cpuFrom = cpuNow(stack)),
+          onWindowClose: () => (cpuTo = cpuNow(stack)),
         });
-        const level = levelOf(path, clients, load);
+        const cpu = cpuShares(cpuFrom ?? cpuNow(stack), cpuTo ?? cpuNow(stack), load.windowMs);
+        const level = levelOf(path, clients, load, cpu);
         ctx.log(
           `goodput ${path} ${clients} clients: ${level.goodputPerS.toFixed(1)}/s good, p99 ${level.p99Ms.toFixed(0)} ms, ` +
-            `${level.refusals} refused (p99 ${level.refusalP99Ms.toFixed(1)} ms), ${level.late} late, other ${JSON.stringify(level.otherErrors)}`,
+            `${level.refusals} refused (p99 ${level.refusalP99Ms.toFixed(1)} ms), ${level.late} late, other ${JSON.stringify(level.otherErrors)}; ` +
+            `CPU (cores) ${CPU_PARTS.map((p) => `${p} ${cpu[p].toFixed(2)}`).join(', ')}`,
         );
         if (levels.some((l) => l.path === path && l.clients === clients)) {
           levels[levels.findIndex((l) => l.path === path && l.clients === clients)] = level;
@@ -160,6 +209,16 @@ async function run(ctx: BenchContext): Promise<Section> {
     ],
     rows,
     note: `Late: 200 answers after the ${DEADLINE_S} s deadline (not goodput). Other answers: anything but 200 and 503, by status.`,
+  });
+  s.tables.push({
+    title: 'Where the processor went during each window',
+    columns: ['Path', 'clients', ...CPU_PARTS],
+    rows: levels.map((l) => [
+      l.path === 'front' ? 'front → router → model server' : 'model server (:9999)',
+      l.clients,
+      ...CPU_PARTS.map((p) => l.cpu[p]),
+    ]),
+    note: 'CPU time (user + system) of each part over the window, in cores: 1 is one core busy throughout. Workers: the engine processes; model server: its HTTP frontend; load generator: this process.',
   });
   s.targets.push(checkTarget('worker recycles during the run', deaths, '<=', 0));
   const name = (path: EntryKind) => (path === 'front' ? 'through the front' : 'model server :9999');

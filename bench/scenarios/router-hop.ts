@@ -22,7 +22,7 @@ import { Pool } from 'undici';
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { runClosedLoop } from '../lib/load-generator.js';
 import { tsExecArgv } from '../lib/probe-runner.js';
-import { processTree } from '../lib/proc-tree.js';
+import { CPU_TICK_US, cpuTicks } from '../lib/proc-tree.js';
 import { startProcess, type ManagedProcess } from '../lib/processes.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median } from '../lib/stats.js';
@@ -117,7 +117,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       const before = cpuTicks(roots[arm]);
       const m = wrk ? runWrk(origins[arm], windowS, ctx.workDir) : await runGenerator(ctx, origins[arm], windowS);
       const ticks = cpuTicks(roots[arm]) - before;
-      return { ...m, cpuUsPerRequest: (ticks * TICK_US) / m.requests };
+      return { ...m, cpuUsPerRequest: (ticks * CPU_TICK_US) / m.requests };
     };
     // One unrecorded window per arm first: both start cold (JIT, connection pools).
     for (const arm of ARMS) await measure(arm);
@@ -157,24 +157,6 @@ async function run(ctx: BenchContext): Promise<Section> {
   );
   s.data = { ratio, cpuRatio, wrk, results: Object.fromEntries(results) };
   return s;
-}
-
-/** Kernel clock ticks per second are 100 on Linux (USER_HZ), so one tick is 10 ms. */
-const TICK_US = 10_000;
-
-/** CPU clock ticks (user + system) of `root` and its descendants so far; NaN without /proc. */
-function cpuTicks(root: number): number {
-  try {
-    let ticks = 0;
-    for (const pid of processTree(root)) {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    }
-    return ticks;
-  } catch {
-    return NaN;
-  }
 }
 
 function hasWrk(): boolean {
