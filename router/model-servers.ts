@@ -14,16 +14,25 @@
  *
  * Health, per host (one state, changed only in `#admit` and `#eject`, which log the transition):
  * ```
- *   unknown ──/ping 200 + languages read──▶ healthy ──/ping fails or > probeTimeoutMs, connection refused──▶ ejected
- *      │                                     ▲                                                              │
- *      └──────────/ping fails───────▶ ejected └────────────/ping 200 + languages read────────────────────────┘
+ *   unknown ──/ping 200 + languages read──▶ healthy ──silent, refused, /ping not 200──▶ ejected
+ *      │                                     ▲                                         │
+ *      └──────────/ping fails───────▶ ejected └─────/ping 200 + languages read──────────┘
  * ```
- * Only healthy → ejected tells router/upstream.ts (`onEject`): that host may hold requests in flight.
- * A probe is `GET /ping` on the host's own control connection every `probeIntervalMs`, answered 200 within
- * `probeTimeoutMs`; one probe at a time per host. A partitioned host (no refusal, just silence) is therefore
- * ejected at most `probeIntervalMs + probeTimeoutMs` after it went silent (1.5 s by default). A suspicion from
- * traffic (a reset, a closed socket) probes at once rather than ejecting on one error, so a single connection
- * torn down by a keep-alive race never takes a healthy host out; a refused connection is certain and ejects at once.
+ * A probe is `GET /ping` on the host's own control connection (never behind translations in a lane) every
+ * `probeIntervalMs`; one probe at a time per host. A busy host is not a dead one (Envoy's outlier detection and
+ * nginx's max_fails judge a host by its answers, not by one probe): any HTTP answer from the host — a translation,
+ * a 503 refusal, a probe — is heard (`heard`, from router/upstream.ts for traffic), and a probe's deadline is
+ * `probeTimeoutMs` of *silence* since it was sent, not of its own wait: a host whose `/ping` waits seconds behind
+ * ten thousand clients (bench figure 11) while it keeps answering requests stays in, and so do the requests it
+ * holds. Ejection, and what it means for the requests the host holds in flight:
+ * - silent (nothing heard for `probeTimeoutMs` while a probe was owed): a partition or a dead machine, whose
+ *   in-flight requests will not be answered: router/upstream.ts fails them now (`onSilent`) rather than after its
+ *   timeout. Bound: `probeIntervalMs + probeTimeoutMs` after the host went silent (1.5 s by default);
+ * - a refused connection (from a probe or from traffic: certain, at once), or `/ping` answered other than 200 (the
+ *   model server says it is unhealthy): nothing new goes there, and what it holds in flight runs on — a draining
+ *   host answers it, a dead process's connections fail each request on its own.
+ * A suspicion from traffic (a reset, a closed socket) probes at once rather than ejecting on one error, so a single
+ * connection torn down by a keep-alive race never takes a healthy host out.
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -68,8 +77,8 @@ export interface ModelServersOptions {
   /** TOKEN_AUTH: the inference key header (`/v2/models/…/ready` needs it; `/ping` does not). */
   authorization?: (refresh: boolean) => string | undefined;
   logger?: Pick<Logger, 'info' | 'warn'>;
-  /** A healthy host was ejected: its in-flight requests will not be answered (router/upstream.ts fails them). */
-  onEject?: (origin: string) => void;
+  /** A host went silent: its in-flight requests will not be answered (router/upstream.ts fails them with `error`). */
+  onSilent?: (origin: string, error: SilentHostError) => void;
   /** A host left MODEL_SERVERS' resolution: nothing new goes to it. */
   onRemove?: (origin: string) => void;
   /** Name resolution (tests resolve names of their own). Default: the system resolver, every address. */
@@ -82,6 +91,12 @@ interface HostState {
   ready: Set<string>;
   registered: Set<string>;
   control: Client;
+  /** When anything was last heard from it (performance.now): a probe's answer, or traffic's (`heard`). */
+  heardAt: number;
+  /** A probe waited past `probeTimeoutMs` while the host answered other requests; cleared by a prompt probe. */
+  busy: boolean;
+  /** `onSilent` was called and the host has not been admitted since. */
+  silent: boolean;
   /** The probe or language read under way; at most one per host. */
   probing: Promise<void> | undefined;
   /** A language read was asked for and has not started yet. */
@@ -101,7 +116,7 @@ export class ModelServers {
   readonly #probeTimeoutMs: number;
   readonly #authorization: ModelServersOptions['authorization'];
   readonly #logger: ModelServersOptions['logger'];
-  readonly #onEject: ModelServersOptions['onEject'];
+  readonly #onSilent: ModelServersOptions['onSilent'];
   readonly #onRemove: ModelServersOptions['onRemove'];
   readonly #resolve: (hostname: string) => Promise<string[]>;
   /** Hosts by origin; changed by `#refresh` (add, remove) only. */
@@ -123,7 +138,7 @@ export class ModelServers {
     this.#probeTimeoutMs = options.probeTimeoutMs ?? 1_000;
     this.#authorization = options.authorization;
     this.#logger = options.logger;
-    this.#onEject = options.onEject;
+    this.#onSilent = options.onSilent;
     this.#onRemove = options.onRemove;
     this.#resolve = options.resolve ?? (async (name) => (await lookup(name, { all: true })).map((a) => a.address));
     // Literal sources are known at once, so a request that comes before the first resolution has somewhere to go.
@@ -174,7 +189,13 @@ export class ModelServers {
   /** Traffic says the host refused a connection: eject it now; the probes readmit it. */
   refused(origin: string, reason: string): void {
     const host = this.#hosts.get(origin);
-    if (host !== undefined) this.#eject(host, reason);
+    if (host !== undefined) this.#eject(host, reason, undefined);
+  }
+
+  /** Traffic got an HTTP answer (any status) from the host: it is alive, whatever its `/ping` takes. */
+  heard(origin: string): void {
+    const host = this.#hosts.get(origin);
+    if (host !== undefined) host.heardAt = performance.now();
   }
 
   /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
@@ -235,6 +256,9 @@ export class ModelServers {
       health: 'unknown',
       ready: new Set(),
       registered: new Set(),
+      heardAt: -Infinity,
+      busy: false,
+      silent: false,
       control: this.#controlClient(origin),
       probing: undefined,
       languagesWanted: false,
@@ -279,7 +303,13 @@ export class ModelServers {
       if (status !== 200) throw new Error(`/ping answered ${status}`);
       if (readLanguages || host.health !== 'healthy') await this.#readLanguages(host);
     } catch (err) {
-      if (this.#hosts.get(host.origin) === host) this.#eject(host, (err as Error).message);
+      if (this.#hosts.get(host.origin) !== host) return;
+      const code = (err as { code?: unknown }).code;
+      // A torn control connection (a reset, a keep-alive race) says nothing while the host answers others.
+      const answering = performance.now() - host.heardAt < this.#probeTimeoutMs;
+      if (code === 'ECONNREFUSED' || err instanceof SilentHostError || !answering || !isTransportCode(code)) {
+        this.#eject(host, (err as Error).message, err instanceof SilentHostError ? err : undefined);
+      }
       return;
     }
     if (this.#hosts.get(host.origin) === host) this.#admit(host);
@@ -304,23 +334,58 @@ export class ModelServers {
     host.registered = registered;
   }
 
+  /**
+   * One GET on the control connection, given up only when the host has been silent for `probeTimeoutMs` since it
+   * was sent: while traffic is answered the deadline moves on to `probeTimeoutMs` after the last answer.
+   * @throws SilentHostError when given up; the transport's error when the connection fails.
+   */
   async #get(host: HostState, path: string, auth: boolean, refreshKey = false): Promise<number> {
     const headers: Record<string, string> = {};
     const authorization = auth ? this.#authorization?.(refreshKey) : undefined;
     if (authorization !== undefined) headers.authorization = authorization;
-    const response = await host.control.request({
-      method: 'GET',
-      path,
-      headers,
-      headersTimeout: this.#probeTimeoutMs,
-      bodyTimeout: this.#probeTimeoutMs,
-      signal: AbortSignal.timeout(this.#probeTimeoutMs),
-    });
-    await response.body.dump();
-    return response.statusCode;
+    const sentAt = performance.now();
+    const controller = new AbortController();
+    let done = false;
+    let timer: NodeJS.Timeout | undefined;
+    const watch = (delayMs: number) => {
+      // Judged after the event loop's I/O phase (setImmediate runs after it): when this process was itself too
+      // busy to run the timer on time, answers that arrived meanwhile are read before silence is concluded.
+      timer = setTimeout(() => setImmediate(judge), delayMs);
+    };
+    const judge = () => {
+      if (done) return;
+      const silentMs = performance.now() - Math.max(host.heardAt, sentAt);
+      if (silentMs >= this.#probeTimeoutMs) {
+        controller.abort(new SilentHostError(path, silentMs));
+        return;
+      }
+      if (!host.busy) {
+        host.busy = true;
+        this.#logger?.warn(
+          { modelServer: host.origin, path, waitedMs: Math.round(performance.now() - sentAt) },
+          'model server slow to answer its probe while it answers requests: busy, kept in',
+        );
+      }
+      watch(this.#probeTimeoutMs - silentMs);
+    };
+    watch(this.#probeTimeoutMs);
+    try {
+      const response = await host.control.request({ method: 'GET', path, headers, signal: controller.signal });
+      await response.body.dump();
+      host.heardAt = performance.now();
+      if (host.busy && host.heardAt - sentAt < this.#probeTimeoutMs) {
+        host.busy = false;
+        this.#logger?.info({ modelServer: host.origin }, 'model server answers its probe promptly again');
+      }
+      return response.statusCode;
+    } finally {
+      done = true;
+      clearTimeout(timer);
+    }
   }
 
   #admit(host: HostState): void {
+    host.silent = false;
     if (host.health === 'healthy') return;
     const from = host.health;
     host.health = 'healthy';
@@ -330,20 +395,35 @@ export class ModelServers {
     );
   }
 
-  #eject(host: HostState, reason: string): void {
-    if (host.health === 'ejected' || this.#closed) return;
-    const from = host.health;
-    host.health = 'ejected';
-    this.#logger?.warn({ modelServer: host.origin, from, reason }, 'model server ejected');
-    // The control connection may sit on a silent peer: a fresh one lets the next probe fail or pass on its own.
-    const stale = host.control;
-    host.control = this.#controlClient(host.origin);
-    void stale.destroy().catch(() => undefined);
-    if (from === 'healthy') this.#onEject?.(host.origin);
+  /** Take the host out of routing; `silent` (its error) when it stopped answering altogether (module doc). */
+  #eject(host: HostState, reason: string, silent: SilentHostError | undefined): void {
+    if (this.#closed) return;
+    if (host.health !== 'ejected') {
+      const from = host.health;
+      host.health = 'ejected';
+      host.busy = false;
+      this.#logger?.warn({ modelServer: host.origin, from, reason }, 'model server ejected');
+      // The control connection may sit on a silent peer: a fresh one lets the next probe fail or pass on its own.
+      const stale = host.control;
+      host.control = this.#controlClient(host.origin);
+      void stale.destroy().catch(() => undefined);
+    }
+    // Also when ejected before for another reason (a refusal, then a partition): whatever it holds will not come.
+    if (silent !== undefined && !host.silent) {
+      host.silent = true;
+      this.#onSilent?.(host.origin, silent);
+    }
   }
 
-  /** Whether any host answers `/ping` with 200 within `timeoutMs`, asked now (the router's `/health`). */
+  /**
+   * Whether any host answers (the router's `/health`): a healthy one heard from within `timeoutMs` does (a busy
+   * host's `/ping` may wait behind its traffic); else each is asked `/ping` now, 200 within `timeoutMs`.
+   */
   async anyAnswers(timeoutMs: number): Promise<boolean> {
+    const now = performance.now();
+    for (const host of this.#hosts.values()) {
+      if (host.health === 'healthy' && now - host.heardAt < timeoutMs) return true;
+    }
     const answers = [...this.#hosts.values()].map(async (host) => {
       const response = await host.control.request({
         method: 'GET',
@@ -368,4 +448,19 @@ export class ModelServers {
     for (const timer of this.#timers) clearInterval(timer);
     await Promise.all([...this.#hosts.values()].map((h) => h.control.destroy().catch(() => undefined)));
   }
+}
+
+/** A host said nothing at all — to the probe or to any request — for the probe limit since the probe was sent. */
+export class SilentHostError extends Error {
+  readonly silentMs: number;
+  constructor(path: string, silentMs: number) {
+    super(`nothing heard from it for ${Math.round(silentMs)} ms (${path} unanswered)`);
+    this.name = 'SilentHostError';
+    this.silentMs = silentMs;
+  }
+}
+
+/** undici's and Node's codes for a failed exchange (as opposed to an unexpected answer). */
+function isTransportCode(code: unknown): boolean {
+  return typeof code === 'string' && (code.startsWith('UND_ERR_') || code.startsWith('E'));
 }

@@ -22,8 +22,15 @@
  * Replicas: a request goes to the host with the fewest requests outstanding from this process (waiting or in
  * flight), and once more to another host when the first never took it — connection refused or not connected in
  * time, an admission 503 (queue full, overloaded, no worker, shutting down), a 404 for a model it does not have
- * (its language list was stale), or its host ejected while it waited in the lane. A request that reached a worker is never sent twice. When a healthy host is ejected its in-flight
- * requests are failed at once (502) instead of waiting `timeoutMs` on a host that will not answer.
+ * (its language list was stale), or its host went silent while it waited in the lane. A request that reached a
+ * worker is never sent twice.
+ *
+ * Every HTTP answer a host gives (a 503 refusal as much as a translation) tells router/model-servers.ts it is alive
+ * (`heard`): a host busy enough that its `/ping` waits is not taken out while it answers. Requests in flight on a
+ * host are failed by the router only when that host has gone silent — nothing from it at all, probes included, for
+ * the probe limit (a partition, a dead machine): then at once (502, the silence named) instead of after
+ * `timeoutMs`. A host ejected for a refused connection or a failing `/ping` gets nothing new, and what it holds runs
+ * on: each request there is answered by the host or failed by its own connection.
  *
  * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
  * line until that Retry-After has passed: its waiters are refused at once, and so is every request that finds no
@@ -89,7 +96,7 @@ export interface UpstreamOptions {
    * MODEL_SERVERS: the model servers to discover, probe and balance among (router/model-servers.ts). One of
    * `url` and `modelServers` is required.
    */
-  modelServers?: Omit<ModelServersOptions, 'authorization' | 'onEject' | 'onRemove'>;
+  modelServers?: Omit<ModelServersOptions, 'authorization' | 'onSilent' | 'onRemove'>;
   /**
    * Connections per target language per model server (per router process): the most requests of one language in
    * flight to one model server at once. Each carries one request at a time, so closing it cancels exactly that
@@ -144,7 +151,8 @@ interface HostLanes {
   lanes: Map<string, Lane>;
   outstanding: number;
   /** Aborted when the host is ejected: requests still waiting in its lanes go to another replica. */
-  ejected: AbortController;
+  /** Aborted when the host goes silent or is removed (its reason the client's error): waiters go elsewhere. */
+  gone: AbortController;
 }
 
 /** An attempt that failed before the request reached a worker: it may be sent to another replica. */
@@ -197,8 +205,18 @@ export class Upstream implements UpstreamClient {
       this.#servers = new ModelServers({
         ...options.modelServers,
         ...(options.authorization ? { authorization: options.authorization } : {}),
-        onEject: (origin) => this.#dropHost(origin, 'ejected'),
-        onRemove: (origin) => this.#dropHost(origin, 'removed'),
+        onSilent: (origin, silence) =>
+          this.#dropHost(
+            origin,
+            new ServeError(
+              'UPSTREAM_UNAVAILABLE',
+              `Model server stopped answering: nothing from it for ${Math.round(silence.silentMs)} ms, health probe included.`,
+              { cause: silence },
+            ),
+            'fail',
+          ),
+        onRemove: (origin) =>
+          this.#dropHost(origin, new ServeError('UPSTREAM_UNAVAILABLE', 'Model server left MODEL_SERVERS.'), 'finish'),
       });
     }
   }
@@ -282,7 +300,7 @@ export class Upstream implements UpstreamClient {
   #hostLanes(origin: string): HostLanes {
     let host = this.#hosts.get(origin);
     if (host === undefined) {
-      host = { lanes: new Map(), outstanding: 0, ejected: new AbortController() };
+      host = { lanes: new Map(), outstanding: 0, gone: new AbortController() };
       this.#hosts.set(origin, host);
     }
     return host;
@@ -316,7 +334,7 @@ export class Upstream implements UpstreamClient {
     try {
       let release;
       try {
-        // Only a request that has to wait listens for the host's ejection (a signal combined per waiter).
+        // Only a request that has to wait listens for the host's going (a signal combined per waiter).
         const mustWait = lane.gate.stats.active >= lane.gate.limit;
         if (mustWait) {
           const refusal = refusingNow(lane);
@@ -324,9 +342,9 @@ export class Upstream implements UpstreamClient {
         }
         const signal =
           mustWait && request.signal !== undefined
-            ? AbortSignal.any([request.signal, host.ejected.signal])
+            ? AbortSignal.any([request.signal, host.gone.signal])
             : mustWait
-              ? host.ejected.signal
+              ? host.gone.signal
               : request.signal;
         const entered = lane.gate.enter(signal);
         release = typeof entered === 'function' ? entered : await entered;
@@ -334,7 +352,7 @@ export class Upstream implements UpstreamClient {
         if (!(err instanceof GateRefusedError)) throw err;
         if (err.reason === 'aborted') {
           if (request.signal?.aborted) throw request.signal.reason ?? err;
-          throw new NotReached(new ServeError('UPSTREAM_UNAVAILABLE', 'Model server stopped answering.'));
+          throw new NotReached(host.gone.signal.reason);
         }
         const refusal = refusingNow(lane);
         if (refusal !== undefined) throw new NotReached(refusal);
@@ -345,7 +363,7 @@ export class Upstream implements UpstreamClient {
         );
       }
       try {
-        return await this.#exchange(lane.pool, request);
+        return await this.#exchange(origin, lane.pool, request);
       } catch (err) {
         if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
           lane.refusal = err;
@@ -385,24 +403,25 @@ export class Upstream implements UpstreamClient {
   }
 
   /**
-   * An ejected host's in-flight requests will not be answered (its process died, or it is cut off): fail them now
-   * rather than after `timeoutMs`, and send the ones still waiting to another replica. A host removed from
-   * MODEL_SERVERS finishes what it has.
+   * Forget a host's lanes: the requests still waiting in them go to another replica (or get `reason`). In flight:
+   * a silent host's will not be answered (it is cut off, or its machine died), so they are failed now with `reason`
+   * rather than after `timeoutMs` ('fail'); a host removed from MODEL_SERVERS finishes what it has ('finish').
    */
-  #dropHost(origin: string, why: 'ejected' | 'removed'): void {
+  #dropHost(origin: string, reason: ServeError, inFlight: 'fail' | 'finish'): void {
     const host = this.#hosts.get(origin);
     if (host === undefined) return;
     this.#hosts.delete(origin);
-    host.ejected.abort();
+    host.gone.abort(reason);
     for (const lane of host.lanes.values()) {
       const pool = lane.pool;
-      void (why === 'ejected' ? pool.destroy() : pool.close()).catch(() => undefined);
+      void (inFlight === 'fail' ? pool.destroy(reason) : pool.close()).catch(() => undefined);
     }
   }
 
-  async #exchange(pool: Pool, request: TranslateRequest): Promise<TranslateReply> {
+  async #exchange(origin: string, pool: Pool, request: TranslateRequest): Promise<TranslateReply> {
     const json = JSON.stringify(request.body);
     let response = await this.#send(pool, request, json, false);
+    this.#servers?.heard(origin);
     if (response.statusCode === 401 && this.#authorization) {
       await response.body.dump();
       response = await this.#send(pool, request, json, true);

@@ -25,6 +25,10 @@ interface FakeHost {
   silent: boolean;
   /** When set, `/predictions` answers this 503 message (an admission refusal) instead of translating. */
   refuse: string | undefined;
+  /** `/ping`: answered 200, never answered while the rest is (a busy event loop that reaches it late), or 500. */
+  ping: 'ok' | 'stalled' | 'unhealthy';
+  /** Stop accepting connections (new ones are refused) while the open ones are still answered: a drain. */
+  stopListening(): void;
   /** Requests held until `releaseAll` (texts starting with `hold`). */
   held: ServerResponse[];
   releaseAll(): void;
@@ -39,14 +43,17 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     languages: new Set(languages),
     served: new Map(),
     refuse: undefined,
+    ping: 'ok',
     silent: false,
     held: [],
     releaseAll: () => {
       for (const res of fake.held.splice(0)) if (!res.destroyed) answer(res);
     },
+    stopListening: () => void server.close(),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
+        if (!server.listening) return resolve();
         server.close(() => resolve());
       }),
   };
@@ -56,7 +63,11 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     req.resume().on('end', () => {
       if (fake.silent) return;
       const url = req.url ?? '';
-      if (url === '/ping') return void res.writeHead(200).end('{"status":"Healthy"}');
+      if (url === '/ping') {
+        if (fake.ping === 'stalled') return;
+        if (fake.ping === 'unhealthy') return void res.writeHead(500).end('{"status":"Unhealthy"}');
+        return void res.writeHead(200).end('{"status":"Healthy"}');
+      }
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
       if (ready) return void res.writeHead(fake.languages.has(ready[1]!) ? 200 : 404).end('{}');
       const lang = /^\/predictions\/(\w+)$/.exec(url)?.[1] ?? '?';
@@ -173,7 +184,14 @@ describe('several model servers', () => {
     const failedAfterMs = performance.now() - silentAt;
     // Probe period 50 ms + limit 500 ms, against the request's own 5 s timeout.
     expect(failedAfterMs).toBeLessThan(1_000);
-    expect(err.toBody()).toEqual({ code: 502, type: 'BadGatewayException', message: 'Model server is unavailable.' });
+    expect(err.toBody()).toEqual({
+      code: 502,
+      type: 'BadGatewayException',
+      message: expect.stringMatching(
+        /^Model server stopped answering: nothing from it for \d+ ms, health probe included\.$/,
+      ),
+    });
+    expect(Number(/for (\d+) ms/.exec(err.message)![1])).toBeGreaterThanOrEqual(500);
     expect(upstream.modelServers!.hosts.find((h) => h.origin === a!.origin)?.health).toBe('ejected');
     expect((await failure(translate(upstream, 'ko'))).status).toBe(503);
     for (let i = 0; i < 4; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
@@ -236,6 +254,84 @@ describe('several model servers', () => {
     addresses = ['127.0.0.2'];
     await until('one left', () => upstream.modelServers!.hosts.length === 1, 5_000);
     for (let i = 0; i < 3; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('two');
+  });
+});
+
+describe('a busy model server is not a dead one', () => {
+  /** Sends `lang` one request after another for `ms`, each answered at once by its host; returns the answers. */
+  async function flow(upstream: Upstream, lang: string, ms: number): Promise<(string | number)[]> {
+    const answers: (string | number)[] = [];
+    for (const endAt = performance.now() + ms; performance.now() < endAt;) {
+      answers.push(
+        await translate(upstream, lang).then(
+          (reply) => reply.headers['x-worker-id']!,
+          (err: ServeError) => err.status,
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return answers;
+  }
+
+  /** Host a serves en and ko, host b en only; one ko request is held in flight on a. */
+  async function koHeldOnA() {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    const held = translate(upstream, 'ko', 'hold-0');
+    await until('held', () => a!.held.length === 1, 5_000, 5);
+    return { a: a!, upstream, held };
+  }
+
+  it('10k-client crowd regression (2,563 × 502): a host whose /ping stalls while it answers requests stays in, and what it holds in flight is answered', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('healthy', healthy(upstream, 1), 5_000);
+    a!.ping = 'stalled';
+    const held = translate(upstream, 'en', 'hold-0');
+    await until('held', () => a!.held.length === 1, 5_000, 5);
+    // Three probe limits (500 ms) and more: every probe of the window times out, and answers keep coming.
+    const answers = await flow(upstream, 'en', 1_800);
+    expect(answers.length).toBeGreaterThan(20);
+    expect(new Set(answers)).toEqual(new Set(['a']));
+    expect(upstream.modelServers!.hosts[0]!.health).toBe('healthy');
+    a!.releaseAll();
+    expect((await held).headers['x-worker-id']).toBe('a');
+  });
+
+  it('a host whose /ping stalls while it answers keeps its languages: they are not refused as if it were gone', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    a!.ping = 'stalled';
+    const answers = await flow(upstream, 'ko', 1_800);
+    expect(new Set(answers)).toEqual(new Set(['a']));
+    expect(healthy(upstream, 2)()).toBe(true);
+    // It stalls everything now: silent on every channel, it is ejected within a probe period and limit.
+    a!.silent = true;
+    await until('a ejected', healthy(upstream, 1), 2_000, 5);
+  });
+
+  it('a host whose /ping says Unhealthy takes nothing new, and answers what it holds in flight', async () => {
+    const { a, upstream, held } = await koHeldOnA();
+    a.ping = 'unhealthy';
+    await until('a ejected', healthy(upstream, 1), 5_000, 5);
+    expect((await failure(translate(upstream, 'ko'))).code).toBe('NO_WORKER');
+    for (let i = 0; i < 4; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
+    a.releaseAll();
+    expect((await held).headers['x-worker-id']).toBe('a');
+    a.ping = 'ok';
+    await until('a readmitted', healthy(upstream, 2), 5_000);
+  });
+
+  it('a host that refuses new connections (draining) is ejected, and answers what it holds on its open ones', async () => {
+    const { a, upstream, held } = await koHeldOnA();
+    a.stopListening();
+    // A second ko request needs a new connection: refused, the host is ejected and ko has nowhere else to go.
+    expect((await failure(translate(upstream, 'ko'))).code).toBe('NO_WORKER');
+    expect(upstream.modelServers!.hosts.find((h) => h.origin === a.origin)?.health).toBe('ejected');
+    a.releaseAll();
+    expect((await held).headers['x-worker-id']).toBe('a');
   });
 });
 
