@@ -295,6 +295,8 @@ describe('a busy model server is not a dead one', () => {
     expect(answers.length).toBeGreaterThan(20);
     expect(new Set(answers)).toEqual(new Set(['a']));
     expect(upstream.modelServers!.hosts[0]!.health).toBe('healthy');
+    // The router's /health too: a host that answers traffic answers, whatever its /ping takes.
+    expect(await upstream.ping(500)).toBe(true);
     a!.releaseAll();
     expect((await held).headers['x-worker-id']).toBe('a');
   });
