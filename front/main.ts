@@ -57,6 +57,9 @@ const announce = (kind: 'nginx' | 'builtin', port: number) => {
   process.send?.({ type: 'listening', front: kind, host: front.host, port });
 };
 
+/** Connections waiting to be accepted, as the nginx front's `listen … backlog=4096`. */
+const LISTEN_BACKLOG = 4096;
+
 if (nginxBinary !== undefined) runNginx(nginxBinary, logger);
 else runBuiltin(logger);
 
@@ -70,7 +73,12 @@ function runBuiltin(log: Logger): void {
     log.fatal({ err }, 'front cannot listen');
     process.exit(1);
   });
-  server.listen(front.port, front.host, () => announce('builtin', (server.address() as AddressInfo).port));
+  // The accept queue holds a burst of connections while the event loop is busy, as nginx's `backlog=4096` does:
+  // with Node's default of 511, clients of a burst of thousands wait out their connect timeout in SYN queues
+  // instead of getting an answer or a 503 (the kernel caps the value at net.core.somaxconn).
+  server.listen({ port: front.port, host: front.host, backlog: LISTEN_BACKLOG }, () =>
+    announce('builtin', (server.address() as AddressInfo).port),
+  );
   const stop = async (reason: string) => {
     if (stopping) return;
     stopping = true;
