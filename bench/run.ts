@@ -21,7 +21,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 
 const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => s.id).join(',')}] [--out DIR] [--keep-work]
 
-  --quick        every figure in ≈ 9 min: one repeat, one-cycle windows, shared measurements (full: ≈ 1 h 15 min)
+  --quick        every figure in ≈ 30 min: one repeat, one-cycle windows, shared measurements (full: ≈ 2 h)
   --smoke        every code path on the tiny model in a minute or two (numbers mean nothing; for development)
   --only LIST    run only these scenarios (comma-separated); the report is named after them
   --out DIR      where to write the report (default bench/results)
