@@ -198,6 +198,20 @@ export class ModelServers {
     if (host !== undefined) host.heardAt = performance.now();
   }
 
+  /**
+   * Traffic got a translation of `lang` from the host: it serves `lang`, whatever its last language read said (a
+   * read made while it was still registering its models after a restart misses some). Routing counts it at once
+   * — so were the host cut off now, `lang` would be refused as down rather than sent to hosts that never had it —
+   * and a fresh read confirms the rest.
+   */
+  served(origin: string, lang: string): void {
+    const host = this.#hosts.get(origin);
+    if (host === undefined || host.health !== 'healthy' || host.ready.has(lang)) return;
+    host.ready.add(lang);
+    host.registered.add(lang);
+    void this.#probe(host, true);
+  }
+
   /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
   suspect(origin: string): void {
     const host = this.#hosts.get(origin);

@@ -435,6 +435,7 @@ export class Upstream implements UpstreamClient {
     if (response.statusCode !== 200) {
       throw upstreamError(response.statusCode, Buffer.from(body), header(response.headers['retry-after']));
     }
+    this.#servers?.served(origin, request.tgtLang);
     const headers: Record<string, string> = {};
     for (const name of PASSTHROUGH_HEADERS) {
       const value = header(response.headers[name]);

@@ -25,6 +25,8 @@ interface FakeHost {
   silent: boolean;
   /** When set, `/predictions` answers this 503 message (an admission refusal) instead of translating. */
   refuse: string | undefined;
+  /** `/predictions` of a language it does not list: translated (default), or 404 as a model server without it. */
+  unlisted: 'translate' | '404';
   /** `/ping`: answered 200, never answered while the rest is (a busy event loop that reaches it late), or 500. */
   ping: 'ok' | 'stalled' | 'unhealthy';
   /** Stop accepting connections (new ones are refused) while the open ones are still answered: a drain. */
@@ -43,6 +45,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     languages: new Set(languages),
     served: new Map(),
     refuse: undefined,
+    unlisted: 'translate',
     ping: 'ok',
     silent: false,
     held: [],
@@ -71,6 +74,10 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
       if (ready) return void res.writeHead(fake.languages.has(ready[1]!) ? 200 : 404).end('{}');
       const lang = /^\/predictions\/(\w+)$/.exec(url)?.[1] ?? '?';
+      if (fake.unlisted === '404' && !fake.languages.has(lang)) {
+        const body = { code: 404, type: 'ModelNotFoundException', message: `Model not found: ${lang}` };
+        return void res.writeHead(404).end(JSON.stringify(body));
+      }
       if (fake.refuse !== undefined) {
         const body = { code: 503, type: 'ServiceUnavailableException', message: fake.refuse };
         return void res.writeHead(503, { 'retry-after': '1' }).end(JSON.stringify(body));
@@ -171,6 +178,23 @@ describe('several model servers', () => {
     cleanups.push(() => back.close());
     await until('a readmitted', healthy(upstream, 2), 5_000);
     expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it('a host that translates a language its last read did not list counts as serving it: cut off, that language is down, not sent elsewhere', async () => {
+    // a's read says en only (a model server still registering its models after a restart), yet it translates ko.
+    const [a, b] = await startHosts(['a', ['en']], ['b', ['en']]);
+    b!.unlisted = '404';
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    // b answers 404 for ko, the request goes once more to a, which translates it.
+    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
+    a!.silent = true;
+    await until('a ejected', healthy(upstream, 1), 5_000);
+    const err = await failure(translate(upstream, 'ko'));
+    // Unlisted, ko would go to b alone once a is out, and b's 404 would reach the client.
+    expect(err.status).toBe(503);
+    expect(err.message).toBe('No model server that serves ko is reachable now, retry later.');
+    expect(b!.served.get('ko')).toBeUndefined();
   });
 
   it('a host that goes silent (no refusal) is ejected by the probe: its in-flight requests fail then, not at the timeout', async () => {
