@@ -33,8 +33,11 @@
  * on: each request there is answered by the host or failed by its own connection.
  *
  * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
- * line until that Retry-After has passed: its waiters are refused at once, and so is every request that finds no
- * free connection, with the model server's own refusal and the Retry-After left of it. A line is there to absorb a
+ * line until that Retry-After has passed and, beyond it, until the model server has answered a request on the lane
+ * again (it admits again): its waiters are refused at once, and so is every request that finds no free connection,
+ * with the model server's own refusal and the Retry-After left of it (at least 1 s). Under sustained overload a
+ * connection frees only when an admitted job ends, seconds later: a line reopened at the Retry-After alone filled
+ * again and held its requests until then (refusal p99 1.4 s through the front at 10×, bench figure 7). A line is there to absorb a
  * burst while the model server admits; while it refuses, a request waiting in the line for a connection is only
  * refused later (seconds later at 10× overload on bench figure 7, where lines held requests behind connections
  * whose jobs waited in the model server's queue). A request that finds a free connection still goes through, so the
@@ -141,6 +144,11 @@ interface Lane {
   /** The model server's last admission refusal on this lane, and until when (performance.now) it holds. */
   refusal: ServeError | undefined;
   refusingUntil: number;
+  /**
+   * The model server's last word on this lane was an admission refusal: no answer has come since. The line stays
+   * closed past the Retry-After until an answer shows it admits again (module doc).
+   */
+  refusedLast: boolean;
 }
 
 /** Admission refusals of the model server that close a lane's line for their Retry-After (module doc). */
@@ -312,6 +320,7 @@ export class Upstream implements UpstreamClient {
       lane = {
         refusal: undefined,
         refusingUntil: 0,
+        refusedLast: false,
         gate: new Gate(this.#connections, this.#queue),
         pool: new Pool(origin, {
           connections: this.#connections,
@@ -363,12 +372,18 @@ export class Upstream implements UpstreamClient {
         );
       }
       try {
-        return await this.#exchange(origin, lane.pool, request);
+        const reply = await this.#exchange(origin, lane.pool, request);
+        lane.refusedLast = false;
+        return reply;
       } catch (err) {
         if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
           lane.refusal = err;
           lane.refusingUntil = performance.now() + err.retryAfterS * 1000;
+          lane.refusedLast = true;
           lane.gate.refuseWaiting();
+        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504)) {
+          // Answered (a 4xx about the request, a deadline passed on a worker): it was admitted, so it admits again.
+          lane.refusedLast = false;
         }
         throw this.#judge(origin, err);
       } finally {
@@ -495,7 +510,7 @@ export class Upstream implements UpstreamClient {
 /** The model server's refusal, with the Retry-After left of it, while the lane keeps no line; else undefined. */
 function refusingNow(lane: Lane): ServeError | undefined {
   const leftMs = lane.refusingUntil - performance.now();
-  if (lane.refusal === undefined || leftMs <= 0) return undefined;
+  if (lane.refusal === undefined || (leftMs <= 0 && !lane.refusedLast)) return undefined;
   return new ServeError(lane.refusal.code, lane.refusal.message, {
     retryAfterS: Math.max(1, Math.ceil(leftMs / 1000)),
   });

@@ -9,6 +9,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { Pool } from 'undici';
@@ -268,6 +269,40 @@ describe('a lane whose model server refuses at admission', () => {
       upstreamServer.releaseAll();
       expect((await through).status).toBe(200);
       expect((await Promise.all(held.slice(1))).map((r) => r.status)).toEqual(Array(CONNECTIONS - 1).fill(200));
+    } finally {
+      await pool.close();
+      await stopRouter(own);
+    }
+  });
+  it('stays closed past the Retry-After until the model server answers on the lane again, then lines up again', async () => {
+    const own = await startRouter(upstreamServer.url);
+    const upstream = own.upstream;
+    const pool = new Pool(own.url, { connections: 64 });
+    try {
+      const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
+      await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      upstreamServer.refuseOldest();
+      expect((await held[0]!).status).toBe(503);
+      const refilled = post(pool, 'en', 'refill');
+      await until('the connections busy again', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      // Past the refusal's 2 s, with no answer since: the connections are still held by admitted jobs, and a line
+      // would only hold the request until one ends. Refused at once, told to come back in a second.
+      await sleep(2_100);
+      const started = performance.now();
+      const late = await post(pool, 'en', 'late');
+      expect(performance.now() - started).toBeLessThan(500);
+      expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
+      // An answer on the lane: it admits again, so a request finding no free connection waits in the line.
+      upstreamServer.releaseAll();
+      expect((await Promise.all([...held.slice(1), refilled])).map((r) => r.status)).toEqual(
+        Array(CONNECTIONS).fill(200),
+      );
+      const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
+      await until('one waits in the line', () => upstream.stats.en?.waiting === 1, 5_000, 5);
+      upstreamServer.releaseAll();
+      await until('the waiter reaches the model server', () => upstreamServer.held.length === 1, 5_000, 5);
+      upstreamServer.releaseAll();
+      expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
     } finally {
       await pool.close();
       await stopRouter(own);
