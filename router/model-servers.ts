@@ -439,15 +439,8 @@ export class ModelServers {
       if (host.health === 'healthy' && now - host.heardAt < timeoutMs) return true;
     }
     const answers = [...this.#hosts.values()].map(async (host) => {
-      const response = await host.control.request({
-        method: 'GET',
-        path: '/ping',
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      await response.body.dump();
-      if (response.statusCode !== 200) throw new Error(`/ping answered ${response.statusCode}`);
+      const status = await pingStatus(host.control, timeoutMs);
+      if (status !== 200) throw new Error(`/ping answered ${status}`);
     });
     return Promise.any(answers).then(
       () => true,
@@ -465,6 +458,19 @@ export class ModelServers {
 }
 
 /** A host said nothing at all — to the probe or to any request — for the probe limit since the probe was sent. */
+/** `GET /ping` on `client`, answered within `timeoutMs`: its status. @throws the transport's error or the timeout */
+export async function pingStatus(client: Client, timeoutMs: number): Promise<number> {
+  const response = await client.request({
+    method: 'GET',
+    path: '/ping',
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  await response.body.dump();
+  return response.statusCode;
+}
+
 export class SilentHostError extends Error {
   readonly silentMs: number;
   constructor(path: string, silentMs: number) {

@@ -60,7 +60,7 @@
 import { Client, Pool } from 'undici';
 import { ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
-import { ModelServers, type ModelServersOptions, type Route } from './model-servers.js';
+import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
 import { NOT_CONNECTED_CODES, REFUSAL_CODES, transportError, upstreamError } from './upstream-errors.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
@@ -481,15 +481,7 @@ export class Upstream implements UpstreamClient {
   async ping(timeoutMs: number): Promise<boolean> {
     if (this.#servers !== undefined) return this.#servers.anyAnswers(timeoutMs);
     try {
-      const response = await this.#control!.request({
-        method: 'GET',
-        path: '/ping',
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      await response.body.dump();
-      return response.statusCode === 200;
+      return (await pingStatus(this.#control!, timeoutMs)) === 200;
     } catch {
       return false;
     }

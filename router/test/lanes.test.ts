@@ -233,14 +233,27 @@ describe('one lane per target language', () => {
 });
 
 describe('a lane whose model server refuses at admission', () => {
-  it('keeps no line for its Retry-After: the waiters and those finding no free connection get that refusal at once', async () => {
-    // Its own router: the refusal closes this lane's line for 2 s, which the other tests must not inherit.
+  /**
+   * `test` on a router of its own (a refusal closes its lane's line, which the other tests must not inherit), with
+   * every `en` connection of it held at the model server by `held`.
+   */
+  async function withLaneHeld(
+    test: (own: { upstream: Upstream; pool: Pool; held: Promise<Reply>[] }) => Promise<void>,
+  ): Promise<void> {
     const own = await startRouter(upstreamServer.url);
-    const upstream = own.upstream;
     const pool = new Pool(own.url, { connections: 64 });
     try {
       const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
       await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      await test({ upstream: own.upstream, pool, held });
+    } finally {
+      await pool.close();
+      await stopRouter(own);
+    }
+  }
+
+  it('keeps no line for its Retry-After: the waiters and those finding no free connection get that refusal at once', async () => {
+    await withLaneHeld(async ({ upstream, pool, held }) => {
       const waiters = Array.from({ length: 3 }, (_, i) => post(pool, 'en', `waiting ${i}`));
       await until('the line', () => upstream.stats.en?.waiting === 3, 5_000, 5);
 
@@ -269,18 +282,10 @@ describe('a lane whose model server refuses at admission', () => {
       upstreamServer.releaseAll();
       expect((await through).status).toBe(200);
       expect((await Promise.all(held.slice(1))).map((r) => r.status)).toEqual(Array(CONNECTIONS - 1).fill(200));
-    } finally {
-      await pool.close();
-      await stopRouter(own);
-    }
+    });
   });
   it('stays closed past the Retry-After until the model server answers on the lane again, then lines up again', async () => {
-    const own = await startRouter(upstreamServer.url);
-    const upstream = own.upstream;
-    const pool = new Pool(own.url, { connections: 64 });
-    try {
-      const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
-      await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+    await withLaneHeld(async ({ upstream, pool, held }) => {
       upstreamServer.refuseOldest();
       expect((await held[0]!).status).toBe(503);
       const refilled = post(pool, 'en', 'refill');
@@ -303,10 +308,7 @@ describe('a lane whose model server refuses at admission', () => {
       await until('the waiter reaches the model server', () => upstreamServer.held.length === 1, 5_000, 5);
       upstreamServer.releaseAll();
       expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
-    } finally {
-      await pool.close();
-      await stopRouter(own);
-    }
+    });
   });
 });
 
