@@ -73,7 +73,8 @@ export class CohortMemory {
 
   constructor(layers: number) {
     this.#layers = layers;
-    this.#cachePool = new CacheBufferPool(2 * 2 * 2 * layers);
+    // One buffer per cache tensor (key and value per layer) per cohort.
+    this.#cachePool = new CacheBufferPool(2 * 2 * layers);
     this.#rowPool = new CacheBufferPool(1 + 2 * 2 * layers);
   }
 
