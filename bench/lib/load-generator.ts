@@ -20,7 +20,7 @@
  * `maxTotalMs` bounds the run whatever happens (the result says `truncated`).
  */
 import { setMaxListeners } from 'node:events';
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { summarize, type LatencySummary } from './stats.js';
 
@@ -129,6 +129,11 @@ export interface LoadResult {
   bytesIn: number;
   /** Every request answered inside the window. */
   records: RequestRecord[];
+  /**
+   * How late this process's own event loop ran during the window (p99 and max, ms; NaN for count-bounded runs): a
+   * latency it records includes up to this much of the generator's own delay.
+   */
+  loopDelayMs: { p99: number; max: number };
 }
 
 /** Run a closed-loop load against `options.origin` (see the module doc for how a run is bounded). */
@@ -178,6 +183,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   let windowCompletions = 0;
   const answersPerClient = new Array<number>(concurrency).fill(0);
   const records: RequestRecord[] = [];
+  const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 
   // The window's boundaries are decided here, on every answer and on a coarse tick (for time conditions).
   const advance = () => {
@@ -189,6 +195,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       answersPerClient.every((n) => n >= warmupPerClient)
     ) {
       windowStart = t;
+      loopDelay.enable();
       options.onWindowOpen?.();
     }
     const inWindow = t - windowStart;
@@ -200,6 +207,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       windowEnd = Math.min(t, windowStart === Number.POSITIVE_INFINITY ? t : windowStart + maxWindowMs);
       if (windowStart === Number.POSITIVE_INFINITY) windowStart = t; // never opened: an empty window
       sending = false;
+      loopDelay.disable();
       options.onWindowClose?.();
       if (!drain || t >= maxTotalMs) cancel.abort();
     }
@@ -294,6 +302,9 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   const elapsedMs = now();
   return {
     ...resultOf(concurrency, windowEnd - windowStart, inWindow),
+    loopDelayMs: countBounded
+      ? { p99: Number.NaN, max: Number.NaN }
+      : { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
     warmupMs: windowStart,
     truncated,
     elapsedMs,
@@ -338,6 +349,7 @@ export function resultOf(concurrency: number, windowMs: number, records: Request
     latency: summarize(latencies),
     bytesIn,
     records,
+    loopDelayMs: { p99: Number.NaN, max: Number.NaN },
   };
 }
 

@@ -232,11 +232,10 @@ function killPid(pid: number): void {
 /** Start a server process (see StartOptions); it is stopped by `stopAll()` or on exit at the latest. */
 export function startProcess(options: StartOptions): ManagedProcess {
   if (profileDir === undefined) return new ManagedProcess(options);
-  // NODE_OPTIONS reaches every node process below this one too (model-server workers, router instances).
-  const nodeOptions = [options.env?.NODE_OPTIONS, '--cpu-prof', `--cpu-prof-dir=${profileDir}`]
-    .filter(Boolean)
-    .join(' ');
-  return new ManagedProcess({ ...options, env: { ...options.env, NODE_OPTIONS: nodeOptions } });
+  // As node flags, not NODE_OPTIONS (Node 20 refuses --cpu-prof there). The processes these start pass them on:
+  // cluster instances inherit execArgv, and the model server hands its --cpu-prof flags to its workers.
+  const flags = ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  return new ManagedProcess({ ...options, execArgv: [...(options.execArgv ?? []), ...flags] });
 }
 
 let profileDir: string | undefined;

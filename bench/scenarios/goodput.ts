@@ -37,6 +37,11 @@ interface Level {
   otherErrors: Record<string, number>;
   /** CPU time each part used during the window, in cores (1 = one core busy throughout). */
   cpu: CpuShares;
+  /**
+   * How late the event loops ran during the window, p99 / max ms: the load generator's (its latencies include
+   * that much of its own delay) and the model server's HTTP process (a refusal waits that long behind other work).
+   */
+  loopDelayMs: { generator: { p99: number; max: number }; modelServer: { p99: number; max: number } };
 }
 
 /** Where the processor goes under overload: the engine, or the HTTP side answering and refusing. */
@@ -74,7 +79,26 @@ function cpuShares(from: CpuShares, to: CpuShares, windowMs: number): CpuShares 
   return out;
 }
 
-function levelOf(path: EntryKind, clients: number, load: LoadResult, cpu: CpuShares): Level {
+/** The model server's event-loop delay since its previous scrape (prom-client resets it at every collect), ms. */
+async function modelServerLoopDelay(stack: Stack): Promise<{ p99: number; max: number }> {
+  try {
+    const samples = await stack.metrics();
+    return {
+      p99: total(samples, 'nodejs_eventloop_lag_p99_seconds') * 1000,
+      max: total(samples, 'nodejs_eventloop_lag_max_seconds') * 1000,
+    };
+  } catch {
+    return { p99: Number.NaN, max: Number.NaN };
+  }
+}
+
+function levelOf(
+  path: EntryKind,
+  clients: number,
+  load: LoadResult,
+  cpu: CpuShares,
+  modelServerDelay: { p99: number; max: number },
+): Level {
   const seconds = load.windowMs / 1000;
   const good = load.records.filter((r) => r.error === undefined && r.latencyMs <= DEADLINE_S * 1000);
   const refusals = load.records.filter((r) => r.status === 503);
@@ -93,8 +117,11 @@ function levelOf(path: EntryKind, clients: number, load: LoadResult, cpu: CpuSha
     late: load.ok - good.length,
     otherErrors,
     cpu,
+    loopDelayMs: { generator: load.loopDelayMs, modelServer: modelServerDelay },
   };
 }
+
+const delayText = (d: { p99: number; max: number }) => `${d.p99.toFixed(1)} / ${d.max.toFixed(1)}`;
 
 async function run(ctx: BenchContext): Promise<Section> {
   const { settings } = ctx;
@@ -131,6 +158,9 @@ async function run(ctx: BenchContext): Promise<Section> {
         const levelWindowMs = i === 0 ? Math.min(windowMs, 5_000) : windowMs;
         let cpuFrom: CpuShares | undefined;
         let cpuTo: CpuShares | undefined;
+        // Scraped when the window opens (which resets the model server's loop-delay histogram) and when it closes.
+        let delayReset: Promise<unknown> = Promise.resolve();
+        let delayRead: Promise<{ p99: number; max: number }> | undefined;
         const load = await runClosedLoop({
           origin,
           concurrency: clients,
@@ -144,15 +174,22 @@ async function run(ctx: BenchContext): Promise<Section> {
           timeoutMs: 4 * DEADLINE_S * 1000,
           maxTotalMs: 3 * levelWindowMs + 60_000,
           signal: ctx.signal,
-          onWindowOpen: () => (cpuFrom = cpuNow(stack)),
-          onWindowClose: () => (cpuTo = cpuNow(stack)),
+          onWindowOpen: () => {
+            cpuFrom = cpuNow(stack);
+            delayReset = modelServerLoopDelay(stack);
+          },
+          onWindowClose: () => {
+            cpuTo = cpuNow(stack);
+            delayRead = delayReset.then(() => modelServerLoopDelay(stack));
+          },
         });
         const cpu = cpuShares(cpuFrom ?? cpuNow(stack), cpuTo ?? cpuNow(stack), load.windowMs);
-        const level = levelOf(path, clients, load, cpu);
+        const level = levelOf(path, clients, load, cpu, (await delayRead) ?? { p99: Number.NaN, max: Number.NaN });
         ctx.log(
           `goodput ${path} ${clients} clients: ${level.goodputPerS.toFixed(1)}/s good, p99 ${level.p99Ms.toFixed(0)} ms, ` +
             `${level.refusals} refused (p99 ${level.refusalP99Ms.toFixed(1)} ms), ${level.late} late, other ${JSON.stringify(level.otherErrors)}; ` +
-            `CPU (cores) ${CPU_PARTS.map((p) => `${p} ${cpu[p].toFixed(2)}`).join(', ')}`,
+            `CPU (cores) ${CPU_PARTS.map((p) => `${p} ${cpu[p].toFixed(2)}`).join(', ')}; ` +
+            `loop delay p99/max ms: generator ${delayText(level.loopDelayMs.generator)}, model server ${delayText(level.loopDelayMs.modelServer)}`,
         );
         if (levels.some((l) => l.path === path && l.clients === clients)) {
           levels[levels.findIndex((l) => l.path === path && l.clients === clients)] = level;
@@ -219,6 +256,18 @@ async function run(ctx: BenchContext): Promise<Section> {
       ...CPU_PARTS.map((p) => l.cpu[p]),
     ]),
     note: 'CPU time (user + system) of each part over the window, in cores: 1 is one core busy throughout. Workers: the engine processes; model server: its HTTP frontend; load generator: this process.',
+  });
+  s.tables.push({
+    title: 'Event-loop delay during each window (p99 / max, ms)',
+    columns: ['Path', 'clients', '503 p99 ms', 'load generator', 'model server'],
+    rows: levels.map((l) => [
+      l.path === 'front' ? 'front → router → model server' : 'model server (:9999)',
+      l.clients,
+      l.refusalP99Ms,
+      delayText(l.loopDelayMs.generator),
+      delayText(l.loopDelayMs.modelServer),
+    ]),
+    note: 'How late each event loop ran (perf_hooks monitorEventLoopDelay; the model server\'s through prom-client, resolution 10 ms). A latency the load generator records includes up to its own delay; a request at the model server waits up to its delay behind other work.',
   });
   s.targets.push(checkTarget('worker recycles during the run', deaths, '<=', 0));
   const name = (path: EntryKind) => (path === 'front' ? 'through the front' : 'model server :9999');

@@ -117,7 +117,8 @@ export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): W
   const entry = options.entry ?? resolveEntry(import.meta.url, '../worker/main');
   return (workerId) => {
     const child = fork(entry.file, [], {
-      execArgv: entry.execArgv,
+      // A profiled model server (node --cpu-prof …, as `npm run bench -- --profile` starts it) profiles its workers.
+      execArgv: [...entry.execArgv, ...process.execArgv.filter((flag) => flag.startsWith('--cpu-prof'))],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       // glibc: keep large freed buffers in the heap (defaults, overridable). onnxruntime-node copies every
