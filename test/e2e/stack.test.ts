@@ -205,6 +205,14 @@ describe.each(FRONTS)('through the %s front', (kind) => {
   });
 });
 
+describe('the model server to its clients', () => {
+  it('keeps idle connections 75 s, longer than the router keeps its own (a lane paused by a refusal reopens without connecting)', async () => {
+    const res = await fetch(`${stack.inference}/ping`);
+    await res.arrayBuffer();
+    expect(res.headers.get('keep-alive')).toBe('timeout=75');
+  });
+});
+
 describe('model server stopped', () => {
   it('answers 502 JSON within a second through every front', async () => {
     stack.modelServer.signal('SIGKILL');
