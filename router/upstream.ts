@@ -33,11 +33,13 @@
  * on: each request there is answered by the host or failed by its own connection.
  *
  * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
- * line until that Retry-After has passed and, beyond it, until the model server has answered a request on the lane
- * again (it admits again): its waiters are refused at once, and so is every request that finds no free connection,
- * with the model server's own refusal and the Retry-After left of it (at least 1 s). Under sustained overload a
- * connection frees only when an admitted job ends, seconds later: a line reopened at the Retry-After alone filled
- * again and held its requests until then (refusal p99 1.4 s through the front at 10×, bench figure 7). A line is there to absorb a
+ * line until that Retry-After has passed and, beyond it, until the model server has answered a request sent on the
+ * lane after the refusal (it admits again; an answer to a job admitted before says nothing, and under sustained
+ * overload one comes every batch): its waiters are refused at once, and so is every request that finds no free
+ * connection, with the model server's own refusal and the Retry-After left of it (at least 1 s). Under sustained
+ * overload a connection frees only when an admitted job ends, seconds later: a line reopened at the Retry-After
+ * alone, or at the next answer to an older job, filled again and held its requests until then (refusal p99 1.4 and
+ * 1.5 s through the front at 10×, bench figure 7). A line is there to absorb a
  * burst while the model server admits; while it refuses, a request waiting in the line for a connection is only
  * refused later (seconds later at 10× overload on bench figure 7, where lines held requests behind connections
  * whose jobs waited in the model server's queue). A request that finds a free connection still goes through, so the
@@ -145,10 +147,14 @@ interface Lane {
   refusal: ServeError | undefined;
   refusingUntil: number;
   /**
-   * The model server's last word on this lane was an admission refusal: no answer has come since. The line stays
-   * closed past the Retry-After until an answer shows it admits again (module doc).
+   * The model server's last word on this lane was an admission refusal: no answer has come since to a request
+   * sent after it. The line stays closed past the Retry-After until such an answer shows it admits again (module
+   * doc); an answer to a request admitted before the refusal shows nothing, and under sustained overload those
+   * keep coming every batch.
    */
   refusedLast: boolean;
+  /** When (performance.now) the last admission refusal arrived. */
+  refusedAt: number;
 }
 
 /** Admission refusals of the model server that close a lane's line for their Retry-After (module doc). */
@@ -321,6 +327,7 @@ export class Upstream implements UpstreamClient {
         refusal: undefined,
         refusingUntil: 0,
         refusedLast: false,
+        refusedAt: Number.NEGATIVE_INFINITY,
         gate: new Gate(this.#connections, this.#queue),
         pool: new Pool(origin, {
           connections: this.#connections,
@@ -371,17 +378,19 @@ export class Upstream implements UpstreamClient {
           { retryAfterS: LANE_RETRY_AFTER_S },
         );
       }
+      const sentAt = performance.now();
       try {
         const reply = await this.#exchange(origin, lane.pool, request);
-        lane.refusedLast = false;
+        if (sentAt > lane.refusedAt) lane.refusedLast = false;
         return reply;
       } catch (err) {
         if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
           lane.refusal = err;
-          lane.refusingUntil = performance.now() + err.retryAfterS * 1000;
+          lane.refusedAt = performance.now();
+          lane.refusingUntil = lane.refusedAt + err.retryAfterS * 1000;
           lane.refusedLast = true;
           lane.gate.refuseWaiting();
-        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504)) {
+        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504) && sentAt > lane.refusedAt) {
           // Answered (a 4xx about the request, a deadline passed on a worker): it was admitted, so it admits again.
           lane.refusedLast = false;
         }

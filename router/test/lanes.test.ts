@@ -312,6 +312,44 @@ describe('a lane whose model server refuses at admission', () => {
   });
 });
 
+describe('a lane whose model server refuses at admission, answering jobs it admitted before', () => {
+  it('stays closed: only an answer to a request sent after the refusal reopens it', async () => {
+    const own = await startRouter(upstreamServer.url);
+    const pool = new Pool(own.url, { connections: 64 });
+    try {
+      const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
+      await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      upstreamServer.refuseOldest();
+      expect((await held[0]!).status).toBe(503);
+      // Jobs admitted before the refusal finish, and their connections fill again with requests sent after it.
+      upstreamServer.releaseAll();
+      expect((await Promise.all(held.slice(1))).map((r) => r.status)).toEqual(Array(CONNECTIONS - 1).fill(200));
+      const refilled = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `refill ${i}`));
+      await until('the connections busy again', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+      // Past the Retry-After: those answers were to jobs admitted before it, so no line opens.
+      await sleep(2_100);
+      const started = performance.now();
+      const late = await post(pool, 'en', 'late');
+      expect(performance.now() - started).toBeLessThan(500);
+      expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
+      // Answers to requests sent after the refusal: it admits again, and a request finding no free connection waits.
+      upstreamServer.releaseAll();
+      expect((await Promise.all(refilled)).map((r) => r.status)).toEqual(Array(CONNECTIONS).fill(200));
+      const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
+      await until('one waits in the line', () => own.upstream.stats.en?.waiting === 1, 5_000, 5);
+      const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
+      try {
+        expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
+      } finally {
+        clearInterval(releaser);
+      }
+    } finally {
+      await pool.close();
+      await stopRouter(own);
+    }
+  });
+});
+
 describe('a client that disconnects cancels its upstream request', () => {
   it('in flight: the model server sees its connection close at once', async () => {
     const pool = new Pool(routerUrl, { connections: 1 });
