@@ -151,7 +151,7 @@ export class Batcher {
    * @throws ServeError OVERLOADED (its wait would not fit the queue budget) or QUEUE_FULL, with a Retry-After.
    */
   submit(jobs: readonly Job[]): void {
-    this.#admit();
+    this.#admit(jobs);
     if (this.queue.size === 0) this.#movedAt = this.#now();
     this.queue.enqueue(jobs, this.retryAfterS());
     this.#onDue?.();
@@ -168,7 +168,7 @@ export class Batcher {
   }
 
   /** Refuse a request whose first job could not start within the queue budget (module doc: Admission). */
-  #admit(): void {
+  #admit(jobs: readonly Job[]): void {
     if (this.queue.size === 0 || this.queueBudgetMs === Infinity) return;
     const budget = this.queueBudgetMs;
     const stillMs = this.#now() - this.#movedAt;
@@ -185,7 +185,7 @@ export class Batcher {
     const expected = expectedMs === undefined ? 'unknown' : `${Math.round(expectedMs)} ms`;
     throw new ServeError(
       'OVERLOADED',
-      `Model ${this.queue.oldest()!.model} is overloaded: ${this.queue.groups} requests wait (expected wait ${expected}, the queue last moved ${Math.round(stillMs)} ms ago; budget ${budget} ms), retry in ${retryAfterS} s.`,
+      `Model ${jobs[0]?.model ?? '?'} is overloaded: ${this.queue.groups} requests wait (expected wait ${expected}, the queue last moved ${Math.round(stillMs)} ms ago; budget ${budget} ms), retry in ${retryAfterS} s.`,
       { retryAfterS },
     );
   }
@@ -234,10 +234,11 @@ export class Batcher {
 
   /** When the waiting jobs form a batch: now (≤ now), a later time, or Infinity when nothing waits. */
   dueAt(): number {
-    const oldest = this.queue.oldest();
-    if (oldest === undefined) return Infinity;
+    if (this.queue.size === 0) return Infinity;
+    // Before the oldest job is looked for: that scans every waiting request, and under overload hundreds wait.
     if (this.#closing || this.policy === 'immediate' || this.queue.size >= this.batchSize) return -Infinity;
-    return oldest.arrivedAt + this.maxBatchDelayMs;
+    const oldest = this.queue.oldest();
+    return oldest === undefined ? Infinity : oldest.arrivedAt + this.maxBatchDelayMs;
   }
 
   /**
