@@ -67,6 +67,32 @@ describe('exposeCacheAppends', () => {
     }
   });
 
+  it('exposes a top-level Concat tail under its own name, adding no node (an Identity would copy it every step)', async () => {
+    const g = new GraphBuilder(new WeightSink(1));
+    const x = g.input('x', ElemType.FLOAT, ['batch_size', 2, 1, 3]);
+    ['key', 'value'].forEach((part) => {
+      const past = g.input(`past_key_values.0.decoder.${part}`, ElemType.FLOAT, DIMS);
+      const tail = g.op('Mul', [x, g.float(2)], {}, [`tail_${part}`]);
+      g.output(g.op('Concat', [past, tail], { axis: { i: 2 } }), `present.0.decoder.${part}`, ElemType.FLOAT, DIMS);
+    });
+    const model = onnx.ModelProto.decode(encodeModel(g.graph('top_level'), 'test'));
+    const nodes = model.graph!.node!.length;
+    expect(exposeCacheAppends(model, 1)).toEqual({ ok: true, outputs: ['tail_key', 'tail_value'] });
+    expect(model.graph!.node).toHaveLength(nodes);
+    const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish());
+    try {
+      const past = new ort.Tensor('float32', new Float32Array(12), [1, 2, 2, 3]);
+      const out = await session.run({
+        x: new ort.Tensor('float32', Float32Array.from({ length: 6 }, (_, i) => i), [1, 2, 1, 3]),
+        'past_key_values.0.decoder.key': past,
+        'past_key_values.0.decoder.value': past,
+      });
+      expect(Array.from(out.tail_key!.data as Float32Array)).toEqual([0, 2, 4, 6, 8, 10]);
+    } finally {
+      await session.release();
+    }
+  });
+
   it('leaves a graph it does not recognise untouched and says why', () => {
     const g = new GraphBuilder(new WeightSink(1));
     const past = g.input('past_key_values.0.decoder.key', ElemType.FLOAT, DIMS);

@@ -11,7 +11,8 @@
  *
  * Recognised layouts (anything else leaves the graph as it is and says why):
  * - `present.{i}.decoder.{key,value}` made by a top-level `Concat(past_key_values.{i}.decoder.{…}, X)` on
- *   the length axis (the project's generated models): X is exposed;
+ *   the length axis (the project's generated models, and a merged export's step graph once
+ *   decoder-split.ts has cut it out of its `If`): X is exposed under its own name;
  * - made by an `If` (Hugging Face / optimum merged export): in the branch where it is
  *   `Concat(past…, X)`, X is exposed; in the other branch (no past) the branch's present is itself the
  *   appended part.
@@ -38,7 +39,10 @@ export function appendedOutputName(layer: number, part: 'key' | 'value'): string
 }
 
 export type ExposeResult =
-  /** The graph was changed; `outputs[2·i + j]` is layer i's key (j = 0) or value (j = 1) appended part. */
+  /**
+   * The graph was changed; `outputs[2·i + j]` names layer i's key (j = 0) or value (j = 1) appended part (the
+   * value's own name, or `appendedOutputName` where an Identity or an If output had to make one).
+   */
   { ok: true; outputs: string[] } | { ok: false; reason: string };
 
 /**
@@ -60,6 +64,12 @@ export function exposeCacheAppends(model: IModelProto, layers: number): ExposeRe
       const producer = producerOf(graph, present);
       if (producer === undefined) return { ok: false, reason: `no node makes ${present}` };
       const appended = concatTail(producer, past);
+      if (appended !== null && isIntermediate(graph, appended)) {
+        // The value itself becomes an output: an Identity in front of it would copy it again every step.
+        edits.push(() => graph.output!.push(tensorOutput(appended, elemType)));
+        outputs.push(appended);
+        continue;
+      }
       if (appended !== null) {
         edits.push(() => graph.node!.push(identity(appended, out)));
       } else if (producer.opType === 'If') {
@@ -75,6 +85,17 @@ export function exposeCacheAppends(model: IModelProto, layers: number): ExposeRe
   }
   for (const edit of edits) edit();
   return { ok: true, outputs };
+}
+
+/** Whether a node of `graph` makes `name` and it is neither an input, an initializer nor already an output. */
+function isIntermediate(graph: IGraphProto, name: string): boolean {
+  const listed = (values: { name?: string | null }[] | null | undefined) => (values ?? []).some((v) => v.name === name);
+  return (
+    (graph.node ?? []).some((n) => n.output?.includes(name)) &&
+    !listed(graph.input) &&
+    !listed(graph.initializer) &&
+    !listed(graph.output)
+  );
 }
 
 /** The node of `graph` (not its subgraphs) that makes `name`, looking through Identity nodes. */
