@@ -232,6 +232,18 @@ describe('one lane per target language', () => {
   });
 });
 
+/**
+ * Past the refusal's 2 s Retry-After, every connection held by an admitted job: a line would only hold a request until
+ * one ends, so it is refused at once and told to come back in a second.
+ */
+async function expectNoLinePastRetryAfter(pool: Pool): Promise<void> {
+  await sleep(2_100);
+  const started = performance.now();
+  const late = await post(pool, 'en', 'late');
+  expect(performance.now() - started).toBeLessThan(500);
+  expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
+}
+
 describe('a lane whose model server refuses at admission', () => {
   /**
    * `test` on a router of its own (a refusal closes its lane's line, which the other tests must not inherit), with
@@ -290,13 +302,8 @@ describe('a lane whose model server refuses at admission', () => {
       expect((await held[0]!).status).toBe(503);
       const refilled = post(pool, 'en', 'refill');
       await until('the connections busy again', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
-      // Past the refusal's 2 s, with no answer since: the connections are still held by admitted jobs, and a line
-      // would only hold the request until one ends. Refused at once, told to come back in a second.
-      await sleep(2_100);
-      const started = performance.now();
-      const late = await post(pool, 'en', 'late');
-      expect(performance.now() - started).toBeLessThan(500);
-      expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
+      // With no answer since, the connections are still held by admitted jobs.
+      await expectNoLinePastRetryAfter(pool);
       // An answer on the lane: it admits again, so a request finding no free connection waits in the line.
       upstreamServer.releaseAll();
       expect((await Promise.all([...held.slice(1), refilled])).map((r) => r.status)).toEqual(
@@ -310,43 +317,30 @@ describe('a lane whose model server refuses at admission', () => {
       expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
     });
   });
-});
 
-describe('a lane whose model server refuses at admission, answering jobs it admitted before', () => {
-  it('stays closed: only an answer to a request sent after the refusal reopens it', async () => {
-    const own = await startRouter(upstreamServer.url);
-    const pool = new Pool(own.url, { connections: 64 });
-    try {
-      const held = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `held ${i}`));
-      await until('the connections busy', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
+  it('stays closed while only jobs admitted before the refusal are answered', async () => {
+    await withLaneHeld(async ({ upstream, pool, held }) => {
       upstreamServer.refuseOldest();
       expect((await held[0]!).status).toBe(503);
-      // Jobs admitted before the refusal finish, and their connections fill again with requests sent after it.
+      // Jobs admitted before the refusal finish (under sustained overload one batch does, every batch), and their
+      // connections fill again with requests sent after it: those answers say nothing about admission now.
       upstreamServer.releaseAll();
       expect((await Promise.all(held.slice(1))).map((r) => r.status)).toEqual(Array(CONNECTIONS - 1).fill(200));
       const refilled = Array.from({ length: CONNECTIONS }, (_, i) => post(pool, 'en', `refill ${i}`));
       await until('the connections busy again', () => upstreamServer.held.length === CONNECTIONS, 5_000, 5);
-      // Past the Retry-After: those answers were to jobs admitted before it, so no line opens.
-      await sleep(2_100);
-      const started = performance.now();
-      const late = await post(pool, 'en', 'late');
-      expect(performance.now() - started).toBeLessThan(500);
-      expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
+      await expectNoLinePastRetryAfter(pool);
       // Answers to requests sent after the refusal: it admits again, and a request finding no free connection waits.
       upstreamServer.releaseAll();
       expect((await Promise.all(refilled)).map((r) => r.status)).toEqual(Array(CONNECTIONS).fill(200));
       const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
-      await until('one waits in the line', () => own.upstream.stats.en?.waiting === 1, 5_000, 5);
+      await until('one waits in the line', () => upstream.stats.en?.waiting === 1, 5_000, 5);
       const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
       try {
         expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
       } finally {
         clearInterval(releaser);
       }
-    } finally {
-      await pool.close();
-      await stopRouter(own);
-    }
+    });
   });
 });
 
