@@ -267,7 +267,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       delayText(l.loopDelayMs.generator),
       delayText(l.loopDelayMs.modelServer),
     ]),
-    note: 'How late each event loop ran (perf_hooks monitorEventLoopDelay; the model server\'s through prom-client, resolution 10 ms). A latency the load generator records includes up to its own delay; a request at the model server waits up to its delay behind other work.',
+    note: "How late each event loop ran (perf_hooks monitorEventLoopDelay; the model server's through prom-client, resolution 10 ms). A latency the load generator records includes up to its own delay; a request at the model server waits up to its delay behind other work.",
   });
   s.targets.push(checkTarget('worker recycles during the run', deaths, '<=', 0));
   const name = (path: EntryKind) => (path === 'front' ? 'through the front' : 'model server :9999');

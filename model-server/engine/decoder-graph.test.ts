@@ -83,7 +83,11 @@ describe('exposeCacheAppends', () => {
     try {
       const past = new ort.Tensor('float32', new Float32Array(12), [1, 2, 2, 3]);
       const out = await session.run({
-        x: new ort.Tensor('float32', Float32Array.from({ length: 6 }, (_, i) => i), [1, 2, 1, 3]),
+        x: new ort.Tensor(
+          'float32',
+          Float32Array.from({ length: 6 }, (_, i) => i),
+          [1, 2, 1, 3],
+        ),
         'past_key_values.0.decoder.key': past,
         'past_key_values.0.decoder.value': past,
       });
