@@ -141,6 +141,38 @@ describe('runClosedLoop', () => {
     }
   });
 
+  it('with wholeRounds, ends a window longer than a cycle at the end of a burst, not between bursts', async () => {
+    // Answers in bursts every 150 ms; the window must last 400 ms: 2.67 cycles, so a window ended on the time
+    // condition would spread two bursts over 400 ms (−20%). Ended after a whole burst it reads the true rate.
+    const held: ServerResponse[] = [];
+    const bursts: number[] = [];
+    const { origin } = await startServer((_req, res) => held.push(res));
+    const timer = setInterval(() => {
+      if (held.length > 0) bursts.push(performance.now());
+      for (const res of held.splice(0)) json(res, 200, {});
+    }, 150);
+    try {
+      const result = await runClosedLoop({
+        origin,
+        concurrency: 8,
+        warmupPerClient: 1,
+        minWindowMs: 400,
+        minWindowCompletions: 8,
+        wholeRounds: true,
+        request: () => ({ path: '/', body: '{}' }),
+      });
+      // The server's own period over the run (setInterval drifts on a loaded machine), and the rate it implies.
+      const period = (bursts.at(-1)! - bursts[0]!) / (bursts.length - 1);
+      const rate = 8 / (period / 1000);
+      expect(result.windowMs).toBeGreaterThanOrEqual(400);
+      expect(result.completed % 8).toBe(0);
+      expect(result.requestsPerS).toBeGreaterThanOrEqual(rate * 0.9);
+      expect(result.requestsPerS).toBeLessThanOrEqual(rate * 1.1);
+    } finally {
+      clearInterval(timer);
+    }
+  });
+
   it('drains in-flight requests when asked, so the server is idle when the run resolves', async () => {
     const { origin, state } = await startServer((_req, res) => setTimeout(() => json(res, 200, {}), 40));
     const result = await runClosedLoop({

@@ -47,6 +47,12 @@ export interface ClosedLoopOptions {
   minWindowMs?: number;
   /** …and until this many answers arrived in it. Default 0. */
   minWindowCompletions?: number;
+  /**
+   * …and until the answers in it are a whole number of rounds (a multiple of `concurrency`): for servers that
+   * answer every client at once, so the window spans whole cycles even where `minWindowMs` is not a multiple of
+   * one. Default false.
+   */
+  wholeRounds?: boolean;
   /** …but never longer than this, ms. Default: only maxTotalMs bounds it. */
   maxWindowMs?: number;
   /** The window opens no earlier than this, ms. Default 0. */
@@ -185,12 +191,15 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   const records: RequestRecord[] = [];
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 
-  // The window's boundaries are decided here, on every answer and on a coarse tick (for time conditions).
-  const advance = () => {
+  // The window's boundaries are decided here, on every answer and on a coarse tick (for the time bounds). It opens
+  // and ends at an answer: a window ended on a tick between a bursty server's answers would add the idle part of a
+  // cycle without its answers (a 3.7 s cycle in a 5 s window read as 64 answers in 5 s).
+  const advance = (atAnswer: boolean) => {
     if (countBounded || !sending) return;
     const t = now();
     if (
       windowStart === Number.POSITIVE_INFINITY &&
+      atAnswer &&
       t >= warmupMs &&
       answersPerClient.every((n) => n >= warmupPerClient)
     ) {
@@ -199,12 +208,17 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       options.onWindowOpen?.();
     }
     const inWindow = t - windowStart;
-    const endOfWindow =
-      windowStart !== Number.POSITIVE_INFINITY &&
-      ((inWindow >= minWindowMs && windowCompletions >= minWindowCompletions) || inWindow >= maxWindowMs);
+    const opened = windowStart !== Number.POSITIVE_INFINITY;
+    const complete =
+      atAnswer &&
+      opened &&
+      inWindow >= minWindowMs &&
+      windowCompletions >= minWindowCompletions &&
+      (!options.wholeRounds || windowCompletions % concurrency === 0);
+    const endOfWindow = complete || (opened && inWindow >= maxWindowMs);
     if (endOfWindow || t >= maxTotalMs) {
       if (!endOfWindow) truncated = true;
-      windowEnd = Math.min(t, windowStart === Number.POSITIVE_INFINITY ? t : windowStart + maxWindowMs);
+      windowEnd = Math.min(t, opened ? windowStart + maxWindowMs : t);
       if (windowStart === Number.POSITIVE_INFINITY) windowStart = t; // never opened: an empty window
       sending = false;
       loopDelay.disable();
@@ -212,7 +226,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       if (!drain || t >= maxTotalMs) cancel.abort();
     }
   };
-  const ticker = setInterval(advance, 20);
+  const ticker = setInterval(() => advance(false), 20);
   const hardStop = setTimeout(
     () => {
       truncated = true;
@@ -264,7 +278,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       });
       answersPerClient[clientId]!++;
       if (endMs >= windowStart && endMs <= windowEnd) windowCompletions++;
-      advance();
+      advance(true);
       if (options.honorRetryAfter && retryAfterS > 0) await backOff((retryAfterS + Math.random()) * 1000);
     }
   };

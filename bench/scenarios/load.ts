@@ -110,8 +110,10 @@ export async function measure(ctx: BenchContext, options: MeasureOptions): Promi
           warmupMs: window.warmupMs,
           warmupPerClient: window.warmupPerClient ?? 1,
           minWindowMs: window.minWindowMs,
-          // Whole cycles of every client, and never fewer than 8 answers (latency percentiles need a few).
+          // Whole cycles of every client, and never fewer than 8 answers (latency percentiles need a few); a
+          // window longer than that ends after a whole round too, not between a batching server's bursts.
           minWindowCompletions: Math.max(8, window.cyclesPerClient * options.concurrency),
+          wholeRounds: window.cyclesPerClient > 0,
           onWindowEnd: options.drain ? ('drain' as const) : ('abort' as const),
         }),
     maxTotalMs: settings.mode === 'full' ? 15 * 60_000 : 8 * 60_000,
