@@ -139,8 +139,16 @@ export interface LoadResult {
    * How late this process's own event loop ran during the window (p99 and max, ms; NaN for count-bounded runs): a
    * latency it records includes up to this much of the generator's own delay.
    */
-  loopDelayMs: { p99: number; max: number };
+  loopDelayMs: LoopDelay;
 }
+
+/** How late an event loop ran, ms (NaN: not measured). */
+export interface LoopDelay {
+  p99: number;
+  max: number;
+}
+
+export const LOOP_DELAY_NOT_MEASURED: Readonly<LoopDelay> = { p99: Number.NaN, max: Number.NaN };
 
 /** Run a closed-loop load against `options.origin` (see the module doc for how a run is bounded). */
 export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadResult> {
@@ -191,12 +199,14 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   const records: RequestRecord[] = [];
   const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 
-  // The window's boundaries are decided here, on every answer and on a coarse tick (for the time bounds). It opens
-  // and ends at an answer: a window ended on a tick between a bursty server's answers would add the idle part of a
-  // cycle without its answers (a 3.7 s cycle in a 5 s window read as 64 answers in 5 s).
-  const advance = (atAnswer: boolean) => {
+  // The window's boundaries are decided here, on every answer (`answerMs`: when it arrived) and on a coarse tick
+  // (for the time bounds). It opens right after an answer and ends with one: a window ended on a tick between a
+  // bursty server's answers would add the idle part of a cycle without its answers (a 3.7 s cycle in a 5 s window
+  // read as 64 answers in 5 s).
+  const advance = (answerMs?: number) => {
     if (countBounded || !sending) return;
     const t = now();
+    const atAnswer = answerMs !== undefined;
     if (
       windowStart === Number.POSITIVE_INFINITY &&
       atAnswer &&
@@ -218,7 +228,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
     const endOfWindow = complete || (opened && inWindow >= maxWindowMs);
     if (endOfWindow || t >= maxTotalMs) {
       if (!endOfWindow) truncated = true;
-      windowEnd = Math.min(t, opened ? windowStart + maxWindowMs : t);
+      windowEnd = Math.min(complete ? answerMs! : t, opened ? windowStart + maxWindowMs : t);
       if (windowStart === Number.POSITIVE_INFINITY) windowStart = t; // never opened: an empty window
       sending = false;
       loopDelay.disable();
@@ -226,7 +236,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       if (!drain || t >= maxTotalMs) cancel.abort();
     }
   };
-  const ticker = setInterval(() => advance(false), 20);
+  const ticker = setInterval(() => advance(), 20);
   const hardStop = setTimeout(
     () => {
       truncated = true;
@@ -278,7 +288,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       });
       answersPerClient[clientId]!++;
       if (endMs >= windowStart && endMs <= windowEnd) windowCompletions++;
-      advance(true);
+      advance(endMs);
       if (options.honorRetryAfter && retryAfterS > 0) await backOff((retryAfterS + Math.random()) * 1000);
     }
   };
@@ -317,7 +327,7 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
   return {
     ...resultOf(concurrency, windowEnd - windowStart, inWindow),
     loopDelayMs: countBounded
-      ? { p99: Number.NaN, max: Number.NaN }
+      ? LOOP_DELAY_NOT_MEASURED
       : { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
     warmupMs: windowStart,
     truncated,
@@ -363,7 +373,7 @@ export function resultOf(concurrency: number, windowMs: number, records: Request
     latency: summarize(latencies),
     bytesIn,
     records,
-    loopDelayMs: { p99: Number.NaN, max: Number.NaN },
+    loopDelayMs: LOOP_DELAY_NOT_MEASURED,
   };
 }
 

@@ -11,7 +11,7 @@
  * than where a window happens to cut a 10-second 418M cycle.
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
-import { runClosedLoop, type LoadResult } from '../lib/load-generator.js';
+import { LOOP_DELAY_NOT_MEASURED, runClosedLoop, type LoadResult, type LoopDelay } from '../lib/load-generator.js';
 import { scrape, total } from '../lib/metrics.js';
 import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../lib/proc-tree.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
@@ -41,7 +41,7 @@ interface Level {
    * How late the event loops ran during the window, p99 / max ms: the load generator's (its latencies include
    * that much of its own delay) and the model server's HTTP process (a refusal waits that long behind other work).
    */
-  loopDelayMs: { generator: { p99: number; max: number }; modelServer: { p99: number; max: number } };
+  loopDelayMs: { generator: LoopDelay; modelServer: LoopDelay };
 }
 
 /** Where the processor goes under overload: the engine, or the HTTP side answering and refusing. */
@@ -80,7 +80,7 @@ function cpuShares(from: CpuShares, to: CpuShares, windowMs: number): CpuShares 
 }
 
 /** The model server's event-loop delay since its previous scrape (prom-client resets it at every collect), ms. */
-async function modelServerLoopDelay(stack: Stack): Promise<{ p99: number; max: number }> {
+async function modelServerLoopDelay(stack: Stack): Promise<LoopDelay> {
   try {
     const samples = await stack.metrics();
     return {
@@ -88,7 +88,7 @@ async function modelServerLoopDelay(stack: Stack): Promise<{ p99: number; max: n
       max: total(samples, 'nodejs_eventloop_lag_max_seconds') * 1000,
     };
   } catch {
-    return { p99: Number.NaN, max: Number.NaN };
+    return LOOP_DELAY_NOT_MEASURED;
   }
 }
 
@@ -97,7 +97,7 @@ function levelOf(
   clients: number,
   load: LoadResult,
   cpu: CpuShares,
-  modelServerDelay: { p99: number; max: number },
+  modelServerDelay: LoopDelay,
 ): Level {
   const seconds = load.windowMs / 1000;
   const good = load.records.filter((r) => r.error === undefined && r.latencyMs <= DEADLINE_S * 1000);
@@ -121,7 +121,7 @@ function levelOf(
   };
 }
 
-const delayText = (d: { p99: number; max: number }) => `${d.p99.toFixed(1)} / ${d.max.toFixed(1)}`;
+const delayText = (d: LoopDelay) => `${d.p99.toFixed(1)} / ${d.max.toFixed(1)}`;
 
 async function run(ctx: BenchContext): Promise<Section> {
   const { settings } = ctx;
@@ -160,7 +160,7 @@ async function run(ctx: BenchContext): Promise<Section> {
         let cpuTo: CpuShares | undefined;
         // Scraped when the window opens (which resets the model server's loop-delay histogram) and when it closes.
         let delayReset: Promise<unknown> = Promise.resolve();
-        let delayRead: Promise<{ p99: number; max: number }> | undefined;
+        let delayRead: Promise<LoopDelay> | undefined;
         const load = await runClosedLoop({
           origin,
           concurrency: clients,
@@ -184,7 +184,7 @@ async function run(ctx: BenchContext): Promise<Section> {
           },
         });
         const cpu = cpuShares(cpuFrom ?? cpuNow(stack), cpuTo ?? cpuNow(stack), load.windowMs);
-        const level = levelOf(path, clients, load, cpu, (await delayRead) ?? { p99: Number.NaN, max: Number.NaN });
+        const level = levelOf(path, clients, load, cpu, (await delayRead) ?? LOOP_DELAY_NOT_MEASURED);
         ctx.log(
           `goodput ${path} ${clients} clients: ${level.goodputPerS.toFixed(1)}/s good, p99 ${level.p99Ms.toFixed(0)} ms, ` +
             `${level.refusals} refused (p99 ${level.refusalP99Ms.toFixed(1)} ms), ${level.late} late, other ${JSON.stringify(level.otherErrors)}; ` +

@@ -162,15 +162,14 @@ describe('Batcher', () => {
     }
   }
 
+  /** An immediate batcher that admits within `queueBudgetMs`, and a worker taking `batchSize` jobs at once. */
+  function admitting(batchSize: number, queueSize: number, queueBudgetMs: number) {
+    const batcher = new Batcher({ policy: 'immediate', batchSize, maxBatchDelayMs: 0, queueSize, queueBudgetMs });
+    return { batcher, driver: new Driver(batcher, batchSize) };
+  }
+
   it('admission: a request whose expected queue wait exceeds the budget is refused at once, OVERLOADED + Retry-After', async () => {
-    const batcher = new Batcher({
-      policy: 'immediate',
-      batchSize: 4,
-      maxBatchDelayMs: 0,
-      queueSize: 1000,
-      queueBudgetMs: 100,
-    });
-    const driver = new Driver(batcher, 4);
+    const { batcher, driver } = admitting(4, 1000, 100);
     await warm(batcher, driver, 10);
     batcher.submit([job(), job(), job(), job()]);
     expect(batcher.queue.size).toBe(0); // on the worker
@@ -190,14 +189,7 @@ describe('Batcher', () => {
   });
 
   it('Retry-After under sustained overload: adds the clients refused within the last hint ÷ the service rate, at most the budget', async () => {
-    const batcher = new Batcher({
-      policy: 'immediate',
-      batchSize: 4,
-      maxBatchDelayMs: 0,
-      queueSize: 100_000,
-      queueBudgetMs: 5_000,
-    });
-    const driver = new Driver(batcher, 4);
+    const { batcher, driver } = admitting(4, 100_000, 5_000);
     // 10 ms a job: the queue holds 500 jobs within the 5 s budget.
     await warm(batcher, driver, 10);
     batcher.submit([job(), job(), job(), job()]);
@@ -218,14 +210,7 @@ describe('Batcher', () => {
   });
 
   it('admission: nothing new is admitted while the queue has not moved for the whole budget', async () => {
-    const batcher = new Batcher({
-      policy: 'immediate',
-      batchSize: 2,
-      maxBatchDelayMs: 0,
-      queueSize: 1000,
-      queueBudgetMs: 100,
-    });
-    const driver = new Driver(batcher, 2);
+    const { batcher, driver } = admitting(2, 1000, 100);
     await warm(batcher, driver, 1);
     batcher.submit([job(), job(), job()]);
     expect(batcher.queue.size).toBe(1);
@@ -235,13 +220,7 @@ describe('Batcher', () => {
   });
 
   it('admission: before the rate is known only the queue bound and the sojourn check apply', () => {
-    const batcher = new Batcher({
-      policy: 'immediate',
-      batchSize: 2,
-      maxBatchDelayMs: 0,
-      queueSize: 1000,
-      queueBudgetMs: 100,
-    });
+    const { batcher } = admitting(2, 1000, 100);
     for (let i = 0; i < 50; i += 1) expect(refusal(() => batcher.submit([job()]))).toBeUndefined();
     expect(batcher.expectedWaitMs()).toBeUndefined();
     vi.advanceTimersByTime(101); // nothing left the queue for the whole budget
