@@ -8,6 +8,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startProcess } from './processes.js';
+import { ENGINE_MALLOC_ENV } from '../../model-server/engine/malloc-env.js';
 
 /**
  * Flags a child needs to run a .ts entry when the bench itself runs from source (always, via tsx). The loader is
@@ -43,7 +44,8 @@ export async function runProbe<T>(request: { kind: string }, options: ProbeOptio
     file: probeFile,
     args: [resultFile, JSON.stringify(request)],
     execArgv: [...tsExecArgv(), ...(options.execArgv ?? [])],
-    env: { ...process.env, ...options.env },
+    // A probe runs an engine as a worker does: with the allocator settings a worker starts with.
+    env: { ...ENGINE_MALLOC_ENV, ...process.env, ...options.env },
     logFile: path.join(options.workDir, `${safe}.log`),
   });
   let timedOut = false;

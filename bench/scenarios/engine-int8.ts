@@ -14,11 +14,13 @@
  * Prints a JSON summary on its last line. Random-weight models: the agreement has no target, it shows the size of
  * the change.
  */
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import '../../model-server/engine/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
+import { ENGINE_MALLOC_ENV } from '../../model-server/engine/malloc-env.js';
 import { DTYPE_SUFFIX, type ModelDtype } from '../../model-server/engine/session.js';
 import { median } from '../lib/stats.js';
 import { engineRows } from './engine-probe.js';
@@ -188,6 +190,14 @@ async function speed(args: Args) {
 }
 
 async function main(): Promise<void> {
+  // Engines run here as in a worker: glibc reads its settings at process start, so run again under them.
+  if (Object.keys(ENGINE_MALLOC_ENV).some((name) => process.env[name] === undefined)) {
+    const again = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+      stdio: 'inherit',
+      env: { ...ENGINE_MALLOC_ENV, ...process.env },
+    });
+    process.exit(again.status ?? 1);
+  }
   const args = parseArgs(process.argv.slice(2));
   const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1]!.split(',') : null;
   const want = (part: string) => only === null || only.includes(part);

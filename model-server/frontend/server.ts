@@ -9,6 +9,7 @@ import type { Hono } from 'hono';
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { resolveEntry, type EntryPoint } from '../../common/entry.js';
 import type { Logger } from '../../common/logger.js';
+import { ENGINE_MALLOC_ENV } from '../engine/malloc-env.js';
 import { detectCuda, type CudaAvailability } from './devices.js';
 import type { AppEnv } from './error-handler.js';
 import { GpuMonitor } from './gpu-monitor.js';
@@ -121,12 +122,9 @@ export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): W
       execArgv: [...entry.execArgv, ...process.execArgv.filter((flag) => flag.startsWith('--cpu-prof'))],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      // glibc: keep large freed buffers in the heap (defaults, overridable). onnxruntime-node copies every
-      // fetched output into a fresh ArrayBuffer (beam logits: 63 MB per step at batch 64); by default each is
-      // a new mmap whose pages fault in every step (docs/engine.md, "Performance notes").
+      // Allocator settings for onnxruntime-node's output copies (engine/malloc-env.ts); the environment's own win.
       env: {
-        MALLOC_MMAP_THRESHOLD_: '4294967296',
-        MALLOC_TRIM_THRESHOLD_: '4294967296',
+        ...ENGINE_MALLOC_ENV,
         ...process.env,
         MT_WORKER_LOG_LEVEL: logLevel,
         MT_WORKER_ID: workerId,
