@@ -162,19 +162,21 @@ function layOut(
         into(rows * H * S * dh),
       ),
     );
-    selfCache = like.selfCache!.map((_, k) =>
-      relayoutRows(
-        pick(
-          (c) => c.selfCache![k]!,
-          (c) => c.pastLength,
+    // A cohort encoded with its cross cache has no self cache before its first step.
+    selfCache =
+      like.selfCache?.map((_, k) =>
+        relayoutRows(
+          pick(
+            (c) => c.selfCache![k]!,
+            (c) => c.pastLength,
+          ),
+          H,
+          dh,
+          P,
+          'end',
+          into(rows * H * P * dh),
         ),
-        H,
-        dh,
-        P,
-        'end',
-        into(rows * H * P * dh),
-      ),
-    );
+      ) ?? null;
     if (like.selfMask !== null)
       selfMask = relayoutRows(
         pick(

@@ -28,7 +28,10 @@ export interface Cohort {
   /** Real source length per row. */
   encoderLengths: number[];
   encoderLength: number;
-  /** Per layer `[key, value]` of the cross-attention cache `[n, H, S, dh]`; null before the first step. */
+  /**
+   * Per layer `[key, value]` of the cross-attention cache `[n, H, S, dh]`; null until the first step makes it, or
+   * from the start when a split decoder's cross graph ran at encoding (encode.ts).
+   */
   crossCache: Float32Array[] | null;
   /** Per layer `[key, value]` of the self-attention cache `[n, H, P, dh]`. */
   selfCache: Float32Array[] | null;
@@ -106,6 +109,11 @@ export class CohortMemory {
     cohort.encoderStates = new Float32Array(0);
     cohort.crossCache = null;
     cohort.selfCache = null;
+  }
+
+  /** Give back a pooled row tensor its holder drops before any cohort held it. */
+  recycle(tensor: Float32Array): void {
+    this.#rowPool.recycle(tensor);
   }
 
   /** Recycle self-cache tensor `k` unless it is a view of the cohort's cache buffers (those are only released). */

@@ -41,9 +41,15 @@ export async function encodeCohort(
   const mask = new BigInt64Array(n * S);
   lengths.forEach((length, r) => mask.fill(1n, r * S, r * S + length));
   const encoderStates = ctx.memory.pooled(n * S * d).fill(0);
+  const cross: CrossTarget = {
+    tensors:
+      ctx.sessions.cross === null
+        ? null
+        : Array.from({ length: 2 * ctx.layers }, () => ctx.memory.pooled(n * ctx.heads * S * ctx.headDim)),
+  };
   const failedRows = new Map<number, Error>();
   for (const group of sourceBuckets(lengths)) {
-    await encodeGroup(ctx, admitted, group, S, encoderStates, failedRows);
+    await encodeGroup(ctx, admitted, group, S, encoderStates, cross, failedRows);
   }
   ctx.stats.encoderRuns++;
   ctx.stats.encodedRows += n - failedRows.size;
@@ -54,7 +60,7 @@ export async function encodeCohort(
     encoderMask: mask,
     encoderLengths: lengths,
     encoderLength: S,
-    crossCache: null,
+    crossCache: cross.tensors,
     selfCache: null,
     cacheBuffers:
       ctx.sessions.decoderOutputs.appendedCache !== null
@@ -93,6 +99,7 @@ async function encodeGroup(
   group: readonly number[],
   S: number,
   encoderStates: Float32Array,
+  cross: CrossTarget,
   failed: Map<number, Error>,
 ): Promise<void> {
   const d = ctx.config.dModel;
@@ -124,14 +131,88 @@ async function encodeGroup(
       return;
     }
     const half = Math.ceil(m / 2);
-    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, failed);
-    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, failed);
+    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, cross, failed);
+    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, cross, failed);
     return;
   }
   const states = out.last_hidden_state?.data as Float32Array | undefined;
   if (states === undefined) throw new Error('encoder returned no last_hidden_state');
   // Real positions only; the padding stays zero (masked everywhere downstream).
   group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[j]!) * d), r * S * d));
+  if (cross.tensors !== null) await crossGroup(ctx, group, lengths, out.last_hidden_state!, groupMask, S, cross);
+}
+
+/**
+ * The cohort's cross-attention cache (`[n, H, S, dh]` per layer's key and value, pooled), filled group by group
+ * as the encoder runs; null when the first decoder step makes it instead (no cross graph, or a run failed).
+ */
+interface CrossTarget {
+  tensors: Float32Array[] | null;
+}
+
+/**
+ * Run the cross-attention graph on one encoded group's states (`[m, Sg, d]`, padded to the group's longest
+ * source, not the cohort's) and scatter each row's keys/values into the cohort's cache, padding zeroed.
+ *
+ * Why here and not at the first decoder step: the cross graph's projections are the largest GEMMs of a batch
+ * after the encoder's (2 × layers per source token), and on the cohort's states every row is padded to the
+ * longest source of the batch: 1.7× the real tokens on the benchmark workload, 1.17× in length groups. Its
+ * outputs (~300 MB at batch 64 on the 418M shapes), which onnxruntime-node copies once more, shrink as much, and
+ * the cache lives in pooled memory from the start instead of in the binding's fresh arrays. The padded positions
+ * are masked in every attention, so their values only need to be finite.
+ *
+ * A failed run (any onnxruntime error) gives the memory back and leaves the cache to the first decoder step,
+ * which runs the cross graph on the cohort and isolates failing rows as every decoder run does (step.ts).
+ */
+async function crossGroup(
+  ctx: CohortContext,
+  group: readonly number[],
+  lengths: readonly number[],
+  states: ort.Tensor,
+  groupMask: BigInt64Array,
+  S: number,
+  cross: CrossTarget,
+): Promise<void> {
+  const session = ctx.sessions.cross!;
+  const tensors = cross.tensors!;
+  const [m, Sg] = states.dims as [number, number, number];
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const available: Record<string, ort.Tensor> = {
+    encoder_hidden_states: states,
+    encoder_attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
+  };
+  const feeds: Record<string, ort.Tensor> = {};
+  for (const name of session.inputNames) if (name in available) feeds[name] = available[name]!;
+  const started = performance.now();
+  let made: ort.InferenceSession.ReturnType | null = null;
+  try {
+    if (Object.keys(feeds).length === session.inputNames.length) made = await session.run(feeds);
+  } catch {
+    made = null;
+  }
+  ctx.stats.encoderMs += performance.now() - started;
+  const outputs = tensors.map((_, k) => made?.[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]);
+  const expected = [m, H, Sg, dh].join();
+  if (outputs.some((t) => t === undefined || t.dims.join() !== expected)) {
+    for (const tensor of tensors) ctx.memory.recycle(tensor);
+    cross.tensors = null;
+    return;
+  }
+  const block = S * dh;
+  outputs.forEach((output, k) => {
+    const from = output!.data as Float32Array;
+    const to = tensors[k]!;
+    group.forEach((r, j) => {
+      const real = lengths[j]! * dh;
+      for (let h = 0; h < H; h++) {
+        const at = (r * H + h) * block;
+        const source = (j * H + h) * Sg * dh;
+        to.set(from.subarray(source, source + real), at);
+        to.fill(0, at + real, at + block);
+      }
+    });
+  });
 }
 
 /**

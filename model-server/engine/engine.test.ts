@@ -1,7 +1,9 @@
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import './ort-env.js';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ServeError } from '../../common/errors.js';
 import { Mulberry32 } from './demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
@@ -416,6 +418,51 @@ describe('TranslationEngine', () => {
     expect(one.stats()).toMatchObject({ encodedRows: 1, cancelled: 1, cancelledRows: 0 });
     await expect(one.generate(b!, GREEDY, controller.signal)).rejects.toBe(reason);
     expect(one.stats().encodedRows).toBe(1);
+  });
+
+  it('makes the cross-attention cache at encoding, one run per length group; when that fails, the first step makes it', async () => {
+    // Whole-batch tokens of the graph as exported: its first decoder step makes the cache over the padded batch.
+    const exported = await load(tinyDir, { decoderGraph: 'as-exported' });
+    const list = rows(40, 23);
+    const expected = (await exported.translate(list, GREEDY)).map((t) => t.tokenIds);
+    const isCross = (session: ort.InferenceSession) =>
+      session.outputNames.length > 0 && session.outputNames.every((name) => /^present\.\d+\.encoder\./.test(name));
+    // Every session is an instance of this class at run time (its type declares a factory).
+    const proto = (ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype;
+    const run = proto.run;
+    const crossRuns: number[] = [];
+    let failures = 0;
+    const spy = vi.spyOn(proto, 'run').mockImplementation(function (
+      this: ort.InferenceSession,
+      ...args: Parameters<typeof run>
+    ) {
+      if (isCross(this)) {
+        crossRuns.push((args[0]['encoder_hidden_states'] as ort.Tensor).dims[0]!);
+        if (failures > 0) {
+          failures--;
+          return Promise.reject(new Error('injected cross-attention failure'));
+        }
+      }
+      return run.apply(this, args);
+    });
+    try {
+      const before = tiny.stats();
+      expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
+      // One cross run per encoder call, over that group's rows only; none at the first step.
+      const calls = tiny.stats().encoderCalls - before.encoderCalls;
+      expect(calls).toBeGreaterThan(1);
+      expect(crossRuns).toHaveLength(calls);
+      expect(crossRuns.reduce((a, b) => a + b, 0)).toBe(list.length);
+
+      crossRuns.length = 0;
+      failures = 1;
+      expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
+      // The failed run at encoding, then one over the whole batch at its first step.
+      expect(crossRuns).toEqual([crossRuns[0], list.length]);
+      expect(tiny.stats().failed).toBe(before.failed);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   describe.each([

@@ -25,7 +25,10 @@ export interface GeneratorStats {
   cappedRows: number;
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
-  /** Wall time inside encoder runs, decoder runs, search decisions and tensor re-layouts, cache appends included (ms). */
+  /**
+   * Wall time inside encoder runs (with the cross-attention graph run on their output, encode.ts), decoder runs,
+   * search decisions and tensor re-layouts, cache appends included (ms).
+   */
   encoderMs: number;
   decoderMs: number;
   searchMs: number;
