@@ -21,7 +21,7 @@
  * Over IPC (when forked, as in its test) it relays the model server's `{type: 'listening', ports}`.
  */
 import { fork } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ConfigError, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
@@ -128,7 +128,10 @@ function main(): void {
     register(config, languages, message.ports.management, log).then(
       () => {
         if (stopping) return;
-        writeFileSync(readyFile, `${new Date().toISOString()} ${languages.join(' ')}\n`);
+        // Written beside it, then renamed: whoever sees the file (the startupProbe, an operator) sees it whole.
+        const partial = `${readyFile}.partial`;
+        writeFileSync(partial, `${new Date().toISOString()} ${languages.join(' ')}\n`);
+        renameSync(partial, readyFile);
         log.info({ languages: languages.length, readyFile }, 'every language registered: ready');
       },
       (err: unknown) => {
