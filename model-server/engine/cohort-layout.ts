@@ -148,35 +148,37 @@ function layOut(
   let crossCache: Float32Array[] | null = null;
   let selfCache: Float32Array[] | null = null;
   let selfMask: BigInt64Array | null = null;
-  if (like.crossCache !== null) {
-    crossCache = like.crossCache.map((_, k) =>
+  /** Each tensor of a `[rows, H, length, dh]` cache the cohorts hold (null when `like` has none). */
+  const cache = (
+    get: (c: Cohort) => Float32Array[] | null,
+    at: (c: Cohort) => number,
+    length: number,
+    align: 'start' | 'end',
+  ) =>
+    get(like)?.map((_, k) =>
       relayoutRows(
-        pick(
-          (c) => c.crossCache![k]!,
-          (c) => c.encoderLength,
-        ),
+        pick((c) => get(c)![k]!, at),
         H,
         dh,
-        S,
-        'start',
-        into(rows * H * S * dh),
+        length,
+        align,
+        into(rows * H * length * dh),
       ),
+    ) ?? null;
+  if (like.crossCache !== null) {
+    crossCache = cache(
+      (c) => c.crossCache,
+      (c) => c.encoderLength,
+      S,
+      'start',
     );
     // A cohort encoded with its cross cache has no self cache before its first step.
-    selfCache =
-      like.selfCache?.map((_, k) =>
-        relayoutRows(
-          pick(
-            (c) => c.selfCache![k]!,
-            (c) => c.pastLength,
-          ),
-          H,
-          dh,
-          P,
-          'end',
-          into(rows * H * P * dh),
-        ),
-      ) ?? null;
+    selfCache = cache(
+      (c) => c.selfCache,
+      (c) => c.pastLength,
+      P,
+      'end',
+    );
     if (like.selfMask !== null)
       selfMask = relayoutRows(
         pick(

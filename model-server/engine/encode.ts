@@ -42,10 +42,9 @@ export async function encodeCohort(
   lengths.forEach((length, r) => mask.fill(1n, r * S, r * S + length));
   const encoderStates = ctx.memory.pooled(n * S * d).fill(0);
   const cross: CrossTarget = {
-    tensors:
-      ctx.sessions.cross === null
-        ? null
-        : Array.from({ length: 2 * ctx.layers }, () => ctx.memory.pooled(n * ctx.heads * S * ctx.headDim)),
+    tensors: crossAtEncoding(ctx)
+      ? Array.from({ length: 2 * ctx.layers }, () => ctx.memory.pooled(n * ctx.heads * S * ctx.headDim))
+      : null,
   };
   const failedRows = new Map<number, Error>();
   for (const group of sourceBuckets(lengths)) {
@@ -142,6 +141,15 @@ async function encodeGroup(
   if (cross.tensors !== null) await crossGroup(ctx, group, lengths, out.last_hidden_state!, groupMask, S, cross);
 }
 
+/** What an encoder run gives the cross-attention graph. */
+const CROSS_INPUTS: ReadonlySet<string> = new Set(['encoder_hidden_states', 'encoder_attention_mask']);
+
+/** Whether the cross graph runs at encoding: there is one, and it reads nothing but what an encoder run gives. */
+function crossAtEncoding(ctx: CohortContext): boolean {
+  const cross = ctx.sessions.cross;
+  return cross !== null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
+}
+
 /**
  * The cohort's cross-attention cache (`[n, H, S, dh]` per layer's key and value, pooled), filled group by group
  * as the encoder runs; null when the first decoder step makes it instead (no cross graph, or a run failed).
@@ -178,16 +186,13 @@ async function crossGroup(
   const [m, Sg] = states.dims as [number, number, number];
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const available: Record<string, ort.Tensor> = {
-    encoder_hidden_states: states,
-    encoder_attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
-  };
-  const feeds: Record<string, ort.Tensor> = {};
-  for (const name of session.inputNames) if (name in available) feeds[name] = available[name]!;
+  const feeds: Record<string, ort.Tensor> = { encoder_hidden_states: states };
+  if (session.inputNames.includes('encoder_attention_mask'))
+    feeds.encoder_attention_mask = new ort.Tensor('int64', groupMask, [m, Sg]);
   const started = performance.now();
   let made: ort.InferenceSession.ReturnType | null = null;
   try {
-    if (Object.keys(feeds).length === session.inputNames.length) made = await session.run(feeds);
+    made = await session.run(feeds);
   } catch {
     made = null;
   }
