@@ -146,15 +146,15 @@ interface Lane {
   /** The model server's last admission refusal on this lane, and until when (performance.now) it holds. */
   refusal: ServeError | undefined;
   refusingUntil: number;
-  /**
-   * The model server's last word on this lane was an admission refusal: no answer has come since to a request
-   * sent after it. The line stays closed past the Retry-After until such an answer shows it admits again (module
-   * doc); an answer to a request admitted before the refusal shows nothing, and under sustained overload those
-   * keep coming every batch.
-   */
-  refusedLast: boolean;
   /** When (performance.now) the last admission refusal arrived. */
   refusedAt: number;
+  /**
+   * When (performance.now) the latest request the model server answered on this lane was sent. The line stays
+   * closed past the Retry-After until a request sent after the refusal is answered, showing it admits again
+   * (module doc); an answer to a request admitted before the refusal shows nothing, and under sustained overload
+   * those keep coming every batch.
+   */
+  answeredSentAt: number;
 }
 
 /** Admission refusals of the model server that close a lane's line for their Retry-After (module doc). */
@@ -326,8 +326,8 @@ export class Upstream implements UpstreamClient {
       lane = {
         refusal: undefined,
         refusingUntil: 0,
-        refusedLast: false,
         refusedAt: Number.NEGATIVE_INFINITY,
+        answeredSentAt: Number.NEGATIVE_INFINITY,
         gate: new Gate(this.#connections, this.#queue),
         pool: new Pool(origin, {
           connections: this.#connections,
@@ -381,18 +381,17 @@ export class Upstream implements UpstreamClient {
       const sentAt = performance.now();
       try {
         const reply = await this.#exchange(origin, lane.pool, request);
-        if (sentAt > lane.refusedAt) lane.refusedLast = false;
+        lane.answeredSentAt = Math.max(lane.answeredSentAt, sentAt);
         return reply;
       } catch (err) {
         if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
           lane.refusal = err;
           lane.refusedAt = performance.now();
           lane.refusingUntil = lane.refusedAt + err.retryAfterS * 1000;
-          lane.refusedLast = true;
           lane.gate.refuseWaiting();
-        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504) && sentAt > lane.refusedAt) {
-          // Answered (a 4xx about the request, a deadline passed on a worker): it was admitted, so it admits again.
-          lane.refusedLast = false;
+        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504)) {
+          // Answered (a 4xx about the request, a deadline passed on a worker): it was admitted.
+          lane.answeredSentAt = Math.max(lane.answeredSentAt, sentAt);
         }
         throw this.#judge(origin, err);
       } finally {
@@ -511,7 +510,7 @@ export class Upstream implements UpstreamClient {
 /** The model server's refusal, with the Retry-After left of it, while the lane keeps no line; else undefined. */
 function refusingNow(lane: Lane): ServeError | undefined {
   const leftMs = lane.refusingUntil - performance.now();
-  if (lane.refusal === undefined || (leftMs <= 0 && !lane.refusedLast)) return undefined;
+  if (lane.refusal === undefined || (leftMs <= 0 && lane.answeredSentAt > lane.refusedAt)) return undefined;
   return new ServeError(lane.refusal.code, lane.refusal.message, {
     retryAfterS: Math.max(1, Math.ceil(leftMs / 1000)),
   });

@@ -244,6 +244,16 @@ async function expectNoLinePastRetryAfter(pool: Pool): Promise<void> {
   expect([late.status, late.headers['retry-after']]).toEqual([503, '1']);
 }
 
+/** The lane admits again: a request finding every connection busy waits in the line, and is answered. */
+async function expectLineAgain(upstream: Upstream, pool: Pool): Promise<void> {
+  const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
+  await until('one waits in the line', () => upstream.stats.en?.waiting === 1, 5_000, 5);
+  upstreamServer.releaseAll();
+  await until('the waiter reaches the model server', () => upstreamServer.held.length === 1, 5_000, 5);
+  upstreamServer.releaseAll();
+  expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
+}
+
 describe('a lane whose model server refuses at admission', () => {
   /**
    * `test` on a router of its own (a refusal closes its lane's line, which the other tests must not inherit), with
@@ -309,12 +319,7 @@ describe('a lane whose model server refuses at admission', () => {
       expect((await Promise.all([...held.slice(1), refilled])).map((r) => r.status)).toEqual(
         Array(CONNECTIONS).fill(200),
       );
-      const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
-      await until('one waits in the line', () => upstream.stats.en?.waiting === 1, 5_000, 5);
-      upstreamServer.releaseAll();
-      await until('the waiter reaches the model server', () => upstreamServer.held.length === 1, 5_000, 5);
-      upstreamServer.releaseAll();
-      expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
+      await expectLineAgain(upstream, pool);
     });
   });
 
@@ -332,14 +337,7 @@ describe('a lane whose model server refuses at admission', () => {
       // Answers to requests sent after the refusal: it admits again, and a request finding no free connection waits.
       upstreamServer.releaseAll();
       expect((await Promise.all(refilled)).map((r) => r.status)).toEqual(Array(CONNECTIONS).fill(200));
-      const again = Array.from({ length: CONNECTIONS + 1 }, (_, i) => post(pool, 'en', `again ${i}`));
-      await until('one waits in the line', () => upstream.stats.en?.waiting === 1, 5_000, 5);
-      const releaser = setInterval(() => upstreamServer.releaseAll(), 5);
-      try {
-        expect((await Promise.all(again)).map((r) => r.status)).toEqual(Array(CONNECTIONS + 1).fill(200));
-      } finally {
-        clearInterval(releaser);
-      }
+      await expectLineAgain(upstream, pool);
     });
   });
 });
