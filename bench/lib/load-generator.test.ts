@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runClosedLoop, type LoadResult } from './load-generator.js';
+import { runClosedLoop, type ClosedLoopOptions, type LoadResult } from './load-generator.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
 
@@ -115,18 +115,25 @@ describe('runClosedLoop', () => {
   });
 
   /**
-   * A processor-sharing server for 8 clients: holds every request and answers all 8 together, on a tick every
-   * `periodMs` once all have arrived (so a burst never splits a round, however late a client's request comes in).
+   * A closed loop of 8 clients against a processor-sharing server: it holds every request and answers all 8 together,
+   * on a tick every 150 ms once all have arrived (so a burst never splits a round, however late a client's request
+   * comes in).
    */
-  async function withBurstServer(periodMs: number, test: (origin: string) => Promise<void>): Promise<void> {
+  async function burstRun(window: Pick<ClosedLoopOptions, 'minWindowMs' | 'minWindowCompletions' | 'wholeRounds'>) {
     const held: ServerResponse[] = [];
     const { origin } = await startServer((_req, res) => held.push(res));
     const timer = setInterval(() => {
       if (held.length < 8) return;
       for (const res of held.splice(0)) json(res, 200, {});
-    }, periodMs);
+    }, 150);
     try {
-      await test(origin);
+      return await runClosedLoop({
+        origin,
+        concurrency: 8,
+        warmupPerClient: 1,
+        request: () => ({ path: '/', body: '{}' }),
+        ...window,
+      });
     } finally {
       clearInterval(timer);
     }
@@ -139,44 +146,25 @@ describe('runClosedLoop', () => {
   }
 
   it('spans whole cycles of a server that answers everything in bursts', async () => {
-    await withBurstServer(150, async (origin) => {
-      const result = await runClosedLoop({
-        origin,
-        concurrency: 8,
-        warmupPerClient: 1,
-        minWindowMs: 1,
-        minWindowCompletions: 16,
-        request: () => ({ path: '/', body: '{}' }),
-      });
-      // The window opens right after one burst and closes with the second burst after it: two cycles, in which every
-      // client was answered exactly twice, ending at its last answer. A window cut mid-cycle would hold part of a
-      // burst (some clients once or three times) or end after its last answer. (Not a duration or a rate against
-      // the 150 ms period: how fast this process reads a burst's 8 answers under load moves both edges by tens of ms.)
-      expect(result.completed).toBe(16);
-      const perClient = new Map<number, number>();
-      for (const r of result.records) perClient.set(r.client, (perClient.get(r.client) ?? 0) + 1);
-      expect([...perClient.values()]).toEqual(Array(8).fill(2));
-      expectEndsWithAnswer(result);
-    });
+    const result = await burstRun({ minWindowMs: 1, minWindowCompletions: 16 });
+    // The window opens right after one burst and closes with the second burst after it: two cycles, in which every
+    // client was answered exactly twice, ending at its last answer. A window cut mid-cycle would hold part of a
+    // burst (some clients once or three times) or end after its last answer. (Not a duration or a rate against
+    // the 150 ms period: how fast this process reads a burst's 8 answers under load moves both edges by tens of ms.)
+    expect(result.completed).toBe(16);
+    const perClient = new Map<number, number>();
+    for (const r of result.records) perClient.set(r.client, (perClient.get(r.client) ?? 0) + 1);
+    expect([...perClient.values()]).toEqual(Array(8).fill(2));
+    expectEndsWithAnswer(result);
   });
 
   it('with wholeRounds, ends a window longer than a cycle with a burst, not on a tick between bursts', async () => {
     // The window must last 400 ms, 2.67 cycles: ended on the time condition it would close ~100 ms after its last
     // burst and spread two bursts over 400 ms (a rate 20% low). It ends with the answers of a whole round instead.
-    await withBurstServer(150, async (origin) => {
-      const result = await runClosedLoop({
-        origin,
-        concurrency: 8,
-        warmupPerClient: 1,
-        minWindowMs: 400,
-        minWindowCompletions: 8,
-        wholeRounds: true,
-        request: () => ({ path: '/', body: '{}' }),
-      });
-      expect(result.windowMs).toBeGreaterThanOrEqual(400);
-      expect(result.completed % 8).toBe(0);
-      expectEndsWithAnswer(result);
-    });
+    const result = await burstRun({ minWindowMs: 400, minWindowCompletions: 8, wholeRounds: true });
+    expect(result.windowMs).toBeGreaterThanOrEqual(400);
+    expect(result.completed % 8).toBe(0);
+    expectEndsWithAnswer(result);
   });
 
   it('drains in-flight requests when asked, so the server is idle when the run resolves', async () => {
