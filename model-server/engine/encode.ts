@@ -7,6 +7,7 @@ import * as ort from 'onnxruntime-node';
 import { type Row, SearchState } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { gatherRows } from './cohort-layout.js';
+import { crossCacheOutputs } from './decoder-split.js';
 import { sourceBuckets } from './source-buckets.js';
 
 /** Most cache positions a cohort's buffers are sized for up front (see `expectedCacheLength`). */
@@ -41,15 +42,12 @@ export async function encodeCohort(
   const mask = new BigInt64Array(n * S);
   lengths.forEach((length, r) => mask.fill(1n, r * S, r * S + length));
   const encoderStates = ctx.memory.pooled(n * S * d).fill(0);
-  const cross: CrossTarget = {
-    tensors: crossAtEncoding(ctx)
-      ? Array.from({ length: 2 * ctx.layers }, () => ctx.memory.pooled(n * ctx.heads * S * ctx.headDim))
-      : null,
-  };
   const failedRows = new Map<number, Error>();
   for (const group of sourceBuckets(lengths)) {
-    await encodeGroup(ctx, admitted, group, S, encoderStates, cross, failedRows);
+    await encodeGroup(ctx, admitted, group, S, encoderStates, failedRows);
   }
+  const encoded = lengths.flatMap((_, r) => (failedRows.has(r) ? [] : [r]));
+  const crossCache = crossAtEncoding(ctx) ? await crossCohort(ctx, encoded, lengths, S, encoderStates) : null;
   ctx.stats.encoderRuns++;
   ctx.stats.encodedRows += n - failedRows.size;
   const rows: Row[] = admitted.map((a) => ({ state: a.state, hyp: { tokens: [], logprob: 0 } }));
@@ -59,7 +57,7 @@ export async function encodeCohort(
     encoderMask: mask,
     encoderLengths: lengths,
     encoderLength: S,
-    crossCache: cross.tensors,
+    crossCache,
     selfCache: null,
     cacheBuffers:
       ctx.sessions.decoderOutputs.appendedCache !== null
@@ -98,7 +96,6 @@ async function encodeGroup(
   group: readonly number[],
   S: number,
   encoderStates: Float32Array,
-  cross: CrossTarget,
   failed: Map<number, Error>,
 ): Promise<void> {
   const d = ctx.config.dModel;
@@ -130,15 +127,14 @@ async function encodeGroup(
       return;
     }
     const half = Math.ceil(m / 2);
-    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, cross, failed);
-    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, cross, failed);
+    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, failed);
+    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, failed);
     return;
   }
   const states = out.last_hidden_state?.data as Float32Array | undefined;
   if (states === undefined) throw new Error('encoder returned no last_hidden_state');
   // Real positions only; the padding stays zero (masked everywhere downstream).
   group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[j]!) * d), r * S * d));
-  if (cross.tensors !== null) await crossGroup(ctx, group, lengths, out.last_hidden_state!, groupMask, S, cross);
 }
 
 /** What an encoder run gives the cross-attention graph. */
@@ -151,44 +147,46 @@ function crossAtEncoding(ctx: CohortContext): boolean {
 }
 
 /**
- * The cohort's cross-attention cache (`[n, H, S, dh]` per layer's key and value, pooled), filled group by group
- * as the encoder runs; null when the first decoder step makes it instead (no cross graph, or a run failed).
- */
-interface CrossTarget {
-  tensors: Float32Array[] | null;
-}
-
-/**
- * Run the cross-attention graph on one encoded group's states (`[m, Sg, d]`, padded to the group's longest
- * source, not the cohort's) and scatter each row's keys/values into the cohort's cache, padding zeroed.
+ * The cohort's cross-attention cache (`[n, H, S, dh]` per layer's key and value, in pooled memory, padding zeroed),
+ * made by one run of the cross-attention graph over the real source tokens of rows `encoded`, packed into one
+ * sequence `[1, T, d]`; null when that run fails, and the first decoder step makes the cache instead.
  *
- * Why here and not at the first decoder step: the cross graph's projections are the largest GEMMs of a batch
- * after the encoder's (2 × layers per source token), and on the cohort's states every row is padded to the
- * longest source of the batch: 1.7× the real tokens on the benchmark workload, 1.17× in length groups. Its
- * outputs (~300 MB at batch 64 on the 418M shapes), which onnxruntime-node copies once more, shrink as much, and
- * the cache lives in pooled memory from the start instead of in the binding's fresh arrays. The padded positions
- * are masked in every attention, so their values only need to be finite.
+ * Why here, and packed: the cross graph's projections are the largest GEMMs of a batch after the encoder's
+ * (2 × layers per source token) and act on each token alone, so they need no padding at all: on the cohort's
+ * padded states every row would be padded to the batch's longest source (1.7× the real tokens on the benchmark
+ * workload), and even in the encoder's length groups 1.17×. One run also replaces a run per group, and its outputs
+ * (~200 MB at batch 64 on the 418M shapes, which onnxruntime-node copies once more) shrink as much. Each row's
+ * keys/values are then scattered into its place in the padded cohort tensors; the padded positions are masked in
+ * every attention, so their values only need to be finite.
  *
- * A failed run (any onnxruntime error) gives the memory back and leaves the cache to the first decoder step,
+ * A failed run (any onnxruntime error, or outputs of other shapes) leaves the cache to the first decoder step,
  * which runs the cross graph on the cohort and isolates failing rows as every decoder run does (step.ts).
  */
-async function crossGroup(
+async function crossCohort(
   ctx: CohortContext,
-  group: readonly number[],
+  encoded: readonly number[],
   lengths: readonly number[],
-  states: ort.Tensor,
-  groupMask: BigInt64Array,
   S: number,
-  cross: CrossTarget,
-): Promise<void> {
+  encoderStates: Float32Array,
+): Promise<Float32Array[] | null> {
   const session = ctx.sessions.cross!;
-  const tensors = cross.tensors!;
-  const [m, Sg] = states.dims as [number, number, number];
+  const d = ctx.config.dModel;
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const feeds: Record<string, ort.Tensor> = { encoder_hidden_states: states };
+  const n = lengths.length;
+  const offsets = new Map<number, number>();
+  let T = 0;
+  for (const r of encoded) {
+    offsets.set(r, T);
+    T += lengths[r]!;
+  }
+  if (T === 0) return null;
+  const packed = ctx.memory.pooled(T * d);
+  for (const r of encoded)
+    packed.set(encoderStates.subarray(r * S * d, (r * S + lengths[r]!) * d), offsets.get(r)! * d);
+  const feeds: Record<string, ort.Tensor> = { encoder_hidden_states: new ort.Tensor('float32', packed, [1, T, d]) };
   if (session.inputNames.includes('encoder_attention_mask'))
-    feeds.encoder_attention_mask = new ort.Tensor('int64', groupMask, [m, Sg]);
+    feeds.encoder_attention_mask = new ort.Tensor('int64', new BigInt64Array(T).fill(1n), [1, T]);
   const started = performance.now();
   let made: ort.InferenceSession.ReturnType | null = null;
   try {
@@ -197,26 +195,24 @@ async function crossGroup(
     made = null;
   }
   ctx.stats.encoderMs += performance.now() - started;
-  const outputs = tensors.map((_, k) => made?.[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]);
-  const expected = [m, H, Sg, dh].join();
-  if (outputs.some((t) => t === undefined || t.dims.join() !== expected)) {
-    for (const tensor of tensors) ctx.memory.recycle(tensor);
-    cross.tensors = null;
-    return;
-  }
+  ctx.memory.recycle(packed);
+  const outputs = crossCacheOutputs(ctx.layers).map((name) => made?.[name]);
+  const expected = [1, H, T, dh].join();
+  if (outputs.some((t) => t === undefined || t.dims.join() !== expected)) return null;
   const block = S * dh;
-  outputs.forEach((output, k) => {
+  return outputs.map((output) => {
     const from = output!.data as Float32Array;
-    const to = tensors[k]!;
-    group.forEach((r, j) => {
-      const real = lengths[j]! * dh;
+    const to = ctx.memory.pooled(n * H * block);
+    for (const r of encoded) {
+      const real = lengths[r]! * dh;
       for (let h = 0; h < H; h++) {
         const at = (r * H + h) * block;
-        const source = (j * H + h) * Sg * dh;
+        const source = (h * T + offsets.get(r)!) * dh;
         to.set(from.subarray(source, source + real), at);
         to.fill(0, at + real, at + block);
       }
-    });
+    }
+    return to;
   });
 }
 

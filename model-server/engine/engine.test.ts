@@ -420,7 +420,7 @@ describe('TranslationEngine', () => {
     expect(one.stats().encodedRows).toBe(1);
   });
 
-  it('makes the cross-attention cache at encoding, one run per length group; when that fails, the first step makes it', async () => {
+  it('makes the cross-attention cache at encoding, one run over the packed real tokens; when that fails, the first step makes it', async () => {
     // Whole-batch tokens of the graph as exported: its first decoder step makes the cache over the padded batch.
     const exported = await load(tinyDir, { decoderGraph: 'as-exported' });
     const list = rows(40, 23);
@@ -430,14 +430,14 @@ describe('TranslationEngine', () => {
     // Every session is an instance of this class at run time (its type declares a factory).
     const proto = (ort.InferenceSession as unknown as { prototype: ort.InferenceSession }).prototype;
     const run = proto.run;
-    const crossRuns: number[] = [];
+    const crossRuns: number[][] = [];
     let failures = 0;
     const spy = vi.spyOn(proto, 'run').mockImplementation(function (
       this: ort.InferenceSession,
       ...args: Parameters<typeof run>
     ) {
       if (isCross(this)) {
-        crossRuns.push((args[0]['encoder_hidden_states'] as ort.Tensor).dims[0]!);
+        crossRuns.push([...(args[0]['encoder_hidden_states'] as ort.Tensor).dims]);
         if (failures > 0) {
           failures--;
           return Promise.reject(new Error('injected cross-attention failure'));
@@ -448,17 +448,22 @@ describe('TranslationEngine', () => {
     try {
       const before = tiny.stats();
       expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
-      // One cross run per encoder call, over that group's rows only; none at the first step.
-      const calls = tiny.stats().encoderCalls - before.encoderCalls;
-      expect(calls).toBeGreaterThan(1);
-      expect(crossRuns).toHaveLength(calls);
-      expect(crossRuns.reduce((a, b) => a + b, 0)).toBe(list.length);
+      // The encoder ran in several length groups; the cross graph once, on every row's real tokens packed into one
+      // sequence (no padding), and not at the first step.
+      expect(tiny.stats().encoderCalls - before.encoderCalls).toBeGreaterThan(1);
+      const sourceTokens = list.reduce((sum, row) => sum + tiny.prepare(row).inputIds.length, 0);
+      const lengths = list.map((row) => tiny.prepare(row).inputIds.length);
+      expect(Math.min(...lengths)).toBeLessThan(Math.max(...lengths));
+      expect(crossRuns).toEqual([[1, sourceTokens, tiny.config.dModel]]);
 
       crossRuns.length = 0;
       failures = 1;
       expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
-      // The failed run at encoding, then one over the whole batch at its first step.
-      expect(crossRuns).toEqual([crossRuns[0], list.length]);
+      // The failed run at encoding, then one over the whole padded batch at its first step.
+      expect(crossRuns).toEqual([
+        [1, sourceTokens, tiny.config.dModel],
+        [list.length, Math.max(...lengths), tiny.config.dModel],
+      ]);
       expect(tiny.stats().failed).toBe(before.failed);
     } finally {
       spy.mockRestore();

@@ -179,8 +179,9 @@ describe('MODEL_DTYPE', () => {
       expect(fast.decoderOutputs.greedyTop2).not.toBeNull();
       const slow = await load(tinyDir, { dtype, decoderGraph: 'as-exported' });
       // q8 quantizes an activation with one scale over the tensor, so its numbers depend on the rows run together,
-      // and the fast path runs the cross-attention projections per source-length group (encode.ts), the graph as
-      // exported over the whole batch: q8 is compared one string at a time, batch-invariant q8-rows batched.
+      // and the fast path runs the cross-attention projections over the batch's real tokens packed into one sequence
+      // (encode.ts), the graph as exported over the padded batch: q8 is compared one string at a time,
+      // batch-invariant q8-rows batched.
       const batches = dtype === 'q8' ? list.map((row) => [row]) : [list];
       for (const options of [GREEDY, { numBeams: 3, maxNewTokens: 30 }]) {
         for (const batch of batches) {
