@@ -148,19 +148,21 @@ function crossAtEncoding(ctx: CohortContext): boolean {
 
 /**
  * The cohort's cross-attention cache (`[n, H, S, dh]` per layer's key and value, in pooled memory, padding zeroed),
- * made by one run of the cross-attention graph over the real source tokens of rows `encoded`, packed into one
- * sequence `[1, T, d]`; null when that run fails, and the first decoder step makes the cache instead.
+ * made by runs of the cross-attention graph over the real source tokens of rows `encoded`, packed into one
+ * sequence `[1, T, d]` per run (one run for a batch of typical sentences, see MAX_PACKED_TOKENS); null when a run
+ * fails, and the first decoder step makes the cache instead.
  *
  * Why here, and packed: the cross graph's projections are the largest GEMMs of a batch after the encoder's
  * (2 × layers per source token) and act on each token alone, so they need no padding at all: on the cohort's
  * padded states every row would be padded to the batch's longest source (1.7× the real tokens on the benchmark
  * workload), and even in the encoder's length groups 1.17×. One run also replaces a run per group, and its outputs
- * (~200 MB at batch 64 on the 418M shapes, which onnxruntime-node copies once more) shrink as much. Each row's
+ * (~180 MB at batch 64 on the 418M shapes, which onnxruntime-node copies once more) shrink as much. Each row's
  * keys/values are then scattered into its place in the padded cohort tensors; the padded positions are masked in
  * every attention, so their values only need to be finite.
  *
- * A failed run (any onnxruntime error, or outputs of other shapes) leaves the cache to the first decoder step,
- * which runs the cross graph on the cohort and isolates failing rows as every decoder run does (step.ts).
+ * A failed run (any onnxruntime error, or outputs of other shapes) gives the memory back and leaves the cache to
+ * the first decoder step, which runs the cross graph on the cohort and isolates failing rows as every decoder run
+ * does (step.ts).
  */
 async function crossCohort(
   ctx: CohortContext,
@@ -169,21 +171,62 @@ async function crossCohort(
   S: number,
   encoderStates: Float32Array,
 ): Promise<Float32Array[] | null> {
+  if (encoded.length === 0) return null;
+  const tensors = crossCacheOutputs(ctx.layers).map(() =>
+    ctx.memory.pooled(lengths.length * ctx.heads * S * ctx.headDim),
+  );
+  for (const chunk of packedChunks(encoded, lengths)) {
+    if (!(await crossChunk(ctx, chunk, lengths, S, encoderStates, tensors))) {
+      for (const tensor of tensors) ctx.memory.recycle(tensor);
+      return null;
+    }
+  }
+  return tensors;
+}
+
+/**
+ * Source tokens one cross run takes at most (rows whole; a longer row runs alone): its outputs, which the binding
+ * copies, are 2 × layers × tokens × d floats (~200 MB at the cap on the 418M shapes), transient memory on top of the
+ * cohort's cache. A batch of 64 benchmark sentences (~1,900 tokens) is one run.
+ */
+export const MAX_PACKED_TOKENS = 2048;
+
+/** Rows `encoded` in order, cut into runs of at most MAX_PACKED_TOKENS source tokens. */
+function packedChunks(encoded: readonly number[], lengths: readonly number[]): number[][] {
+  const chunks: number[][] = [];
+  let tokens = 0;
+  for (const r of encoded) {
+    if (chunks.length === 0 || tokens + lengths[r]! > MAX_PACKED_TOKENS) {
+      chunks.push([]);
+      tokens = 0;
+    }
+    chunks[chunks.length - 1]!.push(r);
+    tokens += lengths[r]!;
+  }
+  return chunks;
+}
+
+/** One cross run over rows `chunk` packed, scattered into `tensors`; false when the run fails. */
+async function crossChunk(
+  ctx: CohortContext,
+  chunk: readonly number[],
+  lengths: readonly number[],
+  S: number,
+  encoderStates: Float32Array,
+  tensors: Float32Array[],
+): Promise<boolean> {
   const session = ctx.sessions.cross!;
   const d = ctx.config.dModel;
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const n = lengths.length;
-  const offsets = new Map<number, number>();
+  const offsets: number[] = [];
   let T = 0;
-  for (const r of encoded) {
-    offsets.set(r, T);
+  for (const r of chunk) {
+    offsets.push(T);
     T += lengths[r]!;
   }
-  if (T === 0) return null;
   const packed = ctx.memory.pooled(T * d);
-  for (const r of encoded)
-    packed.set(encoderStates.subarray(r * S * d, (r * S + lengths[r]!) * d), offsets.get(r)! * d);
+  chunk.forEach((r, j) => packed.set(encoderStates.subarray(r * S * d, (r * S + lengths[r]!) * d), offsets[j]! * d));
   const feeds: Record<string, ort.Tensor> = { encoder_hidden_states: new ort.Tensor('float32', packed, [1, T, d]) };
   if (session.inputNames.includes('encoder_attention_mask'))
     feeds.encoder_attention_mask = new ort.Tensor('int64', new BigInt64Array(T).fill(1n), [1, T]);
@@ -198,22 +241,22 @@ async function crossCohort(
   ctx.memory.recycle(packed);
   const outputs = crossCacheOutputs(ctx.layers).map((name) => made?.[name]);
   const expected = [1, H, T, dh].join();
-  if (outputs.some((t) => t === undefined || t.dims.join() !== expected)) return null;
+  if (outputs.some((t) => t === undefined || t.dims.join() !== expected)) return false;
   const block = S * dh;
-  return outputs.map((output) => {
+  outputs.forEach((output, k) => {
     const from = output!.data as Float32Array;
-    const to = ctx.memory.pooled(n * H * block);
-    for (const r of encoded) {
+    const to = tensors[k]!;
+    chunk.forEach((r, j) => {
       const real = lengths[r]! * dh;
       for (let h = 0; h < H; h++) {
         const at = (r * H + h) * block;
-        const source = (h * T + offsets.get(r)!) * dh;
+        const source = (h * T + offsets[j]!) * dh;
         to.set(from.subarray(source, source + real), at);
         to.fill(0, at + real, at + block);
       }
-    }
-    return to;
+    });
   });
+  return true;
 }
 
 /**

@@ -9,6 +9,7 @@ import { Mulberry32 } from './demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
 import type { Hypothesis } from './decoding.js';
 import { sourceLengthCap, type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
+import { MAX_PACKED_TOKENS } from './encode.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-'));
 const tinyDir = path.join(root, 'tiny');
@@ -420,10 +421,10 @@ describe('TranslationEngine', () => {
     expect(one.stats().encodedRows).toBe(1);
   });
 
-  it('makes the cross-attention cache at encoding, one run over the packed real tokens; when that fails, the first step makes it', async () => {
+  it('makes the cross-attention cache at encoding, over the real tokens packed into runs of at most MAX_PACKED_TOKENS; when that fails, the first step makes it', async () => {
     // Whole-batch tokens of the graph as exported: its first decoder step makes the cache over the padded batch.
     const exported = await load(tinyDir, { decoderGraph: 'as-exported' });
-    const list = rows(40, 23);
+    const list = rows(120, 23);
     const expected = (await exported.translate(list, GREEDY)).map((t) => t.tokenIds);
     const isCross = (session: ort.InferenceSession) =>
       session.outputNames.length > 0 && session.outputNames.every((name) => /^present\.\d+\.encoder\./.test(name));
@@ -448,22 +449,33 @@ describe('TranslationEngine', () => {
     try {
       const before = tiny.stats();
       expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
-      // The encoder ran in several length groups; the cross graph once, on every row's real tokens packed into one
-      // sequence (no padding), and not at the first step.
+      // The encoder ran in several length groups; the cross graph on the rows' real tokens packed into sequences
+      // (no padding) of at most MAX_PACKED_TOKENS, rows whole, and not at the first step.
       expect(tiny.stats().encoderCalls - before.encoderCalls).toBeGreaterThan(1);
-      const sourceTokens = list.reduce((sum, row) => sum + tiny.prepare(row).inputIds.length, 0);
       const lengths = list.map((row) => tiny.prepare(row).inputIds.length);
+      const sourceTokens = lengths.reduce((a, b) => a + b, 0);
       expect(Math.min(...lengths)).toBeLessThan(Math.max(...lengths));
-      expect(crossRuns).toEqual([[1, sourceTokens, tiny.config.dModel]]);
+      expect(sourceTokens).toBeGreaterThan(MAX_PACKED_TOKENS);
+      expect(crossRuns.length).toBeGreaterThan(1);
+      for (const [batch, tokens, d] of crossRuns) {
+        expect([batch, d]).toEqual([1, tiny.config.dModel]);
+        expect(tokens).toBeLessThanOrEqual(MAX_PACKED_TOKENS);
+      }
+      // In admission order: each run ends where the next row would not fit.
+      let row = 0;
+      for (const [, tokens] of crossRuns) {
+        let taken = 0;
+        while (row < lengths.length && taken + lengths[row]! <= MAX_PACKED_TOKENS) taken += lengths[row++]!;
+        expect(tokens).toBe(taken);
+      }
+      expect(row).toBe(list.length);
 
+      const first = crossRuns[0]!;
       crossRuns.length = 0;
       failures = 1;
       expect((await tiny.translate(list, GREEDY)).map((t) => t.tokenIds)).toEqual(expected);
-      // The failed run at encoding, then one over the whole padded batch at its first step.
-      expect(crossRuns).toEqual([
-        [1, sourceTokens, tiny.config.dModel],
-        [list.length, Math.max(...lengths), tiny.config.dModel],
-      ]);
+      // The failed run at encoding (no later one), then one over the whole padded batch at its first step.
+      expect(crossRuns).toEqual([first, [list.length, Math.max(...lengths), tiny.config.dModel]]);
       expect(tiny.stats().failed).toBe(before.failed);
     } finally {
       spy.mockRestore();
