@@ -7,12 +7,12 @@
  * (`nginx -t`, its message on failure), runs nginx in the foreground, turns SIGINT/SIGTERM into nginx's
  * graceful stop (SIGQUIT), SIGHUP into re-render + reload, and exits when nginx does (pm2 restarts it).
  *
- * IPC (when spawned with one): `'ready'` once the port accepts connections (pm2's wait_ready), then
+ * IPC (when spawned with one): `'ready'` once the front answers HTTP on its port (pm2's wait_ready), then
  * `{type: 'listening', front, host, port}`. `'shutdown'` stops like SIGINT.
  */
 import { existsSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig, readEnv, type Config } from '../common/config.js';
 import { HttpDrain } from '../common/http-drain.js';
@@ -28,7 +28,7 @@ import { checkNginxConfig, findNginx, spawnNginx, writeNginxConfig, type NginxFi
  * answers 504 instead of hanging for the seed's 24 hours.
  */
 const ROUTER_TIMEOUT_SLACK_MS = 10_000;
-/** Longest wait for nginx to bind its port before the start counts as failed. */
+/** Longest wait for nginx to answer on its port before the start counts as failed. */
 const NGINX_START_TIMEOUT_MS = 15_000;
 
 const root = process.cwd();
@@ -121,10 +121,10 @@ function runNginx(binary: string, log: Logger): void {
     if (!stopping) log.error({ code, signal }, 'nginx exited unexpectedly');
     process.exit(stopping ? (code ?? 0) : 1);
   });
-  void waitForPort(front.port, NGINX_START_TIMEOUT_MS).then(
+  void waitForNginx(front.port, NGINX_START_TIMEOUT_MS).then(
     () => announce('nginx', front.port),
     () => {
-      log.fatal({ port: front.port }, `nginx did not open port ${front.port} within ${NGINX_START_TIMEOUT_MS} ms`);
+      log.fatal({ port: front.port }, `nginx did not answer on port ${front.port} within ${NGINX_START_TIMEOUT_MS} ms`);
       nginx.kill('SIGTERM');
     },
   );
@@ -162,19 +162,24 @@ function templatePath(): string {
   throw new Error('nginx/nginx.conf not found beside the front sources');
 }
 
-/** Resolves once something accepts TCP connections on `port` (loopback), retrying every 50 ms. */
-function waitForPort(port: number, timeoutMs: number): Promise<void> {
+/**
+ * Resolves once nginx answers HTTP on `port` (loopback), retrying every 50 ms. An accepted connection is not
+ * enough: nginx's master opens the listening socket before it forks the workers, and the kernel accepts into the
+ * backlog meanwhile, so "ready" could come before any worker exists. `/_mt_error/400` is answered by nginx itself
+ * (no router needed); any HTTP status counts, so a template without that location (the router behind it down)
+ * still proves a worker is serving.
+ */
+function waitForNginx(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const host = front.host === '0.0.0.0' || front.host === '::' ? '127.0.0.1' : front.host;
   return new Promise((resolve, reject) => {
     const attempt = () => {
-      const socket = connect(port, host);
-      socket.once('connect', () => {
-        socket.destroy();
+      const request = httpGet({ host, port, path: '/_mt_error/400', agent: false, timeout: 1000 }, (response) => {
+        response.resume();
         resolve();
       });
-      socket.once('error', () => {
-        socket.destroy();
+      request.once('timeout', () => request.destroy(new Error('timeout')));
+      request.once('error', () => {
         if (Date.now() > deadline) reject(new Error('timeout'));
         else setTimeout(attempt, 50);
       });
