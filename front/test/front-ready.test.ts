@@ -101,6 +101,6 @@ describe('front: nginx readiness', () => {
 
   it('announces ready once nginx answers HTTP on its port', async () => {
     const { front, port } = await start(true);
-    expect(await front.message(isListening, 20_000)).toMatchObject({ front: 'nginx', port });
+    expect(await front.message(isListening)).toMatchObject({ front: 'nginx', port });
   });
 });

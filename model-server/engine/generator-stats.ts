@@ -26,7 +26,7 @@ export interface GeneratorStats {
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /**
-   * Wall time inside encoder runs (with the cross-attention graph run on their output, encode.ts), decoder runs,
+   * Wall time inside encoder runs (with the cross-attention runs over the encoded tokens, encode.ts), decoder runs,
    * search decisions and tensor re-layouts, cache appends included (ms).
    */
   encoderMs: number;
