@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ServeError } from '../common/errors.js';
+import { TEXT_FORMATS, type TextFormat } from '../common/text-formats.js';
 
 /** A validated translation request. `src_text` keeps its shape: string in, string out; array in, array out. */
 export interface TranslateInput {
@@ -15,6 +16,10 @@ export interface TranslateInput {
   tgt_lang: string;
   /** `none`: each text one row instead of one row per sentence (the model server's translation-plan.ts). */
   split?: 'sentences' | 'none';
+  /** What the texts are (common/text-formats.ts); plain text when absent. */
+  format?: TextFormat;
+  /** Markup elements whose content is kept as it is (`format` html or xml). */
+  ignore_tags?: string[];
 }
 
 /** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
@@ -92,6 +97,18 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
         error: (issue) =>
           `Field "split" must be "sentences" (the default) or "none", got ${JSON.stringify(issue.input)}.`,
       })
+      .optional(),
+    format: z
+      .enum(TEXT_FORMATS, {
+        error: (issue) =>
+          `Field "format" must be one of ${TEXT_FORMATS.join(', ')} (text is the default), got ${JSON.stringify(issue.input)}.`,
+      })
+      .optional(),
+    ignore_tags: z
+      .array(z.string().regex(/^[A-Za-z_][\w.:-]*$/), {
+        error: () => 'Field "ignore_tags" must be an array of element names such as "code".',
+      })
+      .max(100, { error: 'Field "ignore_tags" names at most 100 elements.' })
       .optional(),
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
       error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,

@@ -7,6 +7,10 @@
  * `src_lang: "auto"` detects each text's language among every language the identifier knows, then checks the
  * model can read it, so a text in a language the model lacks is a clear 400, not a guess among the wrong ones.
  *
+ * `format` says what a text is: `html`/`xml` documents have only their text translated, tags and all else kept
+ * (text/markup.ts); `srt`/`vtt` subtitle files only their cue text (text/subtitles.ts). Each part to translate is
+ * then a document like a plain text.
+ *
  * `split: "none"` asks for each text as one row (context across its sentences, for a caller that segmented
  * itself); a text longer than the window is still split by the worker, never cut.
  *
@@ -15,11 +19,20 @@
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
  */
 import { ServeError } from '../../common/errors.js';
+import { TEXT_FORMATS, type TextFormat } from '../../common/text-formats.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
+import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, type Segments } from '../text/segment.js';
+import { planSubtitles } from '../text/subtitles.js';
 
 /** What `src_lang` may say to ask for detection. */
 export const AUTO = 'auto';
+
+/** The parts of one text to translate as documents, and the text rebuilt from their translations. */
+interface Content {
+  texts: readonly string[];
+  render(translations: readonly string[]): string;
+}
 
 export interface TranslationLimits {
   /** Most characters in all of a request's texts together. */
@@ -54,13 +67,28 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
   }
-  const { src_lang: srcLang, src_text: srcText, split = 'sentences' } = body as Record<string, unknown>;
+  const {
+    src_lang: srcLang,
+    src_text: srcText,
+    split = 'sentences',
+    format = 'text',
+    ignore_tags: ignoreTags = [],
+  } = body as Record<string, unknown>;
   if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
   if (split !== 'sentences' && split !== 'none') {
     throw new ServeError(
       'BAD_REQUEST',
       `split must be "sentences" (the default) or "none", got ${JSON.stringify(split)}.`,
     );
+  }
+  if (!TEXT_FORMATS.includes(format as TextFormat)) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `format must be one of ${TEXT_FORMATS.join(', ')}, got ${JSON.stringify(format)}.`,
+    );
+  }
+  if (!Array.isArray(ignoreTags) || !ignoreTags.every((tag) => typeof tag === 'string')) {
+    throw new ServeError('BAD_REQUEST', 'ignore_tags must be an array of element names.');
   }
   const isArray = Array.isArray(srcText);
   if (!isArray && typeof srcText !== 'string') {
@@ -85,31 +113,51 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   }
   const auto = srcLang === AUTO;
   const docs = (texts as string[]).map((text, i) => {
-    const lang = auto ? detected(text, isArray ? `src_text[${i}]` : 'src_text', context.readable) : srcLang;
-    return { lang, segments: split === 'none' ? wholeText(text) : segmentDocument(text, lang) };
+    const name = isArray ? `src_text[${i}]` : 'src_text';
+    const content = contentOf(text, format as TextFormat, ignoreTags as string[]);
+    const lang = auto ? detected(content.texts.join('\n'), name, context.readable) : srcLang;
+    const units = content.texts.map((unit) => (split === 'none' ? wholeText(unit) : segmentDocument(unit, lang)));
+    return { lang, content, units };
   });
-  const sentences = docs.reduce((n, d) => n + d.segments.pieces.length, 0);
+  const sentences = docs.reduce((n, d) => n + d.units.reduce((m, u) => m + u.pieces.length, 0), 0);
   if (sentences > limits.maxSentences) {
     throw new ServeError(
       'PAYLOAD_TOO_LARGE',
       `Request has ${sentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
     );
   }
-  const bodies = docs.flatMap(({ lang, segments }) =>
-    segments.pieces.map((piece) => ({ src_lang: lang, src_text: piece })),
+  const bodies = docs.flatMap(({ lang, units }) =>
+    units.flatMap((segments) => segments.pieces.map((piece) => ({ src_lang: lang, src_text: piece }))),
   );
   return {
     bodies,
     answer(values) {
       let next = 0;
-      const translated = docs.map(({ segments }) =>
-        join(segments, values.slice(next, (next += segments.pieces.length)), context.tgtLang),
+      const translated = docs.map(({ content, units }) =>
+        content.render(
+          units.map((segments) =>
+            join(segments, values.slice(next, (next += segments.pieces.length)), context.tgtLang),
+          ),
+        ),
       );
       const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
       if (auto) response.detected_src_lang = isArray ? docs.map((d) => d.lang) : docs[0]!.lang;
       return response;
     },
   };
+}
+
+function contentOf(text: string, format: TextFormat, ignoreTags: readonly string[]): Content {
+  switch (format) {
+    case 'text':
+      return { texts: [text], render: (translations) => translations[0]! };
+    case 'html':
+    case 'xml':
+      return planMarkup(text, format, { ignoreTags });
+    case 'srt':
+    case 'vtt':
+      return planSubtitles(text, format);
+  }
 }
 
 /** The text as one piece, its surrounding whitespace kept as separators. */

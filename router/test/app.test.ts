@@ -88,6 +88,18 @@ describe('routing', () => {
     });
   });
 
+  it('passes format and ignore_tags on; an unknown format is a 400 naming the formats', async () => {
+    const html = '<p>Hello <code>x</code></p>';
+    const res = await post({ src_lang: 'en', src_text: html, tgt_lang: 'ko', format: 'html', ignore_tags: ['kbd'] });
+    expect(res.status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: html, format: 'html', ignore_tags: ['kbd'] });
+    const bad = await post({ src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko', format: 'pdf' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).message).toBe(
+      'Field "format" must be one of text, html, xml, srt, vtt (text is the default), got "pdf".',
+    );
+  });
+
   it('keeps an array in order and routes each target language to its own model', async () => {
     const texts = ['one', 'two', 'three', 'four', 'five'];
     for (const tgt of ['zh', 'fr']) {
