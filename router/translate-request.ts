@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { ServeError } from '../common/errors.js';
-import { TEXT_FORMATS, type TextFormat } from '../common/text-formats.js';
+import { LANGUAGE_CODE, TEXT_FORMATS, type TextFormat } from '../common/translation-contract.js';
 
 /** A validated translation request. `src_text` keeps its shape: string in, string out; array in, array out. */
 export interface TranslateInput {
@@ -16,14 +16,17 @@ export interface TranslateInput {
   tgt_lang: string;
   /** `none`: each text one row instead of one row per sentence (the model server's translation-plan.ts). */
   split?: 'sentences' | 'none';
-  /** What the texts are (common/text-formats.ts); plain text when absent. */
+  /** What the texts are (common/translation-contract.ts); plain text when absent. */
   format?: TextFormat;
   /** Markup elements whose content is kept as it is (`format` html or xml). */
   ignore_tags?: string[];
+  /** A stored glossary (the model server's `/glossaries`) the translation follows. */
+  glossary_id?: string;
+  /** An inline glossary, source term → target term. */
+  glossary?: Record<string, string>;
 }
 
-/** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
-export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
+export { LANGUAGE_CODE };
 
 /** `src_lang` may also ask the model server to detect each text's language. */
 export const AUTO_LANGUAGE = 'auto';
@@ -71,6 +74,8 @@ const srcText = z.unknown().superRefine((value, ctx) => {
   });
 });
 
+const GLOSSARY_SHAPE = 'Field "glossary" must be an object of source term → target term (strings).';
+
 /** A validator for one set of served languages; build it once (the zod schema is built here, not per call). */
 export type TranslateRequestParser = (body: unknown) => TranslateInput;
 
@@ -110,6 +115,11 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
       })
       .max(100, { error: 'Field "ignore_tags" names at most 100 elements.' })
       .optional(),
+    glossary_id: z
+      .string({ error: 'Field "glossary_id" must be a string (a glossary\'s id).' })
+      .max(64, { error: 'Field "glossary_id" is at most 64 characters.' })
+      .optional(),
+    glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
       error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,
     }),

@@ -14,6 +14,7 @@
  */
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
+import { Constraints } from './constraints.js';
 import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
 import {
@@ -98,6 +99,11 @@ export interface TranslateOptions {
   earlyStopping?: boolean;
   /** Run the beam search code even with numBeams 1 (tests). Default: greedy iff numBeams is 1. */
   strategy?: 'greedy' | 'beam';
+  /**
+   * Token sequences the translation must contain (a glossary's target terms, `encodeTerm`), enforced while
+   * decoding (constraints.ts). The row's token cap grows by their length.
+   */
+  constraints?: readonly (readonly number[])[];
 }
 
 export interface TranslateRow {
@@ -241,6 +247,11 @@ export class TranslationEngine {
     return { inputIds: ids, forcedTokenId, truncated };
   }
 
+  /** Token ids that write a glossary term (TranslateOptions.constraints). @throws ServeError BAD_REQUEST */
+  encodeTerm(term: string): number[] {
+    return this.#tokenizer.encodeTerm(term);
+  }
+
   /**
    * Translate rows (languages may differ per row). Every row is validated before any starts.
    * `onRow(i, translation)` fires as each row finishes; the promise resolves with all, in order.
@@ -314,11 +325,17 @@ export class TranslationEngine {
     // Decoder positions: the start token plus every generated token must fit the position table.
     const requestedMin = pick('minNewTokens') ?? 0;
     // The source-length cap never undercuts an explicit minimum (a benchmark's fixed output length).
+    const constraints = options.constraints?.length ? new Constraints(options.constraints) : undefined;
     const maxNewTokens = Math.min(
-      pick('maxNewTokens') ?? generation.maxNewTokens,
+      (pick('maxNewTokens') ?? generation.maxNewTokens) + (constraints?.tokens ?? 0),
       this.#config.maxPositions - 1,
-      pick('capBySourceLength') === true ? Math.max(sourceLengthCap(sourceTokens), requestedMin) : Infinity,
+      pick('capBySourceLength') === true
+        ? Math.max(sourceLengthCap(sourceTokens), requestedMin) + (constraints?.tokens ?? 0)
+        : Infinity,
     );
+    if (constraints && constraints.tokens + 2 > maxNewTokens) {
+      throw new RangeError(`constraints of ${constraints.tokens} tokens do not fit a row of ${maxNewTokens}`);
+    }
     const minNewTokens = Math.min(requestedMin, maxNewTokens);
     if (!Number.isInteger(numBeams) || numBeams < 1)
       throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
@@ -335,6 +352,7 @@ export class TranslationEngine {
       minNewTokens,
       lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
       earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
+      ...(constraints ? { constraints } : {}),
     };
   }
 }

@@ -19,11 +19,13 @@
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
  */
 import { ServeError } from '../../common/errors.js';
-import { TEXT_FORMATS, type TextFormat } from '../../common/text-formats.js';
+import { TEXT_FORMATS, type TextFormat } from '../../common/translation-contract.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
+import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
+import type { GlossaryStore } from './glossary-store.js';
 
 /** What `src_lang` may say to ask for detection. */
 export const AUTO = 'auto';
@@ -47,11 +49,21 @@ export interface PlanContext {
   /** Languages the engine can read (its tokenizer's); undefined while no worker has said. */
   readable: readonly string[] | undefined;
   limits: TranslationLimits;
+  /** Where `glossary_id` is looked up; absent: a request naming one is a 400. */
+  glossaries?: GlossaryStore;
+}
+
+/** One sentence's job body, as the translation handler takes it. */
+export interface SentenceBody {
+  src_lang: string;
+  src_text: string;
+  /** The glossary entries found in the sentence, `[source term, target term]`: its translation must contain each target. */
+  terms?: [string, string][];
 }
 
 export interface TranslationPlan {
-  /** One job body per sentence, in order: `{src_lang, src_text}` as the translation handler takes it. */
-  bodies: { src_lang: string; src_text: string }[];
+  /** One job body per sentence, in order. */
+  bodies: SentenceBody[];
   /** The response body from the jobs' values, in the order of `bodies`. */
   answer(values: readonly unknown[]): Record<string, unknown>;
 }
@@ -73,6 +85,8 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     split = 'sentences',
     format = 'text',
     ignore_tags: ignoreTags = [],
+    glossary_id: glossaryId,
+    glossary: inlineGlossary,
   } = body as Record<string, unknown>;
   if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
   if (split !== 'sentences' && split !== 'none') {
@@ -126,9 +140,16 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       `Request has ${sentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
     );
   }
-  const bodies = docs.flatMap(({ lang, units }) =>
-    units.flatMap((segments) => segments.pieces.map((piece) => ({ src_lang: lang, src_text: piece }))),
-  );
+  const glossary = glossaryOf(glossaryId, inlineGlossary, context);
+  const bodies = docs.flatMap(({ lang, units }) => {
+    if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
+      );
+    }
+    return units.flatMap((segments) => segments.pieces.map((piece) => sentenceBody(lang, piece, glossary?.entries)));
+  });
   return {
     bodies,
     answer(values) {
@@ -145,6 +166,54 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       return response;
     },
   };
+}
+
+/** A sentence's job body, with the target terms its glossary holds it to. */
+function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceBody {
+  const terms = glossary === undefined ? [] : termsFor(sentence, glossary);
+  if (terms.length > MAX_TERMS_PER_SENTENCE) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `The sentence ${JSON.stringify(sentence.slice(0, 60))} holds ${terms.length} glossary terms; at most ${MAX_TERMS_PER_SENTENCE} are enforced in one sentence.`,
+    );
+  }
+  return terms.length === 0 ? { src_lang: lang, src_text: sentence } : { src_lang: lang, src_text: sentence, terms };
+}
+
+/**
+ * The request's glossary: a stored one (`glossary_id`, for its language pair) or inline entries (`glossary`, an
+ * object of source term → target term, for whatever the source is).
+ * @throws ServeError BAD_REQUEST (both given, unknown id, pair mismatch, bad entries)
+ */
+function glossaryOf(
+  id: unknown,
+  inline: unknown,
+  context: PlanContext,
+): { entries: GlossaryEntries; sourceLang?: string } | undefined {
+  if (id !== undefined && inline !== undefined) {
+    throw new ServeError('BAD_REQUEST', 'Give glossary_id or glossary, not both.');
+  }
+  if (inline !== undefined) {
+    if (inline === null || typeof inline !== 'object' || Array.isArray(inline)) {
+      throw new ServeError('BAD_REQUEST', 'glossary must be an object of source term → target term.');
+    }
+    const pairs = Object.entries(inline);
+    if (!pairs.every((pair): pair is [string, string] => typeof pair[1] === 'string')) {
+      throw new ServeError('BAD_REQUEST', 'glossary must map each source term to a target term (a string).');
+    }
+    return { entries: glossaryEntries(pairs) };
+  }
+  if (id === undefined) return undefined;
+  if (typeof id !== 'string') throw new ServeError('BAD_REQUEST', 'glossary_id must be a string.');
+  const stored = context.glossaries?.find(id);
+  if (stored === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id ${JSON.stringify(id)}.`);
+  if (stored.targetLang !== context.tgtLang) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Glossary ${JSON.stringify(id)} is for ${stored.sourceLang} → ${stored.targetLang}, not → ${context.tgtLang}.`,
+    );
+  }
+  return { entries: stored.entries, sourceLang: stored.sourceLang };
 }
 
 function contentOf(text: string, format: TextFormat, ignoreTags: readonly string[]): Content {

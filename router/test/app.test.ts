@@ -100,6 +100,19 @@ describe('routing', () => {
     );
   });
 
+  it('passes a glossary (inline or by id) on; a glossary that is not term → term is a 400', async () => {
+    const body = { src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary: { fox: '여우' } };
+    expect((await post(body)).status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: 'a fox', glossary: { fox: '여우' } });
+    expect((await post({ src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary_id: 'g-1' })).status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: 'a fox', glossary_id: 'g-1' });
+    const bad = await post({ ...body, glossary: { fox: 1 } });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).message).toBe(
+      'Field "glossary" must be an object of source term → target term (strings).',
+    );
+  });
+
   it('keeps an array in order and routes each target language to its own model', async () => {
     const texts = ['one', 'two', 'three', 'four', 'five'];
     for (const tgt of ['zh', 'fr']) {

@@ -16,6 +16,7 @@ import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo, StepCounters } from '../../protocol.js';
+import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../../text/glossary.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
 import { splitLongSentence } from '../../text/split-long.js';
@@ -35,6 +36,8 @@ export interface TranslationInput {
   parts: Segments | undefined;
   /** Scheduled as bulk work in the engine (BatchItem.bulk). */
   bulk: boolean;
+  /** Per row, the token ids of the glossary terms it must contain (empty: none). */
+  constraints: number[][][];
 }
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
@@ -125,18 +128,24 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
     }
-    const { src_lang: srcLang, src_text: text } = body as Record<string, unknown>;
+    const { src_lang: srcLang, src_text: text, terms } = body as Record<string, unknown>;
     if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
     if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
     if (text.trim() === '') throw new ServeError('BAD_REQUEST', 'src_text is empty.');
+    const glossary = termsOf(terms);
     const engine = this.#requireEngine();
     const tgtLang = item.model;
     const whole = engine.prepare({ srcLang, text, tgtLang });
     const bulk = item.bulk === true;
-    if (!whole.truncated) return { id: item.id, tgtLang, rows: [whole], parts: undefined, bulk };
+    // Each row is held to the terms whose source term it contains: a split sentence's terms go with their part.
+    const constraintsOf = (piece: string) =>
+      glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => engine.encodeTerm(target));
+    if (!whole.truncated) {
+      return { id: item.id, tgtLang, rows: [whole], parts: undefined, bulk, constraints: [constraintsOf(text)] };
+    }
     const parts = splitLongSentence(text, (piece) => !engine.prepare({ srcLang, text: piece, tgtLang }).truncated);
     const rows = parts.pieces.map((piece) => engine.prepare({ srcLang, text: piece, tgtLang }));
-    return { id: item.id, tgtLang, rows, parts, bulk };
+    return { id: item.id, tgtLang, rows, parts, bulk, constraints: parts.pieces.map(constraintsOf) };
   }
 
   async inference(
@@ -145,13 +154,21 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async ({ id, tgtLang, rows, parts, bulk }, index) => {
+      inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints }, index) => {
         const controller = new AbortController();
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all.
           const translations = await Promise.all(
-            rows.map((row) => engine.generate(row, { ...this.#options, bulk }, controller.signal)),
+            rows.map((row, r) =>
+              engine.generate(
+                row,
+                constraints[r]!.length === 0
+                  ? { ...this.#options, bulk }
+                  : { ...this.#options, bulk, constraints: constraints[r] },
+                controller.signal,
+              ),
+            ),
           );
           for (const translation of translations) {
             if (!translation.capped) continue;
@@ -196,4 +213,18 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (this.#engine === null) throw new ServeError('INTERNAL', 'Translation handler used before initialize.');
     return this.#engine;
   }
+}
+
+/** A job's glossary terms (`[source term, target term]` pairs the plan found in its sentence), checked. */
+function termsOf(terms: unknown): GlossaryEntries | undefined {
+  if (terms === undefined) return undefined;
+  const pairs = Array.isArray(terms) ? terms : [];
+  if (
+    pairs.length === 0 ||
+    pairs.length > MAX_TERMS_PER_SENTENCE ||
+    !pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((t) => typeof t === 'string'))
+  ) {
+    throw new ServeError('BAD_REQUEST', `terms must be 1-${MAX_TERMS_PER_SENTENCE} [source, target] term pairs.`);
+  }
+  return glossaryEntries(pairs as [string, string][]);
 }
