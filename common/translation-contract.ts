@@ -8,5 +8,8 @@
 /** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
 export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
 
+/** Most alternative translations a sentence may ask for: each is a beam, and beams are decoder rows. */
+export const MAX_ALTERNATIVES = 8;
+
 export const TEXT_FORMATS = ['text', 'html', 'xml', 'srt', 'vtt'] as const;
 export type TextFormat = (typeof TEXT_FORMATS)[number];

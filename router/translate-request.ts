@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { ServeError } from '../common/errors.js';
-import { LANGUAGE_CODE, TEXT_FORMATS, type TextFormat } from '../common/translation-contract.js';
+import { LANGUAGE_CODE, MAX_ALTERNATIVES, TEXT_FORMATS, type TextFormat } from '../common/translation-contract.js';
 
 /** A validated translation request. `src_text` keeps its shape: string in, string out; array in, array out. */
 export interface TranslateInput {
@@ -24,6 +24,8 @@ export interface TranslateInput {
   glossary_id?: string;
   /** An inline glossary, source term → target term. */
   glossary?: Record<string, string>;
+  /** Alternative translations wanted beside each text's translation (beam search's runners-up). */
+  alternatives?: number;
 }
 
 export { LANGUAGE_CODE };
@@ -74,6 +76,7 @@ const srcText = z.unknown().superRefine((value, ctx) => {
   });
 });
 
+const ALTERNATIVES_RANGE = `Field "alternatives" must be an integer from 0 to ${MAX_ALTERNATIVES}.`;
 const GLOSSARY_SHAPE = 'Field "glossary" must be an object of source term → target term (strings).';
 
 /** A validator for one set of served languages; build it once (the zod schema is built here, not per call). */
@@ -118,6 +121,12 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
     glossary_id: z
       .string({ error: 'Field "glossary_id" must be a string (a glossary\'s id).' })
       .max(64, { error: 'Field "glossary_id" is at most 64 characters.' })
+      .optional(),
+    alternatives: z
+      .number({ error: ALTERNATIVES_RANGE })
+      .int({ error: ALTERNATIVES_RANGE })
+      .min(0, { error: ALTERNATIVES_RANGE })
+      .max(MAX_ALTERNATIVES, { error: ALTERNATIVES_RANGE })
       .optional(),
     glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {

@@ -38,13 +38,21 @@ export interface Hypothesis {
   logprob: number;
   /** How far it is through its sequence's constraints (absent: none met, none started). */
   progress?: ConstraintProgress;
+  /** On a sequence's answer: every finished hypothesis kept, best first (itself first). */
+  ranked?: readonly ScoredHypothesis[];
+}
+
+/** A finished hypothesis with its length-normalised score (what beam search ranks by). */
+export interface ScoredHypothesis {
+  hyp: Hypothesis;
+  score: number;
 }
 
 /** A translation in progress: its live rows are `Row`s of one cohort; `finished` collects beam results. */
 export class SearchState {
   readonly settings: SearchSettings;
   /** Finished hypotheses with their length-normalised scores, best first, at most numBeams. */
-  readonly finished: { hyp: Hypothesis; score: number }[] = [];
+  readonly finished: ScoredHypothesis[] = [];
   done = false;
 
   constructor(settings: SearchSettings) {

@@ -8,8 +8,8 @@
  * too. A hit never becomes a job: it takes no queue slot, no engine row, no decoder step.
  *
  * Key: the model's identity — its folder, the fingerprint of its files (model-fingerprint.ts), the weights' dtype
- * its engine reports — the decoding settings (beam width, token cap), src_lang, tgt_lang, the sentence and the
- * glossary terms it is held to. Any of these changes the output; nothing else does (a batch's other rows never
+ * its engine reports — the decoding settings (beam width, token cap), src_lang, tgt_lang, the sentence, the
+ * glossary terms it is held to and the alternatives it asks for. Any of these changes the output; nothing else does (a batch's other rows never
  * change a row: engine.md). The value is
  * the worker's answer for that sentence as it came, so a response built from hits is the fresh response, byte for
  * byte. Only successful answers are stored.
@@ -103,9 +103,11 @@ export class TranslationCache {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: () => undefined };
     }
     const prefix = identityKey(identity, tgtLang);
-    // Glossary terms change the output: a sentence held to terms is its own entry.
+    // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
     const keys = bodies.map(
-      (b) => `${prefix}\u0000${b.src_lang}\u0000${b.src_text}${b.terms ? `\u0000${JSON.stringify(b.terms)}` : ''}`,
+      (b) =>
+        `${prefix}\u0000${b.src_lang}\u0000${b.src_text}` +
+        (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
     );
     if (mode === 'refresh') {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: this.#storer(keys, all) };

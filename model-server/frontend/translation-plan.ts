@@ -19,8 +19,9 @@
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
  */
 import { ServeError } from '../../common/errors.js';
-import { TEXT_FORMATS, type TextFormat } from '../../common/translation-contract.js';
+import { MAX_ALTERNATIVES, TEXT_FORMATS, type TextFormat } from '../../common/translation-contract.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
+import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, type Segments } from '../text/segment.js';
@@ -59,6 +60,8 @@ export interface SentenceBody {
   src_text: string;
   /** The glossary entries found in the sentence, `[source term, target term]`: its translation must contain each target. */
   terms?: [string, string][];
+  /** Alternative translations asked for (the worker's beam runners-up). */
+  alternatives?: number;
 }
 
 export interface TranslationPlan {
@@ -87,6 +90,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     ignore_tags: ignoreTags = [],
     glossary_id: glossaryId,
     glossary: inlineGlossary,
+    alternatives = 0,
   } = body as Record<string, unknown>;
   if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
   if (split !== 'sentences' && split !== 'none') {
@@ -100,6 +104,12 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       'BAD_REQUEST',
       `format must be one of ${TEXT_FORMATS.join(', ')}, got ${JSON.stringify(format)}.`,
     );
+  }
+  if (!Number.isInteger(alternatives) || (alternatives as number) < 0 || (alternatives as number) > MAX_ALTERNATIVES) {
+    throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
+  }
+  if (alternatives !== 0 && format !== 'text') {
+    throw new ServeError('BAD_REQUEST', 'alternatives are offered for plain text (format "text") only.');
   }
   if (!Array.isArray(ignoreTags) || !ignoreTags.every((tag) => typeof tag === 'string')) {
     throw new ServeError('BAD_REQUEST', 'ignore_tags must be an array of element names.');
@@ -148,20 +158,33 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    return units.flatMap((segments) => segments.pieces.map((piece) => sentenceBody(lang, piece, glossary?.entries)));
+    return units.flatMap((segments) =>
+      segments.pieces.map((piece) => ({
+        ...sentenceBody(lang, piece, glossary?.entries),
+        ...(alternatives !== 0 ? { alternatives: alternatives as number } : {}),
+      })),
+    );
   });
   return {
     bodies,
     answer(values) {
       let next = 0;
-      const translated = docs.map(({ content, units }) =>
-        content.render(
-          units.map((segments) =>
-            join(segments, values.slice(next, (next += segments.pieces.length)), context.tgtLang),
-          ),
-        ),
+      const perDoc = docs.map(({ units }) =>
+        units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
+      );
+      const translated = docs.map(({ content }, d) =>
+        content.render(perDoc[d]!.map(({ segments, values }) => join(segments, values, context.tgtLang))),
       );
       const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
+      if (alternatives !== 0) {
+        // Plain text only: one unit per text.
+        const ranked = perDoc.map(([unit]) =>
+          joinAlternatives(unit!.values.map(rankedPart), alternatives as number, (texts) =>
+            joinTranslations(unit!.segments, texts, context.tgtLang),
+          ).map(({ text, score }) => ({ translated: text, score })),
+        );
+        response.alternatives = isArray ? ranked : ranked[0];
+      }
       if (auto) response.detected_src_lang = isArray ? docs.map((d) => d.lang) : docs[0]!.lang;
       return response;
     },
@@ -243,6 +266,12 @@ function join(segments: Segments, values: readonly unknown[], tgtLang: string): 
     return text;
   });
   return joinTranslations(segments, translations, tgtLang);
+}
+
+/** A sentence job's answer as the alternatives' join reads it. */
+function rankedPart(value: unknown): RankedPart {
+  const { translated, score, alternatives } = value as { translated: string; score?: number; alternatives?: [] };
+  return { text: translated, score: score ?? 0, ...(alternatives ? { alternatives } : {}) };
 }
 
 /** The language of `text` for `src_lang: "auto"`. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */

@@ -115,4 +115,27 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
     const gone = await translate({ src_text: 'a fox', glossary_id: 'g-1' });
     expect(gone.status).toBe(400);
   });
+
+  it('alternatives: distinct runners-up with scores, per text; none unless asked; plain text only', async () => {
+    const one = await translate({ src_text: 'the quick brown fox. hello world.', alternatives: 2 });
+    expect(one.status, JSON.stringify(one.body)).toBe(200);
+    const { translated, alternatives } = one.body as {
+      translated: string;
+      alternatives: { translated: string; score: number }[];
+    };
+    expect(alternatives.length).toBeGreaterThan(0);
+    expect(alternatives.length).toBeLessThanOrEqual(2);
+    for (const a of alternatives) {
+      expect(typeof a.score).toBe('number');
+      expect(a.translated).not.toBe(translated);
+    }
+    const many = await translate({ src_text: ['hello world', 'good morning'], alternatives: 1 });
+    expect(many.body.alternatives).toHaveLength(2);
+    expect((await translate({ src_text: 'hello world' })).body.alternatives).toBeUndefined();
+    const html = await translate({ src_text: '<p>hi</p>', format: 'html', alternatives: 1 });
+    expect(html.status).toBe(400);
+    expect(html.body.message).toMatch(/alternatives are offered for plain text/);
+    const tooMany = await translate({ src_text: 'hello', alternatives: 9 });
+    expect(tooMany.status).toBe(400);
+  });
 });

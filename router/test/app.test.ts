@@ -100,12 +100,14 @@ describe('routing', () => {
     );
   });
 
-  it('passes a glossary (inline or by id) on; a glossary that is not term → term is a 400', async () => {
+  it('passes a glossary (inline or by id) and alternatives on; a glossary not term → term is a 400', async () => {
     const body = { src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary: { fox: '여우' } };
     expect((await post(body)).status).toBe(200);
     expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: 'a fox', glossary: { fox: '여우' } });
-    expect((await post({ src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary_id: 'g-1' })).status).toBe(200);
-    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: 'a fox', glossary_id: 'g-1' });
+    const byId = { src_lang: 'en', src_text: 'a fox', glossary_id: 'g-1', alternatives: 2 };
+    expect((await post({ ...byId, tgt_lang: 'ko' })).status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual(byId);
+    expect((await post({ ...byId, tgt_lang: 'ko', alternatives: 1.5 })).status).toBe(400);
     const bad = await post({ ...body, glossary: { fox: 1 } });
     expect(bad.status).toBe(400);
     expect((await bad.json()).message).toBe(

@@ -89,3 +89,29 @@ describe('constrained decoding on the generated model (which writes no term by c
     expect(() => engine.encodeTerm('')).toThrow(/cannot write/);
   });
 });
+
+describe('alternatives: beam search runners-up for the rows that ask', () => {
+  const row: TranslateRow = { srcLang: 'en', tgtLang: 'de', text: 'the quick brown fox jumps over the lazy dog' };
+  const other: TranslateRow = { srcLang: 'en', tgtLang: 'fr', text: 'good morning thank you please' };
+
+  it('up to N distinct texts besides the translation, ranked by score; a greedy row beside it is unchanged', async () => {
+    const greedy: TranslateOptions = { numBeams: 1, maxNewTokens: 16 };
+    const [otherAlone] = await engine.translate([other], greedy);
+    const [asked, beside] = await Promise.all([
+      engine.generate(engine.prepare(row), { ...greedy, alternatives: 3 }),
+      engine.generate(engine.prepare(other), greedy),
+    ]);
+    expect(beside!.tokenIds).toEqual(otherAlone!.tokenIds);
+    expect(beside!.alternatives).toBeUndefined();
+    const alternatives = asked!.alternatives!;
+    expect(alternatives.length).toBeGreaterThan(0);
+    expect(alternatives.length).toBeLessThanOrEqual(3);
+    const texts = [asked!.text, ...alternatives.map((a) => a.text)];
+    expect(new Set(texts).size).toBe(texts.length);
+    const scores = [asked!.score, ...alternatives.map((a) => a.score)];
+    expect(scores).toEqual([...scores].sort((a, b) => b - a));
+    // The translation itself is what a 4-beam search answers: asking for alternatives widens the beam, no more.
+    const [fourBeams] = await engine.translate([row], { numBeams: 4, maxNewTokens: 16 });
+    expect(asked!.tokenIds).toEqual(fourBeams!.tokenIds);
+  });
+});
