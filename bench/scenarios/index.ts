@@ -4,6 +4,7 @@
 import type { Scenario } from '../lib/context.js';
 import { baselineScenario } from './baseline.js';
 import { cacheScenario } from './cache.js';
+import { contentScenario } from './content.js';
 import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
 import { engineLayoutScenario } from './engine-layout.js';
@@ -28,4 +29,5 @@ export const SCENARIOS: Scenario[] = [
   cacheScenario,
   isolationScenario,
   engineLayoutScenario,
+  contentScenario,
 ];
