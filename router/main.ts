@@ -87,7 +87,12 @@ const upstream = new Upstream({
 });
 const status = new StatusSource({ url: router.statusUrl });
 const app = createRouterApp(
-  { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
+  {
+    maxBodyBytes: router.maxBodyBytes,
+    languages,
+    logBodies: router.logBodies,
+    maxRequestChars: config.modelServer.maxRequestChars,
+  },
   { upstream, logger, status },
 );
 const server = createAdaptorServer({ fetch: app.fetch }) as Server;
