@@ -91,6 +91,13 @@ export interface RouterConfig {
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
   logBodies: boolean;
+  /** API_KEYS: the key file or folder of key files of the DeepL and LibreTranslate APIs; undefined: keys off. */
+  apiKeys: string | undefined;
+  /**
+   * USAGE_STORE: where every router instance counts the keys' requests and characters: a folder on this machine
+   * (default RUN_DIR/usage), or a Redis/Valkey URL shared by several machines.
+   */
+  usageStore: { kind: 'file'; dir: string } | { kind: 'redis'; url: string };
 }
 
 export interface FrontConfig {
@@ -187,6 +194,8 @@ export const ENV_DEFAULTS = {
   ROUTER_UPSTREAM_CONNECTIONS: '256',
   ROUTER_MAX_BODY_BYTES: '1048576',
   LOG_BODIES: 'false',
+  API_KEYS: '',
+  USAGE_STORE: '',
   FRONT_ADDRESS: 'http://0.0.0.0:7777',
   FRONT: 'auto',
   LOG_LEVEL: 'info',
@@ -228,6 +237,10 @@ const envSchema = z.object({
   ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
   ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
   LOG_BODIES: bool,
+  API_KEYS: z.string(),
+  USAGE_STORE: z.string().refine((v) => v === '' || !/^[a-z]+:\/\//.test(v) || /^rediss?:\/\//.test(v), {
+    error: 'must be a folder, or a redis:// or rediss:// URL',
+  }),
   FRONT_ADDRESS: addressSchema,
   FRONT: z.enum(['auto', 'nginx', 'builtin']),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -315,6 +328,10 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
       statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,
+      apiKeys: e.API_KEYS === '' ? undefined : abs(e.API_KEYS),
+      usageStore: /^rediss?:\/\//.test(e.USAGE_STORE)
+        ? { kind: 'redis', url: e.USAGE_STORE }
+        : { kind: 'file', dir: e.USAGE_STORE === '' ? path.join(abs(e.RUN_DIR), 'usage') : abs(e.USAGE_STORE) },
     },
     front: {
       host: e.FRONT_ADDRESS.host,

@@ -2,13 +2,18 @@
  * Drop-in end to end: the official DeepL client (`deepl-node`, its `serverUrl` option) and a LibreTranslate client
  * from npm (`translate`, its `libre` engine and `url`), unchanged, against the whole stack — tiny generated model,
  * model server, router, and each front (nginx, skipped saying so only where it is not installed; and the built-in
- * proxy). What they get back, values and errors, must be what they would get from the real services.
+ * proxy) — with API keys on (a folder of key files) and two router instances sharing one usage store. What they
+ * get back, values and errors, must be what they would get from the real services.
  */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import * as deepl from 'deepl-node';
 import { Translate } from 'translate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
 import { findNginx } from '../../front/nginx.js';
+import { hashKey } from '../../router/keys/key-ring.js';
 import { startFront, startStack, type Stack } from '../support/stack.js';
 
 const nginx = findNginx(process.env);
@@ -18,12 +23,30 @@ const FRONTS = nginx ? (['nginx', 'builtin'] as const) : (['builtin'] as const);
 
 let stack: Stack;
 const fronts: Record<string, { proc: ManagedProcess; url: string }> = {};
+const keysDir = mkdtempSync(path.join(tmpdir(), 'mt-dropin-keys-'));
+/** The keys, each front its own quota key (a quota, once used up, stays used up). */
+const KEYS = {
+  main: 'main-key-0123456789:fx',
+  rate: 'rate-key-0123456789',
+  'quota-nginx': 'quota-nginx-key-0123456789',
+  'quota-builtin': 'quota-builtin-key-0123456789',
+};
 
 beforeAll(async () => {
+  mkdirSync(keysDir, { recursive: true });
+  const limits: Record<string, object> = {
+    rate: { requests_per_second: 1 },
+    'quota-nginx': { character_quota: 20 },
+    'quota-builtin': { character_quota: 20 },
+  };
+  const keys = Object.entries(KEYS).map(([id, secret]) => ({ id, sha256: hashKey(secret), ...limits[id] }));
+  writeFileSync(path.join(keysDir, 'keys.json'), JSON.stringify({ keys }));
   stack = await startStack({
     languages: ['en', 'de', 'ko'],
     handler: 'translation',
     demoModel: 'tiny',
+    routers: 2,
+    env: { API_KEYS: keysDir },
     register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
   });
   for (const kind of FRONTS) {
@@ -42,6 +65,7 @@ afterAll(async () => {
   await Promise.all(Object.values(fronts).map(({ proc }) => proc.stop()));
   await stack?.stop();
   await stopAll();
+  rmSync(keysDir, { recursive: true, force: true });
 });
 
 const ENGLISH = 'The weather is very nice today, and we are going to the park together.';
@@ -49,7 +73,7 @@ const ENGLISH = 'The weather is very nice today, and we are going to the park to
 describe.each(FRONTS)('through the %s front', (kind) => {
   const url = () => fronts[kind]!.url;
   // maxRetries 0: a refusal reaches the test as the client's error at once instead of after its back-off.
-  const translator = () => new deepl.Translator('any-key:fx', { serverUrl: url(), maxRetries: 0 });
+  const translator = (key = KEYS.main, serverUrl = url()) => new deepl.Translator(key, { serverUrl, maxRetries: 0 });
 
   it('deepl-node translates one text, many texts, and detects the source', async () => {
     const one = await translator().translateText('Hello world.', 'en', 'de');
@@ -71,7 +95,25 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect(targets.every((l) => l.supportsFormality === false)).toBe(true);
     const usage = await translator().getUsage();
     expect(usage.character?.limit).toBe(1_000_000_000_000);
+    expect(usage.character?.count).toBeGreaterThan(0);
     expect(usage.anyLimitReached()).toBe(false);
+  });
+
+  it("deepl-node gets DeepL's errors for a bad key, over quota (counted across router instances) and too fast", async () => {
+    await expect(translator('not-a-key').translateText('Hello.', 'en', 'de')).rejects.toThrow(deepl.AuthorizationError);
+    // 15 of the 20 characters through the front (router 0), then 10 more on router 1: the quota is the cluster's.
+    const quotaKey = KEYS[`quota-${kind}`];
+    await translator(quotaKey).translateText('Fifteen chars..', 'en', 'de');
+    const direct = translator(quotaKey, stack.routerUrls[1]!);
+    await expect(direct.translateText('Ten chars.', 'en', 'de')).rejects.toThrow(deepl.QuotaExceededError);
+    const usage = await translator(quotaKey).getUsage();
+    expect([usage.character?.count, usage.character?.limit, usage.anyLimitReached()]).toEqual([15, 20, false]);
+    let refusal: unknown;
+    for (let i = 0; i < 20 && refusal === undefined; i++)
+      await translator(KEYS.rate)
+        .translateText(`Fast ${i}.`, 'en', 'de')
+        .catch((err: unknown) => (refusal = err));
+    expect(refusal).toBeInstanceOf(deepl.TooManyRequestsError);
   });
 
   it("deepl-node gets DeepL's own error class for a value DeepL refuses", async () => {
@@ -80,11 +122,21 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     await expect(refused).rejects.toThrow("Bad request, message: Value for 'tag_handling' not supported.");
   });
 
+  // `url` is the library's option for a self-hosted server; its type declarations leave it out.
+  const libre = (key: string) =>
+    Translate({ engine: 'libre', key, url: `${url()}/translate` } as Parameters<typeof Translate>[0]);
+
   it('the LibreTranslate client translates, and gets its error for a language not served', async () => {
-    // `url` is the library's option for a self-hosted server; its type declarations leave it out.
-    const options = { engine: 'libre', url: `${url()}/translate` } as Parameters<typeof Translate>[0];
-    const libre = Translate(options);
-    expect(typeof (await libre(`Good evening from ${kind}.`, { from: 'en', to: 'de' }))).toBe('string');
-    await expect(libre(`Good evening from ${kind}.`, { from: 'en', to: 'fr' })).rejects.toThrow('fr is not supported');
+    expect(typeof (await libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'de' }))).toBe('string');
+    const notServed = libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'fr' });
+    await expect(notServed).rejects.toThrow('fr is not supported');
+  });
+
+  it("the LibreTranslate client gets LibreTranslate's errors for a bad key and too fast", async () => {
+    await expect(libre('not-a-key')(`Bad key ${kind}.`, { from: 'en', to: 'de' })).rejects.toThrow('Invalid API key');
+    let refusal: unknown;
+    for (let i = 0; i < 20 && refusal === undefined; i++)
+      await libre(KEYS.rate)(`Fast ${kind} ${i}.`, { from: 'en', to: 'de' }).catch((err: unknown) => (refusal = err));
+    expect(String(refusal)).toBe('Error: Slowdown: 1 per 1 second');
   });
 });
