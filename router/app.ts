@@ -6,7 +6,8 @@
  * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
  * `GET /status.json` its figures (router/status.ts), when a status source is given · DeepL's `/v2/…` and
  * LibreTranslate's `/translate`, `/languages`, `/detect`, `/frontend/settings` (router/apis/, with API keys from
- * router/keys/). Anything else: TorchServe's 404/405 JSON.
+ * router/keys/; with keys on, `GET /metrics` their use by key id, also in `/status.json`). Anything else: TorchServe's
+ * 404/405 JSON.
  */
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
@@ -17,6 +18,7 @@ import { acceptsContentType, createTranslateRequestParser } from './translate-re
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
+import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
@@ -177,13 +179,20 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     );
   });
 
-  const status = deps.status;
+  const { status, access } = deps;
+  if (access !== undefined) {
+    app.get('/metrics', async (c) => {
+      const text = keyMetricsText(await access.report());
+      return c.text(text, 200, { 'content-type': 'text/plain; version=0.0.4', 'x-request-id': c.get('requestId') });
+    });
+  }
   if (status !== undefined) {
     app.get('/status', (c) =>
       c.html(STATUS_PAGE_HTML, 200, { 'x-request-id': c.get('requestId'), 'cache-control': 'no-cache' }),
     );
     app.get('/status.json', async (c) => {
-      const body = await status.read();
+      const document = await status.read();
+      const body = access === undefined ? document : statusWithKeys(document, await access.report());
       return new Response(body, {
         status: 200,
         headers: {

@@ -31,10 +31,21 @@ export interface KeyUsage {
   requests: number;
 }
 
+/** One key's limits and use, for the status page and metrics (by id: never the key). */
+export interface KeyReport extends KeyUsage {
+  id: string;
+  requestsPerSecond: number | null;
+  charactersPerPeriod: number | null;
+  periodS: number;
+  characterQuota: number | null;
+}
+
 export interface ApiAccess {
   /** The key a request carries (undefined: it carries none). */
   check(secret: string | undefined): KeyCheck;
   /** Counts one request of `characters` against the key's limits, or refuses it without counting it. */
   admit(key: ApiKey, characters: number): Promise<Admission>;
   usage(key: ApiKey): Promise<KeyUsage>;
+  /** Every key's limits and use, counted across all router instances. */
+  report(): Promise<KeyReport[]>;
 }

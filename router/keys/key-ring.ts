@@ -60,9 +60,10 @@ export class KeyRing {
     return key === undefined ? { ok: false, reason: 'invalid' } : { ok: true, key };
   }
 
-  /** The number of keys held. */
-  get size(): number {
-    return this.#byHash.size;
+  /** The keys held, in file order. */
+  keys(): ApiKey[] {
+    this.#refresh();
+    return [...this.#byHash.values()];
   }
 
   #files(): string[] {

@@ -3,7 +3,7 @@
  * call, counted across every router instance) behind the one `ApiAccess` the DeepL and LibreTranslate rooms ask.
  */
 import type { Logger } from '../../common/logger.js';
-import type { Admission, ApiAccess, ApiKey, KeyCheck, KeyUsage } from './api-access.js';
+import type { Admission, ApiAccess, ApiKey, KeyCheck, KeyReport, KeyUsage } from './api-access.js';
 import { FileUsageStore } from './file-usage-store.js';
 import { KeyRing } from './key-ring.js';
 import { RedisUsageStore } from './redis-usage-store.js';
@@ -40,6 +40,19 @@ export class KeyedAccess implements ApiAccess {
 
   usage(key: ApiKey): Promise<KeyUsage> {
     return this.#store.usage(key.id);
+  }
+
+  async report(): Promise<KeyReport[]> {
+    return Promise.all(
+      this.#ring.keys().map(async (key) => ({
+        id: key.id,
+        ...(await this.#store.usage(key.id)),
+        requestsPerSecond: key.requestsPerSecond ?? null,
+        charactersPerPeriod: key.charactersPerPeriod ?? null,
+        periodS: key.periodS,
+        characterQuota: key.characterQuota ?? null,
+      })),
+    );
   }
 
   close(): Promise<void> {

@@ -51,9 +51,11 @@ beforeAll(async () => {
       },
     }),
   );
+  // The model server's status document, as router/status.ts would fetch it.
+  const status = { read: () => Promise.resolve(new TextEncoder().encode('{"models":[]}')) };
   app = createRouterApp(
     { maxBodyBytes: 4096, languages: ['en', 'de'], logBodies: false },
-    { upstream, logger, access },
+    { upstream, logger, access, status },
   );
 });
 afterAll(async () => {
@@ -153,6 +155,24 @@ describe('the key ring', () => {
     await until('the added key to be accepted', async () => (await deepl('late-secret')).status === 200);
     unlinkSync(file);
     await until('the removed key to be refused', async () => (await deepl('late-secret')).status === 403);
+  });
+
+  it("exposes each key's use by key id: /metrics and /status.json", async () => {
+    const metrics = await (await app.request('/metrics')).text();
+    expect(metrics).toContain('mt_api_key_characters_total{key_id="quota"} 7');
+    expect(metrics).toContain('mt_api_key_character_quota{key_id="quota"} 10');
+    const res = await app.request('/status.json');
+    const status = (await res.json()) as { models: unknown; apiKeys: unknown[] };
+    expect(status.models).toEqual([]);
+    expect(status.apiKeys).toContainEqual({
+      id: 'quota',
+      requests: 2,
+      characters: 7,
+      requestsPerSecond: null,
+      charactersPerPeriod: null,
+      periodS: 60,
+      characterQuota: 10,
+    });
   });
 
   it('logs key ids, never keys', () => {
