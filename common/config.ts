@@ -98,6 +98,8 @@ export interface RouterConfig {
    * (default RUN_DIR/usage), or a Redis/Valkey URL shared by several machines.
    */
   usageStore: { kind: 'file'; dir: string } | { kind: 'redis'; url: string };
+  /** USAGE_STORE_SERVER: pm2 runs redis-server (or valkey-server) for a redis:// USAGE_STORE on this machine. */
+  usageStoreServer: boolean;
 }
 
 export interface FrontConfig {
@@ -196,6 +198,7 @@ export const ENV_DEFAULTS = {
   LOG_BODIES: 'false',
   API_KEYS: '',
   USAGE_STORE: '',
+  USAGE_STORE_SERVER: 'false',
   FRONT_ADDRESS: 'http://0.0.0.0:7777',
   FRONT: 'auto',
   LOG_LEVEL: 'info',
@@ -241,6 +244,7 @@ const envSchema = z.object({
   USAGE_STORE: z.string().refine((v) => v === '' || !/^[a-z]+:\/\//.test(v) || /^rediss?:\/\//.test(v), {
     error: 'must be a folder, or a redis:// or rediss:// URL',
   }),
+  USAGE_STORE_SERVER: bool,
   FRONT_ADDRESS: addressSchema,
   FRONT: z.enum(['auto', 'nginx', 'builtin']),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -332,6 +336,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       usageStore: /^rediss?:\/\//.test(e.USAGE_STORE)
         ? { kind: 'redis', url: e.USAGE_STORE }
         : { kind: 'file', dir: e.USAGE_STORE === '' ? path.join(abs(e.RUN_DIR), 'usage') : abs(e.USAGE_STORE) },
+      usageStoreServer: e.USAGE_STORE_SERVER,
     },
     front: {
       host: e.FRONT_ADDRESS.host,
