@@ -5,7 +5,7 @@
  * proxy) — with API keys on (a folder of key files) and two router instances sharing one usage store. What they
  * get back, values and errors, must be what they would get from the real services.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as deepl from 'deepl-node';
@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
 import { findNginx } from '../../front/nginx.js';
 import { hashKey } from '../../router/keys/key-ring.js';
+import { until } from '../support/polling.js';
 import { startFront, startStack, type Stack } from '../support/stack.js';
 
 const nginx = findNginx(process.env);
@@ -46,7 +47,8 @@ beforeAll(async () => {
     handler: 'translation',
     demoModel: 'tiny',
     routers: 2,
-    env: { API_KEYS: keysDir },
+    // info: the router's request lines, which must name the key id and never the key.
+    env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
     register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
   });
   for (const kind of FRONTS) {
@@ -138,5 +140,26 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     for (let i = 0; i < 20 && refusal === undefined; i++)
       await libre(KEYS.rate)(`Fast ${kind} ${i}.`, { from: 'en', to: 'de' }).catch((err: unknown) => (refusal = err));
     expect(String(refusal)).toBe('Error: Slowdown: 1 per 1 second');
+  });
+});
+
+describe('keys in the logs', () => {
+  it('the router logs key ids and nginx the request, neither the key, even one sent in the query string', async () => {
+    for (const { url } of Object.values(fronts)) {
+      const res = await fetch(`${url}/translate?api_key=${encodeURIComponent(KEYS.main)}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ q: 'A key in the query string.', source: 'en', target: 'de' }),
+      });
+      expect(res.status).toBe(200);
+    }
+    const logs = path.join(stack.dir, 'logs');
+    const read = (file: string) => readFileSync(path.join(logs, file), 'utf8');
+    await until('the routers to log a request line with its key id', () =>
+      readdirSync(logs).some((file) => file.startsWith('router-') && read(file).includes('"key":"main"')),
+    );
+    if (nginx) await until('nginx to log the request', () => read('nginx-access.log').includes('api_key=redacted'));
+    for (const file of readdirSync(logs))
+      for (const secret of Object.values(KEYS)) expect(read(file)).not.toContain(secret);
   });
 });
