@@ -165,6 +165,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     upstream,
     readBody: (c: Context<Env>) => readBody(c, config.maxBodyBytes, tooLarge),
     access: deps.access,
+    logger,
     maxRequestChars: config.maxRequestChars,
   };
   mountDeepL(app, apiContext);

@@ -122,7 +122,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   const languages = deeplLanguages(context.languages);
 
   app.post('/v2/translate', (c) =>
-    answer(c, async () => {
+    answer(context, c, async () => {
       const params = await requestParams(c, context);
       const key = authorize(c, params, context);
       for (const [name, rule] of Object.entries(TRANSLATE_PARAMETERS)) {
@@ -165,7 +165,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   );
 
   const languageList = (c: Context<RouterEnv>) =>
-    answer(c, async () => {
+    answer(context, c, async () => {
       const params = await requestParams(c, context);
       authorize(c, params, context);
       const type = param(params, 'type') ?? 'source';
@@ -176,7 +176,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.post('/v2/languages', languageList);
 
   const usage = (c: Context<RouterEnv>) =>
-    answer(c, async () => {
+    answer(context, c, async () => {
       const params = await requestParams(c, context);
       const key = authorize(c, params, context);
       if (key === undefined || context.access === undefined) return { character_count: 0, character_limit: UNLIMITED };
@@ -187,8 +187,8 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.post('/v2/usage', usage);
 
   for (const path of ['/v2/translate', '/v2/languages', '/v2/usage'])
-    app.all(path, (c) => answer(c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
-  app.all('/v2/*', (c) => answer(c, () => Promise.reject(new DeepLError(404, 'Not found'))));
+    app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
+  app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
 }
 
 async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promise<Params> {
@@ -228,14 +228,15 @@ function refusalError(refusal: Refusal): DeepLError {
 }
 
 /** Runs a route and answers its value as JSON, or its error in DeepL's shape. */
-async function answer(c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
+async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
   const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
   try {
     return new Response(JSON.stringify(await run()), { status: 200, headers });
   } catch (err) {
     const error = err instanceof DeepLError ? err : fromServeError(toServeError(err));
-    c.set('errorCode', err instanceof ServeError ? err.code : `DEEPL_${error.status}`);
-    if (!(err instanceof DeepLError) && !(err instanceof ServeError)) throw err;
+    c.set('errorCode', err instanceof DeepLError ? `DEEPL_${error.status}` : toServeError(err).code);
+    if (!(err instanceof DeepLError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     return new Response(JSON.stringify({ message: error.message }), {
       status: error.status,
       headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },

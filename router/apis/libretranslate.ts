@@ -61,7 +61,7 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
   }));
 
   app.post('/translate', (c) =>
-    answer(c, async () => {
+    answer(context, c, async () => {
       const { params, batch } = await requestParams(c, context);
       const key = authorize(c, params, context);
       const q = params.get('q');
@@ -104,12 +104,12 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
     }),
   );
 
-  const languages = (c: Context<RouterEnv>) => answer(c, () => Promise.resolve(languageList));
+  const languages = (c: Context<RouterEnv>) => answer(context, c, () => Promise.resolve(languageList));
   app.get('/languages', languages);
   app.post('/languages', languages);
 
   app.post('/detect', (c) =>
-    answer(c, async () => {
+    answer(context, c, async () => {
       const { params } = await requestParams(c, context);
       const key = authorize(c, params, context);
       const q = param(params, 'q');
@@ -124,7 +124,7 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
   );
 
   app.get('/frontend/settings', (c) =>
-    answer(c, () =>
+    answer(context, c, () =>
       Promise.resolve({
         charLimit: context.maxRequestChars ?? -1,
         frontendTimeout: 500,
@@ -183,14 +183,15 @@ async function admit(context: ApiContext, key: ApiKey, characters: number): Prom
 }
 
 /** Runs a route and answers its value as JSON, or its error in LibreTranslate's shape. */
-async function answer(c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
+async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
   const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
   try {
     return new Response(JSON.stringify(await run()), { status: 200, headers });
   } catch (err) {
-    if (!(err instanceof LibreTranslateError) && !(err instanceof ServeError)) throw err;
+    if (!(err instanceof LibreTranslateError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     const error = err instanceof LibreTranslateError ? err : fromServeError(toServeError(err));
-    c.set('errorCode', err instanceof ServeError ? err.code : `LIBRETRANSLATE_${error.status}`);
+    c.set('errorCode', err instanceof LibreTranslateError ? `LIBRETRANSLATE_${error.status}` : toServeError(err).code);
     return new Response(JSON.stringify({ error: error.message }), {
       status: error.status,
       headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },

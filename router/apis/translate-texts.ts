@@ -5,6 +5,7 @@
  */
 import type { Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
 import type { RouterEnv } from '../app.js';
 import type { UpstreamClient } from '../upstream.js';
@@ -19,6 +20,8 @@ export interface ApiContext {
   readBody(c: Context<RouterEnv>): Promise<Uint8Array>;
   /** API keys, limits and usage; absent: keys are off (anyone may translate, nothing is counted). */
   access?: ApiAccess | undefined;
+  /** Where a failure that is no API answer (a bug, a usage store that cannot be reached) is logged. */
+  logger?: Logger | undefined;
   /** Largest number of characters one request may carry (the model server's MAX_REQUEST_CHARS), for clients. */
   maxRequestChars?: number | undefined;
 }

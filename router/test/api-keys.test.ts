@@ -181,3 +181,19 @@ describe('the key ring', () => {
     for (const secret of [...Object.values(SECRETS), 'late-secret']) expect(log).not.toContain(secret);
   });
 });
+
+describe('a usage store that fails', () => {
+  it("answers each API's 500 in its shape and logs the failure", async () => {
+    const file = path.join(dir, 'usage', 'usage.json');
+    writeFileSync(file, 'not json');
+    const deeplRes = await deepl(SECRETS.open);
+    expect(deeplRes.status).toBe(500);
+    expect(await deeplRes.json()).toEqual({ message: 'Internal server error.' });
+    const libreRes = await libre(SECRETS.open);
+    expect(libreRes.status).toBe(500);
+    expect(await libreRes.json()).toEqual({ error: 'Internal server error.' });
+    expect(logged.join('')).toContain('"msg":"unhandled error"');
+    unlinkSync(file);
+    expect((await deepl(SECRETS.open)).status).toBe(200);
+  });
+});
