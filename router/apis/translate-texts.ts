@@ -89,7 +89,10 @@ export interface TextsRequest {
 
 export interface TextsReply {
   translated: string[];
-  /** Each text's source language: the model server's detection for `auto`, else `srcLang`. */
+  /**
+   * Each text's source language: `srcLang`, or for `auto` the model server's detection (a blank text: the first
+   * language detected in the request; nothing detected: the first served language).
+   */
   sourceLangs: string[];
 }
 
@@ -135,6 +138,10 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
     const lang = detected?.[k];
     if (typeof lang === 'string') sourceLangs[at] = lang;
   });
+  // A blank text has no language of its own: it takes the first one detected in the request.
+  const first = typeof detected?.[0] === 'string' ? detected[0] : undefined;
+  if (first !== undefined)
+    for (const [i, text] of request.texts.entries()) if (text.trim() === '') sourceLangs[i] = first;
   return { translated, sourceLangs };
 }
 
