@@ -30,6 +30,8 @@ export interface ModelServerConfig {
   modelStore: string;
   /** Shared model folder (the HF ONNX export layout) every language entry refers to. */
   modelDir: string;
+  /** Where glossaries are kept, one JSON file each (glossary-store.ts); `npm start` leaves it alone. */
+  glossaryDir: string;
   /** The seed's `{"cuda_id": {...}}` file: languages served and the GPU each is pinned to. */
   setupConfigPath: string;
   jobQueueSize: number;
@@ -170,6 +172,7 @@ export const ENV_DEFAULTS = {
   METRICS_ADDRESS: 'http://127.0.0.1:8082',
   MODEL_STORE: './model_store',
   MODEL_DIR: './models/tiny',
+  GLOSSARY_DIR: './glossaries',
   SETUP_CONFIG: './setup_config.json',
   JOB_QUEUE_SIZE: '4096',
   QUEUE_BUDGET_MS: '5000',
@@ -214,6 +217,7 @@ const envSchema = z.object({
   METRICS_ADDRESS: addressSchema,
   MODEL_STORE: z.string().min(1),
   MODEL_DIR: z.string().min(1),
+  GLOSSARY_DIR: z.string().min(1),
   SETUP_CONFIG: z.string().min(1),
   JOB_QUEUE_SIZE: int(1, 1_000_000),
   QUEUE_BUDGET_MS: int(1, 86_400_000),
@@ -300,6 +304,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       metrics: e.METRICS_ADDRESS,
       modelStore: abs(e.MODEL_STORE),
       modelDir: abs(e.MODEL_DIR),
+      glossaryDir: abs(e.GLOSSARY_DIR),
       setupConfigPath: abs(e.SETUP_CONFIG),
       jobQueueSize: e.JOB_QUEUE_SIZE,
       queueBudgetMs: e.QUEUE_BUDGET_MS,

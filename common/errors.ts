@@ -36,6 +36,7 @@ export const ERRORS = {
     type: 'MethodNotAllowedException',
     message: 'Requested method is not allowed, please refer to API document.',
   },
+  GLOSSARY_NOT_FOUND: { status: 404, type: 'ResourceNotFoundException', message: 'Glossary not found.' },
   CONFLICT: { status: 409, type: 'ConflictStatusException', message: 'Conflict.' },
   OVERLOADED: {
     status: 503,
@@ -64,6 +65,7 @@ export const ERRORS = {
   // nginx's non-standard 499: nobody reads it (the client is gone), but logs and metrics tell it from a failure.
   CLIENT_CLOSED: { status: 499, type: 'ClientClosedRequestException', message: 'Client closed the request.' },
   OUT_OF_MEMORY: { status: 507, type: 'InsufficientStorageException', message: 'Worker ran out of memory.' },
+  GLOSSARIES_FULL: { status: 507, type: 'InsufficientStorageException', message: 'Glossary storage is full.' },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -141,12 +141,10 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     c.set('texts', Array.isArray(input.src_text) ? input.src_text.length : 1);
     if (config.logBodies) c.set('srcText', input.src_text);
     const requestId = c.get('requestId');
+    const { tgt_lang: tgtLang, ...body } = input;
     const reply = await upstream.translate({
-      tgtLang: input.tgt_lang,
-      body:
-        input.split === undefined
-          ? { src_lang: input.src_lang, src_text: input.src_text }
-          : { src_lang: input.src_lang, src_text: input.src_text, split: input.split },
+      tgtLang,
+      body,
       requestId,
       cacheControl: requestHeader(c, 'cache-control'),
       signal: c.req.raw.signal,

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ServeError } from '../common/errors.js';
+import { LANGUAGE_CODE, MAX_ALTERNATIVES, TEXT_FORMATS, type TextFormat } from '../common/translation-contract.js';
 
 /** A validated translation request. `src_text` keeps its shape: string in, string out; array in, array out. */
 export interface TranslateInput {
@@ -15,10 +16,19 @@ export interface TranslateInput {
   tgt_lang: string;
   /** `none`: each text one row instead of one row per sentence (the model server's translation-plan.ts). */
   split?: 'sentences' | 'none';
+  /** What the texts are (common/translation-contract.ts); plain text when absent. */
+  format?: TextFormat;
+  /** Markup elements whose content is kept as it is (`format` html or xml). */
+  ignore_tags?: string[];
+  /** A stored glossary (the model server's `/glossaries`) the translation follows. */
+  glossary_id?: string;
+  /** An inline glossary, source term → target term. */
+  glossary?: Record<string, string>;
+  /** Alternative translations wanted beside each text's translation (beam search's runners-up). */
+  alternatives?: number;
 }
 
-/** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
-export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
+export { LANGUAGE_CODE };
 
 /** `src_lang` may also ask the model server to detect each text's language. */
 export const AUTO_LANGUAGE = 'auto';
@@ -66,6 +76,9 @@ const srcText = z.unknown().superRefine((value, ctx) => {
   });
 });
 
+const ALTERNATIVES_RANGE = `Field "alternatives" must be an integer from 0 to ${MAX_ALTERNATIVES}.`;
+const GLOSSARY_SHAPE = 'Field "glossary" must be an object of source term → target term (strings).';
+
 /** A validator for one set of served languages; build it once (the zod schema is built here, not per call). */
 export type TranslateRequestParser = (body: unknown) => TranslateInput;
 
@@ -93,6 +106,29 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
           `Field "split" must be "sentences" (the default) or "none", got ${JSON.stringify(issue.input)}.`,
       })
       .optional(),
+    format: z
+      .enum(TEXT_FORMATS, {
+        error: (issue) =>
+          `Field "format" must be one of ${TEXT_FORMATS.join(', ')} (text is the default), got ${JSON.stringify(issue.input)}.`,
+      })
+      .optional(),
+    ignore_tags: z
+      .array(z.string().regex(/^[A-Za-z_][\w.:-]*$/), {
+        error: () => 'Field "ignore_tags" must be an array of element names such as "code".',
+      })
+      .max(100, { error: 'Field "ignore_tags" names at most 100 elements.' })
+      .optional(),
+    glossary_id: z
+      .string({ error: 'Field "glossary_id" must be a string (a glossary\'s id).' })
+      .max(64, { error: 'Field "glossary_id" is at most 64 characters.' })
+      .optional(),
+    alternatives: z
+      .number({ error: ALTERNATIVES_RANGE })
+      .int({ error: ALTERNATIVES_RANGE })
+      .min(0, { error: ALTERNATIVES_RANGE })
+      .max(MAX_ALTERNATIVES, { error: ALTERNATIVES_RANGE })
+      .optional(),
+    glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
     tgt_lang: stringField('tgt_lang', 'a language code such as "ko"').refine((v) => served.has(v), {
       error: (issue) => `Field "tgt_lang": ${JSON.stringify(issue.input)} is not served here; supported: ${supported}.`,
     }),

@@ -64,11 +64,12 @@ import { ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
 import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
 import { NOT_CONNECTED_CODES, REFUSAL_CODES, transportError, upstreamError } from './upstream-errors.js';
+import type { TranslateInput } from './translate-request.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
 export interface TranslateRequest {
   tgtLang: string;
-  body: { src_lang: string; src_text: string | string[]; split?: 'sentences' | 'none' };
+  body: Omit<TranslateInput, 'tgt_lang'>;
   requestId: string;
   /** The client's Cache-Control, passed on: `no-cache` makes the model server skip its translation cache. */
   cacheControl?: string | undefined;

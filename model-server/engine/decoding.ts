@@ -9,8 +9,10 @@
  * candidates per sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis
  * scores sum(logprob) / length^lengthPenalty (length = generated tokens, `</s>` included); with
  * `earlyStopping` a sequence is done once numBeams hypotheses finished, otherwise once no live beam can
- * beat the worst finished one.
+ * beat the worst finished one. A sequence with constraints (a glossary's target terms, constraints.ts) takes only
+ * the tokens they allow: a started term is forced to its end, and `</s>` becomes the start of an unmet term.
  */
+import { NO_PROGRESS, type ConstraintProgress, type Constraints } from './constraints.js';
 
 /** Per-sequence generation settings, resolved (no undefined). */
 export interface SearchSettings {
@@ -24,6 +26,8 @@ export interface SearchSettings {
   minNewTokens: number;
   lengthPenalty: number;
   earlyStopping: boolean;
+  /** Token sequences every hypothesis must contain before it ends; absent for most rows. */
+  constraints?: Constraints;
 }
 
 /** One finished or best hypothesis of a sequence. */
@@ -32,13 +36,23 @@ export interface Hypothesis {
   tokens: number[];
   /** Sum of token log-probabilities (0 for greedy rows, which never need it). */
   logprob: number;
+  /** How far it is through its sequence's constraints (absent: none met, none started). */
+  progress?: ConstraintProgress;
+  /** On a sequence's answer: every finished hypothesis kept, best first (itself first). */
+  ranked?: readonly ScoredHypothesis[];
+}
+
+/** A finished hypothesis with its length-normalised score (what beam search ranks by). */
+export interface ScoredHypothesis {
+  hyp: Hypothesis;
+  score: number;
 }
 
 /** A translation in progress: its live rows are `Row`s of one cohort; `finished` collects beam results. */
 export class SearchState {
   readonly settings: SearchSettings;
   /** Finished hypotheses with their length-normalised scores, best first, at most numBeams. */
-  readonly finished: { hyp: Hypothesis; score: number }[] = [];
+  readonly finished: ScoredHypothesis[] = [];
   done = false;
 
   constructor(settings: SearchSettings) {
@@ -120,9 +134,14 @@ function greedy(
   const { hyp, state } = row;
   const { settings } = state;
   const generated = hyp.tokens.length;
+  const constraints = settings.constraints;
+  const progress = hyp.progress ?? NO_PROGRESS;
+  const forced = constraints?.forced(progress, settings.maxNewTokens - generated);
   let token: number;
   if (generated === 0) {
     token = settings.forcedTokenId;
+  } else if (forced !== undefined) {
+    token = forced;
   } else {
     const suppressEos = generated < settings.minNewTokens;
     const base = scores.offset + index * scores.stride;
@@ -137,7 +156,9 @@ function greedy(
       if (token === eosId && suppressEos) token = argmax(scores.data, base, scores.vocab, eosId);
     }
     if (token < 0) token = eosId; // NaN logits: end the row rather than emit garbage forever
+    if (token === eosId && constraints && !constraints.mayEnd(progress)) token = constraints.nextStart(progress);
   }
+  if (constraints && generated > 0) hyp.progress = constraints.advance(progress, token);
   hyp.tokens.push(token);
   if (token === eosId || hyp.tokens.length >= settings.maxNewTokens) {
     state.addFinished(hyp);
@@ -201,14 +222,21 @@ function beam(
   } else {
     const width = 2 * settings.numBeams;
     const suppressEos = generated < settings.minNewTokens;
+    const constraints = settings.constraints;
     // Top `width` candidates over all live beams, kept sorted (descending) by insertion.
     const top: Candidate[] = [];
     for (let r = start; r < end; r++) {
       const base = offset + r * stride;
       const shift = rows[r]!.hyp.logprob - logSumExp(logits, base, vocab);
-      for (let v = 0; v < vocab; v++) {
-        if (suppressEos && v === eosId) continue;
-        const score = logits[base + v]! + shift;
+      const progress = rows[r]!.hyp.progress ?? NO_PROGRESS;
+      const forced = constraints?.forced(progress, settings.maxNewTokens - generated);
+      // While a term is unmet, `</s>` is not a candidate; its score goes to starting the next unmet term.
+      const holdEnd = constraints !== undefined && !constraints.mayEnd(progress);
+      const termStart = holdEnd && forced === undefined ? constraints.nextStart(progress) : -1;
+      const endScore = holdEnd ? logits[base + eosId]! + shift : -Infinity;
+      for (let v = forced ?? 0; v < (forced === undefined ? vocab : forced + 1); v++) {
+        if ((suppressEos || holdEnd) && v === eosId) continue;
+        const score = v === termStart ? Math.max(logits[base + v]! + shift, endScore) : logits[base + v]! + shift;
         if (top.length === width && !(score > top[width - 1]!.score)) continue;
         let at = top.length === width ? width - 1 : top.length;
         while (at > 0 && top[at - 1]!.score < score) {
@@ -220,9 +248,12 @@ function beam(
     }
     for (let rank = 0; rank < top.length && successors.length < settings.numBeams; rank++) {
       const { score, token, source } = top[rank]!;
-      const tokens = [...rows[source]!.hyp.tokens, token];
-      if (token !== eosId) successors.push({ source, hyp: { tokens, logprob: score } });
-      else if (rank < settings.numBeams) state.addFinished({ tokens, logprob: score });
+      const parent = rows[source]!.hyp;
+      const tokens = [...parent.tokens, token];
+      const hyp: Hypothesis = { tokens, logprob: score };
+      if (constraints) hyp.progress = constraints.advance(parent.progress ?? NO_PROGRESS, token);
+      if (token !== eosId) successors.push({ source, hyp });
+      else if (rank < settings.numBeams) state.addFinished(hyp);
     }
   }
 

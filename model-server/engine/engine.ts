@@ -14,6 +14,7 @@
  */
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
+import { Constraints } from './constraints.js';
 import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
 import {
@@ -98,6 +99,16 @@ export interface TranslateOptions {
   earlyStopping?: boolean;
   /** Run the beam search code even with numBeams 1 (tests). Default: greedy iff numBeams is 1. */
   strategy?: 'greedy' | 'beam';
+  /**
+   * Token sequences the translation must contain (a glossary's target terms, `encodeTerm`), enforced while
+   * decoding (constraints.ts). The row's token cap grows by their length.
+   */
+  constraints?: readonly (readonly number[])[];
+  /**
+   * Runners-up to return besides the translation (`Translation.alternatives`): the row searches with at least
+   * this many beams more than one, whatever `numBeams` says. Default 0.
+   */
+  alternatives?: number;
 }
 
 export interface TranslateRow {
@@ -127,6 +138,10 @@ export interface Translation {
   capped: boolean;
   /** The token cap this row had: `maxNewTokens`, lowered by the source-length cap when that is on. */
   maxNewTokens: number;
+  /** Beam search's length-normalised log-probability of it (0 for greedy rows, which never score). */
+  score: number;
+  /** With `alternatives`: the other finished hypotheses, best first, distinct texts, at most that many. */
+  alternatives?: { text: string; score: number }[];
 }
 
 export class TranslationEngine {
@@ -241,6 +256,11 @@ export class TranslationEngine {
     return { inputIds: ids, forcedTokenId, truncated };
   }
 
+  /** Token ids that write a glossary term (TranslateOptions.constraints). @throws ServeError BAD_REQUEST */
+  encodeTerm(term: string): number[] {
+    return this.#tokenizer.encodeTerm(term);
+  }
+
   /**
    * Translate rows (languages may differ per row). Every row is validated before any starts.
    * `onRow(i, translation)` fires as each row finishes; the promise resolves with all, in order.
@@ -267,15 +287,30 @@ export class TranslationEngine {
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
     const hyp = await this.#submit(row.inputIds, settings, { signal, bulk: options.bulk ?? this.#defaults.bulk });
-    return {
-      text: this.#tokenizer.decode(hyp.tokens),
+    const text = this.#tokenizer.decode(hyp.tokens);
+    const ranked = hyp.ranked ?? [];
+    const translation: Translation = {
+      text,
       tokenIds: hyp.tokens,
       generatedTokens: hyp.tokens.length,
       inputTokens: row.inputIds.length,
       truncated: row.truncated,
       capped: hyp.tokens.at(-1) !== this.#config.eosTokenId,
       maxNewTokens: settings.maxNewTokens,
+      score: ranked[0]?.score ?? 0,
     };
+    const wanted = options.alternatives ?? 0;
+    if (wanted > 0) {
+      const seen = new Set([text]);
+      translation.alternatives = [];
+      for (const { hyp: other, score } of ranked.slice(1)) {
+        const alternative = this.#tokenizer.decode(other.tokens);
+        if (seen.has(alternative) || translation.alternatives.length === wanted) continue;
+        seen.add(alternative);
+        translation.alternatives.push({ text: alternative, score });
+      }
+    }
+    return translation;
   }
 
   /** The raw search result for encoder ids and a forced first token (tests and benchmarks). */
@@ -310,15 +345,25 @@ export class TranslationEngine {
   #settings(sourceTokens: number, forcedTokenId: number, options: TranslateOptions): SearchSettings {
     const generation = this.#config.generation;
     const pick = <K extends keyof TranslateOptions>(key: K): TranslateOptions[K] => options[key] ?? this.#defaults[key];
-    const numBeams = pick('numBeams') ?? generation.numBeams;
+    const alternatives = options.alternatives ?? 0;
+    if (!Number.isInteger(alternatives) || alternatives < 0) {
+      throw new RangeError(`alternatives must be a non-negative integer (got ${alternatives})`);
+    }
+    const numBeams = Math.max(pick('numBeams') ?? generation.numBeams, alternatives > 0 ? alternatives + 1 : 1);
     // Decoder positions: the start token plus every generated token must fit the position table.
     const requestedMin = pick('minNewTokens') ?? 0;
     // The source-length cap never undercuts an explicit minimum (a benchmark's fixed output length).
+    const constraints = options.constraints?.length ? new Constraints(options.constraints) : undefined;
     const maxNewTokens = Math.min(
-      pick('maxNewTokens') ?? generation.maxNewTokens,
+      (pick('maxNewTokens') ?? generation.maxNewTokens) + (constraints?.tokens ?? 0),
       this.#config.maxPositions - 1,
-      pick('capBySourceLength') === true ? Math.max(sourceLengthCap(sourceTokens), requestedMin) : Infinity,
+      pick('capBySourceLength') === true
+        ? Math.max(sourceLengthCap(sourceTokens), requestedMin) + (constraints?.tokens ?? 0)
+        : Infinity,
     );
+    if (constraints && constraints.tokens + 2 > maxNewTokens) {
+      throw new RangeError(`constraints of ${constraints.tokens} tokens do not fit a row of ${maxNewTokens}`);
+    }
     const minNewTokens = Math.min(requestedMin, maxNewTokens);
     if (!Number.isInteger(numBeams) || numBeams < 1)
       throw new RangeError(`numBeams must be a positive integer (got ${numBeams})`);
@@ -335,6 +380,7 @@ export class TranslationEngine {
       minNewTokens,
       lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
       earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
+      ...(constraints ? { constraints } : {}),
     };
   }
 }

@@ -127,6 +127,8 @@ export class Sequences {
     this.#generating.delete(state);
     const best = state.best();
     if (best.tokens.at(-1) !== this.#eosTokenId) this.#stats.cappedRows++;
+    // The runners-up ride along: a request asking for alternatives reads them (engine.ts).
+    best.ranked = state.finished;
     waiter.resolve(best);
   }
 

@@ -27,6 +27,8 @@ export class TranslationTokenizer {
   readonly #maxInputTokens: number;
   /** Sorted codes, for error messages and `languages()`. */
   readonly #codes: readonly string[];
+  /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
+  readonly #unwritable: ReadonlySet<number>;
 
   private constructor(tokenizer: Tokenizer, languageIds: Map<string, number>, eosId: number, maxInputTokens: number) {
     this.#tokenizer = tokenizer;
@@ -34,6 +36,8 @@ export class TranslationTokenizer {
     this.#eosId = eosId;
     this.#maxInputTokens = maxInputTokens;
     this.#codes = Object.freeze([...languageIds.keys()].sort());
+    const specials = [...tokenizer.get_added_tokens_decoder()].filter(([, token]) => token.special).map(([id]) => id);
+    this.#unwritable = new Set([...specials, eosId, tokenizer.token_to_id('<unk>') ?? -1]);
   }
 
   /**
@@ -96,6 +100,21 @@ export class TranslationTokenizer {
     const room = this.#maxInputTokens - 2;
     const truncated = tokens.length > room;
     return { ids: [languageId, ...(truncated ? tokens.slice(0, room) : tokens), this.#eosId], truncated };
+  }
+
+  /**
+   * The ids that write `term` inside a translation (no language token, no `</s>`): a glossary term's constraint.
+   * @throws ServeError BAD_REQUEST when the vocabulary cannot write it (an unknown piece, a special token)
+   */
+  encodeTerm(term: string): number[] {
+    const ids: number[] = this.#tokenizer.encode(term, { add_special_tokens: false }).ids;
+    if (ids.length === 0 || ids.some((id) => this.#unwritable.has(id))) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `The glossary term ${JSON.stringify(term.slice(0, 60))} has characters this model cannot write.`,
+      );
+    }
+    return ids;
   }
 
   /** Text of generated ids, special tokens (start, language, `</s>`, padding) skipped. */

@@ -14,6 +14,8 @@ import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { DeviceInfo } from '../protocol.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
+import { installGlossaries } from './glossary-api.js';
+import type { GlossaryStore } from './glossary-store.js';
 import type { JobResult } from './job.js';
 import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
 import type { ServerMetrics } from './metrics.js';
@@ -36,6 +38,8 @@ export interface InferenceApiDeps {
   token?: string | undefined;
   /** Answers for sentences translated before (translation-cache.ts); absent: none. */
   cache?: TranslationCache;
+  /** Glossaries (`/glossaries`, `glossary_id` on a translation); absent: none are kept. */
+  glossaries?: GlossaryStore;
 }
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
@@ -59,6 +63,7 @@ export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
   app.all('/', methodNotAllowed);
   app.all('/ping', methodNotAllowed);
   app.all('/predictions/:model/:version?', methodNotAllowed);
+  if (deps.glossaries) installGlossaries(app, deps.glossaries);
   installOpenInference(app, { manager: deps.manager, predict: (request) => runPrediction(deps, request) });
   return app;
 }
@@ -113,6 +118,7 @@ export async function runPrediction(deps: InferenceApiDeps, request: PredictionR
             tgtLang: entry.name,
             readable: deps.manager.readableLanguages(entry),
             limits: deps.translationLimits,
+            ...(deps.glossaries ? { glossaries: deps.glossaries } : {}),
           })
         : undefined;
     const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);

@@ -13,6 +13,7 @@ import { ENGINE_MALLOC_ENV } from '../engine/malloc-env.js';
 import { detectCuda, type CudaAvailability } from './devices.js';
 import type { AppEnv } from './error-handler.js';
 import { GpuMonitor } from './gpu-monitor.js';
+import { GlossaryStore } from './glossary-store.js';
 import { createInferenceApp } from './inference-api.js';
 import { createManagementApp } from './management-api.js';
 import { createMetricsApp } from './metrics-api.js';
@@ -48,6 +49,7 @@ export interface ModelServer {
   cuda: CudaAvailability;
   /** CACHE_MAX_BYTES' translation cache (off when 0). */
   cache: TranslationCache;
+  glossaries: GlossaryStore;
 }
 
 export function createModelServer(deps: ModelServerDeps): ModelServer {
@@ -60,6 +62,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   let manager: ModelManager | undefined;
   const fingerprints = new ModelFingerprints();
   const cache = new TranslationCache(config.cacheMaxBytes, fingerprints);
+  const glossaries = new GlossaryStore(config.glossaryDir, log);
   const metrics = new ServerMetrics({
     gpu,
     snapshot: () => manager?.snapshot() ?? { queues: [], workers: {}, liveRows: [] },
@@ -86,6 +89,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     metrics,
     cuda,
     cache,
+    glossaries,
     inferenceApp: createInferenceApp({
       manager,
       metrics,
@@ -94,6 +98,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
       token: deps.tokens?.inference,
       translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
       cache,
+      glossaries,
     }),
     managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
     metricsApp: createMetricsApp({

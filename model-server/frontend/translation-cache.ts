@@ -8,8 +8,9 @@
  * too. A hit never becomes a job: it takes no queue slot, no engine row, no decoder step.
  *
  * Key: the model's identity — its folder, the fingerprint of its files (model-fingerprint.ts), the weights' dtype
- * its engine reports — the decoding settings (beam width, token cap), src_lang, tgt_lang and the sentence. Any of
- * these changes the output; nothing else does (a batch's other rows never change a row: engine.md). The value is
+ * its engine reports — the decoding settings (beam width, token cap), src_lang, tgt_lang, the sentence, the
+ * glossary terms it is held to and the alternatives it asks for. Any of these changes the output; nothing else does (a batch's other rows never
+ * change a row: engine.md). The value is
  * the worker's answer for that sentence as it came, so a response built from hits is the fresh response, byte for
  * byte. Only successful answers are stored.
  *
@@ -21,6 +22,7 @@ import { ByteLru } from './byte-lru.js';
 import type { ModelFingerprints } from './model-fingerprint.js';
 import { dtypeOf } from './model-manager.js';
 import type { ModelEntry } from './registry.js';
+import type { SentenceBody } from './translation-plan.js';
 
 /** What makes two engines answer a sentence the same. */
 export interface ModelIdentity {
@@ -93,7 +95,7 @@ export class TranslationCache {
   lookup(
     identity: ModelIdentity | undefined,
     tgtLang: string,
-    bodies: readonly { src_lang: string; src_text: string }[],
+    bodies: readonly SentenceBody[],
     mode: CacheMode,
   ): CacheLookup {
     const all = bodies.map((_, i) => i);
@@ -101,7 +103,12 @@ export class TranslationCache {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: () => undefined };
     }
     const prefix = identityKey(identity, tgtLang);
-    const keys = bodies.map((b) => `${prefix}\u0000${b.src_lang}\u0000${b.src_text}`);
+    // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
+    const keys = bodies.map(
+      (b) =>
+        `${prefix}\u0000${b.src_lang}\u0000${b.src_text}` +
+        (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
+    );
     if (mode === 'refresh') {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: this.#storer(keys, all) };
     }
@@ -117,11 +124,7 @@ export class TranslationCache {
   }
 
   /** `lookup` for the sentence bodies of a request to a registered model, with its Cache-Control header. */
-  lookupFor(
-    entry: ModelEntry,
-    bodies: readonly { src_lang: string; src_text: string }[],
-    cacheControl: string | undefined,
-  ): CacheLookup {
+  lookupFor(entry: ModelEntry, bodies: readonly SentenceBody[], cacheControl: string | undefined): CacheLookup {
     const fingerprint = this.#fingerprints?.get(entry.modelDir);
     const dtype = dtypeOf(entry);
     const { numBeams, maxNewTokens, minNewTokens = 0 } = entry.pool.spec.options;

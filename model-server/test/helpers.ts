@@ -18,6 +18,7 @@ import type { GpuMonitor } from '../frontend/gpu-monitor.js';
 import type { ManagerTimings } from '../frontend/model-manager.js';
 import { createModelServer, type ModelServer } from '../frontend/server.js';
 import type { WorkerSpawner } from '../frontend/worker-handle.js';
+import { makeDemoModel } from '../engine/demo-model/index.js';
 import { archiveModels } from '../store/archiver.js';
 import { faultSpawner } from '../../test/support/fault-spawner.js';
 
@@ -146,4 +147,35 @@ export function alive(pid: number): boolean {
 /** The management API's description of a registered model (its first version). */
 export async function describeModel(t: TestServer, model: string): Promise<any> {
   return (await call(`${t.management}/models/${model}`)).body[0];
+}
+
+/**
+ * A model server with the generated tiny M2M100 serving `models` (each registered with a small batch), one CPU
+ * engine for all; `close` also removes the generated model.
+ */
+export async function startTinyTranslationServer(
+  models: string[],
+  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> = {},
+): Promise<TestServer> {
+  const modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-'));
+  makeDemoModel('tiny', modelRoot);
+  const t = await startTestServer({
+    ...options,
+    entries: models,
+    handler: 'translation',
+    modelDir: modelRoot,
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...options.config },
+  });
+  for (const model of models) {
+    const res = await call(`${t.management}/models?url=${model}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
+    if (res.status !== 200) throw new Error(`registering ${model}: ${JSON.stringify(res.body)}`);
+  }
+  const close = t.close;
+  return {
+    ...t,
+    async close() {
+      await close();
+      rmSync(modelRoot, { recursive: true, force: true });
+    },
+  };
 }

@@ -88,6 +88,33 @@ describe('routing', () => {
     });
   });
 
+  it('passes format and ignore_tags on; an unknown format is a 400 naming the formats', async () => {
+    const html = '<p>Hello <code>x</code></p>';
+    const res = await post({ src_lang: 'en', src_text: html, tgt_lang: 'ko', format: 'html', ignore_tags: ['kbd'] });
+    expect(res.status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: html, format: 'html', ignore_tags: ['kbd'] });
+    const bad = await post({ src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko', format: 'pdf' });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).message).toBe(
+      'Field "format" must be one of text, html, xml, srt, vtt (text is the default), got "pdf".',
+    );
+  });
+
+  it('passes a glossary (inline or by id) and alternatives on; a glossary not term → term is a 400', async () => {
+    const body = { src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary: { fox: '여우' } };
+    expect((await post(body)).status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'en', src_text: 'a fox', glossary: { fox: '여우' } });
+    const byId = { src_lang: 'en', src_text: 'a fox', glossary_id: 'g-1', alternatives: 2 };
+    expect((await post({ ...byId, tgt_lang: 'ko' })).status).toBe(200);
+    expect(fake.seen.at(-1)!.body).toEqual(byId);
+    expect((await post({ ...byId, tgt_lang: 'ko', alternatives: 1.5 })).status).toBe(400);
+    const bad = await post({ ...body, glossary: { fox: 1 } });
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).message).toBe(
+      'Field "glossary" must be an object of source term → target term (strings).',
+    );
+  });
+
   it('keeps an array in order and routes each target language to its own model', async () => {
     const texts = ['one', 'two', 'three', 'four', 'five'];
     for (const tgt of ['zh', 'fr']) {

@@ -13,9 +13,12 @@
  * part is its own engine row, and the parts' translations are rejoined.
  */
 import { ServeError } from '../../../common/errors.js';
+import { MAX_ALTERNATIVES } from '../../../common/translation-contract.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo, StepCounters } from '../../protocol.js';
+import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../../text/glossary.js';
+import { joinAlternatives } from '../../text/alternatives.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
 import { splitLongSentence } from '../../text/split-long.js';
@@ -23,6 +26,10 @@ import type { Handler, HandlerContext } from './base.js';
 
 export interface TranslationOutput {
   translated: string;
+  /** With `alternatives`: beam search's score of the translation. */
+  score?: number;
+  /** Asked for with `alternatives`: other translations from the beam, best first, with their scores. */
+  alternatives?: { text: string; score: number }[];
 }
 
 /** A request ready to generate, with the job id a `cancel` names it by. */
@@ -35,6 +42,10 @@ export interface TranslationInput {
   parts: Segments | undefined;
   /** Scheduled as bulk work in the engine (BatchItem.bulk). */
   bulk: boolean;
+  /** Per row, the token ids of the glossary terms it must contain (empty: none). */
+  constraints: number[][][];
+  /** Alternatives asked for (0: none). */
+  alternatives: number;
 }
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
@@ -125,18 +136,41 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
     }
-    const { src_lang: srcLang, src_text: text } = body as Record<string, unknown>;
+    const { src_lang: srcLang, src_text: text, terms, alternatives = 0 } = body as Record<string, unknown>;
+    if (
+      !Number.isInteger(alternatives) ||
+      (alternatives as number) < 0 ||
+      (alternatives as number) > MAX_ALTERNATIVES
+    ) {
+      throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
+    }
     if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
     if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
     if (text.trim() === '') throw new ServeError('BAD_REQUEST', 'src_text is empty.');
+    const glossary = termsOf(terms);
     const engine = this.#requireEngine();
     const tgtLang = item.model;
     const whole = engine.prepare({ srcLang, text, tgtLang });
     const bulk = item.bulk === true;
-    if (!whole.truncated) return { id: item.id, tgtLang, rows: [whole], parts: undefined, bulk };
+    // Each row is held to the terms whose source term it contains: a split sentence's terms go with their part.
+    const constraintsOf = (piece: string) =>
+      glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => engine.encodeTerm(target));
+    if (!whole.truncated) {
+      const constraints = [constraintsOf(text)];
+      return {
+        id: item.id,
+        tgtLang,
+        rows: [whole],
+        parts: undefined,
+        bulk,
+        constraints,
+        alternatives: alternatives as number,
+      };
+    }
     const parts = splitLongSentence(text, (piece) => !engine.prepare({ srcLang, text: piece, tgtLang }).truncated);
     const rows = parts.pieces.map((piece) => engine.prepare({ srcLang, text: piece, tgtLang }));
-    return { id: item.id, tgtLang, rows, parts, bulk };
+    const constraints = parts.pieces.map(constraintsOf);
+    return { id: item.id, tgtLang, rows, parts, bulk, constraints, alternatives: alternatives as number };
   }
 
   async inference(
@@ -145,13 +179,24 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async ({ id, tgtLang, rows, parts, bulk }, index) => {
+      inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives }, index) => {
         const controller = new AbortController();
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all.
           const translations = await Promise.all(
-            rows.map((row) => engine.generate(row, { ...this.#options, bulk }, controller.signal)),
+            rows.map((row, r) =>
+              engine.generate(
+                row,
+                {
+                  ...this.#options,
+                  bulk,
+                  ...(constraints[r]!.length > 0 ? { constraints: constraints[r] } : {}),
+                  ...(alternatives > 0 ? { alternatives } : {}),
+                },
+                controller.signal,
+              ),
+            ),
           );
           for (const translation of translations) {
             if (!translation.capped) continue;
@@ -166,8 +211,13 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
               'translation stopped at its token cap before </s>',
             );
           }
-          const texts = translations.map((t) => t.text);
-          emit(index, { translated: parts === undefined ? texts[0]! : joinTranslations(parts, texts, tgtLang) });
+          const join = (texts: string[]) => (parts === undefined ? texts[0]! : joinTranslations(parts, texts, tgtLang));
+          const output: TranslationOutput = { translated: join(translations.map((t) => t.text)) };
+          if (alternatives > 0) {
+            output.score = translations.reduce((sum, t) => sum + t.score, 0);
+            output.alternatives = joinAlternatives(translations, alternatives, join);
+          }
+          emit(index, output);
         } catch (err) {
           controller.abort(err); // the other parts of a long text are no use now
           if (err instanceof ServeError) return emit(index, err);
@@ -196,4 +246,18 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (this.#engine === null) throw new ServeError('INTERNAL', 'Translation handler used before initialize.');
     return this.#engine;
   }
+}
+
+/** A job's glossary terms (`[source term, target term]` pairs the plan found in its sentence), checked. */
+function termsOf(terms: unknown): GlossaryEntries | undefined {
+  if (terms === undefined) return undefined;
+  const pairs = Array.isArray(terms) ? terms : [];
+  if (
+    pairs.length === 0 ||
+    pairs.length > MAX_TERMS_PER_SENTENCE ||
+    !pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((t) => typeof t === 'string'))
+  ) {
+    throw new ServeError('BAD_REQUEST', `terms must be 1-${MAX_TERMS_PER_SENTENCE} [source, target] term pairs.`);
+  }
+  return glossaryEntries(pairs as [string, string][]);
 }

@@ -1,0 +1,151 @@
+import fc from 'fast-check';
+import { parse, parseFragment, type DefaultTreeAdapterMap } from 'parse5';
+import { SaxesParser } from 'saxes';
+import { describe, expect, it } from 'vitest';
+import { ServeError } from '../../common/errors.js';
+import { planMarkup, TRANSLATED_ATTRIBUTES, type MarkupFormat } from './markup.js';
+
+type Node = DefaultTreeAdapterMap['node'];
+
+/** Every unit translated to a marked, escaping-hostile string, so a unit written raw or in the wrong place shows. */
+const translateAll = (source: string, format: MarkupFormat, ignoreTags?: string[]) => {
+  const plan = planMarkup(source, format, { ignoreTags });
+  return { texts: plan.texts, out: plan.render(plan.texts.map((t) => `«${t.toUpperCase()}» & <x> "q"`)) };
+};
+
+/** The element tree as a comparable value: names, attributes (translated ones by name only), comments. */
+function htmlTree(source: string, fragment: boolean): unknown {
+  const root = fragment ? parseFragment(source) : parse(source);
+  const shape = (node: Node): unknown => {
+    if (node.nodeName === '#text') return null;
+    if (node.nodeName === '#comment') return { comment: (node as { data: string }).data };
+    const element = node as DefaultTreeAdapterMap['element'];
+    return {
+      name: node.nodeName,
+      attrs: element.attrs?.map((a) => (TRANSLATED_ATTRIBUTES.includes(a.name) ? a.name : `${a.name}=${a.value}`)),
+      children: ('childNodes' in node ? node.childNodes : []).map(shape).filter((c) => c !== null),
+    };
+  };
+  return shape(root);
+}
+
+describe('HTML', () => {
+  it('translates text and allowed attributes in place, keeping tags, entities, comments and whitespace', () => {
+    const source =
+      '<p class="lead" title=\'A title\'>Hello &amp; welcome, <b>dear</b>\n  reader<br>Next line</p>\n' +
+      '<!-- keep me --><img alt=cat src="x.png?a=1&amp;b=2"> tail';
+    const { texts, out } = translateAll(source, 'html');
+    expect(texts).toEqual(['A title', 'Hello & welcome,', 'dear', 'reader', 'Next line', 'cat', 'tail']);
+    expect(out).toBe(
+      '<p class="lead" title="«A TITLE» &amp; <x> &quot;q&quot;">«HELLO &amp; WELCOME,» &amp; &lt;x&gt; "q" ' +
+        '<b>«DEAR» &amp; &lt;x&gt; "q"</b>\n  «READER» &amp; &lt;x&gt; "q"<br>«NEXT LINE» &amp; &lt;x&gt; "q"</p>\n' +
+        '<!-- keep me --><img alt="«CAT» &amp; <x> &quot;q&quot;" src="x.png?a=1&amp;b=2"> «TAIL» &amp; &lt;x&gt; "q"',
+    );
+  });
+
+  it('never translates code, scripts, styles, translate="no", class notranslate or ignore_tags', () => {
+    const source =
+      '<!DOCTYPE html>\n<html><head><title>Page</title><style>p{}</style><script>var s = "<b>hi</b>";</script>' +
+      '</head><body><pre>keep  this</pre><p>Run <code>npm ci</code> now.</p><p translate="no">Brand</p>' +
+      '<div class="x notranslate">Name</div><kbd>Ctrl</kbd><custom-el>Own</custom-el><textarea>typed</textarea>' +
+      '<p>2024 — 42%</p></body></html>\n';
+    const { texts, out } = translateAll(source, 'html', ['custom-el']);
+    expect(texts).toEqual(['Page', 'Run', 'now.']);
+    for (const kept of ['<pre>keep  this</pre>', '<code>npm ci</code>', 'var s = "<b>hi</b>";', '>Brand<', '>Name<']) {
+      expect(out).toContain(kept);
+    }
+    expect(out).toContain('<custom-el>Own</custom-el>');
+    expect(out.startsWith('<!DOCTYPE html>\n<html><head><title>«PAGE»')).toBe(true);
+    expect(out).toContain('<p>2024 — 42%</p>');
+  });
+
+  it('a document with nothing to translate comes back byte for byte', () => {
+    const source = '<div>\n  <br/>\n  <code>x</code> <!-- c -->\n</div>';
+    expect(translateAll(source, 'html')).toEqual({ texts: [], out: source });
+  });
+
+  // Documents from a small grammar: inline and block elements, void elements, attributes (some translated,
+  // quoted every way), comments, entities and text with characters that need escaping.
+  const word = fc.constantFrom('Hello', 'world', 'a&b', '1 < 2', 'x > y', '"q"', "l'a", 'élan', '中文', 'nbsp\u00a0x');
+  const text = fc.array(word, { minLength: 1, maxLength: 4 }).map((w) => w.join(' '));
+  const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  const attribute = fc
+    .tuple(fc.constantFrom('class', 'id', 'title', 'alt', 'href', 'translate', 'data-x'), text, fc.nat(2))
+    .map(([name, value, quote]) => {
+      const v = value.replace(/&/g, '&amp;');
+      if (quote === 0) return ` ${name}="${v.replace(/"/g, '&quot;')}"`;
+      if (quote === 1) return ` ${name}='${v.replace(/'/g, '&#39;')}'`;
+      return ` ${name}=${v.replace(/[\s"'<>=`]/g, '_')}`;
+    });
+  const { node } = fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      text.map(escape),
+      fc.constantFrom('<br>', '<img src=a.png alt="An image">', '<!-- a comment -->', '&amp;', '&#x263A;', '\n  '),
+      fc
+        .tuple(
+          fc.constantFrom('p', 'div', 'span', 'b', 'i', 'a', 'em', 'li', 'code', 'pre', 'h2', 'blockquote'),
+          fc.array(attribute, { maxLength: 3 }),
+          fc.array(tie('node'), { maxLength: 4 }),
+        )
+        .map(([name, attrs, children]) => `<${name}${[...new Set(attrs)].join('')}>${children.join('')}</${name}>`),
+    ),
+  }));
+
+  it('property: the output parses to the same element tree as the input, for any document of the grammar', () => {
+    fc.assert(
+      fc.property(fc.array(node, { minLength: 1, maxLength: 5 }), (nodes) => {
+        const source = nodes.join('');
+        const { out } = translateAll(source, 'html');
+        expect(htmlTree(out, true)).toEqual(htmlTree(source, true));
+        // Translating each unit to itself gives back the same texts.
+        const plan = planMarkup(source, 'html');
+        expect(planMarkup(plan.render(plan.texts), 'html').texts).toEqual(plan.texts);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('XML', () => {
+  const xmlTree = (source: string) => {
+    const events: unknown[] = [];
+    const parser = new SaxesParser();
+    parser.on('opentag', (tag) => events.push(['open', tag.name, tag.attributes]));
+    parser.on('closetag', (tag) => events.push(['close', tag.name]));
+    parser.on('comment', (c) => events.push(['comment', c]));
+    parser.on('cdata', (c) => events.push(['cdata', c]));
+    parser.write(source).close();
+    return events;
+  };
+
+  it('translates element text only: attributes, CDATA, comments, declarations and ignore_tags are kept', () => {
+    const source =
+      '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE doc>\n<doc lang="en" title="Keep">\n' +
+      '  <s>Hello &amp; <b>bold</b> world</s><![CDATA[<raw> text]]><!-- note -->\n' +
+      '  <skip>Do not</skip><s translate="no">Brand</s><e/>😀 after\n</doc>\n';
+    const { texts, out } = translateAll(source, 'xml', ['skip']);
+    expect(texts).toEqual(['Hello &', 'bold', 'world', '😀 after']);
+    expect(xmlTree(out)).toEqual(xmlTree(source));
+    expect(out).toContain('<s>«HELLO &amp;» &amp; &lt;x&gt; "q" <b>«BOLD» &amp; &lt;x&gt; "q"</b>');
+    expect(out).toContain('<e/>«😀 AFTER» &amp; &lt;x&gt; "q"\n</doc>\n');
+  });
+
+  it('malformed XML is a 400 naming where', () => {
+    for (const [source, where] of [
+      ['<doc><a>x</doc>', 'line 1, column 15'],
+      ['<doc>\n<a>x', 'line 2'],
+      ['<doc>&bogus;</doc>', 'line 1'],
+    ] as const) {
+      let error: unknown;
+      try {
+        planMarkup(source, 'xml');
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ServeError);
+      expect((error as ServeError).code).toBe('BAD_REQUEST');
+      expect((error as ServeError).message).toContain(where);
+    }
+  });
+});

@@ -1,0 +1,175 @@
+/**
+ * @module model-server/text/subtitles — SRT and WebVTT files translated cue by cue, their timing untouched.
+ *
+ * Only cue text changes: numbering, identifiers, timing lines and their cue settings, WebVTT's header, NOTE,
+ * STYLE and REGION blocks, blank lines and line endings are the input's own. A sentence that runs over several
+ * cues (no sentence-final mark at a cue's end) is translated whole, then shared out over its cues in proportion
+ * to their source lengths, cut at word boundaries (at characters for scripts written without spaces); a cue of
+ * several lines keeps its number of lines while the translation has a word for each. Formatting tags at a cue's start and end (`<i>…</i>`, `<v Bob>`) stay
+ * where they are; tags inside the text are dropped with the words they no longer fit.
+ */
+import { ServeError } from '../../common/errors.js';
+
+export type SubtitleFormat = 'srt' | 'vtt';
+
+/** Texts to translate (one per sentence group of cues), and the file rebuilt from their translations. */
+export interface SubtitlePlan {
+  readonly texts: readonly string[];
+  render(translations: readonly string[]): string;
+}
+
+const SRT_TIMING = /^\s*\d+:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d+:\d{2}:\d{2}[,.]\d{1,3}(?:\s.*)?$/;
+const VTT_TIMING = /^(?:\d+:)?\d{2}:\d{2}\.\d{3}[ \t]+-->[ \t]+(?:\d+:)?\d{2}:\d{2}\.\d{3}(?:[ \t].*)?$/;
+const VTT_HEADER = /^\uFEFF?WEBVTT(?:[ \t].*)?$/;
+const VTT_UNTRANSLATED_BLOCK = /^(?:NOTE|STYLE|REGION)(?:[ \t].*)?$/;
+const LEADING_TAGS = /^(?:<[^>]*>)+/;
+const TRAILING_TAGS = /(?:<\/[^>]*>)+$/;
+const ANY_TAG = /<[^>]*>/g;
+const SENTENCE_END = /[.!?…。！？‼⁇⁈⁉؟।॥][\p{Pe}\p{Pf}"']*$/u;
+const WORDS = /\p{L}/u;
+// A file without sentence punctuation would otherwise be one group: a group's translation is one engine row
+// (or the worker's split of it), so it stays near a sentence's length.
+const MAX_CUES_PER_GROUP = 8;
+
+/** One text line of a cue: its formatting tags apart from its words. */
+interface CueLine {
+  index: number;
+  open: string;
+  words: string;
+  close: string;
+}
+
+/**
+ * Plan the translation of an SRT or WebVTT file.
+ * @throws ServeError BAD_REQUEST naming the cue and line that is not a cue (no timing line), or a WebVTT file
+ *   without its `WEBVTT` header.
+ */
+export function planSubtitles(source: string, format: SubtitleFormat): SubtitlePlan {
+  const lines = source.split(/(?<=\n)|(?<=\r)(?!\n)/);
+  const body = lines.map((line) => line.replace(/\r?\n$|\r$/, ''));
+  const cues = parseCues(body, format);
+  const groups: CueLine[][][] = [];
+  let open: CueLine[][] | undefined;
+  for (const cue of cues) {
+    const words = cue.map((line) => line.words).join(' ');
+    if (!WORDS.test(words)) {
+      open = undefined;
+      continue;
+    }
+    if (open === undefined || open.length >= MAX_CUES_PER_GROUP) groups.push((open = []));
+    open.push(cue);
+    if (SENTENCE_END.test(words)) open = undefined;
+  }
+  const cueText = (cue: CueLine[]) => cue.map((line) => line.words).join(' ');
+  return {
+    texts: groups.map((group) => group.map(cueText).join(' ')),
+    render(translations) {
+      if (translations.length !== groups.length) {
+        throw new RangeError(`planSubtitles: ${translations.length} translations for ${groups.length} groups`);
+      }
+      const out: (string | null)[] = [...body];
+      groups.forEach((group, g) => {
+        const perCue = distribute(
+          translations[g]!.trim(),
+          group.map((cue) => cueText(cue).length),
+        );
+        group.forEach((cue, c) => {
+          // A cue keeps its lines while the translation has a word for each; surplus lines go, whole.
+          // Only a translation with fewer characters than its cues leaves one empty: it shows an ellipsis.
+          const text = perCue[c]!.trim() || '…';
+          const kept = cue.slice(0, Math.max(1, Math.min(cue.length, text.split(' ').length)));
+          const perLine = distribute(
+            text,
+            kept.map((line) => Math.max(1, line.words.length)),
+          );
+          cue.forEach((line, l) => {
+            out[line.index] = l < kept.length ? line.open + (perLine[l]!.trim() || '…') + line.close : null;
+          });
+        });
+      });
+      return out.map((line, i) => (line === null ? '' : line + lines[i]!.slice(body[i]!.length))).join('');
+    },
+  };
+}
+
+/** Every cue's text lines, in order. */
+function parseCues(lines: readonly string[], format: SubtitleFormat): CueLine[][] {
+  const cues: CueLine[][] = [];
+  let i = 0;
+  const blank = (k: number) => lines[k]!.trim() === '';
+  if (format === 'vtt') {
+    if (lines.length === 0 || !VTT_HEADER.test(lines[0]!)) {
+      throw new ServeError('BAD_REQUEST', 'A WebVTT file must start with a "WEBVTT" line.');
+    }
+    while (i < lines.length && !blank(i)) i++;
+  }
+  const timing = format === 'vtt' ? VTT_TIMING : SRT_TIMING;
+  let cueNumber = 0;
+  while (i < lines.length) {
+    if (blank(i)) {
+      i++;
+      continue;
+    }
+    const start = i;
+    while (i < lines.length && !blank(i)) i++;
+    if (format === 'vtt' && VTT_UNTRANSLATED_BLOCK.test(lines[start]!)) continue;
+    cueNumber++;
+    const at = timing.test(lines[start]!) ? start : start + 1 < i && timing.test(lines[start + 1]!) ? start + 1 : -1;
+    if (at < 0) {
+      const example = format === 'vtt' ? '00:00:01.000 --> 00:00:02.500' : '00:00:01,000 --> 00:00:02,500';
+      throw new ServeError(
+        'BAD_REQUEST',
+        `Subtitle cue ${cueNumber} (line ${start + 1}) has no timing line such as "${example}": ${JSON.stringify(lines[start]!.slice(0, 80))}.`,
+      );
+    }
+    const cue: CueLine[] = [];
+    for (let k = at + 1; k < i; k++) {
+      const line = lines[k]!;
+      const open = LEADING_TAGS.exec(line)?.[0] ?? '';
+      const rest = line.slice(open.length);
+      const close = TRAILING_TAGS.exec(rest)?.[0] ?? '';
+      const words = rest
+        .slice(0, rest.length - close.length)
+        .replace(ANY_TAG, '')
+        .replace(/\s+/g, ' ')
+        .trim();
+      cue.push({ index: k, open, words, close });
+    }
+    if (cue.length > 0) cues.push(cue);
+  }
+  return cues;
+}
+
+/**
+ * `text` cut into `weights.length` non-empty pieces whose lengths follow the weights, at spaces when it has
+ * enough words, else between characters. Text too short to give every piece a character leaves the last
+ * pieces empty.
+ */
+export function distribute(text: string, weights: readonly number[]): string[] {
+  const n = weights.length;
+  if (n === 1) return [text];
+  const words = text.split(' ').filter((w) => w !== '');
+  const byWords = words.length >= n;
+  const units = byWords ? words : Array.from(text);
+  const joiner = byWords ? ' ' : '';
+  // ends[u] = length of units[0..u] joined.
+  const ends: number[] = [];
+  let length = 0;
+  units.forEach((unit, u) => ends.push((length += unit.length + (u > 0 ? joiner.length : 0))));
+  const total = weights.reduce((a, b) => a + b, 0) || n;
+  const pieces: string[] = [];
+  let from = 0;
+  let cumulative = 0;
+  for (let k = 0; k < n - 1; k++) {
+    cumulative += weights[k]!;
+    const target = (length * cumulative) / total;
+    // Leave at least one unit for each later piece; take at least one here.
+    const last = units.length - (n - 1 - k);
+    let cut = Math.min(from + 1, units.length);
+    while (cut < last && Math.abs(ends[cut]! - target) < Math.abs(ends[cut - 1]! - target)) cut++;
+    pieces.push(units.slice(from, cut).join(joiner));
+    from = cut;
+  }
+  pieces.push(units.slice(from).join(joiner));
+  return pieces;
+}
