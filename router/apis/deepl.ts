@@ -91,9 +91,9 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
     },
   },
   tag_handling: {
-    handling: 'unsupported',
-    note: '400 for any value (markup: a later issue)',
-    check: refuse('tag_handling'),
+    handling: 'honoured',
+    note: 'html and xml: only the text is translated, tags, entities and comments kept',
+    check: oneOf('tag_handling', ['html', 'xml']),
   },
   glossary_id: {
     handling: 'unsupported',
@@ -109,7 +109,10 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
   outline_detection: { handling: 'ignored', note: 'meaningful only with tag_handling' },
   non_splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
   splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
-  ignore_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  ignore_tags: {
+    handling: 'honoured',
+    note: 'with tag_handling: these elements are kept as they are (comma-separated)',
+  },
   translation_memory_threshold: { handling: 'ignored', note: 'meaningful only with translation_memory_id' },
   enable_beta_languages: { handling: 'ignored', note: 'every served language is listed' },
 };
@@ -145,8 +148,15 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
       const characters = characterCount(texts);
       if (key !== undefined) await admit(context, key, characters);
       const split = param(params, 'split_sentences') === '0' ? 'none' : undefined;
+      const format = param(params, 'tag_handling') as 'html' | 'xml' | undefined;
+      const ignoreTags = param(params, 'ignore_tags')
+        ?.split(',')
+        .map((tag) => tag.trim())
+        .filter((tag) => tag !== '');
       const reply = await translateTexts(context, {
         texts,
+        ...(format === undefined ? {} : { format }),
+        ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
         srcLang,
         tgtLang,
         ...(split === undefined ? {} : { split }),

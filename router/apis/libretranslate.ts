@@ -6,11 +6,12 @@
  * 400, 403 (key), 429 (`Slowdown: …`, + Retry-After), 5xx.
  *
  * Parameters of `/translate`: `q` (a string or an array) honoured; `source` (`auto` detected per text) and `target`
- * mapped to the served languages; `format` `text` honoured, `html` refused as LibreTranslate refuses a format it
- * does not support; `alternatives` accepted and answered with none (one translation per text); `api_key` honoured.
+ * mapped to the served languages; `format` `text` and `html` (only the text translated, tags kept) honoured;
+ * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
  */
 import type { Context, Hono } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
+import { MAX_ALTERNATIVES } from '../../common/translation-contract.js';
 import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/detect-language.js';
 import type { RouterEnv } from '../app.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
@@ -79,7 +80,10 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       if (srcLang === undefined) throw new LibreTranslateError(400, `${source} is not supported`);
       const tgtLang = servedOf(target);
       if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
-      if (format !== 'text') throw new LibreTranslateError(400, `${format} format is not supported`);
+      if (format !== 'text' && format !== 'html')
+        throw new LibreTranslateError(400, `${format} format is not supported`);
+      if (alternatives > MAX_ALTERNATIVES)
+        throw new LibreTranslateError(400, `Invalid request: alternatives parameter must be <= ${MAX_ALTERNATIVES}`);
       // LibreTranslate counts line breaks as one character each.
       const texts = q.map((text) => text.split(/\r\n|\r|\n/).join('\n'));
       c.set('tgtLang', tgtLang);
@@ -87,6 +91,9 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       if (key !== undefined) await admit(context, key, characterCount(texts));
       const reply = await translateTexts(context, {
         texts,
+        format,
+        // As LibreTranslate: alternatives for plain text only (an HTML answer has none).
+        ...(format === 'text' && alternatives > 0 ? { alternatives } : {}),
         srcLang,
         tgtLang,
         requestId: c.get('requestId'),
@@ -99,7 +106,7 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       return {
         translatedText: batch ? reply.translated : reply.translated[0],
         ...(srcLang === AUTO_LANGUAGE ? { detectedLanguage: batch ? detected : detected[0] } : {}),
-        ...(alternatives > 0 ? { alternatives: batch ? texts.map(() => []) : [] } : {}),
+        ...(alternatives > 0 ? { alternatives: batch ? reply.alternatives : reply.alternatives[0] } : {}),
       };
     }),
   );

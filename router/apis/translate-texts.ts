@@ -5,6 +5,7 @@
  */
 import type { Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
+import type { TextFormat } from '../../common/translation-contract.js';
 import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
 import type { RouterEnv } from '../app.js';
@@ -79,6 +80,12 @@ export function param(params: Params, name: string): string | undefined {
 
 export interface TextsRequest {
   texts: readonly string[];
+  /** What the texts are (plain text when absent): `html`/`xml` have only their text translated. */
+  format?: TextFormat;
+  /** Markup elements whose content is kept as it is. */
+  ignoreTags?: string[];
+  /** Other translations wanted per text (plain text only). */
+  alternatives?: number;
   /** A served language code, or `auto`. */
   srcLang: string;
   tgtLang: string;
@@ -89,6 +96,8 @@ export interface TextsRequest {
 
 export interface TextsReply {
   translated: string[];
+  /** Each text's other translations, best first (`alternatives` asked; a blank text has none). */
+  alternatives: string[][];
   /**
    * Each text's source language: `srcLang`, or for `auto` the model server's detection (a blank text: the first
    * language detected in the request; nothing detected: the first served language).
@@ -104,30 +113,33 @@ export interface TextsReply {
 export async function translateTexts(context: ApiContext, request: TextsRequest): Promise<TextsReply> {
   const sent = request.texts.flatMap((text, i) => (text.trim() === '' ? [] : [i]));
   const translated = [...request.texts];
+  const alternatives = request.texts.map((): string[] => []);
   const fallback = request.srcLang === AUTO_LANGUAGE ? (context.languages[0] ?? 'en') : request.srcLang;
   const sourceLangs = request.texts.map(() => fallback);
-  if (sent.length === 0) return { translated, sourceLangs };
+  if (sent.length === 0) return { translated, alternatives, sourceLangs };
   const input = parseTranslateRequest(
     {
       src_lang: request.srcLang,
       src_text: sent.map((i) => request.texts[i]!),
       tgt_lang: request.tgtLang,
       ...(request.split === undefined ? {} : { split: request.split }),
+      ...(request.format === undefined ? {} : { format: request.format }),
+      ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
+      ...(request.alternatives ? { alternatives: request.alternatives } : {}),
     },
     context.languages,
   );
+  const { tgt_lang: tgtLang, ...body } = input;
   const reply = await context.upstream.translate({
-    tgtLang: input.tgt_lang,
-    body:
-      input.split === undefined
-        ? { src_lang: input.src_lang, src_text: input.src_text }
-        : { src_lang: input.src_lang, src_text: input.src_text, split: input.split },
+    tgtLang,
+    body,
     requestId: request.requestId,
     ...(request.signal === undefined ? {} : { signal: request.signal }),
   });
   const answer = JSON.parse(Buffer.from(reply.body).toString('utf8')) as {
     translated?: unknown;
     detected_src_lang?: unknown;
+    alternatives?: { translated: string }[][];
   };
   const texts = answer.translated;
   if (!Array.isArray(texts) || texts.length !== sent.length || !texts.every((t) => typeof t === 'string'))
@@ -135,6 +147,7 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
   const detected = Array.isArray(answer.detected_src_lang) ? answer.detected_src_lang : undefined;
   sent.forEach((at, k) => {
     translated[at] = texts[k] as string;
+    alternatives[at] = answer.alternatives?.[k]?.map((alternative) => alternative.translated) ?? [];
     const lang = detected?.[k];
     if (typeof lang === 'string') sourceLangs[at] = lang;
   });
@@ -142,7 +155,7 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
   const first = typeof detected?.[0] === 'string' ? detected[0] : undefined;
   if (first !== undefined)
     for (const [i, text] of request.texts.entries()) if (text.trim() === '') sourceLangs[i] = first;
-  return { translated, sourceLangs };
+  return { translated, alternatives, sourceLangs };
 }
 
 /** Characters a text is counted as (Unicode code points, as both services count them). */

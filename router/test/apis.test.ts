@@ -104,7 +104,7 @@ describe('DeepL /v2/translate', () => {
       [
         ['text', 'x'],
         ['target_lang', 'DE'],
-        ['tag_handling', 'html'],
+        ['tag_handling', 'markdown'],
       ],
       400,
       "Value for 'tag_handling' not supported.",
@@ -140,6 +140,23 @@ describe('DeepL /v2/translate', () => {
     const res = await form('/v2/translate', fields as [string, string][]);
     expect(res.status).toBe(status);
     expect(await res.json()).toEqual({ message });
+  });
+
+  it('passes tag_handling on as the format, with ignore_tags', async () => {
+    const res = await form('/v2/translate', [
+      ['text', '<p>Hi <code>x</code></p>'],
+      ['source_lang', 'EN'],
+      ['target_lang', 'DE'],
+      ['tag_handling', 'html'],
+      ['ignore_tags', 'code, pre'],
+    ]);
+    expect(res.status).toBe(200);
+    expect(last().body).toEqual({
+      src_lang: 'en',
+      src_text: ['<p>Hi <code>x</code></p>'],
+      format: 'html',
+      ignore_tags: ['code', 'pre'],
+    });
   });
 
   it('accepts what DeepL accepts and ignores: formality prefer_less, context, preserve_formatting', async () => {
@@ -210,7 +227,7 @@ describe('DeepL /v2/languages and /v2/usage', () => {
 });
 
 describe('LibreTranslate', () => {
-  it('translates a string and an array, with detectedLanguage for auto and empty alternatives', async () => {
+  it('translates a string and an array, with detectedLanguage for auto, asking for alternatives', async () => {
     const one = await json('/translate', { q: 'Hello', source: 'en', target: 'de' });
     expect(await one.json()).toEqual({ translatedText: 'de:olleH' });
     const many = await json('/translate', {
@@ -223,7 +240,28 @@ describe('LibreTranslate', () => {
     expect(body.translatedText).toEqual(['zh:?rid se theg eiw ,gaT netuG', 'zh:x']);
     expect(body.alternatives).toEqual([[], []]);
     expect(Array.isArray(body.detectedLanguage)).toBe(true);
-    expect(last().body).toEqual({ src_lang: 'auto', src_text: ['Guten Tag, wie geht es dir?', 'x'] });
+    expect(last().body).toEqual({
+      src_lang: 'auto',
+      src_text: ['Guten Tag, wie geht es dir?', 'x'],
+      format: 'text',
+      alternatives: 2,
+    });
+  });
+
+  it('passes format html on; alternatives past the limit are its 400', async () => {
+    const res = await json('/translate', {
+      q: '<p>Hi</p>',
+      source: 'en',
+      target: 'de',
+      format: 'html',
+      alternatives: 3,
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ translatedText: 'de:>p/<iH>p<', alternatives: [] });
+    expect(last().body).toEqual({ src_lang: 'en', src_text: ['<p>Hi</p>'], format: 'html' });
+    const tooMany = await json('/translate', { q: 'x', source: 'en', target: 'de', alternatives: 9 });
+    expect(tooMany.status).toBe(400);
+    expect(await tooMany.json()).toEqual({ error: 'Invalid request: alternatives parameter must be <= 8' });
   });
 
   it('takes a form body', async () => {
@@ -240,7 +278,7 @@ describe('LibreTranslate', () => {
     [{ q: 'x', target: 'de' }, 400, 'Invalid request: missing source parameter'],
     [{ q: 'x', source: 'en' }, 400, 'Invalid request: missing target parameter'],
     [{ q: 'x', source: 'en', target: 'xx' }, 400, 'xx is not supported'],
-    [{ q: 'x', source: 'en', target: 'de', format: 'html' }, 400, 'html format is not supported'],
+    [{ q: 'x', source: 'en', target: 'de', format: 'markdown' }, 400, 'markdown format is not supported'],
     [
       { q: 'x', source: 'en', target: 'de', alternatives: 'a' },
       400,

@@ -128,9 +128,14 @@ describe.each(FRONTS)('through the %s front', (kind) => {
   });
 
   it("deepl-node gets DeepL's own error class for a value DeepL refuses", async () => {
-    const refused = translator().translateText('Hello.', 'en', 'de', { tagHandling: 'html' });
+    const refused = translator().translateText('Hello.', 'en', 'de', { glossary: 'no-such-glossary' });
     await expect(refused).rejects.toThrow(deepl.DeepLError);
-    await expect(refused).rejects.toThrow("Bad request, message: Value for 'tag_handling' not supported.");
+    await expect(refused).rejects.toThrow("Bad request, message: Value for 'glossary_id' not supported.");
+  });
+
+  it('deepl-node translates HTML with tagHandling: the tags come back as they were', async () => {
+    const html = await translator().translateText('<p>Hello <b>world</b>.</p>', 'en', 'de', { tagHandling: 'html' });
+    expect(html.text).toMatch(/^<p>.*<b>.*<\/b>.*<\/p>$/s);
   });
 
   // `url` is the library's option for a self-hosted server; its type declarations leave it out.
@@ -141,6 +146,18 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect(typeof (await libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'de' }))).toBe('string');
     const notServed = libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'fr' });
     await expect(notServed).rejects.toThrow('fr is not supported');
+  });
+
+  it("LibreTranslate's alternatives are the model's other translations, distinct from the first", async () => {
+    const res = await fetch(`${url()}/translate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q: 'Good morning.', source: 'en', target: 'de', alternatives: 2, api_key: KEYS.main }),
+    });
+    const body = (await res.json()) as { translatedText: string; alternatives: unknown[] };
+    expect(res.status).toBe(200);
+    expect(body.alternatives.length).toBeGreaterThan(0);
+    expect(body.alternatives.every((a) => typeof a === 'string' && a !== body.translatedText)).toBe(true);
   });
 
   it("the LibreTranslate client gets LibreTranslate's errors for a bad key and too fast", async () => {
