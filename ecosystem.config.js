@@ -11,6 +11,7 @@
  * `apps`. Settings come from the one config loader (dist/common/config.js: .env, then the environment), so run
  * `npm run build` first (scripts/start.sh does).
  */
+import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,7 +41,35 @@ const logs = (name) => ({
   merge_logs: true,
 });
 
+/**
+ * USAGE_STORE_SERVER=true: Redis (or Valkey), as Debian installs it, on USAGE_STORE's address, for the routers'
+ * API key usage (router/keys/redis-usage-store.ts); counts kept in RUN_DIR/usage-store (append-only file).
+ */
+function usageStoreApp() {
+  const store = config.router.usageStore;
+  if (store.kind !== 'redis')
+    throw new Error('ecosystem.config.js: USAGE_STORE_SERVER=true needs USAGE_STORE=redis://…');
+  const server = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));
+  if (server === undefined)
+    throw new Error(
+      'ecosystem.config.js: USAGE_STORE_SERVER=true, but neither redis-server nor valkey-server is installed',
+    );
+  const { hostname, port } = new URL(store.url);
+  const dir = path.join(config.runDir, 'usage-store');
+  mkdirSync(dir, { recursive: true });
+  return {
+    name: 'usage-store',
+    script: server,
+    args: ['--bind', hostname, '--port', port || '6379', '--dir', dir, '--appendonly', 'yes', '--save', ''],
+    interpreter: 'none',
+    exec_mode: 'fork',
+    instances: 1,
+    ...logs('usage-store'),
+  };
+}
+
 export const apps = [
+  ...(config.router.usageStoreServer ? [usageStoreApp()] : []),
   {
     name: 'model-server',
     script: path.join(root, 'dist/model-server/main.js'),

@@ -93,6 +93,15 @@ export interface RouterConfig {
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
   logBodies: boolean;
+  /** API_KEYS: the key file or folder of key files of the DeepL and LibreTranslate APIs; undefined: keys off. */
+  apiKeys: string | undefined;
+  /**
+   * USAGE_STORE: where every router instance counts the keys' requests and characters: a folder on this machine
+   * (default RUN_DIR/usage), or a Redis/Valkey URL shared by several machines.
+   */
+  usageStore: { kind: 'file'; dir: string } | { kind: 'redis'; url: string };
+  /** USAGE_STORE_SERVER: pm2 runs redis-server (or valkey-server) for a redis:// USAGE_STORE on this machine. */
+  usageStoreServer: boolean;
 }
 
 export interface FrontConfig {
@@ -190,6 +199,9 @@ export const ENV_DEFAULTS = {
   ROUTER_UPSTREAM_CONNECTIONS: '256',
   ROUTER_MAX_BODY_BYTES: '1048576',
   LOG_BODIES: 'false',
+  API_KEYS: '',
+  USAGE_STORE: '',
+  USAGE_STORE_SERVER: 'false',
   FRONT_ADDRESS: 'http://0.0.0.0:7777',
   FRONT: 'auto',
   LOG_LEVEL: 'info',
@@ -232,6 +244,11 @@ const envSchema = z.object({
   ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
   ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
   LOG_BODIES: bool,
+  API_KEYS: z.string(),
+  USAGE_STORE: z.string().refine((v) => v === '' || !/^[a-z]+:\/\//.test(v) || /^rediss?:\/\//.test(v), {
+    error: 'must be a folder, or a redis:// or rediss:// URL',
+  }),
+  USAGE_STORE_SERVER: bool,
   FRONT_ADDRESS: addressSchema,
   FRONT: z.enum(['auto', 'nginx', 'builtin']),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -320,6 +337,11 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
       statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,
+      apiKeys: e.API_KEYS === '' ? undefined : abs(e.API_KEYS),
+      usageStore: /^rediss?:\/\//.test(e.USAGE_STORE)
+        ? { kind: 'redis', url: e.USAGE_STORE }
+        : { kind: 'file', dir: e.USAGE_STORE === '' ? path.join(abs(e.RUN_DIR), 'usage') : abs(e.USAGE_STORE) },
+      usageStoreServer: e.USAGE_STORE_SERVER,
     },
     front: {
       host: e.FRONT_ADDRESS.host,

@@ -4,7 +4,9 @@
  * never listens (`main.ts` does); `onError` is the only place an error becomes HTTP.
  *
  * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
- * `GET /status.json` its figures (router/status.ts), when a status source is given. Anything else: TorchServe's
+ * `GET /status.json` its figures (router/status.ts), when a status source is given · DeepL's `/v2/…` and
+ * LibreTranslate's `/translate`, `/languages`, `/detect`, `/frontend/settings` (router/apis/, with API keys from
+ * router/keys/; with keys on, `GET /metrics` their use by key id, also in `/status.json`). Anything else: TorchServe's
  * 404/405 JSON.
  */
 import type { HttpBindings } from '@hono/node-server';
@@ -13,6 +15,10 @@ import { ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
 import { acceptsContentType, createTranslateRequestParser } from './translate-request.js';
+import { mountDeepL } from './apis/deepl.js';
+import { mountLibreTranslate } from './apis/libretranslate.js';
+import type { ApiAccess } from './keys/api-access.js';
+import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
@@ -26,6 +32,8 @@ export interface RouterAppConfig {
   logBodies: boolean;
   /** How long `/health` waits for the model server's `/ping`, in ms. Default 1000. */
   healthTimeoutMs?: number;
+  /** The model server's MAX_REQUEST_CHARS, which LibreTranslate's clients are told as their character limit. */
+  maxRequestChars?: number;
 }
 
 export interface RouterAppDeps {
@@ -33,9 +41,11 @@ export interface RouterAppDeps {
   logger: Logger;
   /** The model server's status document, for `/status.json`; absent: no status routes. */
   status?: StatusReader;
+  /** API keys of the DeepL and LibreTranslate APIs (router/keys/); absent: keys off. */
+  access?: ApiAccess;
 }
 
-type Env = {
+export type RouterEnv = {
   /** @hono/node-server's bindings when served by it; absent under `app.request()`. */
   Bindings: Partial<HttpBindings>;
   Variables: {
@@ -46,8 +56,11 @@ type Env = {
     errorCode?: string;
     /** The model server's identification headers of a 200, for the log line. */
     upstreamHeaders?: Record<string, string>;
+    /** The API key's id (never the key) of a DeepL or LibreTranslate request. */
+    keyId?: string;
   };
 };
+type Env = RouterEnv;
 
 const LOG_KEYS = { 'x-model-name': 'model', 'x-worker-id': 'worker', 'x-device': 'device' } as const;
 
@@ -81,9 +94,11 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const errorCode = c.get('errorCode');
     const upstreamHeaders = c.get('upstreamHeaders');
     const srcText = c.get('srcText');
+    const keyId = c.get('keyId');
     if (tgtLang !== undefined) line.tgt_lang = tgtLang;
     if (texts !== undefined) line.texts = texts;
     if (errorCode !== undefined) line.error = errorCode;
+    if (keyId !== undefined) line.key = keyId;
     if (upstreamHeaders !== undefined) {
       for (const name of ['x-model-name', 'x-worker-id', 'x-device'] as const) {
         const value = upstreamHeaders[name];
@@ -142,6 +157,18 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     });
   });
 
+  // DeepL's and LibreTranslate's APIs (router/apis/), through the same translation path as `POST /`.
+  const apiContext = {
+    languages: config.languages,
+    upstream,
+    readBody: (c: Context<Env>) => readBody(c, config.maxBodyBytes, tooLarge),
+    access: deps.access,
+    logger,
+    maxRequestChars: config.maxRequestChars,
+  };
+  mountDeepL(app, apiContext);
+  mountLibreTranslate(app, apiContext);
+
   app.get('/health', async (c) => {
     c.header('x-request-id', c.get('requestId'));
     const upstreamHealthy = await upstream.ping(healthTimeoutMs);
@@ -151,13 +178,20 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     );
   });
 
-  const status = deps.status;
+  const { status, access } = deps;
+  if (access !== undefined) {
+    app.get('/metrics', async (c) => {
+      const text = keyMetricsText(await access.report());
+      return c.text(text, 200, { 'content-type': 'text/plain; version=0.0.4', 'x-request-id': c.get('requestId') });
+    });
+  }
   if (status !== undefined) {
     app.get('/status', (c) =>
       c.html(STATUS_PAGE_HTML, 200, { 'x-request-id': c.get('requestId'), 'cache-control': 'no-cache' }),
     );
     app.get('/status.json', async (c) => {
-      const body = await status.read();
+      const document = await status.read();
+      const body = access === undefined ? document : statusWithKeys(document, await access.report());
       return new Response(body, {
         status: 200,
         headers: {

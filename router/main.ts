@@ -17,6 +17,7 @@ import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/con
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
+import { KeyedAccess } from './keys/keyed-access.js';
 import { StatusSource } from './status.js';
 import { Upstream } from './upstream.js';
 
@@ -86,9 +87,24 @@ const upstream = new Upstream({
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
 const status = new StatusSource({ url: router.statusUrl });
+let access: KeyedAccess | undefined;
+try {
+  access =
+    router.apiKeys === undefined
+      ? undefined
+      : new KeyedAccess({ keys: router.apiKeys, store: router.usageStore, logger });
+} catch (err) {
+  process.stderr.write(`router: ${(err as Error).message}\n`);
+  process.exit(2);
+}
 const app = createRouterApp(
-  { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
-  { upstream, logger, status },
+  {
+    maxBodyBytes: router.maxBodyBytes,
+    languages,
+    logBodies: router.logBodies,
+    maxRequestChars: config.modelServer.maxRequestChars,
+  },
+  { upstream, logger, status, ...(access === undefined ? {} : { access }) },
 );
 const server = createAdaptorServer({ fetch: app.fetch }) as Server;
 server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
@@ -131,7 +147,7 @@ async function shutdown(reason: string): Promise<void> {
   if (drain.draining) return;
   logger.info({ reason, inFlight: drain.inFlight }, 'router draining');
   const clean = await drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs });
-  await Promise.all([upstream.close(), status.close()]);
+  await Promise.all([upstream.close(), status.close(), access?.close()]);
   logger.info({ clean }, 'router stopped');
   exitWhenIdle(clean ? 0 : 1);
 }

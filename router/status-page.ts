@@ -98,6 +98,12 @@ export const STATUS_PAGE_HTML = `<!doctype html>
       <tbody id="languages"></tbody></table>
     <div class="note" id="window-note"></div>
   </section>
+  <section class="panel" id="keys-panel" hidden>
+    <h2>API keys</h2>
+    <table><thead><tr><th class="text">key id</th><th>requests</th><th>characters</th><th>quota</th>
+      <th class="text">quota used</th></tr></thead>
+      <tbody id="api-keys"></tbody></table>
+  </section>
 </main>
 <script>
 (function () {
@@ -308,6 +314,20 @@ export const STATUS_PAGE_HTML = `<!doctype html>
       sp.appendChild(spark(perLang[i].requestsPerS.slice(-60)));
       tr.appendChild(sp);
       body.appendChild(tr);
+    });
+    var keys = s.apiKeys || [];
+    document.getElementById("keys-panel").hidden = keys.length === 0;
+    var keyBody = document.getElementById("api-keys");
+    keyBody.textContent = "";
+    keys.forEach(function (k) {
+      var tr = el("tr", { "data-key": k.id });
+      tr.appendChild(el("td", { "class": "text" }, k.id));
+      tr.appendChild(el("td", { "data-field": "requests" }, String(k.requests)));
+      tr.appendChild(el("td", { "data-field": "characters" }, String(k.characters)));
+      tr.appendChild(el("td", { "data-field": "characterQuota" }, k.characterQuota === null ? "none" : String(k.characterQuota)));
+      tr.appendChild(k.characterQuota === null ? el("td", { "class": "text muted" }, "–")
+        : bar(Math.min(1, k.characters / k.characterQuota), pct(k.characters / k.characterQuota)));
+      keyBody.appendChild(tr);
     });
     document.getElementById("window-note").textContent =
       "Rates, percentiles, rows per decoder step and cache hits over the last " + s.windowS + " s (p50/p99: answered requests, inside the model server). Charts: one point every " +

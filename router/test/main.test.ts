@@ -3,7 +3,7 @@
  * SIGTERM — in-flight requests finish (told `Connection: close`), new connections are refused, idle
  * keep-alive connections do not keep it alive, the exit code is 0.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -55,6 +55,14 @@ describe('router main', () => {
     const child = startEntry({ name: 'router', entry: 'router/main.ts', cwd, env: { ROUTER_MAX_BODY_BYTES: 'lots' } });
     expect((await child.exited).code).toBe(2);
     expect(child.log()).toContain('ROUTER_MAX_BODY_BYTES="lots": expected an integer');
+  });
+
+  it('refuses to start with API keys it cannot read, naming the file and the entry, exit 2', async () => {
+    const keys = path.join(cwd, 'bad-keys.json');
+    writeFileSync(keys, JSON.stringify({ keys: [{ id: 'a', sha256: 'not-a-hash' }] }));
+    const child = startRouter({ ROUTER_ADDRESS: '127.0.0.1:0', INFERENCE_ADDRESS: fake.url, API_KEYS: keys });
+    expect((await child.exited).code).toBe(2);
+    expect(child.log()).toContain(`API_KEYS ${keys}: keys.0.sha256: sha256 is the key hashed, 64 lowercase hex digits`);
   });
 
   it('drains on SIGTERM: the in-flight request finishes, new connections are refused, exit 0', async () => {

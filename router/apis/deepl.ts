@@ -1,0 +1,265 @@
+/**
+ * @module router/apis/deepl — DeepL API v2 on the public port, for DeepL's own clients (`serverUrl`):
+ * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`. Texts go through the router's translation
+ * path (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
+ * clients parse: `{"translations": [{"detected_source_language", "text"}]}`, errors `{"message"}` with 400, 403
+ * (key), 413, 429 (+ Retry-After), 456 (quota), 5xx.
+ *
+ * Every parameter of `/v2/translate` is in `TRANSLATE_PARAMETERS`: honoured, mapped to what the model does, ignored
+ * as DeepL ignores it, or refused as DeepL refuses a value it does not support (docs/compatible-apis.md prints it).
+ */
+import type { Context, Hono } from 'hono';
+import { ServeError, toServeError } from '../../common/errors.js';
+import type { RouterEnv } from '../app.js';
+import { AUTO_LANGUAGE } from '../translate-request.js';
+import type { ApiKey, Refusal } from '../keys/api-access.js';
+import { deeplLanguages } from './deepl-languages.js';
+import {
+  type ApiContext,
+  characterCount,
+  param,
+  type Params,
+  readParams,
+  retryAfterHeader,
+  translateTexts,
+} from './translate-texts.js';
+
+/** DeepL's answer: a status and `{"message"}`. */
+export class DeepLError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly retryAfterS?: number,
+  ) {
+    super(message);
+  }
+}
+
+const unsupported = (name: string) => new DeepLError(400, `Value for '${name}' not supported.`);
+
+/** How `/v2/translate` treats one parameter. */
+export interface ParameterRule {
+  handling: 'honoured' | 'mapped' | 'ignored' | 'unsupported';
+  /** What it does here, for the docs table. */
+  note: string;
+  /** Refuses a value (DeepL's 400) or accepts it. */
+  check?: (value: string) => void;
+}
+
+const oneOf =
+  (name: string, values: readonly string[]) =>
+  (value: string): void => {
+    if (!values.includes(value)) throw unsupported(name);
+  };
+const refuse = (name: string) => (): void => {
+  throw unsupported(name);
+};
+
+/** Every `/v2/translate` parameter DeepL documents; any other is ignored, as DeepL ignores it. */
+export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
+  text: { handling: 'honoured', note: 'one or many (repeated, or a JSON array); blank texts come back as they are' },
+  target_lang: {
+    handling: 'mapped',
+    note: 'to the served language: EN-GB/EN-US/EN → en, PT-BR/PT-PT/PT → pt, ZH/ZH-HANS → zh; others as listed',
+  },
+  source_lang: {
+    handling: 'mapped',
+    note: 'to the served language; absent → detected per text, returned as detected_source_language',
+  },
+  split_sentences: {
+    handling: 'mapped',
+    note: '1 and nonewlines → sentence by sentence (line breaks always separate), 0 → each text whole',
+    check: oneOf('split_sentences', ['0', '1', 'nonewlines']),
+  },
+  preserve_formatting: {
+    handling: 'honoured',
+    note: 'formatting and surrounding whitespace are always kept',
+    check: oneOf('preserve_formatting', ['0', '1', 'true', 'false']),
+  },
+  show_billed_characters: {
+    handling: 'honoured',
+    note: 'billed_characters: the text’s characters',
+    check: oneOf('show_billed_characters', ['0', '1', 'true', 'false']),
+  },
+  formality: {
+    handling: 'unsupported',
+    note: 'no target supports formality: default/prefer_* accepted, more/less → 400 as DeepL answers',
+    check: (value) => {
+      if (value === 'more' || value === 'less')
+        throw new DeepLError(400, "'formality' is not supported for given 'target_lang'.");
+      oneOf('formality', ['default', 'prefer_more', 'prefer_less'])(value);
+    },
+  },
+  tag_handling: {
+    handling: 'honoured',
+    note: 'html and xml: only the text is translated, tags, entities and comments kept',
+    check: oneOf('tag_handling', ['html', 'xml']),
+  },
+  glossary_id: {
+    handling: 'unsupported',
+    note: '400 for any value (glossaries: a later issue)',
+    check: refuse('glossary_id'),
+  },
+  style_id: { handling: 'unsupported', note: '400 for any value', check: refuse('style_id') },
+  translation_memory_id: { handling: 'unsupported', note: '400 for any value', check: refuse('translation_memory_id') },
+  custom_instructions: { handling: 'unsupported', note: '400 for any value', check: refuse('custom_instructions') },
+  context: { handling: 'ignored', note: 'accepted, not translated, not billed (as DeepL)' },
+  model_type: { handling: 'ignored', note: 'one model serves every request' },
+  tag_handling_version: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  outline_detection: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  non_splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  ignore_tags: {
+    handling: 'honoured',
+    note: 'with tag_handling: these elements are kept as they are (comma-separated)',
+  },
+  translation_memory_threshold: { handling: 'ignored', note: 'meaningful only with translation_memory_id' },
+  enable_beta_languages: { handling: 'ignored', note: 'every served language is listed' },
+};
+
+/** DeepL's usage figures for a keyless server: nothing counted, no limit. */
+const UNLIMITED = 1_000_000_000_000;
+
+/** Registers DeepL's routes on the router app. */
+export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
+  const languages = deeplLanguages(context.languages);
+
+  app.post('/v2/translate', (c) =>
+    answer(context, c, async () => {
+      const params = await requestParams(c, context);
+      const key = authorize(c, params, context);
+      for (const [name, rule] of Object.entries(TRANSLATE_PARAMETERS)) {
+        const value = param(params, name);
+        if (value !== undefined && rule.check !== undefined) rule.check(value);
+      }
+      const texts = params.get('text');
+      if (texts === undefined || texts.length === 0) throw new DeepLError(400, "Parameter 'text' not specified.");
+      if (!texts.every((t): t is string => typeof t === 'string'))
+        throw new DeepLError(400, "Value for 'text' not supported.");
+      const target = param(params, 'target_lang');
+      if (target === undefined) throw new DeepLError(400, "Parameter 'target_lang' not specified.");
+      const tgtLang = languages.targetOf(target);
+      if (tgtLang === undefined) throw unsupported('target_lang');
+      const source = param(params, 'source_lang');
+      const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
+      if (srcLang === undefined) throw unsupported('source_lang');
+      c.set('tgtLang', tgtLang);
+      c.set('texts', texts.length);
+      const characters = characterCount(texts);
+      if (key !== undefined) await admit(context, key, characters);
+      const split = param(params, 'split_sentences') === '0' ? 'none' : undefined;
+      const format = param(params, 'tag_handling') as 'html' | 'xml' | undefined;
+      const ignoreTags = param(params, 'ignore_tags')
+        ?.split(',')
+        .map((tag) => tag.trim())
+        .filter((tag) => tag !== '');
+      const reply = await translateTexts(context, {
+        texts,
+        ...(format === undefined ? {} : { format }),
+        ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
+        srcLang,
+        tgtLang,
+        ...(split === undefined ? {} : { split }),
+        requestId: c.get('requestId'),
+        signal: c.req.raw.signal,
+      });
+      const billed = ['1', 'true'].includes(param(params, 'show_billed_characters') ?? '');
+      return {
+        translations: reply.translated.map((text, i) => ({
+          detected_source_language: reply.sourceLangs[i]!.toUpperCase(),
+          text,
+          ...(billed ? { billed_characters: characterCount([texts[i]!]) } : {}),
+        })),
+      };
+    }),
+  );
+
+  const languageList = (c: Context<RouterEnv>) =>
+    answer(context, c, async () => {
+      const params = await requestParams(c, context);
+      authorize(c, params, context);
+      const type = param(params, 'type') ?? 'source';
+      if (type !== 'source' && type !== 'target') throw unsupported('type');
+      return type === 'source' ? languages.source : languages.target;
+    });
+  app.get('/v2/languages', languageList);
+  app.post('/v2/languages', languageList);
+
+  const usage = (c: Context<RouterEnv>) =>
+    answer(context, c, async () => {
+      const params = await requestParams(c, context);
+      const key = authorize(c, params, context);
+      if (key === undefined || context.access === undefined) return { character_count: 0, character_limit: UNLIMITED };
+      const used = await context.access.usage(key);
+      return { character_count: used.characters, character_limit: key.characterQuota ?? UNLIMITED };
+    });
+  app.get('/v2/usage', usage);
+  app.post('/v2/usage', usage);
+
+  for (const path of ['/v2/translate', '/v2/languages', '/v2/usage'])
+    app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
+  app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
+}
+
+async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promise<Params> {
+  const body = await context.readBody(c);
+  return readParams(c.req.url, c.req.header('content-type'), body);
+}
+
+/**
+ * The request's key when keys are on (undefined when off). DeepL takes the key in `Authorization: DeepL-Auth-Key`
+ * only: a legacy `auth_key` parameter is refused with DeepL's 403 whether keys are on or off.
+ */
+function authorize(c: Context<RouterEnv>, params: Params, context: ApiContext): ApiKey | undefined {
+  const header = c.req.header('authorization');
+  if (header === undefined && params.has('auth_key')) {
+    const where = new URL(c.req.url).searchParams.has('auth_key') ? 'query parameter' : 'form body';
+    throw new DeepLError(
+      403,
+      `Legacy authentication method '${where}' is no longer supported. Please update to header-based authentication.`,
+    );
+  }
+  if (context.access === undefined) return undefined;
+  const match = /^DeepL-Auth-Key\s+(\S+)\s*$/i.exec(header ?? '');
+  const check = context.access.check(match?.[1]);
+  if (!check.ok) throw new DeepLError(403, 'Forbidden');
+  c.set('keyId', check.key.id);
+  return check.key;
+}
+
+async function admit(context: ApiContext, key: ApiKey, characters: number): Promise<void> {
+  const admission = await context.access!.admit(key, characters);
+  if (!admission.ok) throw refusalError(admission);
+}
+
+function refusalError(refusal: Refusal): DeepLError {
+  if (refusal.reason === 'quota') return new DeepLError(456, 'Quota Exceeded');
+  return new DeepLError(429, 'Too many requests', refusal.retryAfterS);
+}
+
+/** Runs a route and answers its value as JSON, or its error in DeepL's shape. */
+async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
+  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+  try {
+    return new Response(JSON.stringify(await run()), { status: 200, headers });
+  } catch (err) {
+    const error = err instanceof DeepLError ? err : fromServeError(toServeError(err));
+    c.set('errorCode', err instanceof DeepLError ? `DEEPL_${error.status}` : toServeError(err).code);
+    if (!(err instanceof DeepLError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
+    return new Response(JSON.stringify({ message: error.message }), {
+      status: error.status,
+      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
+    });
+  }
+}
+
+/** The router's own errors as DeepL answers them: a refusal under load is DeepL's 429, a client error its 400. */
+function fromServeError(error: ServeError): DeepLError {
+  if (error.status === 503 && error.retryAfterS !== undefined)
+    return new DeepLError(429, `Too many requests: ${error.message}`, error.retryAfterS);
+  if (error.status === 401 || error.status === 403) return new DeepLError(403, error.message);
+  if (error.status === 404) return new DeepLError(503, error.message, error.retryAfterS);
+  if (error.status === 415) return new DeepLError(400, error.message);
+  return new DeepLError(error.status, error.message, error.retryAfterS);
+}

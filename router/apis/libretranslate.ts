@@ -1,0 +1,216 @@
+/**
+ * @module router/apis/libretranslate — LibreTranslate's API on the public port, for its clients (any that take a
+ * server URL): `POST /translate`, `GET|POST /languages`, `POST /detect`, `GET /frontend/settings`. Texts go through
+ * the router's translation path (./translate-texts.ts); answers and errors take LibreTranslate's shapes:
+ * `{"translatedText", "detectedLanguage": {"language", "confidence"}, "alternatives"}`, errors `{"error"}` with
+ * 400, 403 (key), 429 (`Slowdown: …`, + Retry-After), 5xx.
+ *
+ * Parameters of `/translate`: `q` (a string or an array) honoured; `source` (`auto` detected per text) and `target`
+ * mapped to the served languages; `format` `text` and `html` (only the text translated, tags kept) honoured;
+ * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
+ */
+import type { Context, Hono } from 'hono';
+import { ServeError, toServeError } from '../../common/errors.js';
+import { MAX_ALTERNATIVES } from '../../common/translation-contract.js';
+import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/detect-language.js';
+import type { RouterEnv } from '../app.js';
+import { AUTO_LANGUAGE } from '../translate-request.js';
+import type { ApiKey } from '../keys/api-access.js';
+import {
+  type ApiContext,
+  characterCount,
+  param,
+  type Params,
+  readParams,
+  retryAfterHeader,
+  translateTexts,
+} from './translate-texts.js';
+
+/** LibreTranslate's answer: a status and `{"error"}`. */
+export class LibreTranslateError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly retryAfterS?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** LibreTranslate's codes where they differ from M2M100's. */
+const LISTED_CODES: Readonly<Record<string, string>> = { zh: 'zh-Hans' };
+/** Codes LibreTranslate clients send for a served language (any case). */
+const ALIASES: Readonly<Record<string, string>> = { 'zh-hans': 'zh', 'zh-cn': 'zh', pb: 'pt', 'pt-br': 'pt' };
+
+const displayNames = new Intl.DisplayNames(['en'], { type: 'language' });
+
+const missing = (name: string) => new LibreTranslateError(400, `Invalid request: missing ${name} parameter`);
+
+/** Registers LibreTranslate's routes on the router app. */
+export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): void {
+  const served = new Set(context.languages);
+  const servedOf = (code: string) => {
+    const lower = code.toLowerCase();
+    const lang = ALIASES[lower] ?? lower;
+    return served.has(lang) ? lang : undefined;
+  };
+  const codes = [...context.languages].sort().map((lang) => LISTED_CODES[lang] ?? lang);
+  const languageList = [...context.languages].sort().map((lang) => ({
+    code: LISTED_CODES[lang] ?? lang,
+    name: displayNames.of(lang) ?? lang,
+    targets: codes,
+  }));
+
+  app.post('/translate', (c) =>
+    answer(context, c, async () => {
+      const { params, batch } = await requestParams(c, context);
+      const key = authorize(c, params, context);
+      const q = params.get('q');
+      if (q === undefined || q.length === 0 || q[0] === '') throw missing('q');
+      const source = param(params, 'source');
+      if (source === undefined) throw missing('source');
+      const target = param(params, 'target');
+      if (target === undefined) throw missing('target');
+      const alternatives = Number(param(params, 'alternatives') ?? '0');
+      if (!Number.isInteger(alternatives))
+        throw new LibreTranslateError(400, 'Invalid request: alternatives parameter is not a number');
+      const format = param(params, 'format') ?? 'text';
+      if (!q.every((t): t is string => typeof t === 'string')) throw missing('q');
+      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : servedOf(source);
+      if (srcLang === undefined) throw new LibreTranslateError(400, `${source} is not supported`);
+      const tgtLang = servedOf(target);
+      if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
+      if (format !== 'text' && format !== 'html')
+        throw new LibreTranslateError(400, `${format} format is not supported`);
+      if (alternatives > MAX_ALTERNATIVES)
+        throw new LibreTranslateError(400, `Invalid request: alternatives parameter must be <= ${MAX_ALTERNATIVES}`);
+      // LibreTranslate counts line breaks as one character each.
+      const texts = q.map((text) => text.split(/\r\n|\r|\n/).join('\n'));
+      c.set('tgtLang', tgtLang);
+      c.set('texts', texts.length);
+      if (key !== undefined) await admit(context, key, characterCount(texts));
+      const reply = await translateTexts(context, {
+        texts,
+        format,
+        // As LibreTranslate: alternatives for plain text only (an HTML answer has none).
+        ...(format === 'text' && alternatives > 0 ? { alternatives } : {}),
+        srcLang,
+        tgtLang,
+        requestId: c.get('requestId'),
+        signal: c.req.raw.signal,
+      });
+      const detected = reply.sourceLangs.map((language, i) => ({
+        confidence: Math.round(detectLanguage(texts[i]!, DETECTABLE_LANGUAGES).confidence * 1000) / 10,
+        language: LISTED_CODES[language] ?? language,
+      }));
+      return {
+        translatedText: batch ? reply.translated : reply.translated[0],
+        ...(srcLang === AUTO_LANGUAGE ? { detectedLanguage: batch ? detected : detected[0] } : {}),
+        ...(alternatives > 0 ? { alternatives: batch ? reply.alternatives : reply.alternatives[0] } : {}),
+      };
+    }),
+  );
+
+  const languages = (c: Context<RouterEnv>) => answer(context, c, () => Promise.resolve(languageList));
+  app.get('/languages', languages);
+  app.post('/languages', languages);
+
+  app.post('/detect', (c) =>
+    answer(context, c, async () => {
+      const { params } = await requestParams(c, context);
+      const key = authorize(c, params, context);
+      const q = param(params, 'q');
+      if (q === undefined || q === '') throw missing('q');
+      if (key !== undefined) await admit(context, key, 0);
+      const guess = detectLanguage(q, DETECTABLE_LANGUAGES);
+      if (guess.lang === null) return [{ confidence: 0, language: LISTED_CODES[codes[0] ?? 'en'] ?? 'en' }];
+      return [
+        { confidence: Math.round(guess.confidence * 1000) / 10, language: LISTED_CODES[guess.lang] ?? guess.lang },
+      ];
+    }),
+  );
+
+  app.get('/frontend/settings', (c) =>
+    answer(context, c, () =>
+      Promise.resolve({
+        charLimit: context.maxRequestChars ?? -1,
+        frontendTimeout: 500,
+        apiKeys: context.access !== undefined,
+        keyRequired: context.access !== undefined,
+        suggestions: false,
+        filesTranslation: false,
+        supportedFilesFormat: [],
+        language: {
+          source: { code: 'auto', name: 'Auto Detect' },
+          target: languageList[0] === undefined ? {} : { code: languageList[0].code, name: languageList[0].name },
+        },
+      }),
+    ),
+  );
+}
+
+/**
+ * The request's parameters, and whether `q` is a batch (a JSON array, or a form field given more than once), which
+ * decides the answer's shape.
+ */
+async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promise<{ params: Params; batch: boolean }> {
+  const body = await context.readBody(c);
+  const contentType = c.req.header('content-type');
+  const params = readParams(c.req.url, contentType, body);
+  const batch =
+    (contentType ?? '').includes('json') && body.byteLength > 0
+      ? Array.isArray((JSON.parse(Buffer.from(body).toString('utf8')) as { q?: unknown }).q)
+      : (params.get('q')?.length ?? 0) > 1;
+  return { params, batch };
+}
+
+/** The request's key when keys are on (undefined when off), from its `api_key` parameter, as LibreTranslate reads it. */
+function authorize(c: Context<RouterEnv>, params: Params, context: ApiContext): ApiKey | undefined {
+  if (context.access === undefined) return undefined;
+  const secret = param(params, 'api_key');
+  const check = context.access.check(secret === '' ? undefined : secret);
+  if (!check.ok) {
+    throw check.reason === 'missing'
+      ? new LibreTranslateError(400, 'Please contact the server operator to get an API key')
+      : new LibreTranslateError(403, 'Invalid API key');
+  }
+  c.set('keyId', check.key.id);
+  return check.key;
+}
+
+async function admit(context: ApiContext, key: ApiKey, characters: number): Promise<void> {
+  const admission = await context.access!.admit(key, characters);
+  if (admission.ok) return;
+  if (admission.reason === 'quota') throw new LibreTranslateError(403, 'Character quota exceeded for this API key');
+  const what =
+    admission.reason === 'rate'
+      ? `${admission.limit} per 1 second`
+      : `${admission.limit} characters per ${key.periodS} seconds`;
+  throw new LibreTranslateError(429, `Slowdown: ${what}`, admission.retryAfterS);
+}
+
+/** Runs a route and answers its value as JSON, or its error in LibreTranslate's shape. */
+async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
+  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+  try {
+    return new Response(JSON.stringify(await run()), { status: 200, headers });
+  } catch (err) {
+    if (!(err instanceof LibreTranslateError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
+    const error = err instanceof LibreTranslateError ? err : fromServeError(toServeError(err));
+    c.set('errorCode', err instanceof LibreTranslateError ? `LIBRETRANSLATE_${error.status}` : toServeError(err).code);
+    return new Response(JSON.stringify({ error: error.message }), {
+      status: error.status,
+      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
+    });
+  }
+}
+
+/** The router's own errors as LibreTranslate answers them: a refusal under load is its 429, a client error its 400. */
+function fromServeError(error: ServeError): LibreTranslateError {
+  if (error.status === 503 && error.retryAfterS !== undefined)
+    return new LibreTranslateError(429, `Slowdown: ${error.message}`, error.retryAfterS);
+  if (error.status === 415 || error.status === 413)
+    return new LibreTranslateError(400, `Invalid request: ${error.message}`);
+  return new LibreTranslateError(error.status, error.message, error.retryAfterS);
+}

@@ -1,0 +1,171 @@
+/**
+ * @module router/apis/translate-texts — what the DeepL and LibreTranslate rooms share: their parameters read from a
+ * form or JSON body, and their texts translated through the router's own path (`parseTranslateRequest`, then
+ * `UpstreamClient.translate`), so a compatible API is validated, routed, balanced and refused exactly like `POST /`.
+ */
+import type { Context } from 'hono';
+import { ServeError } from '../../common/errors.js';
+import type { TextFormat } from '../../common/translation-contract.js';
+import type { Logger } from '../../common/logger.js';
+import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
+import type { RouterEnv } from '../app.js';
+import type { UpstreamClient } from '../upstream.js';
+import type { ApiAccess } from '../keys/api-access.js';
+
+/** What the compatible APIs need from the router app. */
+export interface ApiContext {
+  /** Languages served (setup_config.json keys). */
+  languages: readonly string[];
+  upstream: UpstreamClient;
+  /** The router's body reader: at most ROUTER_MAX_BODY_BYTES, else ServeError PAYLOAD_TOO_LARGE. */
+  readBody(c: Context<RouterEnv>): Promise<Uint8Array>;
+  /** API keys, limits and usage; absent: keys are off (anyone may translate, nothing is counted). */
+  access?: ApiAccess | undefined;
+  /** Where a failure that is no API answer (a bug, a usage store that cannot be reached) is logged. */
+  logger?: Logger | undefined;
+  /** Largest number of characters one request may carry (the model server's MAX_REQUEST_CHARS), for clients. */
+  maxRequestChars?: number | undefined;
+}
+
+/** One request's parameters: each name with its values in order (a repeated form field, or a JSON array). */
+export type Params = ReadonlyMap<string, readonly unknown[]>;
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The parameters of a request: the query string's, then the body's (a JSON object, or a form), as both APIs take
+ * them. @throws ServeError BAD_REQUEST / INVALID_JSON with what is wrong.
+ */
+export function readParams(url: string, contentType: string | undefined, body: Uint8Array): Map<string, unknown[]> {
+  const params = new Map<string, unknown[]>();
+  const add = (name: string, value: unknown) => {
+    const values = params.get(name);
+    if (values === undefined) params.set(name, [value]);
+    else values.push(value);
+  };
+  for (const [name, value] of new URL(url).searchParams) add(name, value);
+  if (body.byteLength === 0) return params;
+  let text: string;
+  try {
+    text = UTF8.decode(body);
+  } catch {
+    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
+  }
+  const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (mime === 'application/json' || mime.endsWith('+json')) {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw new ServeError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
+    }
+    if (typeof json !== 'object' || json === null || Array.isArray(json))
+      throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object.');
+    for (const [name, value] of Object.entries(json)) {
+      if (Array.isArray(value)) params.set(name, [...(params.get(name) ?? []), ...(value as unknown[])]);
+      else add(name, value);
+    }
+    return params;
+  }
+  for (const [name, value] of new URLSearchParams(text)) add(name, value);
+  return params;
+}
+
+/** One string parameter: the first value, as a string (numbers and booleans of a JSON body as they print). */
+export function param(params: Params, name: string): string | undefined {
+  const value = params.get(name)?.[0];
+  if (value === undefined || value === null) return undefined;
+  return typeof value === 'string' ? value : String(value);
+}
+
+export interface TextsRequest {
+  texts: readonly string[];
+  /** What the texts are (plain text when absent): `html`/`xml` have only their text translated. */
+  format?: TextFormat;
+  /** Markup elements whose content is kept as it is. */
+  ignoreTags?: string[];
+  /** Other translations wanted per text (plain text only). */
+  alternatives?: number;
+  /** A served language code, or `auto`. */
+  srcLang: string;
+  tgtLang: string;
+  split?: 'sentences' | 'none';
+  requestId: string;
+  signal?: AbortSignal;
+}
+
+export interface TextsReply {
+  translated: string[];
+  /** Each text's other translations, best first (`alternatives` asked; a blank text has none). */
+  alternatives: string[][];
+  /**
+   * Each text's source language: `srcLang`, or for `auto` the model server's detection (a blank text: the first
+   * language detected in the request; nothing detected: the first served language).
+   */
+  sourceLangs: string[];
+}
+
+/**
+ * Translates `texts` through the router's path. Blank texts are answered as they are (the model server refuses
+ * them, and both APIs translate them to themselves), and never sent.
+ * @throws ServeError as `POST /` would answer (validation, upstream refusal, timeout).
+ */
+export async function translateTexts(context: ApiContext, request: TextsRequest): Promise<TextsReply> {
+  const sent = request.texts.flatMap((text, i) => (text.trim() === '' ? [] : [i]));
+  const translated = [...request.texts];
+  const alternatives = request.texts.map((): string[] => []);
+  const fallback = request.srcLang === AUTO_LANGUAGE ? (context.languages[0] ?? 'en') : request.srcLang;
+  const sourceLangs = request.texts.map(() => fallback);
+  if (sent.length === 0) return { translated, alternatives, sourceLangs };
+  const input = parseTranslateRequest(
+    {
+      src_lang: request.srcLang,
+      src_text: sent.map((i) => request.texts[i]!),
+      tgt_lang: request.tgtLang,
+      ...(request.split === undefined ? {} : { split: request.split }),
+      ...(request.format === undefined ? {} : { format: request.format }),
+      ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
+      ...(request.alternatives ? { alternatives: request.alternatives } : {}),
+    },
+    context.languages,
+  );
+  const { tgt_lang: tgtLang, ...body } = input;
+  const reply = await context.upstream.translate({
+    tgtLang,
+    body,
+    requestId: request.requestId,
+    ...(request.signal === undefined ? {} : { signal: request.signal }),
+  });
+  const answer = JSON.parse(Buffer.from(reply.body).toString('utf8')) as {
+    translated?: unknown;
+    detected_src_lang?: unknown;
+    alternatives?: { translated: string }[][];
+  };
+  const texts = answer.translated;
+  if (!Array.isArray(texts) || texts.length !== sent.length || !texts.every((t) => typeof t === 'string'))
+    throw new ServeError('INTERNAL', 'The model server answered a different number of texts.');
+  const detected = Array.isArray(answer.detected_src_lang) ? answer.detected_src_lang : undefined;
+  sent.forEach((at, k) => {
+    translated[at] = texts[k] as string;
+    alternatives[at] = answer.alternatives?.[k]?.map((alternative) => alternative.translated) ?? [];
+    const lang = detected?.[k];
+    if (typeof lang === 'string') sourceLangs[at] = lang;
+  });
+  // A blank text has no language of its own: it takes the first one detected in the request.
+  const first = typeof detected?.[0] === 'string' ? detected[0] : undefined;
+  if (first !== undefined)
+    for (const [i, text] of request.texts.entries()) if (text.trim() === '') sourceLangs[i] = first;
+  return { translated, alternatives, sourceLangs };
+}
+
+/** Characters a text is counted as (Unicode code points, as both services count them). */
+export function characterCount(texts: readonly string[]): number {
+  let count = 0;
+  for (const text of texts) for (const _ of text) count++;
+  return count;
+}
+
+/** `Retry-After` of a refusal, when it has one. */
+export function retryAfterHeader(seconds: number | undefined): Record<string, string> {
+  return seconds === undefined ? {} : { 'retry-after': String(Math.max(1, Math.ceil(seconds))) };
+}

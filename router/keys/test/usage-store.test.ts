@@ -1,0 +1,128 @@
+/**
+ * The usage policy (`decide`) at fixed times, and both stores under a race of real processes: four "router
+ * instances" ask for a key's characters at once, and together they get exactly the quota, never a request more —
+ * the property that makes a limit hold for a pm2 cluster instead of per instance. The Redis store runs against a
+ * real redis-server (skipped, saying so, only where it is not installed; CI installs it).
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../../bench/lib/processes.js';
+import { until } from '../../../test/support/polling.js';
+import { ROOT, TSX } from '../../../test/support/processes.js';
+import type { ApiKey } from '../api-access.js';
+import { FileUsageStore } from '../file-usage-store.js';
+import { RedisUsageStore } from '../redis-usage-store.js';
+import { decide, EMPTY_STATE } from '../usage-store.js';
+
+const run = promisify(execFile);
+const REDIS = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));
+if (REDIS === undefined)
+  console.warn(
+    'usage-store.test: redis-server is not installed; the Redis store is NOT tested here (apt-get install redis-server)',
+  );
+
+describe('decide', () => {
+  const key: ApiKey = { id: 'k', periodS: 60, requestsPerSecond: 2, charactersPerPeriod: 100, characterQuota: 150 };
+  const T = 1_700_000_040_000; // a whole minute
+
+  it('admits up to the requests per second, then refuses until the next second', () => {
+    let state = EMPTY_STATE;
+    for (let i = 0; i < 2; i++) {
+      const next = decide(state, key, 1, T + 100);
+      expect(next.admission).toEqual({ ok: true });
+      state = next.state;
+    }
+    expect(decide(state, key, 1, T + 400).admission).toEqual({ ok: false, reason: 'rate', limit: 2, retryAfterS: 0.6 });
+    expect(decide(state, key, 1, T + 1000).admission).toEqual({ ok: true });
+  });
+
+  it('refuses characters past the period until the next period, and past the quota for good', () => {
+    let state = decide(EMPTY_STATE, key, 90, T).state;
+    expect(decide(state, key, 20, T + 30_000).admission).toEqual({
+      ok: false,
+      reason: 'characters',
+      limit: 100,
+      retryAfterS: 30,
+    });
+    state = decide(state, key, 50, T + 60_000).state;
+    expect(state.characters).toBe(140);
+    expect(decide(state, key, 20, T + 3_600_000).admission).toEqual({ ok: false, reason: 'quota', limit: 150 });
+    expect(decide(state, key, 10, T + 3_600_000).admission).toEqual({ ok: true });
+  });
+});
+
+/** Four processes at once, 20 requests of 10 characters each, against a quota of 300: exactly 30 admitted. */
+async function race(store: string): Promise<number> {
+  const worker = path.join(ROOT, 'router/keys/test/usage-worker.ts');
+  const counts = await Promise.all(
+    Array.from({ length: 4 }, () =>
+      run(process.execPath, ['--import', TSX, worker, store, '20', '10'], {
+        env: { ...process.env, RACE_QUOTA: '300' },
+        timeout: 60_000,
+      }).then(({ stdout }) => Number(stdout.trim())),
+    ),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+}
+
+describe('FileUsageStore', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mt-usage-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('gives four racing processes exactly the quota between them', async () => {
+    expect(await race(dir)).toBe(30);
+    const store = new FileUsageStore(dir);
+    expect(await store.usage('race')).toEqual({ requests: 30, characters: 300 });
+  });
+});
+
+describe.skipIf(REDIS === undefined)('RedisUsageStore (a real redis-server)', () => {
+  let server: ChildProcess;
+  let url: string;
+  beforeAll(async () => {
+    const port = await freePort();
+    server = spawn(REDIS!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
+    url = `redis://127.0.0.1:${port}`;
+    await until('redis-server to answer', async () => {
+      const probe = new RedisUsageStore(url);
+      try {
+        await probe.usage('probe');
+        return true;
+      } catch {
+        return false;
+      } finally {
+        await probe.close().catch(() => {});
+      }
+    });
+  });
+  afterAll(() => {
+    server?.kill();
+  });
+
+  it('gives four racing processes exactly the quota between them', async () => {
+    expect(await race(url)).toBe(30);
+    const store = new RedisUsageStore(url);
+    expect(await store.usage('race')).toEqual({ requests: 30, characters: 300 });
+    await store.close();
+  });
+
+  it('refuses the request past the per-second limit with the time left in the second', async () => {
+    const store = new RedisUsageStore(url);
+    const key: ApiKey = { id: 'rate', periodS: 60, requestsPerSecond: 1 };
+    // The first request of a second is admitted; one of the next few falls in the same second and is refused.
+    let refusal;
+    for (let i = 0; i < 20 && refusal === undefined; i++) {
+      const admission = await store.admit(key, 1);
+      if (!admission.ok) refusal = admission;
+    }
+    expect(refusal).toMatchObject({ ok: false, reason: 'rate', limit: 1 });
+    expect(refusal!.ok === false && refusal!.reason === 'rate' && refusal!.retryAfterS).toBeLessThanOrEqual(1);
+    await store.close();
+  });
+});

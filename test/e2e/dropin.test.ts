@@ -1,0 +1,189 @@
+/**
+ * Drop-in end to end: the official DeepL client (`deepl-node`, its `serverUrl` option) and a LibreTranslate client
+ * from npm (`translate`, its `libre` engine and `url`), unchanged, against the whole stack — tiny generated model,
+ * model server, router, and each front (nginx, skipped saying so only where it is not installed; and the built-in
+ * proxy) — with API keys on (a folder of key files) and two router instances sharing one usage store. What they
+ * get back, values and errors, must be what they would get from the real services.
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import * as deepl from 'deepl-node';
+import { Translate } from 'translate';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { findNginx } from '../../front/nginx.js';
+import { hashKey } from '../../router/keys/key-ring.js';
+import { until } from '../support/polling.js';
+import { startFront, startStack, type Stack } from '../support/stack.js';
+
+const nginx = findNginx(process.env);
+if (!nginx)
+  console.warn('dropin.test: nginx is not installed; the nginx front is NOT tested here (apt-get install nginx-light)');
+const FRONTS = nginx ? (['nginx', 'builtin'] as const) : (['builtin'] as const);
+
+let stack: Stack;
+const fronts: Record<string, { proc: ManagedProcess; url: string }> = {};
+const keysDir = mkdtempSync(path.join(tmpdir(), 'mt-dropin-keys-'));
+/** The keys, each front its own quota key (a quota, once used up, stays used up). */
+const KEYS = {
+  main: 'main-key-0123456789:fx',
+  rate: 'rate-key-0123456789',
+  'quota-nginx': 'quota-nginx-key-0123456789',
+  'quota-builtin': 'quota-builtin-key-0123456789',
+};
+
+beforeAll(async () => {
+  mkdirSync(keysDir, { recursive: true });
+  const limits: Record<string, object> = {
+    rate: { requests_per_second: 1 },
+    'quota-nginx': { character_quota: 20 },
+    'quota-builtin': { character_quota: 20 },
+  };
+  const keys = Object.entries(KEYS).map(([id, secret]) => ({ id, sha256: hashKey(secret), ...limits[id] }));
+  writeFileSync(path.join(keysDir, 'keys.json'), JSON.stringify({ keys }));
+  stack = await startStack({
+    languages: ['en', 'de', 'ko'],
+    handler: 'translation',
+    demoModel: 'tiny',
+    routers: 2,
+    // info: the router's request lines, which must name the key id and never the key.
+    env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
+    register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
+  });
+  for (const kind of FRONTS) {
+    const front = await startFront({
+      dir: stack.dir,
+      env: stack.env,
+      routerUrl: stack.routerUrls[0]!,
+      kind,
+      name: kind,
+    });
+    fronts[kind] = { proc: front.proc, url: front.url };
+  }
+});
+
+afterAll(async () => {
+  await Promise.all(Object.values(fronts).map(({ proc }) => proc.stop()));
+  await stack?.stop();
+  await stopAll();
+  rmSync(keysDir, { recursive: true, force: true });
+});
+
+/**
+ * The first error of bursts of three concurrent calls, burst after burst (at most 10): the limit is 1 request per
+ * second and admission happens on arrival, so a burst puts two calls in one second however long translating takes.
+ */
+async function firstRefusal(call: (i: number) => Promise<unknown>): Promise<unknown> {
+  for (let burst = 0; burst < 10; burst++) {
+    const results = await Promise.allSettled([0, 1, 2].map((j) => call(burst * 3 + j)));
+    const refused = results.find((r) => r.status === 'rejected');
+    if (refused !== undefined) return refused.reason;
+  }
+  return undefined;
+}
+
+const ENGLISH = 'The weather is very nice today, and we are going to the park together.';
+
+describe.each(FRONTS)('through the %s front', (kind) => {
+  const url = () => fronts[kind]!.url;
+  // maxRetries 0: a refusal reaches the test as the client's error at once instead of after its back-off.
+  const translator = (key = KEYS.main, serverUrl = url()) => new deepl.Translator(key, { serverUrl, maxRetries: 0 });
+
+  it('deepl-node translates one text, many texts, and detects the source', async () => {
+    const one = await translator().translateText('Hello world.', 'en', 'de');
+    expect(typeof one.text).toBe('string');
+    expect(one.detectedSourceLang).toBe('en');
+    const many = await translator().translateText(['Good morning.', 'Good night.'], 'en', 'en-GB');
+    expect(many.map((r) => r.detectedSourceLang)).toEqual(['en', 'en']);
+    expect(many.map((r) => typeof r.text)).toEqual(['string', 'string']);
+    const auto = await translator().translateText(ENGLISH, null, 'ko');
+    expect(auto.detectedSourceLang).toBe('en');
+    expect(auto.billedCharacters).toBe(ENGLISH.length);
+  });
+
+  it('deepl-node lists languages and reads usage', async () => {
+    const sources = await translator().getSourceLanguages();
+    expect(sources.map((l) => l.code)).toEqual(['de', 'en', 'ko']);
+    const targets = await translator().getTargetLanguages();
+    expect(targets.map((l) => l.code)).toEqual(['de', 'en-GB', 'en-US', 'ko']);
+    expect(targets.every((l) => l.supportsFormality === false)).toBe(true);
+    const usage = await translator().getUsage();
+    expect(usage.character?.limit).toBe(1_000_000_000_000);
+    expect(usage.character?.count).toBeGreaterThan(0);
+    expect(usage.anyLimitReached()).toBe(false);
+  });
+
+  it("deepl-node gets DeepL's errors for a bad key, over quota (counted across router instances) and too fast", async () => {
+    await expect(translator('not-a-key').translateText('Hello.', 'en', 'de')).rejects.toThrow(deepl.AuthorizationError);
+    // 15 of the 20 characters through the front (router 0), then 10 more on router 1: the quota is the cluster's.
+    const quotaKey = KEYS[`quota-${kind}`];
+    await translator(quotaKey).translateText('Fifteen chars..', 'en', 'de');
+    const direct = translator(quotaKey, stack.routerUrls[1]!);
+    await expect(direct.translateText('Ten chars.', 'en', 'de')).rejects.toThrow(deepl.QuotaExceededError);
+    const usage = await translator(quotaKey).getUsage();
+    expect([usage.character?.count, usage.character?.limit, usage.anyLimitReached()]).toEqual([15, 20, false]);
+    const refusal = await firstRefusal((i) => translator(KEYS.rate).translateText(`Fast ${kind} ${i}.`, 'en', 'de'));
+    expect(refusal).toBeInstanceOf(deepl.TooManyRequestsError);
+  });
+
+  it("deepl-node gets DeepL's own error class for a value DeepL refuses", async () => {
+    const refused = translator().translateText('Hello.', 'en', 'de', { glossary: 'no-such-glossary' });
+    await expect(refused).rejects.toThrow(deepl.DeepLError);
+    await expect(refused).rejects.toThrow("Bad request, message: Value for 'glossary_id' not supported.");
+  });
+
+  it('deepl-node translates HTML with tagHandling: the tags come back as they were', async () => {
+    const html = await translator().translateText('<p>Hello <b>world</b>.</p>', 'en', 'de', { tagHandling: 'html' });
+    expect(html.text).toMatch(/^<p>.*<b>.*<\/b>.*<\/p>$/s);
+  });
+
+  // `url` is the library's option for a self-hosted server; its type declarations leave it out.
+  const libre = (key: string) =>
+    Translate({ engine: 'libre', key, url: `${url()}/translate` } as Parameters<typeof Translate>[0]);
+
+  it('the LibreTranslate client translates, and gets its error for a language not served', async () => {
+    expect(typeof (await libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'de' }))).toBe('string');
+    const notServed = libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'fr' });
+    await expect(notServed).rejects.toThrow('fr is not supported');
+  });
+
+  it("LibreTranslate's alternatives are the model's other translations, distinct from the first", async () => {
+    const res = await fetch(`${url()}/translate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q: 'Good morning.', source: 'en', target: 'de', alternatives: 2, api_key: KEYS.main }),
+    });
+    const body = (await res.json()) as { translatedText: string; alternatives: unknown[] };
+    expect(res.status).toBe(200);
+    expect(body.alternatives.length).toBeGreaterThan(0);
+    expect(body.alternatives.every((a) => typeof a === 'string' && a !== body.translatedText)).toBe(true);
+  });
+
+  it("the LibreTranslate client gets LibreTranslate's errors for a bad key and too fast", async () => {
+    await expect(libre('not-a-key')(`Bad key ${kind}.`, { from: 'en', to: 'de' })).rejects.toThrow('Invalid API key');
+    const refusal = await firstRefusal((i) => libre(KEYS.rate)(`Fast ${kind} ${i}.`, { from: 'en', to: 'de' }));
+    expect(String(refusal)).toBe('Error: Slowdown: 1 per 1 second');
+  });
+});
+
+describe('keys in the logs', () => {
+  it('the router logs key ids and nginx the request, neither the key, even one sent in the query string', async () => {
+    for (const { url } of Object.values(fronts)) {
+      const res = await fetch(`${url}/translate?api_key=${encodeURIComponent(KEYS.main)}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ q: 'A key in the query string.', source: 'en', target: 'de' }),
+      });
+      expect(res.status).toBe(200);
+    }
+    const logs = path.join(stack.dir, 'logs');
+    const read = (file: string) => readFileSync(path.join(logs, file), 'utf8');
+    await until('the routers to log a request line with its key id', () =>
+      readdirSync(logs).some((file) => file.startsWith('router-') && read(file).includes('"key":"main"')),
+    );
+    if (nginx) await until('nginx to log the request', () => read('nginx-access.log').includes('api_key=redacted'));
+    for (const file of readdirSync(logs))
+      for (const secret of Object.values(KEYS)) expect(read(file)).not.toContain(secret);
+  });
+});
