@@ -14,7 +14,7 @@ import { Hono, type Context } from 'hono';
 import { ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
-import { acceptsContentType, createTranslateRequestParser } from './translate-request.js';
+import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
@@ -22,6 +22,7 @@ import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
+import type { GlossaryClient } from './glossaries.js';
 
 export interface RouterAppConfig {
   /** Largest accepted request body in bytes (→ 413). */
@@ -43,6 +44,8 @@ export interface RouterAppDeps {
   status?: StatusReader;
   /** API keys of the DeepL and LibreTranslate APIs (router/keys/); absent: keys off. */
   access?: ApiAccess;
+  /** The model servers' glossaries (router/glossaries.ts); absent: `glossary_id` goes to the model server as is. */
+  glossaries?: GlossaryClient;
 }
 
 export type RouterEnv = {
@@ -142,6 +145,20 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     if (config.logBodies) c.set('srcText', input.src_text);
     const requestId = c.get('requestId');
     const { tgt_lang: tgtLang, ...body } = input;
+    if (body.glossary_id !== undefined && deps.glossaries !== undefined) {
+      // Sent inline, so that whichever model server serves the language applies it (router/glossaries.ts).
+      const glossary = await deps.glossaries.resolve(body.glossary_id, undefined);
+      if (glossary === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id "${body.glossary_id}".`);
+      const wrongSource = body.src_lang !== AUTO_LANGUAGE && body.src_lang !== glossary.info.source_lang;
+      if (glossary.info.target_lang !== tgtLang || wrongSource) {
+        throw new ServeError(
+          'BAD_REQUEST',
+          `Glossary "${body.glossary_id}" is for ${glossary.info.source_lang} → ${glossary.info.target_lang}, not ${body.src_lang} → ${tgtLang}.`,
+        );
+      }
+      delete body.glossary_id;
+      body.glossary = glossary.entries;
+    }
     const reply = await upstream.translate({
       tgtLang,
       body,
@@ -165,6 +182,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     access: deps.access,
     logger,
     maxRequestChars: config.maxRequestChars,
+    glossaries: deps.glossaries,
   };
   mountDeepL(app, apiContext);
   mountLibreTranslate(app, apiContext);

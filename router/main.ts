@@ -20,6 +20,7 @@ import { createRouterApp } from './app.js';
 import { KeyedAccess } from './keys/keyed-access.js';
 import { StatusSource } from './status.js';
 import { Upstream } from './upstream.js';
+import { GlossaryClient } from './glossaries.js';
 
 /**
  * Idle keep-alive connections from nginx or the front live until their client closes them: nginx's upstream
@@ -104,7 +105,13 @@ const app = createRouterApp(
     logBodies: router.logBodies,
     maxRequestChars: config.modelServer.maxRequestChars,
   },
-  { upstream, logger, status, ...(access === undefined ? {} : { access }) },
+  {
+    upstream,
+    logger,
+    status,
+    glossaries: new GlossaryClient(upstream, router.upstreamTimeoutMs),
+    ...(access === undefined ? {} : { access }),
+  },
 );
 const server = createAdaptorServer({ fetch: app.fetch }) as Server;
 server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;

@@ -236,6 +236,16 @@ export class Upstream implements UpstreamClient {
     }
   }
 
+  /** Every model server's origin now: the one `url`, or every known host (what each must hold, e.g. glossaries). */
+  origins(): string[] {
+    return this.#url !== undefined ? [this.#url] : (this.#servers?.hosts ?? []).map((host) => host.origin);
+  }
+
+  /** The `Authorization` header a model server with TOKEN_AUTH expects (undefined when it is off). */
+  authorizationHeader(refresh = false): string | undefined {
+    return this.#authorization?.(refresh);
+  }
+
   /** The model servers as discovered (absent for a `url` upstream). */
   get modelServers(): ModelServers | undefined {
     return this.#servers;

@@ -2,7 +2,8 @@
  * @module model-server/frontend/glossary-api — glossaries on the inference port, in DeepL's shapes (the router's
  * DeepL API passes them through): `POST /glossaries` (a new id), `PUT /glossaries/{id}` (the router writes one id
  * to every model server), `GET /glossaries`, `GET /glossaries/{id}`, `GET /glossaries/{id}/entries` (TSV),
- * `DELETE /glossaries/{id}`.
+ * `DELETE /glossaries/{id}`. A request's `x-glossary-owner` (the router's API key id) scopes all of them: a glossary
+ * is seen and used only with the owner it was made with.
  */
 import type { Context, Hono } from 'hono';
 import { ServeError } from '../../common/errors.js';
@@ -25,21 +26,24 @@ export function glossaryInfo(glossary: Glossary) {
 }
 
 export function installGlossaries(app: Hono<AppEnv>, store: GlossaryStore): void {
+  const owner = (c: Context<AppEnv>) => c.req.header('x-glossary-owner');
   const create = async (c: Context<AppEnv>, id: string | undefined) => {
-    const glossary = store.put({ ...(await glossaryFields(c)), ...(id === undefined ? {} : { id }) });
+    const fields = await glossaryFields(c);
+    const who = owner(c);
+    const glossary = store.put({ ...fields, ...(id === undefined ? {} : { id }), ...(who ? { owner: who } : {}) });
     return c.json(glossaryInfo(glossary), 201);
   };
   app.post('/glossaries', (c) => create(c, undefined));
   app.put('/glossaries/:id', (c) => create(c, c.req.param('id')));
-  app.get('/glossaries', (c) => c.json({ glossaries: store.list().map(glossaryInfo) }));
-  app.get('/glossaries/:id', (c) => c.json(glossaryInfo(store.get(c.req.param('id')))));
+  app.get('/glossaries', (c) => c.json({ glossaries: store.list(owner(c)).map(glossaryInfo) }));
+  app.get('/glossaries/:id', (c) => c.json(glossaryInfo(store.get(c.req.param('id'), owner(c)))));
   app.get('/glossaries/:id/entries', (c) =>
-    c.body(formatGlossaryTsv(store.get(c.req.param('id')).entries), 200, {
+    c.body(formatGlossaryTsv(store.get(c.req.param('id'), owner(c)).entries), 200, {
       'content-type': 'text/tab-separated-values; charset=utf-8',
     }),
   );
   app.delete('/glossaries/:id', (c) => {
-    store.delete(c.req.param('id'));
+    store.delete(c.req.param('id'), owner(c));
     return c.body(null, 204);
   });
 }

@@ -26,6 +26,8 @@ export interface Glossary {
   /** ISO 8601. */
   creationTime: string;
   entries: GlossaryEntries;
+  /** Who may see and use it (the router's API key id); undefined: requests that name no owner. */
+  owner?: string;
 }
 
 const ID = /^[A-Za-z0-9-]{1,64}$/;
@@ -37,6 +39,7 @@ const glossaryFile = z.object({
   target_lang: z.string(),
   creation_time: z.string(),
   entries: z.array(z.tuple([z.string(), z.string()])),
+  owner: z.string().optional(),
 });
 
 export class GlossaryStore {
@@ -56,6 +59,7 @@ export class GlossaryStore {
           targetLang: saved.target_lang,
           creationTime: saved.creation_time,
           entries: glossaryEntries(saved.entries),
+          ...(saved.owner === undefined ? {} : { owner: saved.owner }),
         });
       } catch (err) {
         log?.warn({ file: name, err: (err as Error).message }, 'glossary file skipped: not a saved glossary');
@@ -63,17 +67,22 @@ export class GlossaryStore {
     }
   }
 
-  list(): Glossary[] {
-    return [...this.#glossaries.values()].sort((a, b) => a.creationTime.localeCompare(b.creationTime));
+  /** The owner's glossaries, oldest first. */
+  list(owner?: string): Glossary[] {
+    return [...this.#glossaries.values()]
+      .filter((g) => g.owner === owner)
+      .sort((a, b) => a.creationTime.localeCompare(b.creationTime));
   }
 
-  find(id: string): Glossary | undefined {
-    return this.#glossaries.get(id);
+  /** The glossary when it exists for this owner (another owner's is as good as absent). */
+  find(id: string, owner?: string): Glossary | undefined {
+    const glossary = this.#glossaries.get(id);
+    return glossary?.owner === owner ? glossary : undefined;
   }
 
   /** @throws ServeError GLOSSARY_NOT_FOUND */
-  get(id: string): Glossary {
-    const glossary = this.#glossaries.get(id);
+  get(id: string, owner?: string): Glossary {
+    const glossary = this.find(id, owner);
     if (glossary === undefined) throw new ServeError('GLOSSARY_NOT_FOUND', `Glossary ${JSON.stringify(id)} not found.`);
     return glossary;
   }
@@ -102,6 +111,7 @@ export class GlossaryStore {
       target_lang: glossary.targetLang,
       creation_time: glossary.creationTime,
       entries: [...glossary.entries],
+      ...(glossary.owner === undefined ? {} : { owner: glossary.owner }),
     };
     writeFileAtomic(this.#file(id), `${JSON.stringify(saved)}\n`);
     this.#glossaries.set(id, glossary);
@@ -109,8 +119,8 @@ export class GlossaryStore {
   }
 
   /** @throws ServeError GLOSSARY_NOT_FOUND */
-  delete(id: string): void {
-    this.get(id);
+  delete(id: string, owner?: string): void {
+    this.get(id, owner);
     rmSync(this.#file(id), { force: true });
     this.#glossaries.delete(id);
   }
@@ -122,6 +132,7 @@ export class GlossaryStore {
 
 function sameContent(a: Glossary, b: Glossary): boolean {
   return (
+    a.owner === b.owner &&
     a.name === b.name &&
     a.sourceLang === b.sourceLang &&
     a.targetLang === b.targetLang &&

@@ -1,6 +1,7 @@
 /**
  * @module router/apis/deepl — DeepL API v2 on the public port, for DeepL's own clients (`serverUrl`):
- * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`. Texts go through the router's translation
+ * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`, and the glossary API (`/v2/glossaries`,
+ * `/v2/glossary-language-pairs`; glossaries are kept by the model servers, router/glossaries.ts). Texts go through the router's translation
  * path (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
  * clients parse: `{"translations": [{"detected_source_language", "text"}]}`, errors `{"message"}` with 400, 403
  * (key), 413, 429 (+ Retry-After), 456 (quota), 5xx.
@@ -13,7 +14,7 @@ import { ServeError, toServeError } from '../../common/errors.js';
 import type { RouterEnv } from '../app.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey, Refusal } from '../keys/api-access.js';
-import { deeplLanguages } from './deepl-languages.js';
+import { deeplLanguages, type DeepLLanguages } from './deepl-languages.js';
 import {
   type ApiContext,
   characterCount,
@@ -96,9 +97,8 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
     check: oneOf('tag_handling', ['html', 'xml']),
   },
   glossary_id: {
-    handling: 'unsupported',
-    note: '400 for any value (glossaries: a later issue)',
-    check: refuse('glossary_id'),
+    handling: 'honoured',
+    note: 'a glossary made with /v2/glossaries (needs source_lang, as DeepL); enforced while decoding',
   },
   style_id: { handling: 'unsupported', note: '400 for any value', check: refuse('style_id') },
   translation_memory_id: { handling: 'unsupported', note: '400 for any value', check: refuse('translation_memory_id') },
@@ -143,6 +143,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
       const source = param(params, 'source_lang');
       const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
       if (srcLang === undefined) throw unsupported('source_lang');
+      const glossary = await glossaryFor(context, param(params, 'glossary_id'), srcLang, tgtLang, key);
       c.set('tgtLang', tgtLang);
       c.set('texts', texts.length);
       const characters = characterCount(texts);
@@ -160,6 +161,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
         srcLang,
         tgtLang,
         ...(split === undefined ? {} : { split }),
+        ...(glossary === undefined ? {} : { glossary }),
         requestId: c.get('requestId'),
         signal: c.req.raw.signal,
       });
@@ -196,9 +198,120 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.get('/v2/usage', usage);
   app.post('/v2/usage', usage);
 
-  for (const path of ['/v2/translate', '/v2/languages', '/v2/usage'])
+  mountGlossaries(app, context, languages);
+
+  for (const path of ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'])
     app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
   app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
+}
+
+/** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
+function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, languages: DeepLLanguages): void {
+  const client = () => {
+    if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
+    return context.glossaries;
+  };
+  const notFound = () => new DeepLError(404, 'Glossary not found');
+
+  app.post('/v2/glossaries', (c) =>
+    answer(context, c, async () => {
+      const params = await requestParams(c, context);
+      const owner = authorize(c, params, context)?.id;
+      const field = (name: string) => {
+        const value = param(params, name);
+        if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${name}' not specified.`);
+        return value;
+      };
+      const [name, source, target, entries] = ['name', 'source_lang', 'target_lang', 'entries'].map(field);
+      const format = param(params, 'entries_format') ?? 'tsv';
+      if (format !== 'tsv' && format !== 'csv') throw unsupported('entries_format');
+      const sourceLang = languages.sourceOf(source!);
+      const targetLang = languages.targetOf(target!);
+      if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
+        throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
+      }
+      const info = await client().create(
+        { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
+        owner,
+      );
+      return json(c, info, 201);
+    }),
+  );
+  app.get('/v2/glossaries', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      return { glossaries: await client().list(owner) };
+    }),
+  );
+  app.get('/v2/glossaries/:id', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      return (await client().info(c.req.param('id'), owner)) ?? Promise.reject(notFound());
+    }),
+  );
+  app.get('/v2/glossaries/:id/entries', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const accept = c.req.header('accept');
+      if (accept !== undefined && !/text\/tab-separated-values|\*\/\*/.test(accept)) {
+        throw new DeepLError(415, 'Unsupported Media Type');
+      }
+      const tsv = await client().entries(c.req.param('id'), owner);
+      if (tsv === undefined) throw notFound();
+      return new Response(tsv, {
+        status: 200,
+        headers: { 'content-type': 'text/tab-separated-values; charset=utf-8', 'x-request-id': c.get('requestId') },
+      });
+    }),
+  );
+  app.delete('/v2/glossaries/:id', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      if (!(await client().delete(c.req.param('id'), owner))) throw notFound();
+      return new Response(null, { status: 204, headers: { 'x-request-id': c.get('requestId') } });
+    }),
+  );
+  app.get('/v2/glossary-language-pairs', (c) =>
+    answer(context, c, async () => {
+      authorize(c, await requestParams(c, context), context);
+      const codes = context.languages;
+      return {
+        supported_languages: codes.flatMap((s) =>
+          codes.filter((t) => t !== s).map((t) => ({ source_lang: s, target_lang: t })),
+        ),
+      };
+    }),
+  );
+}
+
+/**
+ * The entries of the glossary a translation names, checked against its language pair (DeepL needs source_lang
+ * with a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
+ */
+async function glossaryFor(
+  context: ApiContext,
+  id: string | undefined,
+  srcLang: string,
+  tgtLang: string,
+  key: ApiKey | undefined,
+): Promise<Record<string, string> | undefined> {
+  if (id === undefined) return undefined;
+  if (srcLang === AUTO_LANGUAGE) throw new DeepLError(400, "Use of a glossary requires the 'source_lang' parameter.");
+  if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
+  const glossary = await context.glossaries.resolve(id, key?.id);
+  if (glossary === undefined) throw new DeepLError(404, 'Glossary not found');
+  if (glossary.info.source_lang !== srcLang || glossary.info.target_lang !== tgtLang) {
+    throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
+  }
+  return glossary.entries;
+}
+
+/** A JSON answer with another status than 200. */
+function json(c: Context<RouterEnv>, value: unknown, status: number): Response {
+  return new Response(JSON.stringify(value), {
+    status,
+    headers: { 'content-type': 'application/json', 'x-request-id': c.get('requestId') },
+  });
 }
 
 async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promise<Params> {
@@ -241,7 +354,9 @@ function refusalError(refusal: Refusal): DeepLError {
 async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
   const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
   try {
-    return new Response(JSON.stringify(await run()), { status: 200, headers });
+    const value = await run();
+    if (value instanceof Response) return value;
+    return new Response(JSON.stringify(value), { status: 200, headers });
   } catch (err) {
     const error = err instanceof DeepLError ? err : fromServeError(toServeError(err));
     c.set('errorCode', err instanceof DeepLError ? `DEEPL_${error.status}` : toServeError(err).code);

@@ -11,6 +11,7 @@ import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
 import type { RouterEnv } from '../app.js';
 import type { UpstreamClient } from '../upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
+import type { GlossaryClient } from '../glossaries.js';
 
 /** What the compatible APIs need from the router app. */
 export interface ApiContext {
@@ -25,6 +26,8 @@ export interface ApiContext {
   logger?: Logger | undefined;
   /** Largest number of characters one request may carry (the model server's MAX_REQUEST_CHARS), for clients. */
   maxRequestChars?: number | undefined;
+  /** The model servers' glossaries; absent: glossary requests are answered as unavailable. */
+  glossaries?: GlossaryClient | undefined;
 }
 
 /** One request's parameters: each name with its values in order (a repeated form field, or a JSON array). */
@@ -86,6 +89,8 @@ export interface TextsRequest {
   ignoreTags?: string[];
   /** Other translations wanted per text (plain text only). */
   alternatives?: number;
+  /** Glossary entries (source term → target term) the translation must follow. */
+  glossary?: Record<string, string>;
   /** A served language code, or `auto`. */
   srcLang: string;
   tgtLang: string;
@@ -126,6 +131,7 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
       ...(request.format === undefined ? {} : { format: request.format }),
       ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
+      ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },
     context.languages,
   );

@@ -116,7 +116,7 @@ describe('DeepL /v2/translate', () => {
         ['glossary_id', 'g'],
       ],
       400,
-      "Value for 'glossary_id' not supported.",
+      "Use of a glossary requires the 'source_lang' parameter.",
     ],
     [
       [

@@ -128,9 +128,39 @@ describe.each(FRONTS)('through the %s front', (kind) => {
   });
 
   it("deepl-node gets DeepL's own error class for a value DeepL refuses", async () => {
-    const refused = translator().translateText('Hello.', 'en', 'de', { glossary: 'no-such-glossary' });
+    const refused = translator().translateText('Hello.', 'en', 'de', { formality: 'more' });
     await expect(refused).rejects.toThrow(deepl.DeepLError);
-    await expect(refused).rejects.toThrow("Bad request, message: Value for 'glossary_id' not supported.");
+    await expect(refused).rejects.toThrow(
+      "Bad request, message: 'formality' is not supported for given 'target_lang'.",
+    );
+  });
+
+  it('deepl-node glossaries: made, listed, read back, used (the term appears), deleted; other keys see none', async () => {
+    const t = translator();
+    const entries = new deepl.GlossaryEntries({ entries: { fox: 'Fuchs', 'lazy dog': 'fauler Hund' } });
+    const made = await t.createGlossary(`animals ${kind}`, 'en', 'de', entries);
+    expect([made.name, made.sourceLang, made.targetLang, made.entryCount, made.ready]).toEqual([
+      `animals ${kind}`,
+      'en',
+      'de',
+      2,
+      true,
+    ]);
+    expect((await t.listGlossaries()).map((g) => g.glossaryId)).toContain(made.glossaryId);
+    expect((await t.getGlossaryEntries(made)).entries()).toEqual({ fox: 'Fuchs', 'lazy dog': 'fauler Hund' });
+    const [withGlossary, without] = await Promise.all([
+      t.translateText('The fox jumps over the lazy dog.', 'en', 'de', { glossary: made }),
+      t.translateText('The fox jumps over the lazy dog.', 'en', 'de'),
+    ]);
+    expect(withGlossary.text).toContain('Fuchs');
+    expect(withGlossary.text).toContain('fauler Hund');
+    expect(without.text).not.toMatch(/Fuchs|fauler Hund/);
+    // A glossary belongs to the key that made it.
+    const other = translator(KEYS[`quota-${kind}`]);
+    expect((await other.listGlossaries()).map((g) => g.glossaryId)).not.toContain(made.glossaryId);
+    await expect(other.getGlossary(made.glossaryId)).rejects.toThrow(deepl.GlossaryNotFoundError);
+    await t.deleteGlossary(made);
+    await expect(t.getGlossary(made.glossaryId)).rejects.toThrow(deepl.GlossaryNotFoundError);
   });
 
   it('deepl-node translates HTML with tagHandling: the tags come back as they were', async () => {
