@@ -54,12 +54,15 @@ export interface ModelServerHost {
 
 /** Where a request for one language may go (router/upstream.ts picks among `origins`). */
 export type Route =
-  /** Healthy hosts, best tier first: those where the language is ready, else registered, else any healthy one. */
+  /** Healthy hosts where the language is ready. */
   | { kind: 'hosts'; origins: readonly string[] }
-  /** No host answers at all: every known host, tried anyway (a refusal is a fast 502, as with one model server). */
+  /** No host has answered since the router started: every known host, tried anyway (a refusal is a fast 502). */
   | { kind: 'unreachable'; origins: readonly string[] }
-  /** Other hosts answer, but every host that serves the language is ejected. */
-  | { kind: 'language-down' }
+  /**
+   * No answering host has the language ready (those that serve it are down or still loading it, or it is not
+   * registered anywhere yet): 503 + Retry-After at once. `reason` says which, without addresses.
+   */
+  | { kind: 'language-down'; reason: string }
   /** MODEL_SERVERS resolved to no address. */
   | { kind: 'none' };
 
@@ -161,29 +164,38 @@ export class ModelServers {
     }));
   }
 
-  /** Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. */
+  /**
+   * Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. Only hosts
+   * that report `lang` ready take it: a host back from a restart with some of its models still loading (or none
+   * registered yet) gets only the languages it reports ready, and a language no answering host has ready is
+   * refused at once, as unavailable for now, never sent where it would be answered 404.
+   */
   route(lang: string): Route {
     if (this.#hosts.size === 0) return { kind: 'none' };
     const ready: string[] = [];
-    const registered: string[] = [];
-    const healthy: string[] = [];
-    let servedByEjected = false;
+    let healthy = 0;
+    let down = 0;
+    let loading = 0;
+    let without = 0;
     for (const host of this.#hosts.values()) {
       if (host.health === 'healthy') {
-        healthy.push(host.origin);
+        healthy++;
         if (host.ready.has(lang)) ready.push(host.origin);
-        else if (host.registered.has(lang)) registered.push(host.origin);
+        else if (host.registered.has(lang)) loading++;
+        else without++;
       } else if (host.health === 'ejected' && host.registered.has(lang)) {
-        servedByEjected = true;
+        down++;
       }
     }
     if (ready.length > 0) return { kind: 'hosts', origins: ready };
-    if (registered.length > 0) return { kind: 'hosts', origins: registered };
-    if (healthy.length === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
-    if (servedByEjected) return { kind: 'language-down' };
-    // No host says it serves the language: one of them answers for it (404 when unregistered, or a translation
-    // when it was registered since the last read), as the one model server did before there were several.
-    return { kind: 'hosts', origins: healthy };
+    // No host has ever been heard from (all down since this router started): try one, a refusal is a fast 502.
+    if (healthy === 0 && down === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
+    const counts = [
+      down > 0 ? `${down} down` : '',
+      loading > 0 ? `${loading} still loading it` : '',
+      without > 0 ? `${without} answering without it` : '',
+    ].filter(Boolean);
+    return { kind: 'language-down', reason: `no model server has it ready: ${counts.join(', ')}` };
   }
 
   /** Traffic says the host refused a connection: eject it now; the probes readmit it. */
@@ -289,8 +301,11 @@ export class ModelServers {
     return new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: CONTROL_PIPELINING });
   }
 
+  /** A host with languages registered but not ready yet (loading after a restart) has them re-read each probe. */
   #probeAll(): void {
-    for (const host of this.#hosts.values()) void this.#probe(host, false);
+    for (const host of this.#hosts.values()) {
+      void this.#probe(host, host.health === 'healthy' && host.registered.size > host.ready.size);
+    }
   }
 
   /**

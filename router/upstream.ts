@@ -49,9 +49,12 @@
  * - the language's lane is full → `QUEUE_FULL` 503 + `Retry-After`, from the router itself;
  * - the lane has no free connection while its model server refuses → that refusal (`OVERLOADED` or `QUEUE_FULL`,
  *   503 + `Retry-After`), from the router itself;
- * - the language's hosts are all ejected while others answer → `NO_WORKER` 503 + `Retry-After`, at once;
+ * - no answering host has the language ready (its hosts are ejected, still loading it after a restart, or it is
+ *   registered nowhere yet) → `NO_WORKER` 503 + `Retry-After`, at once; likewise a 404 from a host that had it
+ *   ready at the last read (never a 404 for a language the router accepts);
  * - connection refused / reset / closed, connect timeout, and no other host → `UPSTREAM_UNAVAILABLE` 502, at once;
- *   with one model server that is down, so a stopped model server is reported in milliseconds, not after a back-off;
+ *   a host once known to serve the language is then ejected, and what follows is the 503 above until it is back;
+ *   a model server never heard from since the router started is a 502 in milliseconds, not after a back-off;
  * - no reply headers (or body) within `timeoutMs` → `REQUEST_TIMEOUT` 504;
  * - an error reply from the model server (`{code, type, message}`) → the catalogue entry with that status and
  *   type, its message kept, `Retry-After` kept (queue full → 503 + Retry-After reaches the client).
@@ -261,6 +264,24 @@ export class Upstream implements UpstreamClient {
   }
 
   async translate(request: TranslateRequest): Promise<TranslateReply> {
+    try {
+      return await this.#translate(request);
+    } catch (err) {
+      // Routed only where the language was read ready: a host that answers 404 unregistered it since (or is a
+      // restarted process registering its models again). The router accepts the language, so it is unavailable
+      // for now, not unknown; the fresh read (`suspect`) settles where it goes next.
+      if (this.#servers !== undefined && err instanceof ServeError && err.code === 'MODEL_NOT_FOUND') {
+        throw new ServeError(
+          'NO_WORKER',
+          `Model ${request.tgtLang} is unavailable now (its model server no longer has it registered), retry later.`,
+          { retryAfterS: NO_HOST_RETRY_AFTER_S, cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  async #translate(request: TranslateRequest): Promise<TranslateReply> {
     const first = this.#choose(request.tgtLang, undefined)!;
     try {
       return await this.#attempt(first, request);
@@ -288,7 +309,7 @@ export class Upstream implements UpstreamClient {
       case 'none':
         throw new ServeError('UPSTREAM_UNAVAILABLE', 'No model server is known: MODEL_SERVERS resolves to no address.');
       case 'language-down':
-        throw new ServeError('NO_WORKER', `No model server that serves ${lang} is reachable now, retry later.`, {
+        throw new ServeError('NO_WORKER', `Model ${lang} is unavailable now, ${route.reason}; retry later.`, {
           retryAfterS: NO_HOST_RETRY_AFTER_S,
         });
       case 'unreachable':
@@ -464,6 +485,8 @@ export class Upstream implements UpstreamClient {
       const value = header(response.headers[name]);
       if (value !== undefined) headers[name] = value;
     }
+    // Which model server answered (worker ids repeat across hosts): for clients and the router's log line.
+    headers['x-model-server'] = new URL(origin).host;
     return { body, headers };
   }
 

@@ -15,6 +15,7 @@ import { findNginx } from '../../front/nginx.js';
 import { manifestPath } from '../../model-server/store/manifest.js';
 import { send } from '../../bench/lib/load.js';
 import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { until } from '../support/polling.js';
 import { ROOT } from '../support/processes.js';
 import { rawRequest } from '../support/raw-http.js';
 import { apiKeys, startFront, startStack, translateBody, type Stack } from '../support/stack.js';
@@ -266,6 +267,12 @@ describe('token authorization (TOKEN_AUTH=true: generated keys, Bearer, 401 with
     await stack.restartModelServer();
     const after = apiKeys(stack.env);
     expect(after.inference).not.toBe(before.inference);
+    // 503 + Retry-After until the router's probe has read the restarted host's languages ready (~0.5 s).
+    await until('the router to send ko to the restarted model server', async () => {
+      const o = await send(router, { body: translateBody('ko', 'rotated') });
+      expect([200, 503]).toContain(o.status);
+      return o.status === 200;
+    });
     expect(await send(router, { body: translateBody('ko', 'rotated') })).toMatchObject({
       status: 200,
       body: '{"translated":"rotated"}',
