@@ -224,10 +224,19 @@ export class ModelServers {
     void this.#probe(host, true);
   }
 
-  /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
-  suspect(origin: string): void {
+  /**
+   * Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now;
+   * resolves when that check is done.
+   */
+  suspect(origin: string): Promise<void> {
     const host = this.#hosts.get(origin);
-    if (host !== undefined) void this.#probe(host, true);
+    return host === undefined ? Promise.resolve() : this.#probe(host, true);
+  }
+
+  /** Whether `origin` is healthy with `lang` ready now. */
+  serves(origin: string, lang: string): boolean {
+    const host = this.#hosts.get(origin);
+    return host !== undefined && host.health === 'healthy' && host.ready.has(lang);
   }
 
   /** Resolve every source again and probe the hosts; resolves when done (tests await it). */

@@ -181,6 +181,19 @@ class NotReached extends Error {
   }
 }
 
+/** An attempt whose connection was torn down after the request was sent: its host may have died with it. */
+class LostWithHost extends Error {
+  readonly error: ServeError;
+  constructor(error: ServeError) {
+    super('lost with its host');
+    this.error = error;
+  }
+}
+
+function unwrap(err: unknown): unknown {
+  return err instanceof NotReached || err instanceof LostWithHost ? err.error : err;
+}
+
 /**
  * The real client: per model server, a lane (gate + undici Pool) per target language. A request goes to the
  * model server with the fewest outstanding requests among those that serve its language (router/model-servers.ts
@@ -286,16 +299,33 @@ export class Upstream implements UpstreamClient {
     try {
       return await this.#attempt(first, request);
     } catch (err) {
-      if (!(err instanceof NotReached)) throw err;
+      if (!(await this.#mayRetry(err, first, request.tgtLang))) throw unwrap(err);
       // Once only: a second refusal means the language is saturated or gone, and the client hears it now.
       const second = this.#choose(request.tgtLang, first);
-      if (second === undefined) throw err.error;
+      if (second === undefined) throw unwrap(err);
       try {
         return await this.#attempt(second, request);
       } catch (again) {
-        throw again instanceof NotReached ? again.error : again;
+        if (again instanceof LostWithHost && (await this.#mayRetry(again, second, request.tgtLang))) {
+          // Both hosts went down under it: what the route says now (503 + Retry-After when nobody has it ready).
+          this.#choose(request.tgtLang, second);
+        }
+        throw unwrap(again);
       }
     }
+  }
+
+  /**
+   * Whether a failed attempt may go to another host: one that never reached a worker, or one whose host died
+   * under it — the connection torn down mid-request and the host, checked at once, gone or no longer ready for
+   * the language (a crashed model server, restarting). Its work died with it, so sending it again does nothing
+   * twice; with no other host, the client hears the route's 503 + Retry-After rather than a 502.
+   */
+  async #mayRetry(err: unknown, origin: string, lang: string): Promise<boolean> {
+    if (err instanceof NotReached) return true;
+    if (!(err instanceof LostWithHost) || this.#servers === undefined) return false;
+    await this.#servers.suspect(origin);
+    return !this.#servers.serves(origin, lang);
   }
 
   /**
@@ -430,7 +460,7 @@ export class Upstream implements UpstreamClient {
       // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
       // while another is tried for them): another host may serve the language.
       if (err.code === 'MODEL_NOT_FOUND') {
-        this.#servers?.suspect(origin);
+        void this.#servers?.suspect(origin);
         return new NotReached(err);
       }
       const code = (err.cause as { code?: unknown } | undefined)?.code;
@@ -439,8 +469,12 @@ export class Upstream implements UpstreamClient {
           this.#servers?.refused(origin, 'connection refused');
           return new NotReached(err);
         }
-        this.#servers?.suspect(origin);
-        if (NOT_CONNECTED_CODES.has(code)) return new NotReached(err);
+        if (NOT_CONNECTED_CODES.has(code)) {
+          void this.#servers?.suspect(origin);
+          return new NotReached(err);
+        }
+        // Torn down mid-request (reset, closed): whether its host died is checked before the client hears it.
+        return new LostWithHost(err);
       }
     }
     return err;

@@ -203,6 +203,22 @@ describe('several model servers', () => {
     expect(b!.served.get('ko')).toBeUndefined();
   });
 
+  it('a host that dies with requests in flight (a crashed model server): they go to a replica, else 503 + Retry-After, not 502', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    const ko = translate(upstream, 'ko', 'hold-ko');
+    const en = [translate(upstream, 'en', 'hold-en-1'), translate(upstream, 'en', 'hold-en-2')];
+    await until('all three held', () => a!.held.length === 2 && b!.held.length === 1, 5_000, 5);
+    await a!.close();
+    const err = await failure(ko);
+    expect([err.status, err.retryAfterS]).toEqual([503, 1]);
+    // The en request a held went to b (its work died with a: nothing is done twice).
+    await until('b holds both en requests', () => b!.held.length === 2, 5_000, 5);
+    b!.releaseAll();
+    for (const reply of await Promise.all(en)) expect(reply.headers['x-worker-id']).toBe('b');
+  });
+
   it('a 404 from a host that listed the language (unregistered since its read) reaches the client as 503 + Retry-After', async () => {
     const [a] = await startHosts(['a', ['en']]);
     a!.unlisted = '404';
