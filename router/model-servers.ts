@@ -104,7 +104,12 @@ interface HostState {
   probing: Promise<void> | undefined;
   /** A language read was asked for and has not started yet. */
   languagesWanted: boolean;
+  /** When (performance.now) a language read last completed. */
+  readAt: number;
 }
+
+/** A request for a language a healthy host does not list asks for a fresh read of it, at most this often, ms. */
+const ASKED_READ_INTERVAL_MS = 1_000;
 
 /** GETs in flight at once on a control connection: a language read sends one per language. */
 const CONTROL_PIPELINING = 32;
@@ -180,9 +185,17 @@ export class ModelServers {
     for (const host of this.#hosts.values()) {
       if (host.health === 'healthy') {
         healthy++;
-        if (host.ready.has(lang)) ready.push(host.origin);
-        else if (host.registered.has(lang)) loading++;
+        if (host.ready.has(lang)) {
+          ready.push(host.origin);
+          continue;
+        }
+        if (host.registered.has(lang)) loading++;
         else without++;
+        // Asked for a language it does not list ready: it may have become ready, or been registered, since the
+        // last read; read again now rather than at the next period (refused meanwhile: 503 + Retry-After).
+        if (performance.now() - host.readAt >= ASKED_READ_INTERVAL_MS && host.probing === undefined) {
+          void this.#probe(host, true);
+        }
       } else if (host.health === 'ejected' && host.registered.has(lang)) {
         down++;
       }
@@ -297,6 +310,7 @@ export class ModelServers {
       control: this.#controlClient(origin),
       probing: undefined,
       languagesWanted: false,
+      readAt: -Infinity,
     };
     this.#hosts.set(origin, host);
     this.#logger?.info({ modelServer: origin }, 'model server added');
@@ -368,6 +382,7 @@ export class ModelServers {
         else if (status !== 404) throw new Error(`/v2/models/${lang}/ready answered ${status}`);
       }),
     );
+    host.readAt = performance.now();
     host.ready = ready;
     host.registered = registered;
   }
