@@ -104,12 +104,12 @@ interface HostState {
   probing: Promise<void> | undefined;
   /** A language read was asked for and has not started yet. */
   languagesWanted: boolean;
-  /** When (performance.now) a language read last completed. */
-  readAt: number;
+  /** `recheck`: per language, the check under way, or when (performance.now) the last one was sent. */
+  rechecks: Map<string, Promise<void> | number>;
 }
 
-/** A request for a language a healthy host does not list asks for a fresh read of it, at most this often, ms. */
-const ASKED_READ_INTERVAL_MS = 1_000;
+/** `recheck` asks one host about one language at most this often, ms. */
+const RECHECK_INTERVAL_MS = 100;
 
 /** GETs in flight at once on a control connection: a language read sends one per language. */
 const CONTROL_PIPELINING = 32;
@@ -191,11 +191,6 @@ export class ModelServers {
         }
         if (host.registered.has(lang)) loading++;
         else without++;
-        // Asked for a language it does not list ready: it may have become ready, or been registered, since the
-        // last read; read again now rather than at the next period (refused meanwhile: 503 + Retry-After).
-        if (performance.now() - host.readAt >= ASKED_READ_INTERVAL_MS && host.probing === undefined) {
-          void this.#probe(host, true);
-        }
       } else if (host.health === 'ejected' && host.registered.has(lang)) {
         down++;
       }
@@ -244,6 +239,37 @@ export class ModelServers {
   suspect(origin: string): Promise<void> {
     const host = this.#hosts.get(origin);
     return host === undefined ? Promise.resolve() : this.#probe(host, true);
+  }
+
+  /**
+   * Ask each healthy host that does not list `lang` ready about it now (`/v2/models/{lang}/ready`, one GET), so a
+   * language registered or loaded since the last read is routed on its first request, not at the next period.
+   * One question per host and language at a time, at most every 100 ms; a failed one changes nothing (the probes
+   * judge health). Resolves when the answers are in.
+   */
+  async recheck(lang: string): Promise<void> {
+    const asked: Promise<void>[] = [];
+    for (const host of this.#hosts.values()) {
+      if (host.health !== 'healthy' || host.ready.has(lang)) continue;
+      const last = host.rechecks.get(lang);
+      if (last instanceof Promise) {
+        asked.push(last);
+        continue;
+      }
+      if (last !== undefined && performance.now() - last < RECHECK_INTERVAL_MS) continue;
+      const sentAt = performance.now();
+      const check = this.#get(host, `/v2/models/${encodeURIComponent(lang)}/ready`, true)
+        .then((status) => {
+          if (host.health !== 'healthy') return;
+          if (status === 200) host.ready.add(lang);
+          if (status === 200 || status === 400) host.registered.add(lang);
+        })
+        .catch(() => undefined)
+        .finally(() => host.rechecks.set(lang, sentAt));
+      host.rechecks.set(lang, check);
+      asked.push(check);
+    }
+    await Promise.all(asked);
   }
 
   /** Whether `origin` is healthy with `lang` ready now. */
@@ -310,7 +336,7 @@ export class ModelServers {
       control: this.#controlClient(origin),
       probing: undefined,
       languagesWanted: false,
-      readAt: -Infinity,
+      rechecks: new Map(),
     };
     this.#hosts.set(origin, host);
     this.#logger?.info({ modelServer: origin }, 'model server added');
@@ -382,7 +408,6 @@ export class ModelServers {
         else if (status !== 404) throw new Error(`/v2/models/${lang}/ready answered ${status}`);
       }),
     );
-    host.readAt = performance.now();
     host.ready = ready;
     host.registered = registered;
   }

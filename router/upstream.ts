@@ -295,6 +295,8 @@ export class Upstream implements UpstreamClient {
   }
 
   async #translate(request: TranslateRequest): Promise<TranslateReply> {
+    // Not ready anywhere by the last read: ask the hosts about it now (registered or loaded since?) before refusing.
+    if (this.#servers?.route(request.tgtLang).kind === 'language-down') await this.#servers.recheck(request.tgtLang);
     const first = this.#choose(request.tgtLang, undefined)!;
     try {
       return await this.#attempt(first, request);

@@ -219,6 +219,25 @@ describe('several model servers', () => {
     for (const reply of await Promise.all(en)) expect(reply.headers['x-worker-id']).toBe('b');
   });
 
+  it('a language registered since the last read is routed on its first request (the hosts are asked about it first)', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = new Upstream({
+      modelServers: {
+        sources: [a!.origin],
+        languages: ['en', 'ko'],
+        probeIntervalMs: 50,
+        probeTimeoutMs: 500,
+        refreshIntervalMs: 60_000,
+      },
+      connections: 4,
+      timeoutMs: 5_000,
+    });
+    cleanups.push(() => upstream.close());
+    await until('healthy', healthy(upstream, 1), 5_000);
+    a!.languages.add('ko');
+    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
+  });
+
   it('a 404 from a host that listed the language (unregistered since its read) reaches the client as 503 + Retry-After', async () => {
     const [a] = await startHosts(['a', ['en']]);
     a!.unlisted = '404';
