@@ -327,6 +327,9 @@ export class Upstream implements UpstreamClient {
     if (err instanceof NotReached) return true;
     if (!(err instanceof LostWithHost) || this.#servers === undefined) return false;
     await this.#servers.suspect(origin);
+    // That check may have run on the control connection the same death tore down (a torn connection alone does
+    // not eject a host heard from just now): once more, on a new connection, which a dead process refuses.
+    if (this.#servers.serves(origin, lang)) await this.#servers.suspect(origin);
     return !this.#servers.serves(origin, lang);
   }
 

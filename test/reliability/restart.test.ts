@@ -184,7 +184,9 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
           });
           outcome.status = res.statusCode;
           outcome.retryAfter = res.headers['retry-after'] as string | undefined;
-          await res.body.dump();
+          const body = await res.body.text();
+          // What an unexpected answer said, for the failure message.
+          if (outcome.status !== 200 && outcome.status !== 503) outcome.error = body.slice(0, 300);
         } catch (err) {
           outcome.status = -1;
           outcome.error = (err as Error).message;
