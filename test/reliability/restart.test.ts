@@ -8,21 +8,16 @@
  *     snapshot is loaded, the corrupt file set aside.
  *
  * The model server is the fault-drill entry with every batch slowed to 40 ms, so requests are in flight when it
- * dies. A client that gets a 503 waits 50 ms (a short Retry-After) and sends again. Everything is private to this
- * file: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
+ * dies. A client that gets a 503 waits 50 ms (a short Retry-After) and sends again. The apps run as in
+ * test/support/pm2-apps.ts: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveModels } from '../../model-server/store/archiver.js';
-import { freePort } from '../../bench/lib/processes.js';
-import { ROOT, TSX } from '../support/processes.js';
+import { answers, startPm2Apps, type Pm2Apps, type Pm2Process } from '../support/pm2-apps.js';
 import { until } from '../support/polling.js';
 
-const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 const LANGUAGES = ['ko', 'en'];
 /** Clients per language, each with one request at a time. */
 const CLIENTS = 4;
@@ -30,12 +25,6 @@ const CLIENTS = 4;
 const RECOVERY_BOUND_MS = 15_000;
 /** A request with no answer within this is a hang. */
 const HANG_MS = 20_000;
-
-interface Pm2Process {
-  name: string;
-  pid: number;
-  pm2_env: { status: string; restart_time: number };
-}
 
 interface Outcome {
   lang: string;
@@ -47,104 +36,21 @@ interface Outcome {
 }
 
 describe('under pm2: the model server SIGKILLed under load comes back with its models', () => {
-  let dir: string;
-  let env: NodeJS.ProcessEnv;
-  let urls: { front: string; management: string; inference: string };
+  let apps: Pm2Apps;
+  let urls: Pm2Apps['urls'];
   let pool: Pool;
-
-  const run = (file: string, args: string[], timeoutMs = 60_000) =>
-    new Promise<{ code: number; out: string }>((resolve) =>
-      execFile(file, args, { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
-        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
-      ),
-    );
-  const modelServer = async (): Promise<Pm2Process> =>
-    (JSON.parse((await run(PM2, ['jlist'])).out) as Pm2Process[]).find((p) => p.name === 'model-server')!;
+  const modelServer = async (): Promise<Pm2Process> => (await apps.jlist()).find((p) => p.name === 'model-server')!;
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(tmpdir(), 'mt-reliability-restart-'));
-    const store = path.join(dir, 'model_store');
-    const modelDir = path.join(dir, 'no-model');
-    mkdirSync(modelDir);
-    archiveModels({ modelDir, store, names: LANGUAGES, handler: 'echo' });
-    const setupConfig = path.join(dir, 'setup_config.json');
-    writeFileSync(setupConfig, JSON.stringify({ cuda_id: { ko: '0', en: '0' } }));
-    const [inference, management, metrics, router, front] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
-    urls = {
-      front: `http://127.0.0.1:${front}`,
-      management: `http://127.0.0.1:${management}`,
-      inference: `http://127.0.0.1:${inference}`,
-    };
-    const appEnv = {
-      MODEL_STORE: store,
-      MODEL_DIR: modelDir,
-      SETUP_CONFIG: setupConfig,
-      LOG_DIR: path.join(dir, 'logs'),
-      RUN_DIR: path.join(dir, 'run'),
-      INFERENCE_ADDRESS: `127.0.0.1:${inference}`,
-      MANAGEMENT_ADDRESS: `127.0.0.1:${management}`,
-      METRICS_ADDRESS: `127.0.0.1:${metrics}`,
-      ROUTER_ADDRESS: `127.0.0.1:${router}`,
-      FRONT_ADDRESS: `127.0.0.1:${front}`,
-      FRONT: 'builtin',
-      LOG_LEVEL: 'info',
-      MT_TEST_FAULTS: JSON.stringify({ ko: 'slow:40', en: 'slow:40' }),
-    };
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, PM2_HOME: path.join(dir, 'pm2') };
-    const entry = (file: string) => ({
-      script: path.join(ROOT, 'test/support/pm2-entry.js'),
-      env: { ...appEnv, MT_ENTRY: path.join(ROOT, file) },
+    // One router instance: the drill is about the model server.
+    apps = await startPm2Apps({
+      prefix: 'mt-reliability-restart',
+      front: 'builtin',
+      routerInstances: 1,
+      languages: LANGUAGES,
+      env: { LOG_LEVEL: 'info', MT_TEST_FAULTS: JSON.stringify({ ko: 'slow:40', en: 'slow:40' }) },
     });
-    const common = { cwd: dir, node_args: ['--import', TSX], merge_logs: true };
-    const logs = (name: string) => ({
-      out_file: path.join(dir, 'logs', `${name}.log`),
-      error_file: path.join(dir, 'logs', `${name}.log`),
-    });
-    // ecosystem.config.js's settings (one router instance: the drill is about the model server).
-    const apps = [
-      {
-        name: 'model-server',
-        ...entry('test/support/model-server-with-faults.ts'),
-        exec_mode: 'fork',
-        kill_timeout: 35_000,
-        max_restarts: 10,
-        min_uptime: 5_000,
-        ...common,
-        ...logs('model-server'),
-      },
-      {
-        name: 'router',
-        ...entry('router/main.ts'),
-        exec_mode: 'cluster',
-        instances: 1,
-        wait_ready: true,
-        listen_timeout: 15_000,
-        kill_timeout: 130_000,
-        ...common,
-        ...logs('router'),
-      },
-      {
-        name: 'front',
-        ...entry('front/main.ts'),
-        exec_mode: 'fork',
-        wait_ready: true,
-        listen_timeout: 20_000,
-        kill_timeout: 30_000,
-        treekill: false,
-        ...common,
-        ...logs('front'),
-      },
-    ];
-    const file = path.join(dir, 'apps.json');
-    writeFileSync(file, JSON.stringify({ apps }));
-    const started = await run(PM2, ['start', file]);
-    if (started.code !== 0) throw new Error(`pm2 start failed: ${started.out}`);
-    const ok = (url: string) =>
-      fetch(url).then(
-        (r) => r.ok,
-        () => false,
-      );
-    await until('the model server', () => ok(`${urls.inference}/ping`), 60_000);
+    urls = apps.urls;
     // What `npm start` does once: register every language (saved to the snapshot as it goes).
     for (const lang of LANGUAGES) {
       const res = await fetch(`${urls.management}/models?url=${lang}&batch_size=8&max_batch_delay=5`, {
@@ -155,14 +61,13 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
     // One more change, so the previous snapshot holds both languages too (drill b falls back to it).
     const scaled = await fetch(`${urls.management}/models/ko?min_worker=1&synchronous=true`, { method: 'PUT' });
     expect(scaled.status, await scaled.text()).toBe(200);
-    await until('the front', () => ok(`${urls.front}/health`), 60_000);
+    await until('the front', () => answers(`${urls.front}/health`), 60_000);
     pool = new Pool(urls.front, { connections: 2 * CLIENTS * LANGUAGES.length });
   }, 180_000);
 
   afterAll(async () => {
     await pool?.close();
-    if (env) await run(PM2, ['kill'], 30_000);
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await apps?.kill();
   }, 60_000);
 
   /** Load through the front until stopped: every request's outcome. */
@@ -266,7 +171,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
   }, 120_000);
 
   it('(b) SIGKILL with the current snapshot corrupt: the previous one is restored, the corrupt file set aside', async () => {
-    const snapshots = path.join(dir, 'logs', 'config');
+    const snapshots = path.join(apps.dir, 'logs', 'config');
     const current = path.join(snapshots, 'models.json');
     const text = readFileSync(current, 'utf8');
     writeFileSync(current, text.slice(0, Math.floor(text.length / 2)));
@@ -275,7 +180,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
     const listed = (await (await fetch(`${urls.management}/models`)).json()) as { models: { modelName: string }[] };
     expect(listed.models.map((m) => m.modelName)).toEqual(['en', 'ko']);
     expect(readdirSync(snapshots).some((f) => f.startsWith('models.json.corrupt-'))).toBe(true);
-    const log = readFileSync(path.join(dir, 'logs', 'model-server.log'), 'utf8');
+    const log = readFileSync(path.join(apps.dir, 'logs', 'model-server.log'), 'utf8');
     expect(log).toContain('model snapshot not loaded: corrupt; set aside');
   }, 120_000);
 });
