@@ -1,9 +1,12 @@
 /**
  * @module model-server/main — the model server process (pm2 fork mode): the only file that reads `.env`.
  *
- * Starts the three ports (inference, management, metrics; port 0 picks a free one), then reports where it
- * listens in a log line and, when forked with IPC (pm2 or a test), as `{type: 'listening', ports}` followed by
- * pm2's `'ready'`. SIGTERM/SIGINT drain: stop taking connections and jobs (new requests get 503), flush every
+ * Registers again the models of its last good snapshot (`LOG_DIR/config`, frontend/snapshot.ts: every management
+ * change is saved there), before its ports listen, so a restart after a crash serves what the crashed process
+ * served and no request finds a model missing meanwhile (a restored model answers `/v2/models/{name}/ready` 400
+ * until its workers are up). Starts the three ports (inference, management, metrics; port 0 picks a free one),
+ * then reports where it listens in a log line and, when forked with IPC (pm2 or a test), as
+ * `{type: 'listening', ports}`, then pm2's `'ready'` once the restored models' workers are up (or failed). SIGTERM/SIGINT drain: stop taking connections and jobs (new requests get 503), flush every
  * queue to the workers, wait for the answers (at most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad
  * configuration exits 1 naming the variable.
  *
@@ -12,6 +15,7 @@
 import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { answerClientErrors } from '../common/client-error.js';
@@ -68,7 +72,9 @@ async function main(): Promise<void> {
     log,
     workerLogLevel: config.logLevel,
     ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),
+    snapshotDir: path.join(config.logDir, 'config'),
   });
+  const restored = await server.manager.restore();
   const listening = await Promise.all([
     listen(server.inferenceApp, ms.inference),
     listen(server.managementApp, ms.management),
@@ -82,8 +88,6 @@ async function main(): Promise<void> {
   const ports = { inference, management, metrics };
   log.info({ ports, hosts: [ms.inference.host, ms.management.host, ms.metrics.host] }, 'model server listening');
   process.send?.({ type: 'listening', ports } satisfies ListeningMessage);
-  // pm2's `wait_ready: true` waits for this exact message before it calls the start done.
-  process.send?.('ready');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -107,6 +111,10 @@ async function main(): Promise<void> {
   process.on('message', (message: { type?: string }) => {
     if (message?.type === 'shutdown') void stop('shutdown message');
   });
+  await restored.ready;
+  if (restored.models.length > 0) log.info({ models: restored.models }, 'restored models ready');
+  // pm2's `wait_ready: true` waits for this exact message before it calls the start done.
+  if (!stopping) process.send?.('ready');
 }
 
 function listen(app: Hono<AppEnv>, address: Address): Promise<{ server: Server; drain: HttpDrain }> {

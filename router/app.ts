@@ -65,7 +65,12 @@ export type RouterEnv = {
 };
 type Env = RouterEnv;
 
-const LOG_KEYS = { 'x-model-name': 'model', 'x-worker-id': 'worker', 'x-device': 'device' } as const;
+const LOG_KEYS = {
+  'x-model-name': 'model',
+  'x-model-server': 'modelServer',
+  'x-worker-id': 'worker',
+  'x-device': 'device',
+} as const;
 
 export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): Hono<Env> {
   const { upstream, logger } = deps;
@@ -103,7 +108,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     if (errorCode !== undefined) line.error = errorCode;
     if (keyId !== undefined) line.key = keyId;
     if (upstreamHeaders !== undefined) {
-      for (const name of ['x-model-name', 'x-worker-id', 'x-device'] as const) {
+      for (const name of Object.keys(LOG_KEYS) as (keyof typeof LOG_KEYS)[]) {
         const value = upstreamHeaders[name];
         if (value !== undefined) line[LOG_KEYS[name]] = value;
       }

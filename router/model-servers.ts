@@ -54,12 +54,15 @@ export interface ModelServerHost {
 
 /** Where a request for one language may go (router/upstream.ts picks among `origins`). */
 export type Route =
-  /** Healthy hosts, best tier first: those where the language is ready, else registered, else any healthy one. */
+  /** Healthy hosts where the language is ready. */
   | { kind: 'hosts'; origins: readonly string[] }
-  /** No host answers at all: every known host, tried anyway (a refusal is a fast 502, as with one model server). */
+  /** No host has answered since the router started: every known host, tried anyway (a refusal is a fast 502). */
   | { kind: 'unreachable'; origins: readonly string[] }
-  /** Other hosts answer, but every host that serves the language is ejected. */
-  | { kind: 'language-down' }
+  /**
+   * No answering host has the language ready (those that serve it are down or still loading it, or it is not
+   * registered anywhere yet): 503 + Retry-After at once. `reason` says which, without addresses.
+   */
+  | { kind: 'language-down'; reason: string }
   /** MODEL_SERVERS resolved to no address. */
   | { kind: 'none' };
 
@@ -101,7 +104,12 @@ interface HostState {
   probing: Promise<void> | undefined;
   /** A language read was asked for and has not started yet. */
   languagesWanted: boolean;
+  /** `recheck`: per language, the check under way, or when (performance.now) the last one was sent. */
+  rechecks: Map<string, Promise<void> | number>;
 }
+
+/** `recheck` asks one host about one language at most this often, ms. */
+const RECHECK_INTERVAL_MS = 100;
 
 /** GETs in flight at once on a control connection: a language read sends one per language. */
 const CONTROL_PIPELINING = 32;
@@ -161,29 +169,41 @@ export class ModelServers {
     }));
   }
 
-  /** Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. */
+  /**
+   * Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. Only hosts
+   * that report `lang` ready take it: a host back from a restart with some of its models still loading (or none
+   * registered yet) gets only the languages it reports ready, and a language no answering host has ready is
+   * refused at once, as unavailable for now, never sent where it would be answered 404.
+   */
   route(lang: string): Route {
     if (this.#hosts.size === 0) return { kind: 'none' };
     const ready: string[] = [];
-    const registered: string[] = [];
-    const healthy: string[] = [];
-    let servedByEjected = false;
+    let healthy = 0;
+    let down = 0;
+    let loading = 0;
+    let without = 0;
     for (const host of this.#hosts.values()) {
       if (host.health === 'healthy') {
-        healthy.push(host.origin);
-        if (host.ready.has(lang)) ready.push(host.origin);
-        else if (host.registered.has(lang)) registered.push(host.origin);
+        healthy++;
+        if (host.ready.has(lang)) {
+          ready.push(host.origin);
+          continue;
+        }
+        if (host.registered.has(lang)) loading++;
+        else without++;
       } else if (host.health === 'ejected' && host.registered.has(lang)) {
-        servedByEjected = true;
+        down++;
       }
     }
     if (ready.length > 0) return { kind: 'hosts', origins: ready };
-    if (registered.length > 0) return { kind: 'hosts', origins: registered };
-    if (healthy.length === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
-    if (servedByEjected) return { kind: 'language-down' };
-    // No host says it serves the language: one of them answers for it (404 when unregistered, or a translation
-    // when it was registered since the last read), as the one model server did before there were several.
-    return { kind: 'hosts', origins: healthy };
+    // No host has ever been heard from (all down since this router started): try one, a refusal is a fast 502.
+    if (healthy === 0 && down === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
+    const counts = [
+      down > 0 ? `${down} down` : '',
+      loading > 0 ? `${loading} still loading it` : '',
+      without > 0 ? `${without} answering without it` : '',
+    ].filter(Boolean);
+    return { kind: 'language-down', reason: `no model server has it ready: ${counts.join(', ')}` };
   }
 
   /** Traffic says the host refused a connection: eject it now; the probes readmit it. */
@@ -212,10 +232,50 @@ export class ModelServers {
     void this.#probe(host, true);
   }
 
-  /** Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now. */
-  suspect(origin: string): void {
+  /**
+   * Traffic saw something odd (a reset, a 404 for a language it listed): probe it and re-read its languages now;
+   * resolves when that check is done.
+   */
+  suspect(origin: string): Promise<void> {
     const host = this.#hosts.get(origin);
-    if (host !== undefined) void this.#probe(host, true);
+    return host === undefined ? Promise.resolve() : this.#probe(host, true);
+  }
+
+  /**
+   * Ask each healthy host that does not list `lang` ready about it now (`/v2/models/{lang}/ready`, one GET), so a
+   * language registered or loaded since the last read is routed on its first request, not at the next period.
+   * One question per host and language at a time, at most every 100 ms; a failed one changes nothing (the probes
+   * judge health). Resolves when the answers are in.
+   */
+  async recheck(lang: string): Promise<void> {
+    const asked: Promise<void>[] = [];
+    for (const host of this.#hosts.values()) {
+      if (host.health !== 'healthy' || host.ready.has(lang)) continue;
+      const last = host.rechecks.get(lang);
+      if (last instanceof Promise) {
+        asked.push(last);
+        continue;
+      }
+      if (last !== undefined && performance.now() - last < RECHECK_INTERVAL_MS) continue;
+      const sentAt = performance.now();
+      const check = this.#get(host, `/v2/models/${encodeURIComponent(lang)}/ready`, true)
+        .then((status) => {
+          if (host.health !== 'healthy') return;
+          if (status === 200) host.ready.add(lang);
+          if (status === 200 || status === 400) host.registered.add(lang);
+        })
+        .catch(() => undefined)
+        .finally(() => host.rechecks.set(lang, sentAt));
+      host.rechecks.set(lang, check);
+      asked.push(check);
+    }
+    await Promise.all(asked);
+  }
+
+  /** Whether `origin` is healthy with `lang` ready now. */
+  serves(origin: string, lang: string): boolean {
+    const host = this.#hosts.get(origin);
+    return host !== undefined && host.health === 'healthy' && host.ready.has(lang);
   }
 
   /** Resolve every source again and probe the hosts; resolves when done (tests await it). */
@@ -276,6 +336,7 @@ export class ModelServers {
       control: this.#controlClient(origin),
       probing: undefined,
       languagesWanted: false,
+      rechecks: new Map(),
     };
     this.#hosts.set(origin, host);
     this.#logger?.info({ modelServer: origin }, 'model server added');
@@ -289,8 +350,11 @@ export class ModelServers {
     return new Client(origin, { connect: { timeout: this.#probeTimeoutMs }, pipelining: CONTROL_PIPELINING });
   }
 
+  /** A host with languages registered but not ready yet (loading after a restart) has them re-read each probe. */
   #probeAll(): void {
-    for (const host of this.#hosts.values()) void this.#probe(host, false);
+    for (const host of this.#hosts.values()) {
+      void this.#probe(host, host.health === 'healthy' && host.registered.size > host.ready.size);
+    }
   }
 
   /**

@@ -49,9 +49,12 @@
  * - the language's lane is full → `QUEUE_FULL` 503 + `Retry-After`, from the router itself;
  * - the lane has no free connection while its model server refuses → that refusal (`OVERLOADED` or `QUEUE_FULL`,
  *   503 + `Retry-After`), from the router itself;
- * - the language's hosts are all ejected while others answer → `NO_WORKER` 503 + `Retry-After`, at once;
+ * - no answering host has the language ready (its hosts are ejected, still loading it after a restart, or it is
+ *   registered nowhere yet) → `NO_WORKER` 503 + `Retry-After`, at once; likewise a 404 from a host that had it
+ *   ready at the last read (never a 404 for a language the router accepts);
  * - connection refused / reset / closed, connect timeout, and no other host → `UPSTREAM_UNAVAILABLE` 502, at once;
- *   with one model server that is down, so a stopped model server is reported in milliseconds, not after a back-off;
+ *   a host once known to serve the language is then ejected, and what follows is the 503 above until it is back;
+ *   a model server never heard from since the router started is a 502 in milliseconds, not after a back-off;
  * - no reply headers (or body) within `timeoutMs` → `REQUEST_TIMEOUT` 504;
  * - an error reply from the model server (`{code, type, message}`) → the catalogue entry with that status and
  *   type, its message kept, `Retry-After` kept (queue full → 503 + Retry-After reaches the client).
@@ -179,6 +182,19 @@ class NotReached extends Error {
   }
 }
 
+/** An attempt whose connection was torn down after the request was sent: its host may have died with it. */
+class LostWithHost extends Error {
+  readonly error: ServeError;
+  constructor(error: ServeError) {
+    super('lost with its host');
+    this.error = error;
+  }
+}
+
+function unwrap(err: unknown): unknown {
+  return err instanceof NotReached || err instanceof LostWithHost ? err.error : err;
+}
+
 /**
  * The real client: per model server, a lane (gate + undici Pool) per target language. A request goes to the
  * model server with the fewest outstanding requests among those that serve its language (router/model-servers.ts
@@ -272,20 +288,60 @@ export class Upstream implements UpstreamClient {
   }
 
   async translate(request: TranslateRequest): Promise<TranslateReply> {
+    try {
+      return await this.#translate(request);
+    } catch (err) {
+      // Routed only where the language was read ready: a host that answers 404 unregistered it since (or is a
+      // restarted process registering its models again). The router accepts the language, so it is unavailable
+      // for now, not unknown; the fresh read (`suspect`) settles where it goes next.
+      if (this.#servers !== undefined && err instanceof ServeError && err.code === 'MODEL_NOT_FOUND') {
+        throw new ServeError(
+          'NO_WORKER',
+          `Model ${request.tgtLang} is unavailable now (its model server no longer has it registered), retry later.`,
+          { retryAfterS: NO_HOST_RETRY_AFTER_S, cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  async #translate(request: TranslateRequest): Promise<TranslateReply> {
+    // Not ready anywhere by the last read: ask the hosts about it now (registered or loaded since?) before refusing.
+    if (this.#servers?.route(request.tgtLang).kind === 'language-down') await this.#servers.recheck(request.tgtLang);
     const first = this.#choose(request.tgtLang, undefined)!;
     try {
       return await this.#attempt(first, request);
     } catch (err) {
-      if (!(err instanceof NotReached)) throw err;
+      if (!(await this.#mayRetry(err, first, request.tgtLang))) throw unwrap(err);
       // Once only: a second refusal means the language is saturated or gone, and the client hears it now.
       const second = this.#choose(request.tgtLang, first);
-      if (second === undefined) throw err.error;
+      if (second === undefined) throw unwrap(err);
       try {
         return await this.#attempt(second, request);
       } catch (again) {
-        throw again instanceof NotReached ? again.error : again;
+        if (again instanceof LostWithHost && (await this.#mayRetry(again, second, request.tgtLang))) {
+          // Both hosts went down under it: what the route says now (503 + Retry-After when nobody has it ready).
+          this.#choose(request.tgtLang, second);
+        }
+        throw unwrap(again);
       }
     }
+  }
+
+  /**
+   * Whether a failed attempt may go to another host: one that never reached a worker, or one whose host died
+   * under it — the connection torn down mid-request and the host, checked at once, gone or no longer ready for
+   * the language (a crashed model server, restarting). Its work died with it, so sending it again does nothing
+   * twice; with no other host, the client hears the route's 503 + Retry-After rather than a 502.
+   */
+  async #mayRetry(err: unknown, origin: string, lang: string): Promise<boolean> {
+    if (err instanceof NotReached) return true;
+    if (!(err instanceof LostWithHost) || this.#servers === undefined) return false;
+    await this.#servers.suspect(origin);
+    // That check may have run on the control connection the same death tore down (a torn connection alone does
+    // not eject a host heard from just now): once more, on a new connection, which a dead process refuses.
+    if (this.#servers.serves(origin, lang)) await this.#servers.suspect(origin);
+    return !this.#servers.serves(origin, lang);
   }
 
   /**
@@ -299,7 +355,7 @@ export class Upstream implements UpstreamClient {
       case 'none':
         throw new ServeError('UPSTREAM_UNAVAILABLE', 'No model server is known: MODEL_SERVERS resolves to no address.');
       case 'language-down':
-        throw new ServeError('NO_WORKER', `No model server that serves ${lang} is reachable now, retry later.`, {
+        throw new ServeError('NO_WORKER', `Model ${lang} is unavailable now, ${route.reason}; retry later.`, {
           retryAfterS: NO_HOST_RETRY_AFTER_S,
         });
       case 'unreachable':
@@ -420,7 +476,7 @@ export class Upstream implements UpstreamClient {
       // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
       // while another is tried for them): another host may serve the language.
       if (err.code === 'MODEL_NOT_FOUND') {
-        this.#servers?.suspect(origin);
+        void this.#servers?.suspect(origin);
         return new NotReached(err);
       }
       const code = (err.cause as { code?: unknown } | undefined)?.code;
@@ -429,8 +485,12 @@ export class Upstream implements UpstreamClient {
           this.#servers?.refused(origin, 'connection refused');
           return new NotReached(err);
         }
-        this.#servers?.suspect(origin);
-        if (NOT_CONNECTED_CODES.has(code)) return new NotReached(err);
+        if (NOT_CONNECTED_CODES.has(code)) {
+          void this.#servers?.suspect(origin);
+          return new NotReached(err);
+        }
+        // Torn down mid-request (reset, closed): whether its host died is checked before the client hears it.
+        return new LostWithHost(err);
       }
     }
     return err;
@@ -475,6 +535,8 @@ export class Upstream implements UpstreamClient {
       const value = header(response.headers[name]);
       if (value !== undefined) headers[name] = value;
     }
+    // Which model server answered (worker ids repeat across hosts): for clients and the router's log line.
+    headers['x-model-server'] = new URL(origin).host;
     return { body, headers };
   }
 

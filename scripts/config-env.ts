@@ -38,6 +38,7 @@ export function configVariables(config: Readonly<Config>, languages: readonly st
     MT_MANAGEMENT_URL: localUrl(ms.management),
     MT_METRICS_URL: localUrl(ms.metrics),
     MT_ROUTER_URL: localUrl(config.router.address),
+    MT_MODEL_SERVERS: config.router.modelServers.join(' '),
     MT_FRONT_URL: localUrl({ host: config.front.host, port: config.front.port }),
     MT_FRONT: config.front.kind,
     MT_ROUTER_INSTANCES: String(config.router.instances),

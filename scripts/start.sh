@@ -11,7 +11,10 @@
 #   model-server  the model server alone: archive, start, register every language of SETUP_CONFIG, one test
 #                 translation on its inference port (INFERENCE_ADDRESS, which must listen where the router reaches it)
 #   router        the router cluster and the front, no model server (MODEL_SERVERS names the model-server hosts); one
-#                 test translation through the front
+#                 test translation through the front. Start order does not matter: model servers not answering yet
+#                 are listed, and the router serves each language as soon as a model server reports it ready.
+# Without `new`, a model server that was running before (a reboot, a crash, `npm stop`) registers again the models
+# it had, with their settings, from its snapshot in LOG_DIR/config; the registrations below then answer 409.
 # Configuration: .env (see .env.example) overlaid by the environment, resolved by the same loader the servers
 # use (dist/scripts/config-env.js). Safe to run twice. Any failed step stops with a message and a non-zero exit.
 set -euo pipefail
@@ -199,11 +202,62 @@ if [[ $ROLE == model-server ]]; then
   exit 0
 fi
 
+# Polls `curl ARGS…` until it gets any HTTP answer, for at most $1 seconds.
+wait_answer() {
+  local seconds=$1
+  shift
+  local deadline=$((SECONDS + seconds))
+  until [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$@" || true)" != 000 ]]; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# Each model server of MODEL_SERVERS as this host reaches it: "URL  answering" or "URL  not answering (why)".
+model_server_report() {
+  local url rc code
+  for url in $MT_MODEL_SERVERS; do
+    rc=0
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/ping")" || rc=$?
+    case "$rc" in
+      0) [[ $code == 200 ]] && printf '  %s  answering\n' "$url" || printf '  %s  answers /ping %s (unhealthy)\n' "$url" "$code" ;;
+      6) printf '  %s  not answering (its name does not resolve)\n' "$url" ;;
+      7) printf '  %s  not answering (connection refused: no model server listens there yet)\n' "$url" ;;
+      28) printf '  %s  not answering (timed out: host down, or a firewall in between)\n' "$url" ;;
+      *) printf '  %s  not answering (curl exit %s)\n' "$url" "$rc" ;;
+    esac
+  done
+}
+
 step "waiting for the front ($MT_FRONT_URL/health)"
-wait_http 30 "$MT_FRONT_URL/health" || die "the front did not answer /health within 30 s; see $MT_LOG_DIR/front-error.log"
+wait_answer 30 "$MT_FRONT_URL/health" ||
+  die "the front did not answer on $MT_FRONT_URL within 30 s; see $MT_LOG_DIR/front-error.log"
 front="$(curl -s -D - -o /dev/null "$MT_FRONT_URL/health" | tr -d '\r' | sed -n 's/^x-front: //Ip')"
+if ! wait_http 10 "$MT_FRONT_URL/health"; then
+  health="$(curl -s --max-time 3 "$MT_FRONT_URL/health" || true)"
+  [[ $health == *'"modelServer":"Unreachable"'* ]] ||
+    die "the front answers but the router behind it does not ($health); see $MT_LOG_DIR/router-error.log"
+  if [[ $ROLE != router ]]; then
+    die "the router does not reach the model server ($MT_MODEL_SERVERS); see $MT_LOG_DIR/router-error.log"
+  fi
+  echo
+  echo "mt-serve router host is up: front ${front:-?} on $MT_FRONT_URL → router, waiting for its model servers:"
+  model_server_report
+  echo "  It serves each language as soon as a model server reports it ready (until then: 503 + Retry-After)."
+  echo "  Start them with scripts/start.sh --role model-server on their hosts; nothing needs restarting here."
+  echo "  logs: $MT_LOG_DIR (npx pm2 logs) · stop: npm stop"
+  exit 0
+fi
 
 reply="$(curl -s -w '\n%{http_code}' -X POST -H 'content-type: application/json' -d "$example" "$MT_FRONT_URL/")"
+if [[ "${reply##*$'\n'}" == 503 && $ROLE == router ]]; then
+  echo
+  echo "mt-serve router host is up: front ${front:-?} on $MT_FRONT_URL → router; '$lang' is not ready on any model server yet:"
+  echo "  → ${reply%$'\n'*}"
+  model_server_report
+  echo "  It serves each language as soon as a model server reports it ready; nothing needs restarting here."
+  exit 0
+fi
 [[ "${reply##*$'\n'}" == 200 ]] || die "a test translation through the front failed: ${reply%$'\n'*}"
 
 instances="$("$PM2" jlist | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>console.log(JSON.parse(s).filter((p)=>p.name==="router").length))')"

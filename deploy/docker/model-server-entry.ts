@@ -4,7 +4,8 @@
  *
  *   1. archive one store entry per language of SETUP_CONFIG into MODEL_STORE (an emptyDir), all referring to
  *      MODEL_DIR (the models volume);
- *   2. fork the model server (model-server/main) and wait for its `listening` message;
+ *   2. fork the model server (model-server/main) and wait for its `ready` message, which follows `listening` once
+ *      the models it restored from its snapshot (LOG_DIR/config: a container restarted in its pod) have workers;
  *   3. register every language through the management API, on loopback, with BATCH_SIZE, MAX_BATCH_DELAY_MS,
  *      DEFAULT_WORKERS_PER_MODEL and `synchronous=true`, which answers once the workers have loaded the model;
  *   4. write `READY_FILE` (`{RUN_DIR}/models-registered`): the pod's startupProbe waits for it.
@@ -63,7 +64,7 @@ async function register(config: Readonly<Config>, languages: string[], managemen
   for (const language of languages) {
     const res = await fetch(registrationUrl(managementUrl, language, config), { method: 'POST', headers });
     const body = await res.text();
-    // 409: already registered (a restarted entry against a running server cannot happen here, but is harmless).
+    // 409: already registered — restored from the snapshot after a container restart, its workers already up.
     if (res.status !== 200 && res.status !== 409) {
       throw new Error(`registering "${language}" failed with HTTP ${res.status}: ${body}`);
     }
@@ -122,10 +123,15 @@ function main(): void {
     log.info({ code, signal }, 'model server exited');
     process.exit(failed ? 1 : (code ?? 1));
   });
+  let ports: ListeningMessage['ports'] | undefined;
   child.on('message', (message: ListeningMessage | string) => {
-    if (typeof message !== 'object' || message.type !== 'listening') return;
-    process.send?.(message);
-    register(config, languages, message.ports.management, log).then(
+    if (typeof message === 'object' && message.type === 'listening') {
+      ports = message.ports;
+      process.send?.(message);
+      return;
+    }
+    if (message !== 'ready' || ports === undefined) return;
+    register(config, languages, ports.management, log).then(
       () => {
         if (stopping) return;
         // Written beside it, then renamed: whoever sees the file (the startupProbe, an operator) sees it whole.

@@ -20,6 +20,7 @@ import { BULK_REQUEST_JOBS, Job, newJobId } from './job.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
 import type { ModelFingerprints } from './model-fingerprint.js';
 import { ModelRegistry, type ModelEntry } from './registry.js';
+import { SnapshotStore, type SavedModel } from './snapshot.js';
 import type { WorkerSpawner } from './worker-handle.js';
 import { deviceLabel } from './worker-handle.js';
 import { WorkerPool, type EngineSpec } from './worker-pool.js';
@@ -52,6 +53,11 @@ export interface ModelManagerOptions {
   timings?: Partial<ManagerTimings>;
   /** Fingerprints of the model folders, computed at registration (the translation cache keys on them). */
   fingerprints?: ModelFingerprints;
+  /**
+   * Where the registrations are saved after every management change and restored from at start
+   * (frontend/snapshot.ts); none: nothing is saved.
+   */
+  snapshotDir?: string;
 }
 
 /** A registration, with TorchServe's parameters already validated and typed. */
@@ -85,12 +91,16 @@ export class ModelManager {
   #engines = new Map<string, WorkerPool>();
   #nextWorkerId = 9000;
   #closing = false;
+  readonly #snapshot: SnapshotStore | undefined;
+  /** While the snapshot is being restored nothing is saved: a crash then must find the full snapshot again. */
+  #restoring = false;
 
   constructor(options: ModelManagerOptions) {
     this.#options = options;
     this.#config = options.config;
     this.#timings = { ...DEFAULT_TIMINGS, ...options.timings };
     this.#log = options.log;
+    this.#snapshot = options.snapshotDir === undefined ? undefined : new SnapshotStore(options.snapshotDir);
   }
 
   get closing(): boolean {
@@ -102,6 +112,10 @@ export class ModelManager {
    * load is unregistered again and answered 500; other models keep serving.
    */
   async register(request: RegisterRequest): Promise<ManagementResult> {
+    return this.#register(request, false);
+  }
+
+  async #register(request: RegisterRequest, loadedAtStartup: boolean): Promise<ManagementResult> {
     this.#assertOpen();
     const store = resolveStoreEntry(this.#config.modelStore, request.url);
     const manifest = store.manifest;
@@ -170,13 +184,15 @@ export class ModelManager {
       pool,
       placement,
       responseTimeoutS,
-      loadedAtStartup: false,
+      startupTimeoutS: startupTimeoutMs / 1000,
+      loadedAtStartup,
       minWorkers: workers,
       maxWorkers: workers,
     };
     this.registry.add(entry);
     pool.attach(entryKey(entry), entry.batcher);
     this.#rescale(pool);
+    this.#save();
     this.#log.info({ model: name, version, engine: spec.key, workers, device: placement.device }, 'model registered');
     if (!request.synchronous) return { status: 202, message: 'Processing worker updates...' };
     if (workers > 0) {
@@ -187,7 +203,11 @@ export class ModelManager {
           { model: name, version, err: (err as Error).message },
           'workers failed to start; unregistering',
         );
-        if (this.registry.has(name, version)) await this.#remove(this.registry.remove(name, version));
+        if (this.registry.has(name, version)) {
+          const removed = this.registry.remove(name, version);
+          this.#save();
+          await this.#remove(removed);
+        }
         throw new ServeError('WORKER_START_FAILED', `Failed to start workers for model ${name} version: ${version}`, {
           cause: err,
         });
@@ -209,6 +229,7 @@ export class ModelManager {
     entry.minWorkers = minWorkers;
     entry.maxWorkers = maxWorkers;
     this.#rescale(entry.pool);
+    this.#save();
     if (!synchronous) return { status: 202, message: 'Processing worker updates...' };
     if (minWorkers > 0) {
       try {
@@ -229,13 +250,120 @@ export class ModelManager {
   /** Unregister one version (the default when none is named), finishing its queued jobs first. */
   async unregister(name: string, version: string | undefined): Promise<ManagementResult> {
     const entry = this.registry.remove(name, version);
+    this.#save();
     await this.#remove(entry);
     return { status: 200, message: `Model "${name}" unregistered` };
   }
 
   setDefault(name: string, version: string): ManagementResult {
     this.registry.setDefault(name, version);
+    this.#save();
     return { status: 200, message: `Default version successfully updated for model "${name}" to "${version}"` };
+  }
+
+  /**
+   * Register again what the last good snapshot holds, with its settings and default versions, without waiting for
+   * workers (`ready` resolves when every restored model has its workers, or failed to). A model that cannot be
+   * registered again (its store entry gone) is logged and left out. Call once, before the ports listen, so no
+   * request finds a restored model missing.
+   */
+  async restore(): Promise<{ models: string[]; ready: Promise<void> }> {
+    const loaded = this.#snapshot?.load();
+    for (const bad of loaded?.rejected ?? []) {
+      this.#log.error({ file: bad.file, reason: bad.reason }, 'model snapshot not loaded: corrupt; set aside');
+    }
+    if (loaded === undefined || loaded.models.length === 0) {
+      if (loaded !== undefined) this.#snapshot!.save([]);
+      return { models: [], ready: Promise.resolve() };
+    }
+    this.#restoring = true;
+    const restored: ModelEntry[] = [];
+    try {
+      for (const saved of loaded.models) {
+        try {
+          await this.#register(
+            {
+              url: saved.url,
+              modelName: saved.name,
+              handler: saved.handler,
+              runtime: saved.runtime,
+              batchSize: saved.batchSize,
+              maxBatchDelayMs: saved.maxBatchDelayMs,
+              initialWorkers: saved.minWorkers,
+              responseTimeoutS: saved.responseTimeoutS,
+              startupTimeoutS: saved.startupTimeoutS,
+              synchronous: false,
+            },
+            true,
+          );
+          const entry = this.registry.get(saved.name);
+          entry.maxWorkers = saved.maxWorkers;
+          if (entry.version !== saved.version) {
+            this.#log.warn(
+              { model: saved.name, saved: saved.version, now: entry.version },
+              'store entry changed version since the snapshot',
+            );
+          }
+          restored.push(entry);
+        } catch (err) {
+          this.#log.error(
+            { model: saved.name, version: saved.version, url: saved.url, err: (err as Error).message },
+            'model in the snapshot not restored',
+          );
+        }
+      }
+      for (const saved of loaded.models) {
+        if (saved.isDefault && this.registry.has(saved.name, saved.version)) {
+          this.registry.setDefault(saved.name, saved.version);
+        }
+      }
+    } finally {
+      this.#restoring = false;
+    }
+    this.#save();
+    const models = restored.map(entryKey);
+    this.#log.info({ file: loaded.file, models }, 'models restored from the snapshot');
+    const ready = Promise.all(
+      restored.map((entry) =>
+        entry.minWorkers === 0
+          ? undefined
+          : withTimeout(entry.pool.waitReady(entry.minWorkers), entry.startupTimeoutS * 1000).catch((err: Error) =>
+              this.#log.error({ model: entryKey(entry), err: err.message }, 'restored model: workers did not start'),
+            ),
+      ),
+    ).then(() => undefined);
+    return { models, ready };
+  }
+
+  /** The registrations as saved (frontend/snapshot.ts). */
+  savedModels(): SavedModel[] {
+    return this.registry.entries().map((e) => ({
+      name: e.name,
+      version: e.version,
+      url: e.url,
+      handler: e.handler,
+      runtime: e.runtime,
+      batchSize: e.batcher.batchSize,
+      maxBatchDelayMs: e.batcher.maxBatchDelayMs,
+      responseTimeoutS: e.responseTimeoutS,
+      startupTimeoutS: e.startupTimeoutS,
+      minWorkers: e.minWorkers,
+      maxWorkers: e.maxWorkers,
+      isDefault: this.registry.defaultVersion(e.name) === e.version,
+    }));
+  }
+
+  /** Save the registrations after a management change; a failed save is logged (the change itself stands). */
+  #save(): void {
+    if (this.#snapshot === undefined || this.#restoring) return;
+    try {
+      this.#snapshot.save(this.savedModels());
+    } catch (err) {
+      this.#log.error(
+        { dir: this.#snapshot.dir, err: (err as Error).message },
+        'model snapshot not saved: a restart would not restore this change',
+      );
+    }
   }
 
   /** Languages the model's engine can read (its first ready worker's tokenizer), undefined until one says. */

@@ -24,6 +24,8 @@ export interface ModelEntry {
   readonly placement: Placement;
   /** `response_timeout`, seconds. */
   readonly responseTimeoutS: number;
+  /** `startup_timeout`, seconds (kept so a restart registers it again with the same). */
+  readonly startupTimeoutS: number;
   readonly loadedAtStartup: boolean;
   /** Workers this model wants (`initial_workers`, later `min_worker`). */
   minWorkers: number;

@@ -38,6 +38,8 @@ export interface ModelServerDeps {
   timings?: Partial<ManagerTimings>;
   /** Keys when token authorization is on. */
   tokens?: { inference: string; management: string };
+  /** Where registrations are saved and restored from (frontend/snapshot.ts); none: not saved. */
+  snapshotDir?: string;
 }
 
 export interface ModelServer {
@@ -78,6 +80,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     gpu,
     ...(deps.timings ? { timings: deps.timings } : {}),
     fingerprints,
+    ...(deps.snapshotDir === undefined ? {} : { snapshotDir: deps.snapshotDir }),
   });
   const managed = manager;
   metrics.recent.start(() =>

@@ -43,6 +43,10 @@ export interface TestServerOptions {
   spawn?: WorkerSpawner;
   /** GPU monitor (e.g. on a fake nvidia-smi); default: the host's. */
   gpu?: GpuMonitor;
+  /** More store entries, of other versions, written before the server starts. */
+  versionedEntries?: { names: string[]; version: string }[];
+  /** Save registrations there, and restore from there before listening (as model-server/main.ts does). */
+  snapshotDir?: string;
 }
 
 export interface TestServer {
@@ -63,6 +67,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   const modelDir = options.modelDir ?? path.join(dir, 'model');
   mkdirSync(modelDir, { recursive: true });
   archiveModels({ modelDir, store, names: options.entries ?? ['echo'], handler: options.handler ?? 'echo' });
+  for (const { names, version } of options.versionedEntries ?? []) {
+    archiveModels({ modelDir, store, names, handler: options.handler ?? 'echo', version });
+  }
   const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir }, dir).modelServer;
   const config: ModelServerConfig = { ...base, ...options.config };
   const server = createModelServer({
@@ -74,7 +81,9 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
     spawn: options.spawn ?? faultSpawner(options.faults ?? {}),
     ...(options.gpu ? { gpu: options.gpu } : {}),
+    ...(options.snapshotDir === undefined ? {} : { snapshotDir: options.snapshotDir }),
   });
+  if (options.snapshotDir !== undefined) await server.manager.restore();
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
   const [inference, management, metrics] = listening.map(
     (s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`,

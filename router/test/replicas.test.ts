@@ -170,7 +170,8 @@ describe('several model servers', () => {
     expect(err.toBody()).toEqual({
       code: 503,
       type: 'ServiceUnavailableException',
-      message: 'No model server that serves ko is reachable now, retry later.',
+      message:
+        'Model ko is unavailable now, no model server has it ready: 1 down, 1 answering without it; retry later.',
     });
     expect(upstream.modelServers!.hosts.find((h) => h.origin === a!.origin)?.health).toBe('ejected');
 
@@ -180,21 +181,71 @@ describe('several model servers', () => {
     expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a2');
   });
 
-  it('a host that translates a language its last read did not list counts as serving it: cut off, that language is down, not sent elsewhere', async () => {
-    // a's read says en only (a model server still registering its models after a restart), yet it translates ko.
+  it('a host that reports a language not ready gets none of it: 503 + Retry-After at once, never a 404; ready, it takes it', async () => {
+    // a is back from a restart and has registered en only so far; b never serves ko.
     const [a, b] = await startHosts(['a', ['en']], ['b', ['en']]);
     b!.unlisted = '404';
     const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
     await until('both healthy', healthy(upstream, 2), 5_000);
-    // b answers 404 for ko, the request goes once more to a, which translates it.
-    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
-    a!.silent = true;
-    await until('a ejected', healthy(upstream, 1), 5_000);
+    const startedAt = performance.now();
     const err = await failure(translate(upstream, 'ko'));
-    // Unlisted, ko would go to b alone once a is out, and b's 404 would reach the client.
-    expect(err.status).toBe(503);
-    expect(err.message).toBe('No model server that serves ko is reachable now, retry later.');
+    expect(performance.now() - startedAt).toBeLessThan(100);
+    expect([err.status, err.retryAfterS]).toEqual([503, 1]);
+    expect(err.message).toBe(
+      'Model ko is unavailable now, no model server has it ready: 2 answering without it; retry later.',
+    );
+    expect(a!.served.get('ko')).toBeUndefined();
     expect(b!.served.get('ko')).toBeUndefined();
+    // Registered and ready on a: the next read lists it, and ko goes there only.
+    a!.languages.add('ko');
+    await until('ko ready on a', () => upstream.modelServers!.route('ko').kind === 'hosts', 5_000);
+    for (let i = 0; i < 3; i++) expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
+    expect(b!.served.get('ko')).toBeUndefined();
+  });
+
+  it('a host that dies with requests in flight (a crashed model server): they go to a replica, else 503 + Retry-After, not 502', async () => {
+    const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
+    const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
+    await until('both healthy', healthy(upstream, 2), 5_000);
+    const ko = translate(upstream, 'ko', 'hold-ko');
+    const en = [translate(upstream, 'en', 'hold-en-1'), translate(upstream, 'en', 'hold-en-2')];
+    await until('all three held', () => a!.held.length === 2 && b!.held.length === 1, 5_000, 5);
+    await a!.close();
+    const err = await failure(ko);
+    expect([err.status, err.retryAfterS]).toEqual([503, 1]);
+    // The en request a held went to b (its work died with a: nothing is done twice).
+    await until('b holds both en requests', () => b!.held.length === 2, 5_000, 5);
+    b!.releaseAll();
+    for (const reply of await Promise.all(en)) expect(reply.headers['x-worker-id']).toBe('b');
+  });
+
+  it('a language registered since the last read is routed on its first request (the hosts are asked about it first)', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = new Upstream({
+      modelServers: {
+        sources: [a!.origin],
+        languages: ['en', 'ko'],
+        probeIntervalMs: 50,
+        probeTimeoutMs: 500,
+        refreshIntervalMs: 60_000,
+      },
+      connections: 4,
+      timeoutMs: 5_000,
+    });
+    cleanups.push(() => upstream.close());
+    await until('healthy', healthy(upstream, 1), 5_000);
+    a!.languages.add('ko');
+    expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
+  });
+
+  it('a 404 from a host that listed the language (unregistered since its read) reaches the client as 503 + Retry-After', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    a!.unlisted = '404';
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('healthy', healthy(upstream, 1), 5_000);
+    a!.languages.delete('en');
+    const err = await failure(translate(upstream, 'en'));
+    expect([err.status, err.code, err.retryAfterS]).toEqual([503, 'NO_WORKER', 1]);
   });
 
   it('a host that goes silent (no refusal) is ejected by the probe: its in-flight requests fail then, not at the timeout', async () => {
@@ -241,20 +292,35 @@ describe('several model servers', () => {
     expect(a!.served.size + b!.served.size).toBe(before);
   });
 
-  it('one host, down: 502 at once as before, and it recovers on its own', async () => {
+  it('one host, down (a restart): 503 + Retry-After at once, and it recovers on its own once it reports ready', async () => {
     const [a] = await startHosts(['a', ['en']]);
     const upstream = upstreamOver([a!.origin], ['en']);
     await until('healthy', healthy(upstream, 1), 5_000);
     const port = a!.port;
     await a!.close();
-    for (let i = 0; i < 3; i++) expect((await failure(translate(upstream, 'en'))).status).toBe(502);
-    const back = await startFakeHost('a2', ['en'], port);
+    for (let i = 0; i < 3; i++) {
+      const startedAt = performance.now();
+      const err = await failure(translate(upstream, 'en'));
+      expect(performance.now() - startedAt).toBeLessThan(100);
+      expect([err.status, err.retryAfterS]).toEqual([503, 1]);
+    }
+    // Back, with its model still loading: answering, but not ready, so still 503.
+    const back = await startFakeHost('a2', [], port);
     cleanups.push(() => back.close());
+    await until('a2 readmitted', healthy(upstream, 1), 5_000);
+    expect((await failure(translate(upstream, 'en'))).status).toBe(503);
+    back.languages.add('en');
+    await until('en ready', () => upstream.modelServers!.route('en').kind === 'hosts', 5_000);
     expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a2');
-    // Not (yet) listed by its host: forwarded all the same, the host answers for it (as one model server did).
-    back.languages.clear();
-    await upstream.modelServers!.refresh();
-    expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it('a model server never heard from since the router started: a 502 in milliseconds', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const port = a!.port;
+    await a!.close();
+    const upstream = upstreamOver([`http://127.0.0.1:${port}`], ['en']);
+    const err = await failure(translate(upstream, 'en'));
+    expect(err.status).toBe(502);
   });
 
   it('a name stands for all its addresses, re-resolved while running', async () => {

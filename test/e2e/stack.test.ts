@@ -214,18 +214,20 @@ describe('the model server to its clients', () => {
 });
 
 describe('model server stopped', () => {
-  it('answers 502 JSON within a second through every front', async () => {
+  it('answers 503 JSON + Retry-After within a second through every front', async () => {
     stack.modelServer.signal('SIGKILL');
     await stack.modelServer.exited;
     for (const kind of FRONTS) {
       const started = performance.now();
       const res = await translate(fronts[kind]!.url, { src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko' });
       expect(performance.now() - started).toBeLessThan(1_000);
-      expect(res.status).toBe(502);
+      // The first request may meet the refusal itself; either way the router then knows ko's host is down.
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('1');
       expect(await res.json()).toEqual({
-        code: 502,
-        type: 'BadGatewayException',
-        message: 'Model server is unavailable.',
+        code: 503,
+        type: 'ServiceUnavailableException',
+        message: 'Model ko is unavailable now, no model server has it ready: 1 down; retry later.',
       });
     }
   });

@@ -5,158 +5,52 @@
  * flight fails none of them; `npm stop` (scripts/stop.sh) under load answers every request already accepted.
  *
  * The apps are ecosystem.config.js's three, with its pm2 settings (cluster mode, wait_ready, kill_timeout), run
- * from source through tsx so the drill needs no build; the model server is the fault-drill entry with every
+ * from source through tsx so the drill needs no build (test/support/pm2-apps.ts); the model server is the fault-drill entry with every
  * batch slowed to 300 ms, so requests are always in flight when a process goes away. Everything is private to
  * this file: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
-import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { archiveModels } from '../../model-server/store/archiver.js';
 import { background, drive, type Outcome, type Tally } from '../../bench/lib/load.js';
-import { freePort } from '../../bench/lib/processes.js';
-import { ROOT, TSX } from '../support/processes.js';
+import { answers, PM2, startPm2Apps, type Pm2Apps } from '../support/pm2-apps.js';
 import { until } from '../support/polling.js';
 import { translateBody } from '../support/stack.js';
 
-const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 const SLOW_MS = 300;
 /** Both fronts where nginx is installed (CI installs it), else the built-in one alone. */
 const FRONTS = findNginx(process.env) ? (['builtin', 'nginx'] as const) : (['builtin'] as const);
 
-interface Pm2Process {
-  name: string;
-  pid: number;
-  pm2_env: { status: string; restart_time: number };
-}
-
 describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT) => {
-  let dir: string;
-  let env: NodeJS.ProcessEnv;
-  let urls: { front: string; router: string; management: string; inference: string };
-
-  const run = (file: string, args: string[], timeoutMs = 60_000) =>
-    new Promise<{ code: number; out: string }>((resolve) =>
-      execFile(file, args, { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
-        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
-      ),
-    );
-  const jlist = async (): Promise<Pm2Process[]> => JSON.parse((await run(PM2, ['jlist'])).out) as Pm2Process[];
-  const routers = async () => (await jlist()).filter((p) => p.name === 'router');
+  let apps: Pm2Apps;
+  let urls: Pm2Apps['urls'];
+  const run = (file: string, args: string[], timeoutMs?: number) => apps.run(file, args, timeoutMs);
+  const routers = async () => (await apps.jlist()).filter((p) => p.name === 'router');
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(tmpdir(), 'mt-reliability-pm2-'));
-    const store = path.join(dir, 'model_store');
-    const modelDir = path.join(dir, 'no-model');
-    mkdirSync(modelDir);
-    archiveModels({ modelDir, store, names: ['ko', 'en'], handler: 'echo' });
-    const setupConfig = path.join(dir, 'setup_config.json');
-    writeFileSync(setupConfig, JSON.stringify({ cuda_id: { ko: '0', en: '0' } }));
-    const [inference, management, metrics, router, front] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
-    urls = {
-      front: `http://127.0.0.1:${front}`,
-      router: `http://127.0.0.1:${router}`,
-      management: `http://127.0.0.1:${management}`,
-      inference: `http://127.0.0.1:${inference}`,
-    };
-    const appEnv = {
-      MODEL_STORE: store,
-      MODEL_DIR: modelDir,
-      SETUP_CONFIG: setupConfig,
-      LOG_DIR: path.join(dir, 'logs'),
-      RUN_DIR: path.join(dir, 'run'),
-      INFERENCE_ADDRESS: `127.0.0.1:${inference}`,
-      MANAGEMENT_ADDRESS: `127.0.0.1:${management}`,
-      METRICS_ADDRESS: `127.0.0.1:${metrics}`,
-      ROUTER_ADDRESS: `127.0.0.1:${router}`,
-      FRONT_ADDRESS: `127.0.0.1:${front}`,
-      FRONT,
-      LOG_LEVEL: 'warn',
-      // The router's deadline is 5 + 5 s, the front's 10 s more: a request lost with a killed instance ends in 20 s.
-      RESPONSE_TIMEOUT_S: '5',
-      MT_TEST_FAULTS: JSON.stringify({ ko: `slow:${SLOW_MS}`, en: `slow:${SLOW_MS}` }),
-    };
-    env = { PATH: process.env.PATH, HOME: process.env.HOME, PM2_HOME: path.join(dir, 'pm2') };
-    const entry = (file: string) => ({
-      script: path.join(ROOT, 'test/support/pm2-entry.js'),
-      env: { ...appEnv, MT_ENTRY: path.join(ROOT, file) },
+    apps = await startPm2Apps({
+      prefix: 'mt-reliability-pm2',
+      front: FRONT,
+      routerInstances: 2,
+      languages: ['ko', 'en'],
+      env: {
+        LOG_LEVEL: 'warn',
+        // The router's deadline is 5 + 5 s, the front's 10 s more: a request lost with a killed instance ends in 20 s.
+        RESPONSE_TIMEOUT_S: '5',
+        MT_TEST_FAULTS: JSON.stringify({ ko: `slow:${SLOW_MS}`, en: `slow:${SLOW_MS}` }),
+      },
     });
-    const common = { cwd: dir, node_args: ['--import', TSX], merge_logs: true };
-    const logs = (name: string) => ({
-      out_file: path.join(dir, 'logs', `${name}.log`),
-      error_file: path.join(dir, 'logs', `${name}.log`),
-    });
-    // ecosystem.config.js's settings: fork / cluster ×N with wait_ready / fork, and the drain budgets.
-    const apps = [
-      {
-        name: 'model-server',
-        ...entry('test/support/model-server-with-faults.ts'),
-        exec_mode: 'fork',
-        kill_timeout: 35_000,
-        ...common,
-        ...logs('model-server'),
-      },
-      {
-        name: 'router',
-        ...entry('router/main.ts'),
-        exec_mode: 'cluster',
-        instances: 2,
-        wait_ready: true,
-        listen_timeout: 15_000,
-        kill_timeout: 130_000,
-        ...common,
-        ...logs('router'),
-      },
-      {
-        name: 'front',
-        ...entry('front/main.ts'),
-        exec_mode: 'fork',
-        wait_ready: true,
-        listen_timeout: 20_000,
-        kill_timeout: 30_000,
-        treekill: false,
-        ...common,
-        ...logs('front'),
-      },
-    ];
-    const file = path.join(dir, 'apps.json');
-    writeFileSync(file, JSON.stringify({ apps }));
-    const started = await run(PM2, ['start', file]);
-    if (started.code !== 0) throw new Error(`pm2 start failed: ${started.out}`);
-    await until(
-      'the model server',
-      () =>
-        fetch(`${urls.inference}/ping`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      60_000,
-    );
+    urls = apps.urls;
     for (const lang of ['ko', 'en']) {
       const res = await fetch(`${urls.management}/models?url=${lang}&batch_size=8&max_batch_delay=5`, {
         method: 'POST',
       });
       expect(res.status, await res.text()).toBe(200);
     }
-    await until(
-      'the front',
-      () =>
-        fetch(`${urls.front}/health`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      60_000,
-    );
+    await until('the front', () => answers(`${urls.front}/health`), 60_000);
     expect(await routers()).toHaveLength(2);
   });
 
-  afterAll(async () => {
-    if (env) await run(PM2, ['kill'], 30_000);
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => apps?.kill());
 
   const load = (url: string, concurrency: number) =>
     background({ url: () => url, body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`), concurrency });
@@ -250,6 +144,6 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
       if (x.o.status === 0) expect(['ECONNREFUSED', 'UND_ERR_SOCKET', 'ECONNRESET']).toContain(x.o.kind);
     }
     expect(tally.malformed).toBe(0);
-    expect(await jlist()).toEqual([]);
+    expect(await apps.jlist()).toEqual([]);
   });
 });

@@ -38,14 +38,27 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
       const res = await fetch(`${stack.management}/models?url=${lang}&max_batch_delay=5&${query}`, { method: 'POST' });
       expect(res.status, await res.text()).toBeLessThan(300);
     }
+    // The router sends a language only once it has read it ready there (at most a probe period later).
+    await until('the router to send de', async () => {
+      const o = await send(stack.routerUrls[0]!, { body: translateBody('de', 'first') });
+      return o.status === 200;
+    });
   });
   afterAll(() => stack?.stop());
 
-  /** Queue `n` requests for `lang` through the router; resolves once `atLeast` wait in its queue. */
-  async function queue(lang: string, n: number, atLeast: number) {
+  /**
+   * Queue `n` requests for `lang` through the router (or, `direct`, on the model server's inference port); resolves
+   * once `atLeast` wait in its queue.
+   */
+  async function queue(lang: string, n: number, atLeast: number, direct = false) {
     const router = stack.routerUrls[0]!;
     const answers = Array.from({ length: n }, (_, i) =>
-      send(router, { body: translateBody(lang, `${lang} ${i}`), deadlineMs: 30_000 }),
+      direct
+        ? send(`${stack.inference}/predictions/${lang}`, {
+            body: JSON.stringify({ src_lang: 'en', src_text: `${lang} ${i}` }),
+            deadlineMs: 30_000,
+          })
+        : send(router, { body: translateBody(lang, `${lang} ${i}`), deadlineMs: 30_000 }),
     );
     await until(`${atLeast} queued for ${lang}`, async () => (await pending(stack, lang)) >= atLeast);
     return answers;
@@ -73,12 +86,15 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
     expect(deleteMs).toBeGreaterThan(10_000);
     expect(deleteMs).toBeLessThan(15_000);
     expect((await fetch(`${stack.management}/models/ko`)).status).toBe(404);
-    // Later requests for it are refused clearly by the model server, through the router.
-    const gone = await send(stack.routerUrls[0]!, { body: translateBody('ko', 'late') });
+    // Later requests for it: the model server says 404; the router, which still accepts ko (its setup_config.json),
+    // says no model server has it now: 503 + Retry-After, never 404 for a language it serves.
+    const gone = await send(`${stack.inference}/predictions/ko`, { body: '{"src_text":"late"}' });
     expect(gone).toMatchObject({ status: 404, kind: 'ModelNotFoundException' });
+    const viaRouter = await send(stack.routerUrls[0]!, { body: translateBody('ko', 'late') });
+    expect(viaRouter).toMatchObject({ status: 503, kind: 'ServiceUnavailableException' });
     // Other models were not disturbed.
     expect(tally.toJSON()).toMatchObject({ errors: {}, unanswered: 0 });
-    expect(tally.ok).toBe(tally.sent);
+    expect(tally.ok, tally.toString() + JSON.stringify([...tally.messages])).toBe(tally.sent);
   });
 
   it('a model whose worker hangs: DELETE returns within response_timeout + 1 s, its jobs get 504, none hangs', async () => {
@@ -100,7 +116,13 @@ describe('DELETE /models/{name} with queued jobs (router → model server with f
   });
 
   it('a model with no worker able to load: its queued jobs fail clearly (503/504), DELETE returns, nothing hangs', async () => {
-    const answers = await queue('fr', 4, 4);
+    // The router sends fr nowhere (no worker of it is ever ready): 503 + Retry-After at once. Its queue is filled
+    // on the model server's own port.
+    expect(await send(stack.routerUrls[0]!, { body: translateBody('fr', 'x') })).toMatchObject({
+      status: 503,
+      message: 'Model fr is unavailable now, no model server has it ready: 1 still loading it; retry later.',
+    });
+    const answers = await queue('fr', 4, 4, true);
     const started = performance.now();
     const del = await send(`${stack.management}/models/fr`, { method: 'DELETE', deadlineMs: 30_000 });
     const outcomes = await Promise.all(answers);

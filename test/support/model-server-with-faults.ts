@@ -12,6 +12,7 @@
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { loadConfig, readSetupConfig, type Address } from '../../common/config.js';
@@ -38,7 +39,9 @@ const server = createModelServer({
   timings: { backoffUnitMs: Number(process.env.MT_TEST_BACKOFF_MS ?? 50), stopTimeoutMs: 3_000 },
   spawn: faultSpawner(faults, config.logLevel),
   ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),
+  snapshotDir: path.join(config.logDir, 'config'),
 });
+await server.manager.restore();
 
 function listen(app: Hono<AppEnv>, address: Address): Promise<{ server: Server; drain: HttpDrain }> {
   return new Promise((resolve, reject) => {

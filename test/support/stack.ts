@@ -77,7 +77,10 @@ export interface Stack {
     options?: RegisterOptions,
     headers?: Record<string, string>,
   ): Promise<{ status: number; body: unknown }>;
-  /** Start the model server again on the same ports (after it was stopped), and register every language. */
+  /**
+   * Start the model server again on the same ports (after it was stopped): it registers again what it served
+   * (its snapshot in LOG_DIR/config); resolves once those models are ready.
+   */
   restartModelServer(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -145,8 +148,11 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       },
     });
     started.push(proc);
+    // model-server/main.ts says 'ready' once the models it restored from its snapshot have their workers.
+    const ready = proc.message((m): m is 'ready' => m === 'ready', 120_000);
+    ready.catch(() => undefined);
     const { ports: actual } = await proc.message(isListening<ModelServerPorts>, 60_000);
-    return { proc, ports: actual };
+    return { proc, ports: actual, ready };
   };
 
   try {
@@ -230,7 +236,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       async restartModelServer() {
         ms = await startModelServer(ms.ports);
         stack.modelServer = ms.proc;
-        await registerAll();
+        await ms.ready;
       },
       stop: cleanup,
     };

@@ -1,0 +1,164 @@
+/**
+ * Registrations outlive the process (frontend/snapshot.ts): every management change is saved, a new model server
+ * on the same snapshot folder serves the same models with the same settings, and a corrupt or partial snapshot is
+ * never loaded (the previous one is).
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SnapshotStore, type SavedModel } from '../frontend/snapshot.js';
+import { call, startTestServer, type TestServer } from './helpers.js';
+
+let snapshotDir: string;
+const servers: TestServer[] = [];
+
+async function start(): Promise<TestServer> {
+  // A second version of "echo" in a store entry of its own, `echo-2` (registered with model_name=echo).
+  const t = await startTestServer({
+    entries: ['echo', 'other'],
+    versionedEntries: [{ names: ['echo-2'], version: '2.0' }],
+    snapshotDir,
+  });
+  servers.push(t);
+  return t;
+}
+
+/** The model server goes away (its snapshot folder stays), as a process restarted by pm2. */
+async function stop(t: TestServer): Promise<void> {
+  servers.splice(servers.indexOf(t), 1);
+  await t.close();
+}
+
+async function describeModel(t: TestServer, name: string, version = '') {
+  const res = await call(`${t.management}/models/${name}${version ? `/${version}` : ''}`);
+  expect(res.status).toBe(200);
+  return res.body[0];
+}
+
+beforeEach(() => {
+  snapshotDir = mkdtempSync(path.join(tmpdir(), 'mt-snapshot-'));
+});
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((t) => t.close()));
+  rmSync(snapshotDir, { recursive: true, force: true });
+});
+
+describe('registrations survive a restart', () => {
+  it('register, scale, set-default, unregister: a new process serves the same models with the same settings', async () => {
+    const first = await start();
+    const post = async (query: string) =>
+      expect((await call(`${first.management}/models?${query}`, { method: 'POST' })).status).toBe(200);
+    await post('url=echo&batch_size=8&max_batch_delay=20&initial_workers=1&response_timeout=30');
+    await post('url=echo-2&model_name=echo&batch_size=2&initial_workers=1');
+    await post('url=other&initial_workers=1');
+    const put = async (route: string) =>
+      expect((await call(`${first.management}/models/${route}`, { method: 'PUT' })).status).toBe(200);
+    await put('other?min_worker=2&max_worker=3&synchronous=true');
+    await put('echo/2.0/set-default');
+    const before = [
+      await describeModel(first, 'echo', '1.0'),
+      await describeModel(first, 'echo', '2.0'),
+      await describeModel(first, 'other'),
+    ];
+    await stop(first);
+
+    const second = await start();
+    const listed = await call(`${second.management}/models`);
+    expect(listed.body.models.map((m: { modelName: string }) => m.modelName)).toEqual(['echo', 'other']);
+    const after = [
+      await describeModel(second, 'echo', '1.0'),
+      await describeModel(second, 'echo', '2.0'),
+      await describeModel(second, 'other'),
+    ];
+    const settings = [
+      'modelVersion',
+      'modelUrl',
+      'batchSize',
+      'maxBatchDelay',
+      'responseTimeout',
+      'minWorkers',
+      'maxWorkers',
+      'handler',
+    ];
+    for (const [i, now] of after.entries()) {
+      for (const key of settings) expect(now[key], `${now.modelName} ${key}`).toEqual(before[i][key]);
+      expect(now.loadedAtStartup).toBe(true);
+    }
+    expect(after[2]).toMatchObject({ minWorkers: 2, maxWorkers: 3 });
+    // The default version is the one set, not the first registered.
+    expect((await describeModel(second, 'echo')).modelVersion).toBe('2.0');
+    const reply = await call(`${second.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'hi' } });
+    expect(reply.status).toBe(200);
+
+    // Unregister is saved too.
+    expect((await call(`${second.management}/models/other`, { method: 'DELETE' })).status).toBe(200);
+    await stop(second);
+    const third = await start();
+    expect((await call(`${third.management}/models`)).body.models).toEqual([{ modelName: 'echo', modelUrl: 'echo-2' }]);
+  }, 60_000);
+});
+
+describe('a corrupt or partial snapshot is never loaded', () => {
+  const model = (name: string): SavedModel => ({
+    name,
+    version: '1.0',
+    url: name,
+    handler: 'echo',
+    runtime: 'node',
+    batchSize: 4,
+    maxBatchDelayMs: 10,
+    responseTimeoutS: 30,
+    startupTimeoutS: 60,
+    minWorkers: 1,
+    maxWorkers: 1,
+    isDefault: true,
+  });
+
+  it.each([
+    ['truncated (a write cut short)', (text: string) => text.slice(0, text.length / 2)],
+    ['garbage', () => '\u0000\u0000\u0000'],
+    ['empty', () => ''],
+    ['valid JSON, wrong checksum', (text: string) => text.replace('"other"', '"otter"')],
+    ['valid JSON, bad shape', () => JSON.stringify({ format: 'mt-serve-models/1', models: 'x' })],
+  ])(
+    '%s: the previous snapshot is loaded and the bad one set aside',
+    async (_, corrupt) => {
+      const store = new SnapshotStore(snapshotDir);
+      store.save([model('echo')]);
+      store.save([model('echo'), model('other')]);
+      const current = path.join(snapshotDir, 'models.json');
+      writeFileSync(current, corrupt(readFileSync(current, 'utf8')));
+
+      const t = await start();
+      expect((await call(`${t.management}/models`)).body.models.map((m: { modelName: string }) => m.modelName)).toEqual(
+        ['echo'],
+      );
+      expect((await call(`${t.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'hi' } })).status).toBe(
+        200,
+      );
+      const files = readdirSync(snapshotDir);
+      expect(files.some((f) => f.startsWith('models.json.corrupt-'))).toBe(true);
+      // The restored state was saved again: a good current file, loadable.
+      expect(new SnapshotStore(snapshotDir).load()!.models.map((m) => m.name)).toEqual(['echo']);
+    },
+    30_000,
+  );
+
+  it('a save cut between its renames (no current file, a leftover temp file) restores the previous one', () => {
+    const store = new SnapshotStore(snapshotDir);
+    store.save([model('echo')]);
+    store.save([model('echo'), model('other')]);
+    rmSync(path.join(snapshotDir, 'models.json'));
+    writeFileSync(path.join(snapshotDir, 'models.json.tmp-1'), '{"format":');
+    expect(store.load()!.models.map((m) => m.name)).toEqual(['echo']);
+  });
+
+  it('both files corrupt: starts with no model and says so', async () => {
+    writeFileSync(path.join(snapshotDir, 'models.json'), '{');
+    writeFileSync(path.join(snapshotDir, 'models.prev.json'), '{');
+    const t = await start();
+    expect((await call(`${t.management}/models`)).body.models).toEqual([]);
+    expect(readdirSync(snapshotDir).filter((f) => f.includes('.corrupt-'))).toHaveLength(2);
+  });
+});
