@@ -10,18 +10,10 @@
  * loaded: it is moved aside (`models.json.corrupt-<time>`, kept for a look) and the previous file is loaded.
  */
 import { createHash } from 'node:crypto';
-import {
-  closeSync,
-  existsSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { syncPath } from '../../common/atomic-file.js';
 
 const FORMAT = 'mt-serve-models/1';
 const CURRENT = 'models.json';
@@ -115,14 +107,4 @@ function readSnapshot(file: string): { ok: true; models: SavedModel[] } | { ok: 
 
 function checksum(models: readonly SavedModel[]): string {
   return createHash('sha256').update(JSON.stringify(models)).digest('hex');
-}
-
-/** fsync a file or a folder (a folder's entry for a rename). */
-function syncPath(target: string): void {
-  const fd = openSync(target, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
