@@ -60,10 +60,10 @@
  * undici destroys its connection, which the model server sees as the client's disconnect.
  */
 import { Client, Pool } from 'undici';
-import { ServeError } from '../common/errors.js';
+import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
 import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
-import { NOT_CONNECTED_CODES, REFUSAL_CODES, transportError, upstreamError } from './upstream-errors.js';
+import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES, transportError, upstreamError } from './upstream-errors.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
 export interface TranslateRequest {
@@ -405,13 +405,12 @@ export class Upstream implements UpstreamClient {
   /** What a failed exchange says about its host, and whether another host may take the request. */
   #judge(origin: string, err: unknown): unknown {
     if (err instanceof ServeError) {
-      if (REFUSAL_CODES.has(err.code)) return new NotReached(err);
       // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
       // while another is tried for them): another host may serve the language.
-      if (err.code === 'MODEL_NOT_FOUND') {
-        this.#servers?.suspect(origin);
-        return new NotReached(err);
-      }
+      if (err.code === 'MODEL_NOT_FOUND') this.#servers?.suspect(origin);
+      // Only a request the model server says reached no worker may run elsewhere: a document whose first
+      // sentences ran before the rest was refused must not be translated twice.
+      if (RETRY_ELSEWHERE_CODES.has(err.code) && err.reachedWorker === false) return new NotReached(err);
       const code = (err.cause as { code?: unknown } | undefined)?.code;
       if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
         if (code === 'ECONNREFUSED') {
@@ -456,7 +455,11 @@ export class Upstream implements UpstreamClient {
       throw transportError(err, this.#timeoutMs);
     }
     if (response.statusCode !== 200) {
-      throw upstreamError(response.statusCode, Buffer.from(body), header(response.headers['retry-after']));
+      throw upstreamError(response.statusCode, body, {
+        code: header(response.headers[ERROR_CODE_HEADER]),
+        retryAfter: header(response.headers['retry-after']),
+        reachedWorker: header(response.headers[REACHED_WORKER_HEADER]),
+      });
     }
     this.#servers?.served(origin, request.tgtLang);
     const headers: Record<string, string> = {};

@@ -8,6 +8,7 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ERRORS, type ErrorCode } from '../../common/errors.js';
 
 export interface SeenRequest {
   path: string;
@@ -22,12 +23,13 @@ export interface FakeModelServer {
   close(): Promise<void>;
 }
 
-const TYPES: Record<number, string> = {
-  400: 'BadRequestException',
-  404: 'ModelNotFoundException',
-  500: 'InternalServerException',
-  503: 'ServiceUnavailableException',
-  504: 'RequestTimeoutException',
+/** Status → the catalogue code the fake names in `x-error-code`, as the model server does. */
+const CODES: Record<number, ErrorCode> = {
+  400: 'BAD_REQUEST',
+  404: 'MODEL_NOT_FOUND',
+  500: 'INTERNAL',
+  503: 'QUEUE_FULL',
+  504: 'REQUEST_TIMEOUT',
 };
 
 export async function startFakeModelServer(): Promise<FakeModelServer> {
@@ -68,11 +70,12 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
       switch (directive) {
         case '!status': {
           const code = Number(a);
-          const headers: Record<string, string> = { 'content-type': 'application/json' };
+          const errorCode = CODES[code] ?? 'INTERNAL';
+          const headers: Record<string, string> = { 'content-type': 'application/json', 'x-error-code': errorCode };
           if (b) headers['retry-after'] = b;
           res
             .writeHead(code, headers)
-            .end(JSON.stringify({ code, type: TYPES[code] ?? 'InternalServerException', message: `fake ${code}` }));
+            .end(JSON.stringify({ code, type: ERRORS[errorCode].type, message: `fake ${code}` }));
           return;
         }
         case '!slow':
