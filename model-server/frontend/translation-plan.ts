@@ -16,7 +16,7 @@
  */
 import { ServeError } from '../../common/errors.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
-import { joinTranslations, segmentDocument, type Segments } from '../text/segment.js';
+import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 
 /** What `src_lang` may say to ask for detection. */
 export const AUTO = 'auto';
@@ -84,17 +84,26 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     );
   }
   const auto = srcLang === AUTO;
+  const tooMany = () =>
+    new ServeError(
+      'PAYLOAD_TOO_LARGE',
+      `Request has more than ${limits.maxSentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
+    );
+  // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
+  // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
+  let sentences = 0;
   const docs = (texts as string[]).map((text, i) => {
     const lang = auto ? detected(text, isArray ? `src_text[${i}]` : 'src_text', context.readable) : srcLang;
-    return { lang, segments: split === 'none' ? wholeText(text) : segmentDocument(text, lang) };
+    let segments: Segments;
+    try {
+      segments = split === 'none' ? wholeText(text) : segmentDocument(text, lang, limits.maxSentences - sentences);
+    } catch (err) {
+      throw err instanceof TooManySentencesError ? tooMany() : err;
+    }
+    sentences += segments.pieces.length;
+    if (sentences > limits.maxSentences) throw tooMany();
+    return { lang, segments };
   });
-  const sentences = docs.reduce((n, d) => n + d.segments.pieces.length, 0);
-  if (sentences > limits.maxSentences) {
-    throw new ServeError(
-      'PAYLOAD_TOO_LARGE',
-      `Request has ${sentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
-    );
-  }
   const bodies = docs.flatMap(({ lang, segments }) =>
     segments.pieces.map((piece) => ({ src_lang: lang, src_text: piece })),
   );

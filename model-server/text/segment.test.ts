@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { joinSegments, joinTranslations, segmentDocument, type Segments } from './segment.js';
+import { joinSegments, joinTranslations, segmentDocument, TooManySentencesError, type Segments } from './segment.js';
 import served from '../../setup_config.json' with { type: 'json' };
 
 const SERVED = Object.keys(served.cuda_id);
@@ -253,5 +253,14 @@ describe('joinTranslations', () => {
     expect(() => joinTranslations(doc('One. Two.', 'en'), ['Un.'], 'fr')).toThrow(
       new RangeError('joinTranslations: 1 translations for 2 pieces'),
     );
+  });
+});
+
+describe('segmentDocument with a sentence limit', () => {
+  it('stops at the first sentence past the limit, before reading the rest', () => {
+    const text = 'One.\nTwo.\nThree.\n' + 'x\n'.repeat(50_000);
+    expect(() => segmentDocument(text, 'en', 3)).toThrow(TooManySentencesError);
+    expect(() => segmentDocument(text, 'en', 3)).toThrow(expect.objectContaining({ maxSentences: 3 }));
+    expect(segmentDocument('One.\nTwo.\nThree.', 'en', 3).pieces).toHaveLength(3);
   });
 });

@@ -88,19 +88,32 @@ function* sentencesOfLine(line: string, segmenter: Intl.Segmenter, rules: Abbrev
  * Paragraphs and lines are kept apart: every line break is separator text, so no sentence spans two
  * lines. Whitespace-only stretches (blank lines, indentation, spaces between sentences) are separators,
  * never sentences. `lang` is the M2M100 code of the text, used for its abbreviations; any string works.
+ * @throws TooManySentencesError as soon as a sentence past `maxSentences` is found: the rest is never segmented.
  */
-export function segmentDocument(text: string, lang: string): Segments {
+export function segmentDocument(text: string, lang: string, maxSentences = Infinity): Segments {
   const segmenter = sentenceSegmenter(lang);
   const rules = abbreviationRules(lang);
   const out = new SegmentsBuilder();
   let end = 0;
   for (const match of text.matchAll(LINE)) {
     out.gap(text.slice(end, match.index));
-    for (const sentence of sentencesOfLine(match[0], segmenter, rules)) out.text(sentence);
+    for (const sentence of sentencesOfLine(match[0], segmenter, rules)) {
+      out.text(sentence);
+      if (out.pieceCount > maxSentences) throw new TooManySentencesError(maxSentences);
+    }
     end = match.index + match[0].length;
   }
   out.gap(text.slice(end));
   return out.build();
+}
+
+/** A document has more sentences than the caller allows (`segmentDocument`'s `maxSentences`). */
+export class TooManySentencesError extends RangeError {
+  readonly maxSentences: number;
+  constructor(maxSentences: number) {
+    super(`more than ${maxSentences} sentences`);
+    this.maxSentences = maxSentences;
+  }
 }
 
 // Chinese and Japanese put no space between sentences: the full-width mark carries its own spacing.

@@ -65,6 +65,11 @@ export class SegmentsBuilder {
   readonly #pieces: string[] = [];
   readonly #separators: string[] = [''];
 
+  /** Pieces so far. */
+  get pieceCount(): number {
+    return this.#pieces.length;
+  }
+
   /** Appends whitespace to the separator being built. */
   gap(whitespace: string): void {
     this.#separators[this.#separators.length - 1] += whitespace;
