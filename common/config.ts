@@ -86,7 +86,13 @@ export interface RouterConfig {
   /** Languages accepted as `tgt_lang` (keys of setup_config.json). */
   setupConfigPath: string;
   maxBodyBytes: number;
-  /** Upstream request timeout; matches the model server's response timeout plus slack. */
+  /**
+   * ROUTER_MAX_UPSTREAM_BYTES: the largest answer body the router reads from a model server (more → 502). Default
+   * (0) 8 × ROUTER_MAX_BODY_BYTES: a translation may take a few times the bytes of its source (Latin text into a
+   * script of 3 UTF-8 bytes a character), never more.
+   */
+  maxUpstreamBytes: number;
+  /** Upstream request timeout, for the whole answer (headers and body); the model server's response timeout plus slack. */
   upstreamTimeoutMs: number;
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
@@ -186,6 +192,7 @@ export const ENV_DEFAULTS = {
   ROUTER_INSTANCES: '0',
   ROUTER_UPSTREAM_CONNECTIONS: '256',
   ROUTER_MAX_BODY_BYTES: '1048576',
+  ROUTER_MAX_UPSTREAM_BYTES: '0',
   LOG_BODIES: 'false',
   FRONT_ADDRESS: 'http://0.0.0.0:7777',
   FRONT: 'auto',
@@ -227,6 +234,7 @@ const envSchema = z.object({
   ROUTER_INSTANCES: int(0, 256),
   ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
   ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
+  ROUTER_MAX_UPSTREAM_BYTES: int(0, 2 ** 33),
   LOG_BODIES: bool,
   FRONT_ADDRESS: addressSchema,
   FRONT: z.enum(['auto', 'nginx', 'builtin']),
@@ -312,6 +320,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       upstreamConnections: e.ROUTER_UPSTREAM_CONNECTIONS,
       setupConfigPath: abs(e.SETUP_CONFIG),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
+      maxUpstreamBytes: e.ROUTER_MAX_UPSTREAM_BYTES || 8 * e.ROUTER_MAX_BODY_BYTES,
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
       statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,

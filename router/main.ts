@@ -83,6 +83,7 @@ const upstream = new Upstream({
   connections: router.upstreamConnections,
   queue: queuePerLanguage,
   timeoutMs: router.upstreamTimeoutMs,
+  maxResponseBytes: router.maxUpstreamBytes,
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
 const status = new StatusSource({ url: router.statusUrl });

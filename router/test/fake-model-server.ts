@@ -5,6 +5,10 @@
  *
  * Directives (the first text of the request): `!status <code> [retry-after]` answers that TorchServe error,
  * `!slow <ms>` answers after a delay, `!reset` destroys the socket, `!garbage` answers a non-JSON 500.
+ * Hostile ones: `!huge <bytes>` a 200 of that many bytes (not JSON), `!huge-declared <bytes>` a Content-Length of
+ * that many and nothing sent, `!drip <ms>` a JSON 200 sent one byte every `ms`, `!redirect` a 302, `!html` a 200
+ * text/html page, `!badjson` a 200 application/json that does not parse. `bodies` records how each hostile
+ * answer ended: 'finished' (all sent) or 'closed' (the router closed the connection first).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +24,7 @@ export interface FakeModelServer {
   url: string;
   port: number;
   seen: SeenRequest[];
+  bodies: ('finished' | 'closed')[];
   close(): Promise<void>;
 }
 
@@ -34,6 +39,7 @@ const CODES: Record<number, ErrorCode> = {
 
 export async function startFakeModelServer(): Promise<FakeModelServer> {
   const seen: SeenRequest[] = [];
+  const bodies: FakeModelServer['bodies'] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -87,6 +93,51 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
         case '!garbage':
           res.writeHead(500, { 'content-type': 'text/html' }).end('<h1>oops</h1>');
           return;
+        case '!huge': {
+          // Written chunk by chunk as the socket drains, so a reader that stops reading stops it.
+          let left = Number(a);
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/octet-stream' });
+          const chunk = Buffer.alloc(64 * 1024, 'x');
+          const pump = () => {
+            while (left > 0) {
+              const part = chunk.subarray(0, Math.min(chunk.length, left));
+              left -= part.length;
+              if (!res.write(part)) return void res.once('drain', pump);
+            }
+            res.end();
+          };
+          pump();
+          return;
+        }
+        case '!huge-declared':
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': a }).flushHeaders();
+          return;
+        case '!drip': {
+          const text = JSON.stringify({ translated: 'slow but steady' });
+          let at = 0;
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(text.length) });
+          const timer = setInterval(() => {
+            if (res.destroyed) return clearInterval(timer);
+            res.write(text[at++]!);
+            if (at === text.length) {
+              clearInterval(timer);
+              res.end();
+            }
+          }, Number(a));
+          return;
+        }
+        case '!redirect':
+          res.writeHead(302, { location: 'http://127.0.0.1:1/elsewhere' }).end();
+          return;
+        case '!html':
+          res.writeHead(200, { 'content-type': 'text/html' }).end('<h1>hello</h1>');
+          return;
+        case '!badjson':
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"translated": ');
+          return;
         default:
           answer();
       }
@@ -98,6 +149,7 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
     url: `http://127.0.0.1:${port}`,
     port,
     seen,
+    bodies,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
