@@ -66,6 +66,11 @@ export interface ModelServerConfig {
    * 0 turns it off.
    */
   cacheMaxBytes: number;
+  /**
+   * CACHE_DISCLOSE (or LOG_LEVEL=debug): answers carry `x-cache` (hit/miss/partial). Off by default: it tells
+   * anyone whether a sentence was translated before, by anyone. The metrics port always shows the counters.
+   */
+  cacheDisclose: boolean;
   /** Token authorization on the inference and management APIs (TorchServe's key-file scheme). */
   tokenAuth: boolean;
   keyFile: string;
@@ -97,6 +102,8 @@ export interface RouterConfig {
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
   logBodies: boolean;
+  /** CACHE_DISCLOSE (or LOG_LEVEL=debug): the public `/status.json` keeps the cache's counters (else removed). */
+  cacheDisclose: boolean;
 }
 
 export interface FrontConfig {
@@ -186,6 +193,7 @@ export const ENV_DEFAULTS = {
   MAX_REQUEST_SIZE: '6553500',
   CACHE_MAX_BYTES: '67108864',
   TOKEN_AUTH: 'false',
+  CACHE_DISCLOSE: 'false',
   KEY_FILE: './key_file.json',
   ROUTER_ADDRESS: 'http://127.0.0.1:8888',
   MODEL_SERVERS: '',
@@ -228,6 +236,7 @@ const envSchema = z.object({
   MAX_REQUEST_SIZE: int(1024, 1 << 30),
   CACHE_MAX_BYTES: int(0, 2 ** 40),
   TOKEN_AUTH: bool,
+  CACHE_DISCLOSE: bool,
   KEY_FILE: z.string().min(1),
   ROUTER_ADDRESS: addressSchema,
   MODEL_SERVERS: addressListSchema,
@@ -309,6 +318,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       minNewTokens: e.MIN_NEW_TOKENS,
       maxRequestBytes: e.MAX_REQUEST_SIZE,
       cacheMaxBytes: e.CACHE_MAX_BYTES,
+      cacheDisclose: e.CACHE_DISCLOSE || e.LOG_LEVEL === 'debug',
       tokenAuth: e.TOKEN_AUTH,
       keyFile: abs(e.KEY_FILE),
     },
@@ -324,6 +334,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
       statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,
+      cacheDisclose: e.CACHE_DISCLOSE || e.LOG_LEVEL === 'debug',
     },
     front: {
       host: e.FRONT_ADDRESS.host,

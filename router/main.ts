@@ -86,7 +86,7 @@ const upstream = new Upstream({
   maxResponseBytes: router.maxUpstreamBytes,
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
-const status = new StatusSource({ url: router.statusUrl });
+const status = new StatusSource({ url: router.statusUrl, cacheCounters: router.cacheDisclose });
 const app = createRouterApp(
   { maxBodyBytes: router.maxBodyBytes, languages, logBodies: router.logBodies },
   { upstream, logger, status },

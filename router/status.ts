@@ -17,6 +17,12 @@ export interface StatusReader {
 }
 
 export interface StatusSourceOptions {
+  /**
+   * Keep the cache's counters (per model hits, misses, ratio; the cache's bytes and entries) in the document the
+   * router serves (CACHE_DISCLOSE). Off: removed, since they tell a stranger whether a sentence was translated
+   * before; the model server's metrics port, for operators, keeps them.
+   */
+  cacheCounters?: boolean;
   /** Model server metrics base URL, e.g. `http://127.0.0.1:8082` (RouterConfig.statusUrl). */
   url: string;
   /** Longest wait for the document, ms (default 2 000). */
@@ -29,12 +35,14 @@ export class StatusSource implements StatusReader {
   readonly #client: Client;
   readonly #timeoutMs: number;
   readonly #maxAgeMs: number;
+  readonly #cacheCounters: boolean;
   #last: { at: number; body: Uint8Array<ArrayBuffer> } | undefined;
   #inFlight: Promise<Uint8Array<ArrayBuffer>> | undefined;
 
   constructor(options: StatusSourceOptions) {
     this.#timeoutMs = options.timeoutMs ?? 2_000;
     this.#maxAgeMs = options.maxAgeMs ?? 500;
+    this.#cacheCounters = options.cacheCounters ?? false;
     this.#client = new Client(options.url, { connect: { timeout: this.#timeoutMs } });
   }
 
@@ -63,6 +71,7 @@ export class StatusSource implements StatusReader {
     if (status !== 200) {
       throw new ServeError('UPSTREAM_UNAVAILABLE', `Model server status answered ${status}.`);
     }
+    if (!this.#cacheCounters) body = withoutCacheCounters(body);
     this.#last = { at: performance.now(), body };
     return body;
   }
@@ -70,4 +79,25 @@ export class StatusSource implements StatusReader {
   async close(): Promise<void> {
     if (!this.#client.closed && !this.#client.destroyed) await this.#client.close();
   }
+}
+
+/** The status document without what tells whether a sentence was cached: per model counters, bytes, entries. */
+function withoutCacheCounters(body: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
+  let doc: { models?: unknown; cache?: unknown };
+  try {
+    doc = JSON.parse(Buffer.from(body).toString('utf8')) as typeof doc;
+  } catch {
+    throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is not JSON.');
+  }
+  if (Array.isArray(doc.models)) {
+    for (const model of doc.models as Record<string, unknown>[]) {
+      delete model.cacheHits;
+      delete model.cacheMisses;
+      delete model.cacheHitRatio;
+    }
+  }
+  if (doc.cache !== null && typeof doc.cache === 'object') {
+    doc.cache = { enabled: (doc.cache as { enabled?: unknown }).enabled };
+  }
+  return new Uint8Array(Buffer.from(JSON.stringify(doc)));
 }

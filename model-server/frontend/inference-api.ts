@@ -36,6 +36,8 @@ export interface InferenceApiDeps {
   token?: string | undefined;
   /** Answers for sentences translated before (translation-cache.ts); absent: none. */
   cache?: TranslationCache;
+  /** Answer `x-cache` (CACHE_DISCLOSE): whether a sentence was cached is no stranger's business by default. */
+  cacheHeader?: boolean;
 }
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
@@ -144,7 +146,7 @@ export async function runPrediction(deps: InferenceApiDeps, request: PredictionR
     if (devices) headers['x-device'] = devices;
     const fallback = unique(served.map((d) => d.fallbackReason ?? entry.placement.fallbackReason ?? ''));
     if (fallback) headers['x-device-fallback'] = headerSafe(fallback);
-    if (cached && cached.hits + cached.misses > 0) {
+    if (deps.cacheHeader && cached && cached.hits + cached.misses > 0) {
       headers['x-cache'] = cached.misses === 0 ? 'hit' : cached.hits === 0 ? 'miss' : 'partial';
     }
     status = 200;

@@ -94,6 +94,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
       token: deps.tokens?.inference,
       translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
       cache,
+      cacheHeader: deps.config.cacheDisclose,
     }),
     managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
     metricsApp: createMetricsApp({
