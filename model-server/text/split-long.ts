@@ -393,15 +393,17 @@ export function splitLongSentence(
 
 /**
  * `splitLongSentence` spread over turns of the event loop: it yields to the loop (a macrotask, so timers and
- * I/O run) whenever it has worked `sliceMs` since the last turn.
+ * I/O run) whenever it has worked `sliceMs` since the last turn, and rejects with `signal`'s reason when it was
+ * aborted meanwhile.
  */
 export async function splitLongSentenceAsync(
   sentence: string,
   measure: Measure,
   limit: number,
-  options: SplitOptions & { sliceMs?: number } = {},
+  options: SplitOptions & { sliceMs?: number; signal?: AbortSignal } = {},
 ): Promise<Segments> {
   const sliceMs = options.sliceMs ?? 10;
+  options.signal?.throwIfAborted();
   const steps = splitSteps(sentence, measure, limit, options);
   let sliceStart = performance.now();
   for (;;) {
@@ -409,6 +411,8 @@ export async function splitLongSentenceAsync(
     if (step.done) return step.value;
     if (performance.now() - sliceStart >= sliceMs) {
       await new Promise<void>((resolve) => setImmediate(resolve));
+      // Given up meanwhile (its deadline, its client gone): stop here, with the reason.
+      options.signal?.throwIfAborted();
       sliceStart = performance.now();
     }
   }

@@ -47,7 +47,10 @@ export interface TranslationInput {
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
   #engine: TranslationEngine | null = null;
-  /** Jobs generating or waiting in the engine, by id: added when inference starts one, removed once it settles. */
+  /**
+   * Jobs being prepared, generating or waiting in the engine, by id: added when a long text's preparation or
+   * inference starts one, removed once it settles. A cancel during the sliced preparation stops it there.
+   */
   readonly #running = new Map<string, AbortController>();
   #options: TranslateOptions = {};
   #log: Logger | null = null;
@@ -161,7 +164,18 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       rowOf.set(piece, row);
       return row.truncated ? limit + 1 : row.inputIds.length - 2;
     };
-    const parts = await splitLongSentenceAsync(text, measure, limit, { sliceMs: PREPROCESS_SLICE_MS });
+    const controller = new AbortController();
+    this.#running.set(item.id, controller);
+    let parts: Segments;
+    try {
+      parts = await splitLongSentenceAsync(text, measure, limit, {
+        sliceMs: PREPROCESS_SLICE_MS,
+        signal: controller.signal,
+      });
+    } catch (err) {
+      if (this.#running.get(item.id) === controller) this.#running.delete(item.id);
+      throw err;
+    }
     const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
     return { id: item.id, tgtLang, rows, parts, bulk };
   }
@@ -173,7 +187,8 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const engine = this.#requireEngine();
     await Promise.all(
       inputs.map(async ({ id, tgtLang, rows, parts, bulk }, index) => {
-        const controller = new AbortController();
+        // A long text's controller was made when its preparation started.
+        const controller = this.#running.get(id) ?? new AbortController();
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all.
