@@ -9,6 +9,7 @@
  */
 import { Client } from 'undici';
 import { ServeError } from '../common/errors.js';
+import { readCapped } from './upstream.js';
 
 /** The slice of the router the app depends on for `/status.json`. */
 export interface StatusReader {
@@ -64,14 +65,16 @@ export class StatusSource implements StatusReader {
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
       status = response.statusCode;
-      body = new Uint8Array(await response.body.arrayBuffer());
+      body = await readCapped(response.body, headerValue(response.headers['content-length']), MAX_STATUS_BYTES);
     } catch (err) {
+      if (err instanceof ServeError) throw err;
       throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is unavailable.', { cause: err });
     }
     if (status !== 200) {
       throw new ServeError('UPSTREAM_UNAVAILABLE', `Model server status answered ${status}.`);
     }
-    if (!this.#cacheCounters) body = withoutCacheCounters(body);
+    // Parsed either way: what the router serves as JSON must be JSON.
+    body = this.#cacheCounters ? (parseStatus(body), body) : withoutCacheCounters(body);
     this.#last = { at: performance.now(), body };
     return body;
   }
@@ -83,12 +86,7 @@ export class StatusSource implements StatusReader {
 
 /** The status document without what tells whether a sentence was cached: per model counters, bytes, entries. */
 function withoutCacheCounters(body: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
-  let doc: { models?: unknown; cache?: unknown };
-  try {
-    doc = JSON.parse(Buffer.from(body).toString('utf8')) as typeof doc;
-  } catch {
-    throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is not JSON.');
-  }
+  const doc = parseStatus(body);
   if (Array.isArray(doc.models)) {
     for (const model of doc.models as Record<string, unknown>[]) {
       delete model.cacheHits;
@@ -100,4 +98,22 @@ function withoutCacheCounters(body: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBu
     doc.cache = { enabled: (doc.cache as { enabled?: unknown }).enabled };
   }
   return new Uint8Array(Buffer.from(JSON.stringify(doc)));
+}
+
+/** The status document, parsed. @throws ServeError UPSTREAM_UNAVAILABLE when it is not a JSON object */
+function parseStatus(body: Uint8Array<ArrayBuffer>): { models?: unknown; cache?: unknown } {
+  try {
+    const doc = JSON.parse(Buffer.from(body).toString('utf8')) as unknown;
+    if (doc !== null && typeof doc === 'object' && !Array.isArray(doc)) return doc;
+  } catch {
+    // reported below
+  }
+  throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is not a JSON object.');
+}
+
+/** Largest status document read from the model server: a few KB per language and history point. */
+const MAX_STATUS_BYTES = 8 * 1024 * 1024;
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }

@@ -555,7 +555,7 @@ function refusingNow(lane: Lane): ServeError | undefined {
  * A model server's answer body, at most `maxBytes`: refused from its Content-Length before reading, or as soon as
  * the bytes read pass the bound (the connection is then closed). @throws ServeError UPSTREAM_UNAVAILABLE (502)
  */
-async function readCapped(
+export async function readCapped(
   body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown },
   contentLength: string | undefined,
   maxBytes: number,
