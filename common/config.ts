@@ -68,6 +68,11 @@ export interface ModelServerConfig {
    * 0 turns it off.
    */
   cacheMaxBytes: number;
+  /**
+   * CACHE_DISCLOSE (or LOG_LEVEL=debug): answers carry `x-cache` (hit/miss/partial). Off by default: it tells
+   * anyone whether a sentence was translated before, by anyone. The metrics port always shows the counters.
+   */
+  cacheDisclose: boolean;
   /** Token authorization on the inference and management APIs (TorchServe's key-file scheme). */
   tokenAuth: boolean;
   keyFile: string;
@@ -88,7 +93,13 @@ export interface RouterConfig {
   /** Languages accepted as `tgt_lang` (keys of setup_config.json). */
   setupConfigPath: string;
   maxBodyBytes: number;
-  /** Upstream request timeout; matches the model server's response timeout plus slack. */
+  /**
+   * ROUTER_MAX_UPSTREAM_BYTES: the largest answer body the router reads from a model server (more → 502). Default
+   * (0) 8 × ROUTER_MAX_BODY_BYTES: a translation may take a few times the bytes of its source (Latin text into a
+   * script of 3 UTF-8 bytes a character), never more.
+   */
+  maxUpstreamBytes: number;
+  /** Upstream request timeout, for the whole answer (headers and body); the model server's response timeout plus slack. */
   upstreamTimeoutMs: number;
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
@@ -102,6 +113,8 @@ export interface RouterConfig {
   usageStore: { kind: 'file'; dir: string } | { kind: 'redis'; url: string };
   /** USAGE_STORE_SERVER: pm2 runs redis-server (or valkey-server) for a redis:// USAGE_STORE on this machine. */
   usageStoreServer: boolean;
+  /** CACHE_DISCLOSE (or LOG_LEVEL=debug): the public `/status.json` keeps the cache's counters (else removed). */
+  cacheDisclose: boolean;
 }
 
 export interface FrontConfig {
@@ -192,12 +205,14 @@ export const ENV_DEFAULTS = {
   MAX_REQUEST_SIZE: '6553500',
   CACHE_MAX_BYTES: '67108864',
   TOKEN_AUTH: 'false',
+  CACHE_DISCLOSE: 'false',
   KEY_FILE: './key_file.json',
   ROUTER_ADDRESS: 'http://127.0.0.1:8888',
   MODEL_SERVERS: '',
   ROUTER_INSTANCES: '0',
   ROUTER_UPSTREAM_CONNECTIONS: '256',
   ROUTER_MAX_BODY_BYTES: '1048576',
+  ROUTER_MAX_UPSTREAM_BYTES: '0',
   LOG_BODIES: 'false',
   API_KEYS: '',
   USAGE_STORE: '',
@@ -237,12 +252,14 @@ const envSchema = z.object({
   MAX_REQUEST_SIZE: int(1024, 1 << 30),
   CACHE_MAX_BYTES: int(0, 2 ** 40),
   TOKEN_AUTH: bool,
+  CACHE_DISCLOSE: bool,
   KEY_FILE: z.string().min(1),
   ROUTER_ADDRESS: addressSchema,
   MODEL_SERVERS: addressListSchema,
   ROUTER_INSTANCES: int(0, 256),
   ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
   ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
+  ROUTER_MAX_UPSTREAM_BYTES: int(0, 2 ** 33),
   LOG_BODIES: bool,
   API_KEYS: z.string(),
   USAGE_STORE: z.string().refine((v) => v === '' || !/^[a-z]+:\/\//.test(v) || /^rediss?:\/\//.test(v), {
@@ -323,6 +340,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       minNewTokens: e.MIN_NEW_TOKENS,
       maxRequestBytes: e.MAX_REQUEST_SIZE,
       cacheMaxBytes: e.CACHE_MAX_BYTES,
+      cacheDisclose: e.CACHE_DISCLOSE || e.LOG_LEVEL === 'debug',
       tokenAuth: e.TOKEN_AUTH,
       keyFile: abs(e.KEY_FILE),
     },
@@ -334,6 +352,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       upstreamConnections: e.ROUTER_UPSTREAM_CONNECTIONS,
       setupConfigPath: abs(e.SETUP_CONFIG),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
+      maxUpstreamBytes: e.ROUTER_MAX_UPSTREAM_BYTES || 8 * e.ROUTER_MAX_BODY_BYTES,
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
       statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
       logBodies: e.LOG_BODIES,
@@ -342,6 +361,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
         ? { kind: 'redis', url: e.USAGE_STORE }
         : { kind: 'file', dir: e.USAGE_STORE === '' ? path.join(abs(e.RUN_DIR), 'usage') : abs(e.USAGE_STORE) },
       usageStoreServer: e.USAGE_STORE_SERVER,
+      cacheDisclose: e.CACHE_DISCLOSE || e.LOG_LEVEL === 'debug',
     },
     front: {
       host: e.FRONT_ADDRESS.host,

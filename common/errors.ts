@@ -3,7 +3,9 @@
  *
  * Every failure that can reach a client is a `ServeError` built from `ERRORS`. Each app's `onError`
  * (and nothing else) turns one into HTTP: TorchServe's body `{code: <status>, type, message}`.
- * Across the frontend↔worker boundary an error travels as `{code, message}` (see `toWire`).
+ * Across the frontend↔worker boundary an error travels as `{code, message}` (see `toWire`); across HTTP hops
+ * (model server → router → front) the code travels beside TorchServe's body in the `x-error-code` header, and an
+ * inference answer states in `x-reached-worker` whether any job of the request reached a worker (`errorHeaders`).
  * Callers switch on `code`, never on message text.
  */
 
@@ -83,14 +85,31 @@ export interface ErrorBody {
   message: string;
 }
 
+/** Response header that carries an error answer's catalogue code on every HTTP hop. */
+export const ERROR_CODE_HEADER = 'x-error-code';
+/**
+ * Response header of an inference error answer: `false` when no job of the request reached a worker (so another
+ * replica may take the whole request), `true` when one did. Absent: unknown, which never allows a retry.
+ */
+export const REACHED_WORKER_HEADER = 'x-reached-worker';
+
+export interface ServeErrorOptions {
+  retryAfterS?: number | undefined;
+  cause?: unknown;
+  /** Whether any job of the request reached a worker; undefined when not known (REACHED_WORKER_HEADER). */
+  reachedWorker?: boolean | undefined;
+}
+
 export class ServeError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly type: string;
   /** Seconds a client should wait before retrying (sent as `Retry-After`), when it makes sense. */
   readonly retryAfterS: number | undefined;
+  /** ServeErrorOptions.reachedWorker. */
+  readonly reachedWorker: boolean | undefined;
 
-  constructor(code: ErrorCode, message?: string, options?: { retryAfterS?: number; cause?: unknown }) {
+  constructor(code: ErrorCode, message?: string, options?: ServeErrorOptions) {
     const entry = ERRORS[code];
     super(message ?? entry.message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ServeError';
@@ -98,6 +117,12 @@ export class ServeError extends Error {
     this.status = entry.status;
     this.type = entry.type;
     this.retryAfterS = options?.retryAfterS;
+    this.reachedWorker = options?.reachedWorker;
+  }
+
+  /** The same error, stating whether any job of its request reached a worker. */
+  withReach(reachedWorker: boolean): ServeError {
+    return new ServeError(this.code, this.message, { retryAfterS: this.retryAfterS, cause: this, reachedWorker });
   }
 
   toBody(): ErrorBody {
@@ -111,6 +136,14 @@ export class ServeError extends Error {
   static fromWire(wire: WireError): ServeError {
     return new ServeError(isErrorCode(wire.code) ? wire.code : 'INTERNAL', wire.message);
   }
+}
+
+/** The headers every HTTP error answer carries besides its body: the code, Retry-After, the reach when known. */
+export function errorHeaders(err: ServeError): Record<string, string> {
+  const headers: Record<string, string> = { [ERROR_CODE_HEADER]: err.code };
+  if (err.retryAfterS !== undefined) headers['retry-after'] = String(err.retryAfterS);
+  if (err.reachedWorker !== undefined) headers[REACHED_WORKER_HEADER] = String(err.reachedWorker);
+  return headers;
 }
 
 export function isErrorCode(value: unknown): value is ErrorCode {

@@ -26,6 +26,7 @@ import httpProxy from 'http-proxy';
 import type { ServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
+import { ERROR_CODE_HEADER } from '../common/errors.js';
 import { errorBodyText, frontErrors } from './error-pages.js';
 
 export interface BuiltinProxyConfig {
@@ -174,6 +175,7 @@ function sendError(res: ServerResponse, error: ServeError): void {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(body),
     'x-front': 'builtin',
+    [ERROR_CODE_HEADER]: error.code,
   });
   res.end(body);
 }
@@ -221,6 +223,6 @@ function rawResponse(error: ServeError): string {
   const body = errorBodyText(error);
   return (
     `HTTP/1.1 ${error.status} ${http.STATUS_CODES[error.status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-    `x-front: builtin\r\nConnection: close\r\n\r\n${body}`
+    `x-front: builtin\r\n${ERROR_CODE_HEADER}: ${error.code}\r\nConnection: close\r\n\r\n${body}`
   );
 }

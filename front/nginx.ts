@@ -53,7 +53,10 @@ export function renderNginxConfig(template: string, values: NginxValues): string
     RUN_DIR: values.runDir,
     LOG_DIR: values.logDir,
   };
-  for (const [status, error] of Object.entries(errors)) fill[`ERROR_${status}`] = errorBodyText(error);
+  for (const [status, error] of Object.entries(errors)) {
+    fill[`ERROR_${status}`] = errorBodyText(error);
+    fill[`CODE_${status}`] = error.code;
+  }
   for (const [name, value] of Object.entries(fill)) {
     // Values land inside nginx tokens (paths unquoted, bodies in single quotes): refuse what would break them.
     const forbidden = name.startsWith('ERROR_') ? /['\\$]/ : /[\s;'"{}\\$]/;

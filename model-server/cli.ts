@@ -49,7 +49,8 @@ function runQuantize(rest: readonly string[], out: (line: string) => void): numb
       strict: true,
       allowPositionals: false,
     }));
-    if (!(values.dtype in QUANTIZE_DTYPES)) throw new Error(`--dtype must be q8, q8-rows or all (got ${values.dtype})`);
+    if (!Object.hasOwn(QUANTIZE_DTYPES, values.dtype))
+      throw new Error(`--dtype must be q8, q8-rows or all (got ${values.dtype})`);
   } catch (err) {
     process.stderr.write(`model-server quantize: ${(err as Error).message}\n${USAGE}\n`);
     return 2;

@@ -11,7 +11,7 @@
  */
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
-import { ServeError, toServeError } from '../common/errors.js';
+import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
 import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
@@ -126,8 +126,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       logger.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     c.set('errorCode', clientClosed ? 'CLIENT_CLOSED' : error.code);
     c.header('x-request-id', c.get('requestId'));
-    if (error.retryAfterS !== undefined) c.header('retry-after', String(error.retryAfterS));
-    return c.json(error.toBody(), error.status as 400);
+    return c.json(error.toBody(), error.status as 400, errorHeaders(error));
   });
 
   app.notFound(() => {

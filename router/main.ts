@@ -85,9 +85,10 @@ const upstream = new Upstream({
   connections: router.upstreamConnections,
   queue: queuePerLanguage,
   timeoutMs: router.upstreamTimeoutMs,
+  maxResponseBytes: router.maxUpstreamBytes,
   ...(config.modelServer.tokenAuth ? { authorization: inferenceKeyReader(config.modelServer.keyFile) } : {}),
 });
-const status = new StatusSource({ url: router.statusUrl });
+const status = new StatusSource({ url: router.statusUrl, cacheCounters: router.cacheDisclose });
 let access: KeyedAccess | undefined;
 try {
   access =

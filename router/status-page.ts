@@ -236,17 +236,21 @@ export const STATUS_PAGE_HTML = `<!doctype html>
     var totalQueue = models.reduce(function (n, m) { return n + m.queueDepth; }, 0);
     var worst = null, worstLang = "";
     models.forEach(function (m) { if (m.p99Ms !== null && (worst === null || m.p99Ms > worst)) { worst = m.p99Ms; worstLang = m.name; } });
-    var hits = models.reduce(function (n, m) { return n + m.cacheHits; }, 0);
-    var lookups = hits + models.reduce(function (n, m) { return n + m.cacheMisses; }, 0);
+    var hits = models.reduce(function (n, m) { return n + (m.cacheHits || 0); }, 0);
+    var lookups = hits + models.reduce(function (n, m) { return n + (m.cacheMisses || 0); }, 0);
     document.getElementById("total-rps").textContent = num(totalRps);
     document.getElementById("total-rps-sub").textContent = "last " + s.windowS + " s, " + models.length + " languages";
     document.getElementById("total-queue").textContent = String(totalQueue);
     document.getElementById("worst-p99").textContent = ms(worst);
     document.getElementById("worst-p99-sub").textContent = worst === null ? "no request in the last minute" : worstLang + ", last " + s.windowS + " s";
-    document.getElementById("cache-ratio").textContent = s.cache.enabled ? (lookups ? pct(hits / lookups) : "–") : "off";
-    document.getElementById("cache-sub").textContent = s.cache.enabled
-      ? "hits since start · " + bytes(s.cache.bytes) + " of " + bytes(s.cache.maxBytes) + " · " + s.cache.entries + " entries"
-      : "CACHE_MAX_BYTES=0";
+    // Without CACHE_DISCLOSE the router leaves the cache's counters out (router/status.ts): operators only.
+    var disclosed = s.cache.entries !== undefined;
+    document.getElementById("cache-ratio").textContent = !s.cache.enabled ? "off" : !disclosed ? "on" : lookups ? pct(hits / lookups) : "–";
+    document.getElementById("cache-sub").textContent = !s.cache.enabled
+      ? "CACHE_MAX_BYTES=0"
+      : !disclosed
+        ? "figures on the metrics port (CACHE_DISCLOSE)"
+        : "hits since start · " + bytes(s.cache.bytes) + " of " + bytes(s.cache.maxBytes) + " · " + s.cache.entries + " entries";
     if (s.gpus.length) {
       var util = s.gpus.map(function (g) { return g.utilizationPercent === null ? "n/a" : g.utilizationPercent + "%"; });
       document.getElementById("gpu-value").textContent = util.join(" · ");

@@ -9,6 +9,7 @@
  */
 import { Client } from 'undici';
 import { ServeError } from '../common/errors.js';
+import { readCapped } from './upstream.js';
 
 /** The slice of the router the app depends on for `/status.json`. */
 export interface StatusReader {
@@ -17,6 +18,12 @@ export interface StatusReader {
 }
 
 export interface StatusSourceOptions {
+  /**
+   * Keep the cache's counters (per model hits, misses, ratio; the cache's bytes and entries) in the document the
+   * router serves (CACHE_DISCLOSE). Off: removed, since they tell a stranger whether a sentence was translated
+   * before; the model server's metrics port, for operators, keeps them.
+   */
+  cacheCounters?: boolean;
   /** Model server metrics base URL, e.g. `http://127.0.0.1:8082` (RouterConfig.statusUrl). */
   url: string;
   /** Longest wait for the document, ms (default 2 000). */
@@ -29,12 +36,14 @@ export class StatusSource implements StatusReader {
   readonly #client: Client;
   readonly #timeoutMs: number;
   readonly #maxAgeMs: number;
+  readonly #cacheCounters: boolean;
   #last: { at: number; body: Uint8Array<ArrayBuffer> } | undefined;
   #inFlight: Promise<Uint8Array<ArrayBuffer>> | undefined;
 
   constructor(options: StatusSourceOptions) {
     this.#timeoutMs = options.timeoutMs ?? 2_000;
     this.#maxAgeMs = options.maxAgeMs ?? 500;
+    this.#cacheCounters = options.cacheCounters ?? false;
     this.#client = new Client(options.url, { connect: { timeout: this.#timeoutMs } });
   }
 
@@ -56,13 +65,16 @@ export class StatusSource implements StatusReader {
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
       status = response.statusCode;
-      body = new Uint8Array(await response.body.arrayBuffer());
+      body = await readCapped(response.body, headerValue(response.headers['content-length']), MAX_STATUS_BYTES);
     } catch (err) {
+      if (err instanceof ServeError) throw err;
       throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is unavailable.', { cause: err });
     }
     if (status !== 200) {
       throw new ServeError('UPSTREAM_UNAVAILABLE', `Model server status answered ${status}.`);
     }
+    // Parsed either way: what the router serves as JSON must be JSON.
+    body = this.#cacheCounters ? (parseStatus(body), body) : withoutCacheCounters(body);
     this.#last = { at: performance.now(), body };
     return body;
   }
@@ -70,4 +82,38 @@ export class StatusSource implements StatusReader {
   async close(): Promise<void> {
     if (!this.#client.closed && !this.#client.destroyed) await this.#client.close();
   }
+}
+
+/** The status document without what tells whether a sentence was cached: per model counters, bytes, entries. */
+function withoutCacheCounters(body: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
+  const doc = parseStatus(body);
+  if (Array.isArray(doc.models)) {
+    for (const model of doc.models as Record<string, unknown>[]) {
+      delete model.cacheHits;
+      delete model.cacheMisses;
+      delete model.cacheHitRatio;
+    }
+  }
+  if (doc.cache !== null && typeof doc.cache === 'object') {
+    doc.cache = { enabled: (doc.cache as { enabled?: unknown }).enabled };
+  }
+  return new Uint8Array(Buffer.from(JSON.stringify(doc)));
+}
+
+/** The status document, parsed. @throws ServeError UPSTREAM_UNAVAILABLE when it is not a JSON object */
+function parseStatus(body: Uint8Array<ArrayBuffer>): { models?: unknown; cache?: unknown } {
+  try {
+    const doc = JSON.parse(Buffer.from(body).toString('utf8')) as unknown;
+    if (doc !== null && typeof doc === 'object' && !Array.isArray(doc)) return doc;
+  } catch {
+    // reported below
+  }
+  throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is not a JSON object.');
+}
+
+/** Largest status document read from the model server: a few KB per language and history point. */
+const MAX_STATUS_BYTES = 8 * 1024 * 1024;
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
 }

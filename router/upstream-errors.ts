@@ -1,10 +1,10 @@
 /**
  * @module router/upstream-errors — what the router makes of a model server's failure: a transport error becomes
- * 502 (not reachable) or 504 (too slow), an error reply the catalogue entry it names, and the codes that say a
- * request never reached a worker (so router/upstream.ts may send it to another replica).
+ * 502 (not reachable) or 504 (too slow), an error reply the catalogue entry its `x-error-code` names, and the codes
+ * after which router/upstream.ts may send a request that reached no worker to another replica.
  */
 import { errors as undiciErrors } from 'undici';
-import { ERRORS, ServeError, type ErrorCode } from '../common/errors.js';
+import { ERRORS, isErrorCode, ServeError, type ErrorCode } from '../common/errors.js';
 
 /** undici / Node error codes that mean "the model server is not there (any more)". */
 const UNAVAILABLE_CODES = new Set([
@@ -25,23 +25,21 @@ const UNAVAILABLE_CODES = new Set([
 export const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
 
 /**
- * The model server's refusals at admission (queue bound, queue budget, no worker, shutting down, unregistered
- * while queued): the request never reached a worker, so another replica may take it. All are 503
- * ServiceUnavailableException on the wire (as PREDICTION_FAILED, which did reach a worker), and the wire body
- * carries no code: `upstreamError` tells them apart by the model server's messages below.
+ * Codes of an error answer after which another replica may take the request, provided the model server also
+ * stated that no job of it reached a worker (`x-reached-worker: false`): admission refusals (queue bound, queue
+ * budget, no worker, shutting down, unregistered while queued) and a model the host does not have (its language
+ * list was stale). A request any of whose jobs reached a worker is never sent twice, whatever its code.
  */
-export const REFUSAL_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+export const RETRY_ELSEWHERE_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'QUEUE_FULL',
   'OVERLOADED',
   'NO_WORKER',
   'SHUTTING_DOWN',
+  'MODEL_NOT_FOUND',
 ]);
-const REFUSAL_MESSAGES: readonly [ErrorCode, RegExp][] = [
-  ['QUEUE_FULL', /^Job queue (of model .* )?is full/],
-  ['OVERLOADED', /^Model .* is overloaded/],
-  ['NO_WORKER', /^No worker is available|was unregistered before this job ran/],
-  ['SHUTTING_DOWN', /^Server is shutting down/],
-];
+
+/** Longest model-server message the router passes on; past it the catalogue's wording is used. */
+const MAX_MESSAGE_CHARS = 1_024;
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
@@ -64,31 +62,40 @@ export function transportError(err: unknown, timeoutMs: number): unknown {
 }
 
 /**
- * An error reply of the model server → the catalogue code with the same status and TorchServe type (the
- * model server builds its replies from the same catalogue). Several codes share a status and type (the 503s:
- * queue full, no worker, prediction failed, shutting down); the default message picks among them, else the
- * first. The client sees the model server's own message either way; the code only names it in our logs.
+ * An error reply of the model server → a ServeError. The code comes from the `x-error-code` header (never from
+ * the message text) and must be one whose status the reply has; a reply without one is not the model server's
+ * error contract: a 3xx (a redirect the router never follows) or anything else then becomes `UPSTREAM_UNAVAILABLE`
+ * 502, the model server's failure and not the client's. The model server's message is kept when it is TorchServe's
+ * shape and short, else the catalogue's wording; `Retry-After` and `x-reached-worker` are kept.
  */
-export function upstreamError(status: number, body: Buffer, retryAfter: string | undefined): ServeError {
-  let type: string | undefined;
+export function upstreamError(
+  status: number,
+  body: Uint8Array,
+  headers: { code?: string | undefined; retryAfter?: string | undefined; reachedWorker?: string | undefined },
+): ServeError {
+  const code = headers.code?.trim();
+  if (!isErrorCode(code) || ERRORS[code].status !== status) {
+    return new ServeError(
+      'UPSTREAM_UNAVAILABLE',
+      status >= 300 && status < 400
+        ? `Model server answered a redirect (${status}).`
+        : `Model server answered ${status} without an error code.`,
+    );
+  }
   let message: string | undefined;
   try {
-    const parsed = JSON.parse(body.toString('utf8')) as { type?: unknown; message?: unknown };
-    if (typeof parsed?.type === 'string') type = parsed.type;
-    if (typeof parsed?.message === 'string') message = parsed.message;
+    const parsed = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8')) as {
+      message?: unknown;
+    };
+    if (typeof parsed?.message === 'string' && parsed.message.length <= MAX_MESSAGE_CHARS) message = parsed.message;
   } catch {
-    // Not TorchServe's JSON shape: keep the status, describe it generically below.
+    // Not TorchServe's JSON shape: the catalogue's wording below.
   }
-  const entries = Object.entries(ERRORS) as [ErrorCode, (typeof ERRORS)[ErrorCode]][];
-  const sameKind = entries.filter(([, e]) => e.status === status && (type === undefined || e.type === type));
-  const code =
-    sameKind.find(([, e]) => e.message === message)?.[0] ??
-    (status === 503 && message !== undefined
-      ? REFUSAL_MESSAGES.find(([, pattern]) => pattern.test(message!))?.[0]
-      : undefined) ??
-    sameKind[0]?.[0] ??
-    entries.find(([, e]) => e.status === status)?.[0] ??
-    (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');
-  const seconds = retryAfter !== undefined && /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : undefined;
-  return new ServeError(code, message ?? `Model server answered ${status}.`, { retryAfterS: seconds });
+  const retryAfter = headers.retryAfter?.trim();
+  const seconds = retryAfter !== undefined && /^\d{1,6}$/.test(retryAfter) ? Number(retryAfter) : undefined;
+  const reached = headers.reachedWorker?.trim();
+  return new ServeError(code, message, {
+    retryAfterS: seconds,
+    reachedWorker: reached === 'false' ? false : reached === 'true' ? true : undefined,
+  });
 }

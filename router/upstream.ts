@@ -55,7 +55,9 @@
  * - connection refused / reset / closed, connect timeout, and no other host → `UPSTREAM_UNAVAILABLE` 502, at once;
  *   a host once known to serve the language is then ejected, and what follows is the 503 above until it is back;
  *   a model server never heard from since the router started is a 502 in milliseconds, not after a back-off;
- * - no reply headers (or body) within `timeoutMs` → `REQUEST_TIMEOUT` 504;
+ * - no whole reply (headers and body) within `timeoutMs` of the send → `REQUEST_TIMEOUT` 504;
+ * - a reply body over `maxResponseBytes`, a 200 that is not JSON, a redirect (never followed) or an error reply
+ *   without `x-error-code` → `UPSTREAM_UNAVAILABLE` 502: the model server failed, not the client;
  * - an error reply from the model server (`{code, type, message}`) → the catalogue entry with that status and
  *   type, its message kept, `Retry-After` kept (queue full → 503 + Retry-After reaches the client).
  *
@@ -63,10 +65,10 @@
  * undici destroys its connection, which the model server sees as the client's disconnect.
  */
 import { Client, Pool } from 'undici';
-import { ServeError } from '../common/errors.js';
+import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
 import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
-import { NOT_CONNECTED_CODES, REFUSAL_CODES, transportError, upstreamError } from './upstream-errors.js';
+import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES, transportError, upstreamError } from './upstream-errors.js';
 import type { TranslateInput } from './translate-request.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
@@ -117,8 +119,13 @@ export interface UpstreamOptions {
    * 503 with `Retry-After` at once. Default `4 × connections`.
    */
   queue?: number;
-  /** Longest wait for the reply headers, and between body chunks, in ms (→ 504). */
+  /**
+   * Longest time for a whole answer, headers and body, in ms (→ 504): one deadline per request, which a model
+   * server sending its body a byte at a time cannot stretch.
+   */
   timeoutMs: number;
+  /** Largest answer body read from a model server, bytes (more → 502). Default 8 MiB. */
+  maxResponseBytes?: number;
   /** Longest wait for a TCP connect, in ms (→ 502). Loopback connects in microseconds; default 1000. */
   connectTimeoutMs?: number;
   /**
@@ -207,6 +214,7 @@ export class Upstream implements UpstreamClient {
   readonly #connections: number;
   readonly #queue: number;
   readonly #timeoutMs: number;
+  readonly #maxResponseBytes: number;
   readonly #connectTimeoutMs: number;
   readonly #authorization: UpstreamOptions['authorization'];
   /** By origin, then language; created on first use. Ejection and removal take a host's entry out whole. */
@@ -225,6 +233,7 @@ export class Upstream implements UpstreamClient {
     this.#connections = options.connections;
     this.#queue = options.queue ?? 4 * options.connections;
     this.#timeoutMs = options.timeoutMs;
+    this.#maxResponseBytes = options.maxResponseBytes ?? 8 * 1024 * 1024;
     this.#connectTimeoutMs = options.connectTimeoutMs ?? 1_000;
     this.#authorization = options.authorization;
     // Validates both bounds now rather than on the first request.
@@ -472,13 +481,12 @@ export class Upstream implements UpstreamClient {
   /** What a failed exchange says about its host, and whether another host may take the request. */
   #judge(origin: string, err: unknown): unknown {
     if (err instanceof ServeError) {
-      if (REFUSAL_CODES.has(err.code)) return new NotReached(err);
       // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
       // while another is tried for them): another host may serve the language.
-      if (err.code === 'MODEL_NOT_FOUND') {
-        void this.#servers?.suspect(origin);
-        return new NotReached(err);
-      }
+      if (err.code === 'MODEL_NOT_FOUND') void this.#servers?.suspect(origin);
+      // Only a request the model server says reached no worker may run elsewhere: a document whose first
+      // sentences ran before the rest was refused must not be translated twice.
+      if (RETRY_ELSEWHERE_CODES.has(err.code) && err.reachedWorker === false) return new NotReached(err);
       const code = (err.cause as { code?: unknown } | undefined)?.code;
       if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
         if (code === 'ECONNREFUSED') {
@@ -512,22 +520,47 @@ export class Upstream implements UpstreamClient {
     }
   }
 
+  /**
+   * One request and its whole answer, within one deadline (`timeoutMs` from the send, not reset by each chunk of
+   * the body), reading at most `maxResponseBytes`; a 200 must be JSON. What a model server sends otherwise is its
+   * failure: 502, or 504 past the deadline.
+   */
   async #exchange(origin: string, pool: Pool, request: TranslateRequest): Promise<TranslateReply> {
     const json = JSON.stringify(request.body);
-    let response = await this.#send(pool, request, json, false);
-    this.#servers?.heard(origin);
-    if (response.statusCode === 401 && this.#authorization) {
-      await response.body.dump();
-      response = await this.#send(pool, request, json, true);
+    const deadline = AbortSignal.timeout(this.#timeoutMs);
+    const signal = request.signal === undefined ? deadline : AbortSignal.any([request.signal, deadline]);
+    const overDeadline = (err: unknown) =>
+      deadline.aborted && !request.signal?.aborted
+        ? new ServeError('REQUEST_TIMEOUT', `Model server did not answer within ${this.#timeoutMs / 1000} s.`, {
+            cause: err,
+          })
+        : transportError(err, this.#timeoutMs);
+    let response;
+    try {
+      response = await this.#send(pool, request, json, false, signal);
+      this.#servers?.heard(origin);
+      if (response.statusCode === 401 && this.#authorization) {
+        await response.body.dump();
+        response = await this.#send(pool, request, json, true, signal);
+      }
+    } catch (err) {
+      throw err instanceof ServeError ? err : overDeadline(err);
     }
     let body: Uint8Array<ArrayBuffer>;
     try {
-      body = new Uint8Array(await response.body.arrayBuffer());
+      body = await readCapped(response.body, header(response.headers['content-length']), this.#maxResponseBytes);
     } catch (err) {
-      throw transportError(err, this.#timeoutMs);
+      throw err instanceof ServeError ? err : overDeadline(err);
     }
     if (response.statusCode !== 200) {
-      throw upstreamError(response.statusCode, Buffer.from(body), header(response.headers['retry-after']));
+      throw upstreamError(response.statusCode, body, {
+        code: header(response.headers[ERROR_CODE_HEADER]),
+        retryAfter: header(response.headers['retry-after']),
+        reachedWorker: header(response.headers[REACHED_WORKER_HEADER]),
+      });
+    }
+    if (!isJsonAnswer(header(response.headers['content-type']), body)) {
+      throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server answered 200 with a body that is not JSON.');
     }
     this.#servers?.served(origin, request.tgtLang);
     const headers: Record<string, string> = {};
@@ -540,7 +573,7 @@ export class Upstream implements UpstreamClient {
     return { body, headers };
   }
 
-  async #send(pool: Pool, request: TranslateRequest, body: string, refreshKey: boolean) {
+  async #send(pool: Pool, request: TranslateRequest, body: string, refreshKey: boolean, signal: AbortSignal) {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': request.requestId };
     if (request.cacheControl !== undefined) headers['cache-control'] = request.cacheControl;
     const authorization = this.#authorization?.(refreshKey);
@@ -551,9 +584,11 @@ export class Upstream implements UpstreamClient {
         path: `/predictions/${encodeURIComponent(request.tgtLang)}`,
         headers,
         body,
-        signal: request.signal,
+        signal,
       });
     } catch (err) {
+      // The caller tells its deadline from the client's abort; an abort is rethrown as it is.
+      if (signal.aborted) throw err;
       throw transportError(err, this.#timeoutMs);
     }
   }
@@ -587,6 +622,54 @@ function refusingNow(lane: Lane): ServeError | undefined {
   return new ServeError(lane.refusal.code, lane.refusal.message, {
     retryAfterS: Math.max(1, Math.ceil(leftMs / 1000)),
   });
+}
+
+/**
+ * A model server's answer body, at most `maxBytes`: refused from its Content-Length before reading, or as soon as
+ * the bytes read pass the bound (the connection is then closed). @throws ServeError UPSTREAM_UNAVAILABLE (502)
+ */
+export async function readCapped(
+  body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown },
+  contentLength: string | undefined,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  const tooLarge = () =>
+    new ServeError(
+      'UPSTREAM_UNAVAILABLE',
+      `Model server answered more than ${maxBytes} bytes (ROUTER_MAX_UPSTREAM_BYTES).`,
+    );
+  if (contentLength !== undefined && Number(contentLength) > maxBytes) {
+    body.destroy();
+    throw tooLarge();
+  }
+  const chunks: Buffer[] = [];
+  let length = 0;
+  for await (const chunk of body) {
+    length += chunk.length;
+    if (length > maxBytes) {
+      body.destroy();
+      throw tooLarge();
+    }
+    chunks.push(chunk);
+  }
+  const out = new Uint8Array(new ArrayBuffer(length));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
+/** A 200 the router passes on must be JSON: declared so, and parsing as such. */
+function isJsonAnswer(contentType: string | undefined, body: Uint8Array): boolean {
+  if (!/^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i.test(contentType ?? '')) return false;
+  try {
+    JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function header(value: string | string[] | undefined): string | undefined {

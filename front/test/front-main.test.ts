@@ -98,6 +98,7 @@ describe.each([
     expect(reply.status).toBe(200);
     expect(reply.headers['x-front']).toBe(kind);
     expect(reply.headers['x-request-id']).toBe('client-42');
+    expect(reply.headers['x-error-code']).toBeUndefined();
     const seen = JSON.parse(reply.body) as {
       method: string;
       path: string;
@@ -138,6 +139,7 @@ describe.each([
     expect(reply.status).toBe(413);
     expect(reply.headers['content-type']).toBe('application/json');
     expect(reply.body).toBe(errorBodyText(frontErrors(MAX)[413]));
+    expect(reply.headers['x-error-code']).toBe('PAYLOAD_TOO_LARGE');
     expect(router.received.length).toBe(before);
     const atLimit = await send(frontPort, { body: 'y'.repeat(MAX) });
     expect(atLimit.status).toBe(200);
@@ -163,6 +165,7 @@ describe.each([
     expect(reply.status).toBe(502);
     expect(reply.headers['content-type']).toBe('application/json');
     expect(reply.body).toBe(errorBodyText(frontErrors(MAX)[502]));
+    expect(reply.headers['x-error-code']).toBe('UPSTREAM_UNAVAILABLE');
     // The router comes back on the same port: the front recovers at once (nginx must not mark it failed).
     router = await startFakeRouter(routerPort);
     expect((await send(frontPort, { body: '{}' })).status).toBe(200);

@@ -63,21 +63,29 @@ describe('bulk and interactive work on one engine', () => {
   });
 
   it('a stream of interactive sentences does not starve a document: it keeps stepping meanwhile', async () => {
-    const runsOf = () => engine.stats();
-    let documentDone = false;
+    const before = engine.stats();
+    let documentDoneAt: number | undefined;
     const document = Promise.all(Array.from({ length: 16 }, (_, i) => engine.generate(row(i), fixed(40, true)))).then(
-      () => (documentDone = true),
+      () => (documentDoneAt = singles),
     );
     let singles = 0;
-    // One interactive client, back to back, for as long as the document runs (bounded).
-    while (!documentDone && singles < 500) {
-      await engine.generate(row(1000 + singles), fixed(10));
-      singles += 1;
-    }
+    // Two interactive clients, each back to back and out of step (so that one always generates), until the
+    // document is done (bounded: a starved document never is).
+    const client = async (offset: number) => {
+      if (offset > 0) await engine.generate(row(2000), fixed(offset));
+      while (documentDoneAt === undefined && singles < 500) {
+        singles += 1;
+        await engine.generate(row(1000 + singles), fixed(10));
+      }
+    };
+    await Promise.all([client(0), client(5)]);
     await document;
-    expect(documentDone).toBe(true);
-    // The document finished while interactive work never stopped arriving: it was not starved.
-    expect(singles).toBeLessThan(500);
-    expect(runsOf().decoderRuns).toBeGreaterThan(0);
+    // The document finished while interactive work never stopped arriving, within its share of the engine: at a
+    // third of the decoder time its 40 steps of 16 rows take the time of ~12-22 of these sentences (measured on
+    // the tiny model); stepped only when no interactive row is left (starved but for the gaps between the
+    // clients' sentences), it took 82.
+    expect(documentDoneAt).toBeDefined();
+    expect(documentDoneAt).toBeLessThan(50);
+    expect(engine.stats().decoderRuns - before.decoderRuns).toBeGreaterThan(0);
   });
 });

@@ -1,5 +1,14 @@
 import { execFile } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -122,6 +131,72 @@ describe('quantize', () => {
         const file = `onnx/${name}${suffix}.onnx`;
         expect(readFileSync(path.join(dir, file))).toEqual(readFileSync(path.join(tinyDir, file)));
       }
+    }
+  });
+});
+
+describe('quantize: files it reads and writes', () => {
+  const copyOf = (name: string, from = tinyDir) => {
+    const dir = path.join(root, name);
+    cpSync(from, dir, { recursive: true });
+    return dir;
+  };
+  const onnxFiles = (dir: string) => readdirSync(path.join(dir, 'onnx')).sort();
+
+  it('refuses an output that is a symlink, and writes nothing through it', () => {
+    const dir = copyOf('symlinked-output');
+    const victim = path.join(root, 'victim.txt');
+    writeFileSync(victim, 'not a model');
+    const output = path.join(dir, 'onnx/encoder_model_quantized.onnx');
+    rmSync(output);
+    symlinkSync(victim, output);
+    expect(() => quantizeModelDir(dir)).toThrow(/encoder_model_quantized\.onnx is a symlink/);
+    expect(() => quantizeModelFile(path.join(dir, 'onnx/encoder_model.onnx'), output)).toThrow(/is a symlink/);
+    expect(readFileSync(victim, 'utf8')).toBe('not a model');
+  });
+
+  it('refuses an external-data location that leaves the model folder', () => {
+    const dir = path.join(root, 'escaping');
+    makeDemoModel({ ...PRESETS.tiny!, externalData: true }, dir);
+    const graph = path.join(dir, 'onnx/decoder_model_merged.onnx');
+    const location = 'decoder_model_merged.onnx_data';
+    const escape = '../../../../outside/secret.bin'; // the same length: the protobuf stays valid
+    expect(escape).toHaveLength(location.length);
+    const bytes = readFileSync(graph);
+    writeFileSync(graph, Buffer.from(bytes.toString('latin1').replaceAll(location, escape), 'latin1'));
+    expect(() => quantizeModelDir(dir)).toThrow(
+      /external data location "\.\.\/\.\.\/\.\.\/\.\.\/outside\/secret\.bin" is outside/,
+    );
+  });
+
+  it('a failed run leaves the old pair whole and no temporary file; a good run replaces both', () => {
+    const dir = copyOf('failing');
+    const before = onnxFiles(dir);
+    const oldEncoder = readFileSync(path.join(dir, 'onnx/encoder_model_quantized.onnx'));
+    const decoder = path.join(dir, 'onnx/decoder_model_merged.onnx');
+    const good = readFileSync(decoder);
+    writeFileSync(decoder, good.subarray(0, 100));
+    expect(() => quantizeModelDir(dir)).toThrow();
+    expect(onnxFiles(dir)).toEqual(before);
+    expect(readFileSync(path.join(dir, 'onnx/encoder_model_quantized.onnx'))).toEqual(oldEncoder);
+    writeFileSync(decoder, good);
+    quantizeModelDir(dir);
+    expect(onnxFiles(dir)).toEqual(before);
+    for (const name of ['encoder_model', 'decoder_model_merged']) {
+      const file = `onnx/${name}_quantized.onnx`;
+      expect(readFileSync(path.join(dir, file))).toEqual(readFileSync(path.join(tinyDir, file)));
+    }
+  });
+
+  it('an unknown --dtype is the usage error (exit 2), names included that objects inherit', async () => {
+    const cli = path.join(import.meta.dirname, '../cli.ts');
+    for (const dtype of ['toString', 'q4']) {
+      const failed = await promisify(execFile)(process.execPath, ['--import', 'tsx', cli, 'quantize', '--dtype', dtype])
+        .then(() => undefined)
+        .catch((err: { code: number; stderr: string }) => err);
+      expect(failed?.code).toBe(2);
+      expect(failed?.stderr).toContain(`--dtype must be q8, q8-rows or all (got ${dtype})`);
+      expect(failed?.stderr).toContain('usage: model-server');
     }
   });
 });

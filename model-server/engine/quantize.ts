@@ -23,8 +23,26 @@
  *
  * The weights are read as views of the file (onnx-wire.ts) or from their external data file; the output keeps
  * every weight inline (an int8 M2M100-418M is ~0.6 GB per file set, under protobuf's 2 GB).
+ *
+ * Files: the model folder may come from anywhere, so nothing it names may lead out of it. An external-data
+ * location must resolve (symlinks followed) inside the model file's folder, and an output that is a symlink is
+ * refused rather than written through. Each output is written to a temporary file beside it and renamed into
+ * place; a folder's encoder/decoder pair is replaced as a pair: both are written first, then the old pair is
+ * removed and the new one renamed in, so a failed run leaves the old pair whole, and a crash between the two
+ * renames leaves one file alone, which no dtype choice takes (session.ts wants both).
  */
-import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  readSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { joinModel, splitModel } from './onnx-wire.js';
@@ -69,8 +87,25 @@ interface SourceWeight {
   entry: Uint8Array | null;
 }
 
-/** Quantize one ONNX file (`source` → `output`). @throws Error naming the weight or node it cannot handle */
+/**
+ * Quantize one ONNX file (`source` → `output`), written atomically (a temporary file renamed into place).
+ * @throws Error naming the weight or node it cannot handle, an external-data location outside the source's
+ *   folder, or an output that is a symlink
+ */
 export function quantizeModelFile(source: string, output: string, options: QuantizeOptions = {}): QuantizeReport {
+  refuseSymlink(output);
+  const temp = temporaryPath(output);
+  try {
+    const report = writeQuantized(source, temp, options);
+    renameSync(temp, output);
+    return { ...report, output };
+  } finally {
+    rmSync(temp, { force: true });
+  }
+}
+
+/** Quantize `source` into a new file `output` (created exclusively: never through an existing file or link). */
+function writeQuantized(source: string, output: string, options: QuantizeOptions): QuantizeReport {
   const activations = options.activations ?? 'tensor';
   const qmax = (options.reduceRange ?? true) ? 64 : 127;
   const bytes = readFileSync(source);
@@ -282,8 +317,8 @@ export function quantizeModelFile(source: string, output: string, options: Quant
   graph.initializer!.push(...added);
   const out = joinModel(model, kept);
   if (out.length >= 2 ** 31) throw new Error(`${output} would be ${out.length} bytes, past protobuf's 2 GB`);
-  writeFileSync(output, out);
   reader.close();
+  writeFileSync(output, out, { flag: 'wx' });
   const int8 = added.filter((t) => t.dataType === DT.INT8 && (t.dims?.length ?? 0) === 2);
   return {
     source,
@@ -311,13 +346,39 @@ export const QUANTIZED_GRAPHS = ['encoder_model', 'decoder_model_merged'] as con
  */
 export function quantizeModelDir(modelDir: string, options: QuantizeOptions = {}): QuantizeReport[] {
   const suffix = QUANTIZED_SUFFIX[options.activations ?? 'tensor'];
-  return QUANTIZED_GRAPHS.map((name) =>
-    quantizeModelFile(
-      path.join(modelDir, 'onnx', `${name}.onnx`),
-      path.join(modelDir, 'onnx', `${name}${suffix}.onnx`),
-      options,
-    ),
-  );
+  const onnxDir = path.join(modelDir, 'onnx');
+  if (lstatSync(onnxDir).isSymbolicLink()) throw new Error(`${onnxDir} is a symlink; refusing to write through it`);
+  const pairs = QUANTIZED_GRAPHS.map((name) => ({
+    source: path.join(onnxDir, `${name}.onnx`),
+    output: path.join(onnxDir, `${name}${suffix}.onnx`),
+  }));
+  for (const { output } of pairs) refuseSymlink(output);
+  const temps = pairs.map(({ output }) => temporaryPath(output));
+  try {
+    const reports = pairs.map(({ source, output }, i) => ({ ...writeQuantized(source, temps[i]!, options), output }));
+    // The old pair leaves before the new one arrives: never one old file beside one new.
+    for (const { output } of pairs) rmSync(output, { force: true });
+    pairs.forEach(({ output }, i) => renameSync(temps[i]!, output));
+    return reports;
+  } finally {
+    for (const temp of temps) rmSync(temp, { force: true });
+  }
+}
+
+/** A temporary name beside `output` (same folder, so the rename is atomic). */
+function temporaryPath(output: string): string {
+  return path.join(path.dirname(output), `.${path.basename(output)}.${process.pid}.tmp`);
+}
+
+/** @throws Error when `output` exists as a symlink: written through, it would change a file elsewhere. */
+function refuseSymlink(output: string): void {
+  let isLink = false;
+  try {
+    isLink = lstatSync(output).isSymbolicLink();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (isLink) throw new Error(`${output} is a symlink; refusing to write through it`);
 }
 
 /** round-half-to-even(v / scale) clamped to ±qmax, as numpy's rint in onnxruntime's quantizer. */
@@ -415,7 +476,7 @@ class WeightReader {
     const length = info.length !== undefined ? Number(info.length) : count * 4;
     let fd = this.#fds.get(location);
     if (fd === undefined) {
-      fd = openSync(path.join(this.#dir, location), 'r');
+      fd = openSync(this.#inside(location, proto.name ?? '?'), 'r');
       this.#fds.set(location, fd);
     }
     const out = new Uint8Array(length);
@@ -427,6 +488,23 @@ class WeightReader {
       done += n;
     }
     return out;
+  }
+
+  /**
+   * The file an external-data location names, which must be inside the model file's folder once symlinks are
+   * resolved: a location such as `../../outside/secret.bin` would copy another file into the written model.
+   */
+  #inside(location: string, weight: string): string {
+    const root = realpathSync(this.#dir);
+    const resolved = path.resolve(root, location);
+    const real = existsSync(resolved) ? realpathSync(resolved) : resolved;
+    for (const candidate of [resolved, real]) {
+      const relative = path.relative(root, candidate);
+      if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) {
+        throw new Error(`weight ${weight}: external data location ${JSON.stringify(location)} is outside ${root}`);
+      }
+    }
+    return real;
   }
 
   /** The values of a float32 weight (a copy, aligned). */

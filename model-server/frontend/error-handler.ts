@@ -3,13 +3,14 @@
  * port shares: `x-request-id` on every reply, the request body limit (413), token authorization (401), and
  * TorchServe's 404/405 answers.
  *
- * Bodies are TorchServe's `{code, type, message}`; QUEUE_FULL carries `Retry-After`. An error that is not a
+ * Bodies are TorchServe's `{code, type, message}`, with the catalogue code in `x-error-code` (common/errors.ts);
+ * QUEUE_FULL carries `Retry-After`. An error that is not a
  * ServeError is logged with its stack and answered as a generic 500 — the client never sees internals.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { ServeError, toServeError, type ErrorCode } from '../../common/errors.js';
+import { errorHeaders, ServeError, toServeError, type ErrorCode } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { requestIdFrom } from '../../common/request-id.js';
 
@@ -75,10 +76,9 @@ export function methodNotAllowed(): never {
 }
 
 function errorResponse(c: Context<AppEnv>, err: ServeError): Response {
-  const headers: Record<string, string> = {};
+  const headers = errorHeaders(err);
   const id = c.get('requestId');
   if (id) headers['x-request-id'] = id;
-  if (err.retryAfterS !== undefined) headers['retry-after'] = String(err.retryAfterS);
   return c.json(err.toBody(), err.status as 400, headers);
 }
 

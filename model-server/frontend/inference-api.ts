@@ -16,7 +16,7 @@ import type { DeviceInfo } from '../protocol.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import { installGlossaries } from './glossary-api.js';
 import type { GlossaryStore } from './glossary-store.js';
-import type { JobResult } from './job.js';
+import type { Job, JobResult } from './job.js';
 import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
 import type { ServerMetrics } from './metrics.js';
 import type { ModelManager } from './model-manager.js';
@@ -40,6 +40,8 @@ export interface InferenceApiDeps {
   cache?: TranslationCache;
   /** Glossaries (`/glossaries`, `glossary_id` on a translation); absent: none are kept. */
   glossaries?: GlossaryStore;
+  /** Answer `x-cache` (CACHE_DISCLOSE): whether a sentence was cached is no stranger's business by default. */
+  cacheHeader?: boolean;
 }
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
@@ -107,8 +109,9 @@ export interface PredictionRequest {
 export async function runPrediction(deps: InferenceApiDeps, request: PredictionRequest): Promise<Prediction> {
   const started = performance.now();
   // Resolved before anything is recorded: unknown names must not become metric label values.
-  const entry = deps.manager.registry.get(request.model, request.version);
+  const entry = reachingNoWorker(() => deps.manager.registry.get(request.model, request.version));
   let status = 500;
+  let jobs: readonly Job[] = [];
   try {
     const decoded = await request.body();
     // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
@@ -126,7 +129,7 @@ export async function runPrediction(deps: InferenceApiDeps, request: PredictionR
     const cached = plan && deps.cache?.lookupFor(entry, plan.bodies, request.cacheControl);
     if (cached) deps.metrics.cacheLookups(entry.name, entry.version, cached.hits, cached.misses);
     const toRun = cached ? cached.missing.map((i) => bodies[i]) : bodies;
-    const { jobs } = toRun.length === 0 ? { jobs: [] } : deps.manager.submit(entry.name, entry.version, toRun);
+    if (toRun.length > 0) jobs = deps.manager.submit(entry.name, entry.version, toRun).jobs;
     // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
     const signal = request.signal;
     const abandon = () => {
@@ -149,7 +152,7 @@ export async function runPrediction(deps: InferenceApiDeps, request: PredictionR
     if (devices) headers['x-device'] = devices;
     const fallback = unique(served.map((d) => d.fallbackReason ?? entry.placement.fallbackReason ?? ''));
     if (fallback) headers['x-device-fallback'] = headerSafe(fallback);
-    if (cached && cached.hits + cached.misses > 0) {
+    if (deps.cacheHeader && cached && cached.hits + cached.misses > 0) {
       headers['x-cache'] = cached.misses === 0 ? 'hit' : cached.hits === 0 ? 'miss' : 'partial';
     }
     status = 200;
@@ -161,10 +164,21 @@ export async function runPrediction(deps: InferenceApiDeps, request: PredictionR
     if (isArray) return { value: { translated: results.map((r) => translatedOf(r.value)) }, headers };
     return { value: results[0]!.value, headers };
   } catch (err) {
-    status = toServeError(err).status;
-    throw err;
+    // The answer states whether the request reached a worker: only one that did not may go to another replica.
+    const error = err instanceof ServeError ? err.withReach(jobs.some((job) => job.reachedWorker)) : err;
+    status = toServeError(error).status;
+    throw error;
   } finally {
     deps.metrics.requestDone(entry.name, entry.version, status, performance.now() - started);
+  }
+}
+
+/** Runs a step before any job exists; its ServeError states that the request reached no worker. */
+function reachingNoWorker<T>(step: () => T): T {
+  try {
+    return step();
+  } catch (err) {
+    throw err instanceof ServeError ? err.withReach(false) : err;
   }
 }
 

@@ -113,6 +113,14 @@ export class Job {
     this.#timer = setTimeout(() => this.abandon('deadline'), options.responseTimeoutMs);
   }
 
+  /**
+   * Whether it was handed to a worker: set when it leaves its queue in a batch, cleared only when that batch is
+   * handed back unsent (batch-queue.ts `putBack`), so a settled job keeps it.
+   */
+  get reachedWorker(): boolean {
+    return this.dispatchedAt !== undefined;
+  }
+
   get settled(): boolean {
     return this.settledAt !== undefined;
   }

@@ -169,8 +169,8 @@ function serverNotReady(manager: ModelManager): string | undefined {
   const entries = manager.registry.entries();
   if (entries.length === 0) return 'no model is registered';
   const waiting = entries.filter((e) => modelNotReady(e, manager) !== undefined);
-  if (waiting.length > 0)
-    return `not every model is ready (${waiting.map((e) => `${e.name}@${e.version}`).join(', ')})`;
+  // Counted, not named: this path is public (no token), and which languages a server holds is not.
+  if (waiting.length > 0) return `${waiting.length} of ${entries.length} models are not ready`;
   return undefined;
 }
 

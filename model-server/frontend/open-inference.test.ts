@@ -128,6 +128,10 @@ describe('Open Inference Protocol tensors for a translation model', () => {
         'Input "text": "shape" must be a non-empty array of non-negative integers.',
       ],
       [{ inputs: [text([1]), srcLang('en')] }, 'Input "text" element 0 must be a string (BYTES).'],
+      [
+        { inputs: [text([['a'], ['b']], [2]), srcLang('en')] },
+        'Input "text": "data" is nested deeper than its shape [2].',
+      ],
       [{ inputs: [text(['a', ' ']), srcLang('en')] }, 'Input "text" element 1 is empty.'],
       [{ inputs: [text([], [0]), srcLang('en')] }, 'Input "text" has no elements.'],
       [
@@ -154,6 +158,12 @@ describe('Open Inference Protocol tensors for a translation model', () => {
     for (const [body, message] of cases) {
       expect(refusal(() => decodeInferRequest(json(body), undefined))).toEqual({ code: 'BAD_REQUEST', message });
     }
+    // 100,000 levels deep: refused as a 400 (flattened without bound, it overflowed the stack: a 500).
+    const deep = `{"inputs":[{"name":"text","datatype":"BYTES","shape":[1],"data":${'['.repeat(100_000)}"a"${']'.repeat(100_000)}},${JSON.stringify(srcLang('en'))}]}`;
+    expect(refusal(() => decodeInferRequest(new TextEncoder().encode(deep), undefined))).toEqual({
+      code: 'BAD_REQUEST',
+      message: 'Input "text": "data" is nested deeper than its shape [1].',
+    });
     expect(refusal(() => decodeInferRequest(new TextEncoder().encode('{"inputs":'), undefined)).message).toBe(
       'Request body is not valid JSON.',
     );

@@ -108,7 +108,11 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
       data = decodeBytesElements(binary.take(size as number, name), name);
     } else {
       if (!Array.isArray(input.data)) throw bad(`Input "${name}" needs "data" (an array) or binary_data_size.`);
-      data = input.data.flat(Infinity);
+      // Flat, or nested as deep as the shape at most: never flattened without bound (a hostile depth).
+      data = input.data.flat(shape.length - 1);
+      if (data.some(Array.isArray)) {
+        throw bad(`Input "${name}": "data" is nested deeper than its shape [${shape.join(', ')}].`);
+      }
     }
     if (data.length !== count) {
       throw bad(

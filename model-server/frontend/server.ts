@@ -102,6 +102,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
       translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
       cache,
       glossaries,
+      cacheHeader: deps.config.cacheDisclose,
     }),
     managementApp: createManagementApp({ manager, log, maxBodyBytes, token: deps.tokens?.management }),
     metricsApp: createMetricsApp({

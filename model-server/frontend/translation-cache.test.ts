@@ -1,5 +1,11 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
-import { cacheModeOf, ENTRY_OVERHEAD_BYTES, TranslationCache, type ModelIdentity } from './translation-cache.js';
+import { cacheModeOf, TranslationCache, type ModelIdentity } from './translation-cache.js';
+
+// The heap test measures live memory after a full collection.
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 const identity: ModelIdentity = {
   modelDir: '/models/tiny',
@@ -58,20 +64,41 @@ describe('TranslationCache', () => {
     expect(off.enabled).toBe(false);
   });
 
-  it('counts each entry by its strings and overhead, and stays within its bound', () => {
+  it('evicts the least recently used entries to stay within its bound', () => {
     const one = new TranslationCache(1 << 20);
-    one.lookup(identity, 'ko', [body('Hello.')], 'use').store([{ translated: 'H' }]);
-    const key = 16 + 1 + 2 + 1 + 'Hello.'.length;
-    expect(one.bytes).toBe(2 * (key + JSON.stringify({ translated: 'H' }).length) + ENTRY_OVERHEAD_BYTES);
+    one.lookup(identity, 'ko', [body('Sentence 0.')], 'use').store([{ translated: 'T0' }]);
     const small = new TranslationCache(4 * one.bytes);
     for (let i = 0; i < 50; i++) {
       small.lookup(identity, 'ko', [body(`Sentence ${i % 10}.`)], 'use').store([{ translated: `T${i % 10}` }]);
       expect(small.bytes).toBeLessThanOrEqual(small.maxBytes);
     }
-    expect(small.entries).toBe(3);
-    // The three most recent survive.
-    const hits = [7, 8, 9].map((i) => small.lookup(identity, 'ko', [body(`Sentence ${i}.`)], 'use').hits);
-    expect(hits).toEqual([1, 1, 1]);
+    expect(small.entries).toBe(4);
+    // The four most recent survive.
+    const hits = [6, 7, 8, 9].map((i) => small.lookup(identity, 'ko', [body(`Sentence ${i}.`)], 'use').hits);
+    expect(hits).toEqual([1, 1, 1, 1]);
+  });
+
+  it('keeps the process heap within its bound plus a stated overhead, whatever bodies its sentences were cut from', () => {
+    // Each sentence and answer is a slice of a 64 KB string, as a sentence of a request body and an answer of a
+    // worker's message are: an entry that kept its parent would keep 128 KB alive, 1,000 of them 125 MiB.
+    const maxBytes = 256 * 1024;
+    const overhead = 8 * 1024 * 1024;
+    const cache = new TranslationCache(maxBytes);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 1_000; i++) {
+      const padding = 'x'.repeat(64 * 1024);
+      const sentence = `${padding}This is sentence number ${i} of a long body.`.slice(padding.length);
+      const answer = `${padding}Das ist Satz Nummer ${i} eines langen Textes.`.slice(padding.length);
+      cache.lookup(identity, 'ko', [body(sentence)], 'use').store([{ translated: answer }]);
+    }
+    gc();
+    const grown = process.memoryUsage().heapUsed - before;
+    expect(cache.entries).toBeGreaterThan(100);
+    expect(grown).toBeLessThan(maxBytes + overhead);
+    // The entries are the sentences, not copies of something else.
+    const last = cache.lookup(identity, 'ko', [body('This is sentence number 999 of a long body.')], 'use');
+    expect(last.values).toEqual([{ translated: 'Das ist Satz Nummer 999 eines langen Textes.' }]);
   });
 });
 

@@ -9,10 +9,10 @@
  *
  * Key: the model's identity — its folder, the fingerprint of its files (model-fingerprint.ts), the weights' dtype
  * its engine reports — the decoding settings (beam width, token cap), src_lang, tgt_lang, the sentence, the
- * glossary terms it is held to and the alternatives it asks for. Any of these changes the output; nothing else does (a batch's other rows never
- * change a row: engine.md). The value is
- * the worker's answer for that sentence as it came, so a response built from hits is the fresh response, byte for
- * byte. Only successful answers are stored.
+ * glossary terms it is held to and the alternatives it asks for. Any of these changes the output; nothing else
+ * does (a batch's other rows never change a row: engine.md). The value is the worker's answer for that sentence as
+ * it came, so a response built from hits is the fresh response, byte for byte. Only successful answers are stored. Keys and values are stored as copies that own their bytes, so the
+ * byte bound is a bound on the heap (`ownedString`).
  *
  * A request's `Cache-Control` may ask: `no-cache` (or `max-age=0`): no lookup, the fresh answers are stored;
  * `no-store`: no lookup and nothing stored.
@@ -140,8 +140,9 @@ export class TranslationCache {
       missing.forEach((bodyIndex, i) => {
         const value = values[i];
         if (value === undefined) return;
-        const key = keys[bodyIndex]!;
-        this.#lru.set(key, value, entryBytes(key, value));
+        // Copies, so that an entry keeps only its own bytes (ownedString).
+        const key = ownedString(keys[bodyIndex]!);
+        this.#lru.set(key, structuredClone(value), entryBytes(key, value));
       });
     };
   }
@@ -157,6 +158,16 @@ export function cacheModeOf(cacheControl: string | undefined): CacheMode {
   if (directives.includes('no-store')) return 'skip';
   if (directives.includes('no-cache') || directives.includes('max-age=0')) return 'refresh';
   return 'use';
+}
+
+/**
+ * A flat copy of `text` that shares no memory with any other string. A key is built from a sentence that V8 keeps
+ * as a slice of the whole request body (or as a concatenation pointing at it): stored as is, one short entry would
+ * keep a megabyte body alive while the bound counts the sentence only. A value from a worker's message could keep
+ * that message alive the same way, hence `structuredClone` for values, which copies every string.
+ */
+export function ownedString(text: string): string {
+  return Buffer.from(text, 'utf8').toString('utf8');
 }
 
 function entryBytes(key: string, value: unknown): number {

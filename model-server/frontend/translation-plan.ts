@@ -24,7 +24,7 @@ import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
 import { planMarkup } from '../text/markup.js';
-import { joinTranslations, segmentDocument, type Segments } from '../text/segment.js';
+import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
 import type { GlossaryStore } from './glossary-store.js';
 
@@ -136,20 +136,31 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     );
   }
   const auto = srcLang === AUTO;
+  const tooMany = () =>
+    new ServeError(
+      'PAYLOAD_TOO_LARGE',
+      `Request has more than ${limits.maxSentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
+    );
+  // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
+  // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
+  let sentences = 0;
   const docs = (texts as string[]).map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
     const content = contentOf(text, format as TextFormat, ignoreTags as string[]);
     const lang = auto ? detected(content.texts.join('\n'), name, context.readable) : srcLang;
-    const units = content.texts.map((unit) => (split === 'none' ? wholeText(unit) : segmentDocument(unit, lang)));
+    const units = content.texts.map((unit) => {
+      let segments: Segments;
+      try {
+        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - sentences);
+      } catch (err) {
+        throw err instanceof TooManySentencesError ? tooMany() : err;
+      }
+      sentences += segments.pieces.length;
+      if (sentences > limits.maxSentences) throw tooMany();
+      return segments;
+    });
     return { lang, content, units };
   });
-  const sentences = docs.reduce((n, d) => n + d.units.reduce((m, u) => m + u.pieces.length, 0), 0);
-  if (sentences > limits.maxSentences) {
-    throw new ServeError(
-      'PAYLOAD_TOO_LARGE',
-      `Request has ${sentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
-    );
-  }
   const glossary = glossaryOf(glossaryId, inlineGlossary, context);
   const bodies = docs.flatMap(({ lang, units }) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {

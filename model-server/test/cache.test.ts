@@ -21,7 +21,7 @@ beforeAll(async () => {
     entries: ['ko', 'de'],
     handler: 'translation',
     modelDir: modelRoot,
-    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, cacheDisclose: true },
   });
   for (const m of ['ko', 'de']) {
     const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
@@ -141,6 +141,32 @@ describe('translation cache', () => {
     const after = await counters('ko');
     expect(after.misses).toBe(before.misses + 1);
     expect(after.hits).toBe(before.hits);
+  });
+});
+
+describe('without CACHE_DISCLOSE', () => {
+  it('answers from the cache without saying so: no x-cache for strangers, the counters for operators', async () => {
+    const quiet = await startTestServer({
+      entries: ['ko'],
+      handler: 'translation',
+      modelDir: modelRoot,
+      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
+    });
+    try {
+      expect((await call(`${quiet.management}/models?url=ko`, { method: 'POST' })).status).toBe(200);
+      const body = JSON.stringify({ src_lang: 'en', src_text: 'Hello there, stranger.' });
+      const answers = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await fetch(`${quiet.inference}/predictions/ko`, { method: 'POST', body });
+        answers.push({ cache: r.headers.get('x-cache'), text: await r.text() });
+      }
+      expect(answers[1]!.text).toBe(answers[0]!.text);
+      expect(answers.map((a) => a.cache)).toEqual([null, null]);
+      const text = (await call(`${quiet.metrics}/metrics`)).body as string;
+      expect(metricValue(text, 'mt_cache_hits_total', { model_name: 'ko' })).toBe(1);
+    } finally {
+      await quiet.close();
+    }
   });
 });
 

@@ -54,7 +54,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
     expect(await call(`${t.inference}/v2/models/fr/ready`)).toMatchObject({ status: 400, body: notReady });
     expect(await call(`${t.inference}/v2/models/fr/versions/1.0/ready`)).toMatchObject({ status: 400, body: notReady });
     expect((await call(`${t.inference}/v2/health/ready`)).body).toEqual({
-      error: 'Server is not ready: not every model is ready (fr@1.0)',
+      error: 'Server is not ready: 1 of 2 models are not ready',
     });
     await call(`${t.management}/models/fr?min_worker=0&synchronous=true`, { method: 'PUT' });
     expect((await call(`${t.inference}/v2/models/fr/ready`)).body).toEqual({

@@ -161,7 +161,7 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
     const res = await call(`${t.inference}/predictions/en`, { body: { src_lang: 'de', src_text: doc } });
     expect(res).toMatchObject({ status: 413, body: { code: 413, type: 'RequestEntityTooLargeException' } });
     expect(res.body.message).toBe(
-      'Request has 41 sentences; at most 40 are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.',
+      'Request has more than 40 sentences; at most 40 are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.',
     );
   });
 });

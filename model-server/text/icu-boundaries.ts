@@ -30,26 +30,41 @@ const DEFAULT_WINDOW: BoundaryWindow = { windowChars: 1024, marginChars: 128 };
 export function segmentBoundaries(
   segmenter: Intl.Segmenter,
   text: string,
-  { windowChars, marginChars }: BoundaryWindow = DEFAULT_WINDOW,
+  window: BoundaryWindow = DEFAULT_WINDOW,
 ): number[] {
-  if (marginChars * 3 >= windowChars) throw new RangeError('marginChars must be under a third of windowChars');
   const boundaries: number[] = [];
+  for (const at of boundarySteps(segmenter, text, window)) if (at !== undefined) boundaries.push(at);
+  return boundaries;
+}
+
+/**
+ * `segmentBoundaries` one window at a time: yields each boundary in order, and `undefined` after each window
+ * given to ICU, so a caller can pause between windows (a long text without boundaries takes many windows).
+ */
+export function* boundarySteps(
+  segmenter: Intl.Segmenter,
+  text: string,
+  { windowChars, marginChars }: BoundaryWindow = DEFAULT_WINDOW,
+): Generator<number | undefined> {
+  if (marginChars * 3 >= windowChars) throw new RangeError('marginChars must be under a third of windowChars');
   // `from` is where the window starts; `atBoundary` says whether a segment starts there (so ICU sees
   // the same context as on the whole text) or the window was started mid-segment.
   let from = 0;
   let atBoundary = true;
   for (;;) {
     const to = Math.min(text.length, from + windowChars);
-    const last = boundaries.length;
+    let lastTaken: number | undefined;
     for (const { index } of segmenter.segment(text.slice(from, to))) {
       const at = from + index;
       if (index === 0 || (!atBoundary && index < marginChars)) continue;
       if (to < text.length && at > to - marginChars) break;
-      boundaries.push(at);
+      lastTaken = at;
+      yield at;
     }
-    if (to === text.length) return boundaries;
-    if (boundaries.length > last) {
-      from = boundaries[boundaries.length - 1]!;
+    yield undefined;
+    if (to === text.length) return;
+    if (lastTaken !== undefined) {
+      from = lastTaken;
       atBoundary = true;
     } else {
       from = to - 2 * marginChars;

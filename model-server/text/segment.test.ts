@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { joinSegments, joinTranslations, segmentDocument, type Segments } from './segment.js';
+import { joinSegments, joinTranslations, segmentDocument, TooManySentencesError, type Segments } from './segment.js';
 import served from '../../setup_config.json' with { type: 'json' };
 
 const SERVED = Object.keys(served.cuda_id);
@@ -252,6 +252,77 @@ describe('joinTranslations', () => {
   it('rejects a translation count that differs from the piece count', () => {
     expect(() => joinTranslations(doc('One. Two.', 'en'), ['Un.'], 'fr')).toThrow(
       new RangeError('joinTranslations: 1 translations for 2 pieces'),
+    );
+  });
+});
+
+describe('segmentDocument with a sentence limit', () => {
+  it('stops at the first sentence past the limit, before reading the rest', () => {
+    const text = 'One.\nTwo.\nThree.\n' + 'x\n'.repeat(50_000);
+    expect(() => segmentDocument(text, 'en', 3)).toThrow(TooManySentencesError);
+    expect(() => segmentDocument(text, 'en', 3)).toThrow(expect.objectContaining({ maxSentences: 3 }));
+    expect(segmentDocument('One.\nTwo.\nThree.', 'en', 3).pieces).toHaveLength(3);
+  });
+});
+
+describe('bidirectional controls around sentences', () => {
+  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
+  const SPACE = /[\s\u0085]/u;
+  /**
+   * Each run of bidi controls with the nearest characters around it that are neither whitespace nor bidi
+   * controls: what "stays exactly where it was" means when only whitespace may change around translations.
+   */
+  const anchors = (text: string): [string, string, string][] => {
+    const out: [string, string, string][] = [];
+    const chars = [...text];
+    for (let i = 0; i < chars.length;) {
+      if (!BIDI.test(chars[i]!)) {
+        i++;
+        continue;
+      }
+      let j = i;
+      while (j < chars.length && (BIDI.test(chars[j]!) || SPACE.test(chars[j]!))) j++;
+      let before = i - 1;
+      while (before >= 0 && SPACE.test(chars[before]!)) before--;
+      const run = chars
+        .slice(i, j)
+        .filter((c) => BIDI.test(c))
+        .join('');
+      out.push([chars[before] ?? '^', run, chars[j] ?? '$']);
+      i = j;
+    }
+    return out;
+  };
+
+  it('the issue example: the marks stay where they were, and no space is added', () => {
+    const text = '\u200Fمرحبا. \u200EHello. \u200Fمرحبا.';
+    const segments = segmentDocument(text, 'ar');
+    expect(segments.pieces).toEqual(['مرحبا.', 'Hello.', 'مرحبا.']);
+    expect(joinTranslations(segments, segments.pieces, 'en')).toBe(text);
+  });
+
+  it('property: bidi controls around separators stay exactly where they were after rejoin', () => {
+    const control = fc.constantFrom(...'\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069');
+    const sentence = fc.constantFrom('Hello there.', 'How are you?', 'مرحبا بك.', 'שלום לך!', '你好。', 'Fine');
+    const separator = fc.constantFrom(' ', '  ', '\n', '\n\n', '\t', '');
+    const around = fc.array(control, { maxLength: 3 }).map((c) => c.join(''));
+    const text = fc
+      .array(fc.tuple(around, sentence, around, separator), { minLength: 1, maxLength: 8 })
+      .map((parts) => parts.map(([a, s, b, sep]) => `${a}${s}${b}${sep}`).join(''));
+    fc.assert(
+      fc.property(text, fc.constantFrom('en', 'ar', 'zh', 'ja'), (input, tgt) => {
+        const segments = segmentDocument(input, 'en');
+        expect(joinSegments(segments)).toBe(input);
+        for (const piece of segments.pieces) {
+          expect(BIDI.test(piece[0]!)).toBe(false);
+          expect(BIDI.test(piece.at(-1)!)).toBe(false);
+        }
+        // Translations that are the pieces themselves: only separators' whitespace may differ.
+        const joined = joinTranslations(segments, segments.pieces, tgt);
+        expect(anchors(joined)).toEqual(anchors(input));
+        expect(joined.replace(/[\s\u0085]/gu, '')).toBe(input.replace(/[\s\u0085]/gu, ''));
+      }),
+      { numRuns: 500 },
     );
   });
 });

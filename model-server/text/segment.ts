@@ -10,7 +10,7 @@
  */
 import { abbreviationRules, type AbbreviationRules } from './abbreviations.js';
 import { segmentBoundaries } from './icu-boundaries.js';
-import { isWhitespace, SegmentsBuilder, trailingWhitespaceStart, type Segments } from './segments.js';
+import { isWhitespace, SegmentsBuilder, trailingWhitespaceStart, WHITESPACE, type Segments } from './segments.js';
 
 export { joinSegments, type Segments } from './segments.js';
 
@@ -88,19 +88,32 @@ function* sentencesOfLine(line: string, segmenter: Intl.Segmenter, rules: Abbrev
  * Paragraphs and lines are kept apart: every line break is separator text, so no sentence spans two
  * lines. Whitespace-only stretches (blank lines, indentation, spaces between sentences) are separators,
  * never sentences. `lang` is the M2M100 code of the text, used for its abbreviations; any string works.
+ * @throws TooManySentencesError as soon as a sentence past `maxSentences` is found: the rest is never segmented.
  */
-export function segmentDocument(text: string, lang: string): Segments {
+export function segmentDocument(text: string, lang: string, maxSentences = Infinity): Segments {
   const segmenter = sentenceSegmenter(lang);
   const rules = abbreviationRules(lang);
   const out = new SegmentsBuilder();
   let end = 0;
   for (const match of text.matchAll(LINE)) {
     out.gap(text.slice(end, match.index));
-    for (const sentence of sentencesOfLine(match[0], segmenter, rules)) out.text(sentence);
+    for (const sentence of sentencesOfLine(match[0], segmenter, rules)) {
+      out.text(sentence);
+      if (out.pieceCount > maxSentences) throw new TooManySentencesError(maxSentences);
+    }
     end = match.index + match[0].length;
   }
   out.gap(text.slice(end));
   return out.build();
+}
+
+/** A document has more sentences than the caller allows (`segmentDocument`'s `maxSentences`). */
+export class TooManySentencesError extends RangeError {
+  readonly maxSentences: number;
+  constructor(maxSentences: number) {
+    super(`more than ${maxSentences} sentences`);
+    this.maxSentences = maxSentences;
+  }
 }
 
 // Chinese and Japanese put no space between sentences: the full-width mark carries its own spacing.
@@ -114,22 +127,28 @@ function endsInFullWidthMark(text: string): boolean {
   while (i > 0 && CLOSER.test(text[i - 1]!)) i--;
   return i > 0 && FULL_WIDTH_MARK.test(text[i - 1]!);
 }
-const HORIZONTAL_WS = /^[^\n\r\u0085\u2028\u2029]+$/u;
+const HORIZONTAL = /^[^\n\r\u0085\u2028\u2029]+$/u;
+const SEPARATOR_WHITESPACE = new RegExp(`[${WHITESPACE}]`, 'gu');
+const SEPARATOR_WHITESPACE_ONE = new RegExp(`[${WHITESPACE}]`, 'u');
 
 /**
  * The separator to put between two translated pieces in a `tgtLang` text, given the source's.
  *
+ * Bidi controls in a separator are kept, in place; only its whitespace changes.
  * - zh/ja target: spaces (no line break) after a piece ending in full-width punctuation are dropped,
  *   since "你好。 再见。" reads as a stray space there. After anything else (a Latin word, a URL, ASCII
  *   punctuation) the space is kept, because dropping it would glue two words.
- * - any other target: an empty separator (the source was zh/ja, or a hard split) becomes one space, so
+ * - any other target: a separator without whitespace (the source was zh/ja, or a hard split) gets one space, so
  *   "Hello." and "How are you?" do not run together.
  */
 function targetSeparator(separator: string, before: string, after: string, tgtLang: string): string {
+  // Bidi controls in a separator stay as they are, in place: only its whitespace is adapted.
   if (UNSPACED_LANGS.has(tgtLang)) {
-    return separator !== '' && HORIZONTAL_WS.test(separator) && endsInFullWidthMark(before) ? '' : separator;
+    return separator !== '' && HORIZONTAL.test(separator) && endsInFullWidthMark(before)
+      ? separator.replace(SEPARATOR_WHITESPACE, '')
+      : separator;
   }
-  return separator === '' && before !== '' && after !== '' ? ' ' : separator;
+  return !SEPARATOR_WHITESPACE_ONE.test(separator) && before !== '' && after !== '' ? ' ' + separator : separator;
 }
 
 /**

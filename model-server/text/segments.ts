@@ -7,15 +7,19 @@
  *     separators[0] pieces[0] separators[1] pieces[1] … pieces[n-1] separators[n]
  *
  * so `joinSegments` gives back the input byte for byte. Pieces are never empty and have no leading or
- * trailing whitespace; separators are whitespace only (possibly empty). A whitespace-only text has no
- * piece and one separator: the text itself.
+ * trailing whitespace or bidirectional controls; separators hold only those (possibly nothing). A text of
+ * nothing else has no piece and one separator: the text itself.
+ *
+ * Why bidi controls go with the separators: a direction mark, embedding or isolate at a sentence's edge says how
+ * the sentences sit in the line, not what a sentence says. Inside a piece it would reach the model, which drops or
+ * moves it; in a separator it is kept byte for byte and stays exactly where it was around the translations.
  */
 
 /** Pieces to translate and the exact whitespace around them; `separators.length === pieces.length + 1`. */
 export interface Segments {
   /** Non-empty, trimmed pieces of text, in order. */
   readonly pieces: readonly string[];
-  /** `separators[i]` comes before `pieces[i]`; the last one trails the last piece. Whitespace only. */
+  /** `separators[i]` comes before `pieces[i]`; the last one trails the last piece. Whitespace and bidi controls. */
   readonly separators: readonly string[];
 }
 
@@ -26,6 +30,33 @@ export interface Segments {
 export const WHITESPACE = '\\s\\u0085';
 
 const WHITESPACE_CHAR = new RegExp(`[${WHITESPACE}]`, 'u');
+
+/**
+ * Bidirectional formatting characters: the marks (ALM U+061C, LRM U+200E, RLM U+200F), embeddings and overrides
+ * (U+202A-U+202E) and isolates (U+2066-U+2069). Each is one UTF-16 unit.
+ */
+export const BIDI_CONTROLS = '\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069';
+
+const SEPARATOR_CHAR = new RegExp(`[${WHITESPACE}${BIDI_CONTROLS}]`, 'u');
+
+/** Whether `char` (one UTF-16 unit) belongs in a separator: whitespace or a bidi control. */
+export function isSeparatorChar(char: string): boolean {
+  return SEPARATOR_CHAR.test(char);
+}
+
+/** The index just past the separator characters (whitespace, bidi controls) that start `text`. */
+export function leadingSeparatorEnd(text: string): number {
+  let i = 0;
+  while (i < text.length && isSeparatorChar(text[i]!)) i++;
+  return i;
+}
+
+/** The index where the separator characters that end `text` start (`text.length` when there are none). */
+export function trailingSeparatorStart(text: string): number {
+  let i = text.length;
+  while (i > 0 && isSeparatorChar(text[i - 1]!)) i--;
+  return i;
+}
 
 // Whitespace is found by scanning from an end rather than with `/\s*$/`-style expressions: those retry
 // from every position and take quadratic time on a long run of spaces inside the text (a request body
@@ -65,19 +96,24 @@ export class SegmentsBuilder {
   readonly #pieces: string[] = [];
   readonly #separators: string[] = [''];
 
+  /** Pieces so far. */
+  get pieceCount(): number {
+    return this.#pieces.length;
+  }
+
   /** Appends whitespace to the separator being built. */
   gap(whitespace: string): void {
     this.#separators[this.#separators.length - 1] += whitespace;
   }
 
-  /** Appends a piece of text; its leading and trailing whitespace become separator text. */
+  /** Appends a piece of text; its leading and trailing whitespace and bidi controls become separator text. */
   text(text: string): void {
-    const start = leadingWhitespaceEnd(text);
+    const start = leadingSeparatorEnd(text);
     if (start === text.length) {
       this.gap(text);
       return;
     }
-    const end = trailingWhitespaceStart(text);
+    const end = trailingSeparatorStart(text);
     this.gap(text.slice(0, start));
     this.#pieces.push(text.slice(start, end));
     this.#separators.push(text.slice(end));

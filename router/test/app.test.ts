@@ -321,6 +321,7 @@ describe('upstream failures become clear JSON', () => {
     const res = await send('!status 503 7');
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('7');
+    expect(res.headers.get('x-error-code')).toBe('QUEUE_FULL');
     expect(await res.json()).toEqual({ code: 503, type: 'ServiceUnavailableException', message: 'fake 503' });
   });
 
@@ -330,13 +331,14 @@ describe('upstream failures become clear JSON', () => {
     expect(await res.json()).toEqual({ code: 504, type: 'RequestTimeoutException', message: 'fake 504' });
   });
 
-  it('a non-JSON error page becomes a TorchServe-style 500', async () => {
+  it('an error page without an error code is the model server failing: 502, not its status', async () => {
     const res = await send('!garbage');
-    expect(res.status).toBe(500);
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-error-code')).toBe('UPSTREAM_UNAVAILABLE');
     expect(await res.json()).toEqual({
-      code: 500,
-      type: 'InternalServerException',
-      message: 'Model server answered 500.',
+      code: 502,
+      type: 'BadGatewayException',
+      message: 'Model server answered 500 without an error code.',
     });
   });
 

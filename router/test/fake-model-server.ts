@@ -5,9 +5,14 @@
  *
  * Directives (the first text of the request): `!status <code> [retry-after]` answers that TorchServe error,
  * `!slow <ms>` answers after a delay, `!reset` destroys the socket, `!garbage` answers a non-JSON 500.
+ * Hostile ones: `!huge <bytes>` a 200 of that many bytes (not JSON), `!huge-declared <bytes>` a Content-Length of
+ * that many and nothing sent, `!drip <ms>` a JSON 200 sent one byte every `ms`, `!redirect` a 302, `!html` a 200
+ * text/html page, `!badjson` a 200 application/json that does not parse. `bodies` records how each hostile
+ * answer ended: 'finished' (all sent) or 'closed' (the router closed the connection first).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ERRORS, type ErrorCode } from '../../common/errors.js';
 
 export interface SeenRequest {
   path: string;
@@ -19,19 +24,22 @@ export interface FakeModelServer {
   url: string;
   port: number;
   seen: SeenRequest[];
+  bodies: ('finished' | 'closed')[];
   close(): Promise<void>;
 }
 
-const TYPES: Record<number, string> = {
-  400: 'BadRequestException',
-  404: 'ModelNotFoundException',
-  500: 'InternalServerException',
-  503: 'ServiceUnavailableException',
-  504: 'RequestTimeoutException',
+/** Status → the catalogue code the fake names in `x-error-code`, as the model server does. */
+const CODES: Record<number, ErrorCode> = {
+  400: 'BAD_REQUEST',
+  404: 'MODEL_NOT_FOUND',
+  500: 'INTERNAL',
+  503: 'QUEUE_FULL',
+  504: 'REQUEST_TIMEOUT',
 };
 
 export async function startFakeModelServer(): Promise<FakeModelServer> {
   const seen: SeenRequest[] = [];
+  const bodies: FakeModelServer['bodies'] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -68,11 +76,12 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
       switch (directive) {
         case '!status': {
           const code = Number(a);
-          const headers: Record<string, string> = { 'content-type': 'application/json' };
+          const errorCode = CODES[code] ?? 'INTERNAL';
+          const headers: Record<string, string> = { 'content-type': 'application/json', 'x-error-code': errorCode };
           if (b) headers['retry-after'] = b;
           res
             .writeHead(code, headers)
-            .end(JSON.stringify({ code, type: TYPES[code] ?? 'InternalServerException', message: `fake ${code}` }));
+            .end(JSON.stringify({ code, type: ERRORS[errorCode].type, message: `fake ${code}` }));
           return;
         }
         case '!slow':
@@ -83,6 +92,51 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
           return;
         case '!garbage':
           res.writeHead(500, { 'content-type': 'text/html' }).end('<h1>oops</h1>');
+          return;
+        case '!huge': {
+          // Written chunk by chunk as the socket drains, so a reader that stops reading stops it.
+          let left = Number(a);
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/octet-stream' });
+          const chunk = Buffer.alloc(64 * 1024, 'x');
+          const pump = () => {
+            while (left > 0) {
+              const part = chunk.subarray(0, Math.min(chunk.length, left));
+              left -= part.length;
+              if (!res.write(part)) return void res.once('drain', pump);
+            }
+            res.end();
+          };
+          pump();
+          return;
+        }
+        case '!huge-declared':
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': a }).flushHeaders();
+          return;
+        case '!drip': {
+          const text = JSON.stringify({ translated: 'slow but steady' });
+          let at = 0;
+          res.on('close', () => bodies.push(res.writableFinished ? 'finished' : 'closed'));
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(text.length) });
+          const timer = setInterval(() => {
+            if (res.destroyed) return clearInterval(timer);
+            res.write(text[at++]!);
+            if (at === text.length) {
+              clearInterval(timer);
+              res.end();
+            }
+          }, Number(a));
+          return;
+        }
+        case '!redirect':
+          res.writeHead(302, { location: 'http://127.0.0.1:1/elsewhere' }).end();
+          return;
+        case '!html':
+          res.writeHead(200, { 'content-type': 'text/html' }).end('<h1>hello</h1>');
+          return;
+        case '!badjson':
+          res.writeHead(200, { 'content-type': 'application/json' }).end('{"translated": ');
           return;
         default:
           answer();
@@ -95,6 +149,7 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
     url: `http://127.0.0.1:${port}`,
     port,
     seen,
+    bodies,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

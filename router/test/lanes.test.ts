@@ -52,7 +52,12 @@ async function startHeldUpstream(): Promise<HeldUpstream> {
     refuseOldest: () => {
       const { res } = state.held.shift()!;
       res
-        .writeHead(503, { 'content-type': 'application/json', 'retry-after': '2' })
+        .writeHead(503, {
+          'content-type': 'application/json',
+          'retry-after': '2',
+          'x-error-code': 'OVERLOADED',
+          'x-reached-worker': 'false',
+        })
         .end(JSON.stringify({ code: 503, type: 'ServiceUnavailableException', message: OVERLOADED_MESSAGE }));
     },
     close: () => new Promise((resolve) => server.close(() => resolve())),

@@ -9,7 +9,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
-import { ServeError } from '../../common/errors.js';
+import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
 import { until } from '../../test/support/polling.js';
 import { Upstream } from '../upstream.js';
 
@@ -21,10 +21,15 @@ interface FakeHost {
   languages: Set<string>;
   /** Translations it answered, by language. */
   served: Map<string, number>;
+  /** `/predictions` requests it received, answered or refused, all languages together. */
+  received: number;
   /** When set, nothing is answered any more (a partition: no refusal, no reply). */
   silent: boolean;
-  /** When set, `/predictions` answers this 503 message (an admission refusal) instead of translating. */
-  refuse: string | undefined;
+  /**
+   * When set, `/predictions` answers this 503 instead of translating: its code in `x-error-code`, and in
+   * `x-reached-worker` whether a job of the request ran (absent: the answer does not say).
+   */
+  refuse: { code: ErrorCode; reached: boolean | undefined } | undefined;
   /** `/predictions` of a language it does not list: translated (default), or 404 as a model server without it. */
   unlisted: 'translate' | '404';
   /** `/ping`: answered 200, never answered while the rest is (a busy event loop that reaches it late), or 500. */
@@ -44,6 +49,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     port: 0,
     languages: new Set(languages),
     served: new Map(),
+    received: 0,
     refuse: undefined,
     unlisted: 'translate',
     ping: 'ok',
@@ -74,13 +80,18 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
       if (ready) return void res.writeHead(fake.languages.has(ready[1]!) ? 200 : 404).end('{}');
       const lang = /^\/predictions\/(\w+)$/.exec(url)?.[1] ?? '?';
+      fake.received++;
       if (fake.unlisted === '404' && !fake.languages.has(lang)) {
         const body = { code: 404, type: 'ModelNotFoundException', message: `Model not found: ${lang}` };
-        return void res.writeHead(404).end(JSON.stringify(body));
+        const headers = { 'x-error-code': 'MODEL_NOT_FOUND', 'x-reached-worker': 'false' };
+        return void res.writeHead(404, headers).end(JSON.stringify(body));
       }
       if (fake.refuse !== undefined) {
-        const body = { code: 503, type: 'ServiceUnavailableException', message: fake.refuse };
-        return void res.writeHead(503, { 'retry-after': '1' }).end(JSON.stringify(body));
+        const { code, reached } = fake.refuse;
+        const body = { code: 503, type: ERRORS[code].type, message: `${ERRORS[code].message} (from ${name})` };
+        const headers: Record<string, string> = { 'retry-after': '1', 'x-error-code': code };
+        if (reached !== undefined) headers['x-reached-worker'] = String(reached);
+        return void res.writeHead(503, headers).end(JSON.stringify(body));
       }
       fake.served.set(lang, (fake.served.get(lang) ?? 0) + 1);
       if (String(req.headers['x-request-id']).startsWith('hold')) fake.held.push(res);
@@ -275,21 +286,33 @@ describe('several model servers', () => {
     expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
   });
 
-  it("an admission 503 (the model server's queue bound) is sent once to another replica", async () => {
+  it('an admission 503 that reached no worker is sent once to another replica; one that reached a worker, or does not say, never', async () => {
     const [a, b] = await startHosts(['a', ['en']], ['b', ['en']]);
     const upstream = upstreamOver([a!.origin, b!.origin], ['en']);
     await until('both healthy', healthy(upstream, 2), 5_000);
-    a!.refuse = 'Job queue of model en is full (10 jobs), retry later.';
+    const received = () => a!.received + b!.received;
+    a!.refuse = { code: 'QUEUE_FULL', reached: false };
     for (let i = 0; i < 6; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
     // Both full: the client hears the second refusal, with its Retry-After, after two tries only.
-    b!.refuse = 'Model en is overloaded: 3 requests wait (expected wait 9000 ms), retry in 1 s.';
+    a!.refuse = b!.refuse = { code: 'OVERLOADED', reached: false };
+    let before = received();
     const err = await failure(translate(upstream, 'en'));
     expect([err.status, err.code, err.retryAfterS]).toEqual([503, 'OVERLOADED', 1]);
-    // A failure after a worker ran it is not retried.
-    a!.refuse = b!.refuse = 'Prediction failed';
-    const before = a!.served.size + b!.served.size;
-    expect((await failure(translate(upstream, 'en'))).code).toBe('PREDICTION_FAILED');
-    expect(a!.served.size + b!.served.size).toBe(before);
+    expect(received() - before).toBe(2);
+    // A document whose first sentences ran before the rest was refused (shutdown, unregistered): sent once only,
+    // whatever the refusal's code. So is a refusal that does not say, and a failure that is no refusal.
+    for (const refuse of [
+      { code: 'SHUTTING_DOWN', reached: true },
+      { code: 'NO_WORKER', reached: true },
+      { code: 'QUEUE_FULL', reached: undefined },
+      { code: 'PREDICTION_FAILED', reached: false },
+    ] as const) {
+      a!.refuse = b!.refuse = refuse;
+      before = received();
+      const once = await failure(translate(upstream, 'en'));
+      expect([once.code, once.reachedWorker]).toEqual([refuse.code, refuse.reached]);
+      expect(received() - before, refuse.code).toBe(1);
+    }
   });
 
   it('one host, down (a restart): 503 + Retry-After at once, and it recovers on its own once it reports ready', async () => {

@@ -12,7 +12,17 @@ import { StatusSource } from '../status.js';
 import { Upstream } from '../upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
-const DOCUMENT = JSON.stringify({ time: '2026-11-24T12:00:00.000Z', models: [{ name: 'ko', queueDepth: 3 }] });
+const DOCUMENT = JSON.stringify({
+  time: '2026-11-24T12:00:00.000Z',
+  models: [{ name: 'ko', queueDepth: 3, cacheHitRatio: 0.5, cacheHits: 4, cacheMisses: 4 }],
+  cache: { enabled: true, maxBytes: 1024, bytes: 512, entries: 4 },
+});
+/** What a stranger may see: whether a sentence was cached before is no business of theirs. */
+const PUBLIC_DOCUMENT = JSON.stringify({
+  time: '2026-11-24T12:00:00.000Z',
+  models: [{ name: 'ko', queueDepth: 3 }],
+  cache: { enabled: true },
+});
 
 let metrics: Server;
 let metricsUrl: string;
@@ -36,9 +46,9 @@ afterAll(async () => {
   await fake.close();
 });
 
-function router(statusUrl: string, maxAgeMs = 500) {
+function router(statusUrl: string, maxAgeMs = 500, cacheCounters = false) {
   const upstream = new Upstream({ url: fake.url, connections: 2, timeoutMs: 5_000 });
-  const status = new StatusSource({ url: statusUrl, maxAgeMs, timeoutMs: 1_000 });
+  const status = new StatusSource({ url: statusUrl, maxAgeMs, timeoutMs: 1_000, cacheCounters });
   const app = createRouterApp(
     { maxBodyBytes: 4096, languages: ['ko', 'en'], logBodies: false },
     { upstream, logger, status },
@@ -70,7 +80,7 @@ describe('GET /status', () => {
 });
 
 describe('GET /status.json', () => {
-  it("passes the model server's document through, one fetch for concurrent readers, reused briefly", async () => {
+  it("passes the model server's document through without the cache's counters, one fetch for concurrent readers, reused briefly", async () => {
     const r = router(metricsUrl, 300);
     try {
       reads = 0;
@@ -79,7 +89,7 @@ describe('GET /status.json', () => {
         expect(res.status).toBe(200);
         expect(res.headers.get('content-type')).toBe('application/json');
         expect(res.headers.get('cache-control')).toBe('no-store');
-        expect(await res.text()).toBe(DOCUMENT);
+        expect(await res.text()).toBe(PUBLIC_DOCUMENT);
       }
       expect(reads).toBe(1);
       await r.app.request('/status.json');
@@ -87,6 +97,15 @@ describe('GET /status.json', () => {
       await new Promise((resolve) => setTimeout(resolve, 350));
       await r.app.request('/status.json');
       expect(reads).toBe(2);
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('keeps the cache counters with CACHE_DISCLOSE', async () => {
+    const r = router(metricsUrl, 0, true);
+    try {
+      expect(await (await r.app.request('/status.json')).text()).toBe(DOCUMENT);
     } finally {
       await r.close();
     }

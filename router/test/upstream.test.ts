@@ -17,7 +17,7 @@ describe('Upstream with token authorization', () => {
       seen.push(req.headers.authorization);
       req.resume().on('end', () => {
         if (req.headers.authorization !== `Bearer ${currentKey}`) {
-          res.writeHead(401, { 'content-type': 'application/json' });
+          res.writeHead(401, { 'content-type': 'application/json', 'x-error-code': 'UNAUTHORIZED' });
           res.end(JSON.stringify({ code: 401, type: 'InvalidKeyException', message: 'Token Authorization failed.' }));
           return;
         }

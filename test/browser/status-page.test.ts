@@ -46,6 +46,8 @@ describe.skipIf(!hasChromium)('status page in headless Chromium', () => {
       modelDir,
       front: 'builtin',
       register: { maxBatchDelayMs: 5 },
+      // The page and x-cache show the cache's figures only to operators who ask.
+      env: { CACHE_DISCLOSE: 'true' },
     });
     fronts = [{ kind: 'builtin', url: stack.frontUrl! }];
     if (findNginx(process.env)) {

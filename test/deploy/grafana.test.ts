@@ -92,7 +92,7 @@ describe('Grafana dashboard and Prometheus config against a live model server', 
       handler: 'translation',
       modelDir,
       setupConfig: { cuda_id: { ko: '0', en: '0' } },
-      config: { numBeams: 1, maxNewTokens: 8, intraOpThreads: 1 },
+      config: { numBeams: 1, maxNewTokens: 8, intraOpThreads: 1, cacheDisclose: true },
     });
     for (const m of ['ko', 'en']) {
       const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });

@@ -253,7 +253,7 @@ const ROUTER_CASES: Case[] = [
     body: body({ src_text: Array.from({ length: 1001 }, () => 'x') }),
     status: 413,
     type: 'RequestEntityTooLargeException',
-    message: /^Request has 1001 sentences; at most 1000 .*MAX_REQUEST_SENTENCES/,
+    message: /^Request has more than 1000 sentences; at most 1000 .*MAX_REQUEST_SENTENCES/,
   },
   {
     name: 'text over the request character limit',

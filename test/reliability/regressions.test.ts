@@ -113,16 +113,18 @@ describe('bug: the translation handler translated empty texts and silently trunc
   const prepare = (text: string) => () =>
     handler.preprocess({ id: 'x', model: 'ko', body: { src_lang: 'en', src_text: text } });
 
-  it('refuses empty and whitespace-only texts with 400', () => {
+  it('refuses empty and whitespace-only texts with 400', async () => {
     for (const text of ['', '  \n\t', '\u3000']) {
-      expect(prepare(text)).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', message: 'src_text is empty.' }));
+      await expect(prepare(text)()).rejects.toThrow(
+        expect.objectContaining({ code: 'BAD_REQUEST', message: 'src_text is empty.' }),
+      );
     }
   });
 
   it('a text longer than the model reads is split into parts that fit and translated whole, never cut', async () => {
     // The tiny model reads 128 tokens; this is several windows long and has no sentence end to split at.
     const text = Array.from({ length: 400 }, (_, i) => `word${i % 7}`).join(' ');
-    const input = prepare(text)() as TranslationInput;
+    const input: TranslationInput = await prepare(text)();
     expect(input.rows.length).toBeGreaterThan(2);
     expect(input.rows.every((row) => !row.truncated)).toBe(true);
     expect(input.parts!.pieces.join(' ')).toBe(text);
@@ -131,7 +133,7 @@ describe('bug: the translation handler translated empty texts and silently trunc
     expect(answers).toHaveLength(1);
     expect(answers[0]).toMatchObject({ translated: expect.any(String) });
     // A text that fits is one row, as before.
-    expect((prepare('a short sentence.')() as TranslationInput).rows).toHaveLength(1);
+    expect((await prepare('a short sentence.')()).rows).toHaveLength(1);
   });
 });
 

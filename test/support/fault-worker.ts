@@ -127,17 +127,20 @@ function slowed(inner: Handler, ms: number): Handler {
       await new Promise((resolve) => setTimeout(resolve, ms));
       const innerInputs: unknown[] = [];
       const positions: number[] = [];
-      held.forEach(({ item }, index) => {
+      for (const [index, { item }] of held.entries()) {
         const cancelled = heldBack.get(item.id);
         heldBack.delete(item.id);
-        if (cancelled) return emit(index, cancelled);
+        if (cancelled) {
+          emit(index, cancelled);
+          continue;
+        }
         try {
-          innerInputs.push(inner.preprocess(item));
+          innerInputs.push(await inner.preprocess(item));
           positions.push(index);
         } catch (err) {
           emit(index, toServeError(err));
         }
-      });
+      }
       if (innerInputs.length === 0) return;
       await inner.inference(innerInputs, (i, result) => emit(positions[i]!, result));
     },

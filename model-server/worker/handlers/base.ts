@@ -49,8 +49,11 @@ export interface Handler<Input = unknown, Output = unknown> {
    * does not hold (answered already, or never seen) are ignored. Absent: jobs run to their end.
    */
   cancel?(ids: readonly string[], error: ServeError): void;
-  /** Validate and decode one request. Throw a ServeError to fail this request alone. */
-  preprocess(item: BatchItem): Input;
+  /**
+   * Validate and decode one request. Throw (or reject with) a ServeError to fail this request alone. Long work
+   * returns a promise and yields to the event loop as it goes: the engine's step loop shares this thread.
+   */
+  preprocess(item: BatchItem): Input | Promise<Input>;
   /**
    * Run the decoded inputs. Call `emit(i, output)` for input i as soon as it is done (or `emit(i, error)`
    * to fail it alone); resolve once every input has been emitted.
@@ -75,14 +78,13 @@ export async function runBatch(
 ): Promise<void> {
   const inputs: unknown[] = [];
   const owners: BatchItem[] = [];
-  for (const item of items) {
-    try {
-      inputs.push(handler.preprocess(item));
-      owners.push(item);
-    } catch (err) {
-      reply(item.id, failure(err, log));
-    }
-  }
+  const prepared = await Promise.allSettled(items.map(async (item) => handler.preprocess(item)));
+  prepared.forEach((outcome, i) => {
+    const item = items[i]!;
+    if (outcome.status === 'rejected') return reply(item.id, failure(outcome.reason, log));
+    inputs.push(outcome.value);
+    owners.push(item);
+  });
   if (inputs.length === 0) return;
   const answered = new Array<boolean>(inputs.length).fill(false);
   const emit = (index: number, result: unknown) => {

@@ -7,6 +7,8 @@ import { createLogger } from '../../../common/logger.js';
 import { makeDemoModel } from '../../engine/demo-model/index.js';
 import { TranslationEngine } from '../../engine/engine.js';
 import type { BatchItem, ItemOutcome } from '../../protocol.js';
+import { ServeError } from '../../../common/errors.js';
+import { until } from '../../../test/support/polling.js';
 import { runBatch } from './base.js';
 import { TranslationHandler } from './translation.js';
 
@@ -219,5 +221,18 @@ describe('TranslationHandler', () => {
     } finally {
       await capped.close();
     }
+  });
+
+  it('a long text is prepared a slice at a time, and a cancel meanwhile stops it with the cancel reason', async () => {
+    const text = Array.from({ length: 20_000 }, (_, i) => `w${i % 10}`).join(' ');
+    let turns = 0;
+    const timer = setInterval(() => turns++, 0);
+    const outcome = run([item('long', 'de', { src_lang: 'en', src_text: text })]);
+    // Cancelled once the loop has turned, so during the preparation: it takes many slices.
+    await until('a turn of the event loop during the preparation', () => turns > 0);
+    handler.cancel(['long'], new ServeError('REQUEST_TIMEOUT', 'gave up'));
+    const replies = await outcome;
+    clearInterval(timer);
+    expect(replies.get('long')).toEqual({ ok: false, error: { code: 'REQUEST_TIMEOUT', message: 'gave up' } });
   });
 });

@@ -21,7 +21,15 @@ import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries
 import { joinAlternatives } from '../../text/alternatives.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
-import { splitLongSentence } from '../../text/split-long.js';
+import { splitLongSentenceAsync } from '../../text/split-long.js';
+
+/**
+ * Texts up to this many characters are tokenized whole in one go (~8 µs a character: about 16 ms); longer ones go
+ * straight to the sliced splitter, which returns them whole when they fit.
+ */
+const WHOLE_TEXT_CHARS = 2_048;
+/** Longest stretch of text preparation between two turns of the worker's event loop, ms. */
+const PREPROCESS_SLICE_MS = 10;
 import type { Handler, HandlerContext } from './base.js';
 
 export interface TranslationOutput {
@@ -50,7 +58,10 @@ export interface TranslationInput {
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
   #engine: TranslationEngine | null = null;
-  /** Jobs generating or waiting in the engine, by id: added when inference starts one, removed once it settles. */
+  /**
+   * Jobs being prepared, generating or waiting in the engine, by id: added when a long text's preparation or
+   * inference starts one, removed once it settles. A cancel during the sliced preparation stops it there.
+   */
   readonly #running = new Map<string, AbortController>();
   #options: TranslateOptions = {};
   #log: Logger | null = null;
@@ -130,8 +141,13 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     for (const id of ids) this.#running.get(id)?.abort(error);
   }
 
-  /** `{src_lang, src_text}` with tgt_lang = the model name. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
-  preprocess(item: BatchItem): TranslationInput {
+  /**
+   * `{src_lang, src_text}` with tgt_lang = the model name. A text longer than `WHOLE_TEXT_CHARS` is cut into
+   * pieces that fit the model's window (text/split-long.ts) a slice of time at a time, so that a long text never
+   * holds the engine's step loop, which runs on this thread, for more than a few milliseconds at once.
+   * @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE
+   */
+  async preprocess(item: BatchItem): Promise<TranslationInput> {
     const body = item.body;
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
@@ -150,27 +166,43 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const glossary = termsOf(terms);
     const engine = this.#requireEngine();
     const tgtLang = item.model;
-    const whole = engine.prepare({ srcLang, text, tgtLang });
     const bulk = item.bulk === true;
     // Each row is held to the terms whose source term it contains: a split sentence's terms go with their part.
+    // Every term is written as ids first, so a term the model cannot write fails the job before any work.
+    const termIds = new Map([...(glossary?.values() ?? [])].map((target) => [target, engine.encodeTerm(target)]));
     const constraintsOf = (piece: string) =>
-      glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => engine.encodeTerm(target));
-    if (!whole.truncated) {
-      const constraints = [constraintsOf(text)];
-      return {
-        id: item.id,
-        tgtLang,
-        rows: [whole],
-        parts: undefined,
-        bulk,
-        constraints,
-        alternatives: alternatives as number,
-      };
+      glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => termIds.get(target)!);
+    const request = { id: item.id, tgtLang, bulk, alternatives: alternatives as number };
+    if (text.length <= WHOLE_TEXT_CHARS) {
+      const whole = engine.prepare({ srcLang, text, tgtLang });
+      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf(text)] };
+    } else {
+      // Both languages checked before any work on the text.
+      engine.prepare({ srcLang, text: '', tgtLang });
     }
-    const parts = splitLongSentence(text, (piece) => !engine.prepare({ srcLang, text: piece, tgtLang }).truncated);
-    const rows = parts.pieces.map((piece) => engine.prepare({ srcLang, text: piece, tgtLang }));
-    const constraints = parts.pieces.map(constraintsOf);
-    return { id: item.id, tgtLang, rows, parts, bulk, constraints, alternatives: alternatives as number };
+    // Each piece's row is kept from the check that it fits, so no text is tokenized a third time.
+    const rowOf = new Map<string, PreparedRow>();
+    const limit = engine.config.maxInputTokens - 2;
+    const measure = (piece: string): number => {
+      if (!/\S/u.test(piece)) return 0; // whitespace joins the pieces' words at no cost (SentencePiece's ▁)
+      const row = engine.prepare({ srcLang, text: piece, tgtLang });
+      rowOf.set(piece, row);
+      return row.truncated ? limit + 1 : row.inputIds.length - 2;
+    };
+    const controller = new AbortController();
+    this.#running.set(item.id, controller);
+    let parts: Segments;
+    try {
+      parts = await splitLongSentenceAsync(text, measure, limit, {
+        sliceMs: PREPROCESS_SLICE_MS,
+        signal: controller.signal,
+      });
+    } catch (err) {
+      if (this.#running.get(item.id) === controller) this.#running.delete(item.id);
+      throw err;
+    }
+    const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
+    return { ...request, rows, parts, constraints: parts.pieces.map(constraintsOf) };
   }
 
   async inference(
@@ -180,7 +212,8 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const engine = this.#requireEngine();
     await Promise.all(
       inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives }, index) => {
-        const controller = new AbortController();
+        // A long text's controller was made when its preparation started.
+        const controller = this.#running.get(id) ?? new AbortController();
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all.
