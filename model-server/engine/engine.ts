@@ -293,6 +293,15 @@ export class TranslationEngine {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
+    // The CPU provider's Gather refuses an id outside the embedding table, failing that row's run (and the row
+    // alone, step.ts); a GPU's reads whatever lies there and answers garbage. So off the CPU, ids are checked here.
+    if (this.#sessions.device.kind !== 'cpu') {
+      const vocab = this.#config.vocabSize;
+      const bad = [...inputIds, settings.forcedTokenId].find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
+      if (bad !== undefined) {
+        return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`));
+      }
+    }
     return this.#generator.submit({ inputIds, settings }, options);
   }
 
