@@ -23,6 +23,15 @@ export interface DecoderRun {
   cross: Float32Array[] | null;
   /** Wall time of the run (ms). */
   ms: number;
+  /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
+  hostBytes: number;
+}
+
+/** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
+function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
+  let bytes = 0;
+  for (const t of tensors) if (t.location === 'cpu') bytes += (t.data as ArrayBufferView).byteLength;
+  return bytes;
 }
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
@@ -67,11 +76,13 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const started = performance.now();
   const splitCross = cached ? ctx.sessions.cross : null;
   let cross: Float32Array[] | null = null;
+  let hostBytes = 0;
   if (splitCross !== null && first) {
     const crossFeeds: Record<string, ort.Tensor> = {};
     for (const [name, tensor] of Object.entries({ ...feeds, encoder_hidden_states: states }))
       if (splitCross.inputNames.includes(name)) crossFeeds[name] = tensor;
     const made = await splitCross.run(crossFeeds);
+    hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(made));
     cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
       const name = `present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`;
       return made[name]!.data as Float32Array;
@@ -105,7 +116,8 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
     }
   }
   const out = await ctx.sessions.decoder.run(feeds, fetches);
-  return { out, selfMask, top2, cross, ms: performance.now() - started };
+  hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
+  return { out, selfMask, top2, cross, ms: performance.now() - started, hostBytes };
 }
 
 /**
@@ -155,6 +167,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.decoderMs += run.ms;
   stats.decoderRuns++;
   stats.decoderRows += n;
+  stats.decoderHostBytes += run.hostBytes;
   cohort.steps++;
 
   const deciding = performance.now();

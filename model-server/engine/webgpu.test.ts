@@ -61,9 +61,25 @@ describe('WebGPU through lavapipe', () => {
       expect(gpu.dtype).toBe('fp32');
     });
 
-    it('greedy: a batch gives the CPU provider tokens, row for row', async () => {
+    it('greedy: a batch gives the CPU provider tokens, row for row; the host bytes per step are counted', async () => {
       const list = rows(6, 3);
-      expect(await ids(gpu, list, GREEDY)).toEqual(await ids(cpu, list, GREEDY));
+      const crossed = async (engine: TranslationEngine) => {
+        const before = engine.stats();
+        const out = await ids(engine, list, GREEDY);
+        const after = engine.stats();
+        return {
+          out,
+          bytes: after.decoderHostBytes - before.decoderHostBytes,
+          rows: after.decoderRows - before.decoderRows,
+        };
+      };
+      const onGpu = await crossed(gpu);
+      const onCpu = await crossed(cpu);
+      expect(onGpu.out).toEqual(onCpu.out);
+      // Every cache still crosses the host each step: at least the self-attention cache (2 per layer).
+      const selfCacheRowStep = 2 * gpu.config.decoderLayers * gpu.config.dModel * 4;
+      expect(onGpu.bytes / onGpu.rows).toBeGreaterThan(selfCacheRowStep);
+      expect(onGpu.bytes).toBe(onCpu.bytes);
     });
 
     it('beam 2: a batch gives the CPU provider tokens, row for row', async () => {
