@@ -82,7 +82,12 @@ export interface StepDecision {
  */
 export type StepScores =
   | { kind: 'logits'; data: Float32Array; stride: number; offset: number; vocab: number }
-  | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number };
+  | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number }
+  /**
+   * The beam head's (beam-head.ts): row `r`'s `k` best logits `values`/`ids[r·k … +k)`, best first (ties: lower
+   * id first, as the logits scan), and its log-softmax normaliser `logSumExp[r]`.
+   */
+  | { kind: 'topk'; values: Float32Array; ids: BigInt64Array; logSumExp: Float32Array; k: number };
 
 /**
  * Decide the successors of `rows` from their next-token scores.
@@ -99,8 +104,8 @@ export function decideStep(rows: readonly Row[], scores: StepScores, eosId: numb
     while (end < rows.length && rows[end]!.state === state) end++;
     if (state.settings.strategy === 'greedy') {
       for (let r = i; r < end; r++) greedy(rows[r]!, r, scores, eosId, next, done);
-    } else if (scores.kind === 'logits') {
-      beam(rows, i, end, scores.data, scores.stride, scores.offset, scores.vocab, eosId, next, done);
+    } else if (scores.kind !== 'top2') {
+      beam(rows, i, end, scores, eosId, next, done);
     } else {
       throw new Error('beam search needs the full logits, not top-2 scores');
     }
@@ -125,8 +130,8 @@ function greedy(
     token = settings.forcedTokenId;
   } else {
     const suppressEos = generated < settings.minNewTokens;
-    const base = scores.offset + index * scores.stride;
-    if (scores.kind === 'top2') {
+    const base = scores.kind === 'topk' ? index * scores.k : scores.offset + index * scores.stride;
+    if (scores.kind !== 'logits') {
       // The decoder's TopK: the runner-up stands in when a suppressed `</s>` won.
       const pick = Number(scores.ids[base]!) === eosId && suppressEos ? 1 : 0;
       token = Number.isNaN(scores.values[base + pick]!) ? -1 : Number(scores.ids[base + pick]!);
@@ -181,10 +186,7 @@ function beam(
   rows: readonly Row[],
   start: number,
   end: number,
-  logits: Float32Array,
-  stride: number,
-  offset: number,
-  vocab: number,
+  scores: Exclude<StepScores, { kind: 'top2' }>,
   eosId: number,
   next: StepDecision['next'],
   done: SearchState[],
@@ -203,9 +205,30 @@ function beam(
     const suppressEos = generated < settings.minNewTokens;
     // Top `width` candidates over all live beams, kept sorted (descending) by insertion.
     const top: Candidate[] = [];
+    const offer = (score: number, token: number, source: number) => {
+      if (top.length === width && !(score > top[width - 1]!.score)) return;
+      let at = top.length === width ? width - 1 : top.length;
+      while (at > 0 && top[at - 1]!.score < score) {
+        top[at] = top[at - 1]!;
+        at--;
+      }
+      top[at] = { score, token, source };
+    };
     for (let r = start; r < end; r++) {
-      const base = offset + r * stride;
+      if (scores.kind === 'topk') {
+        // The row's best candidates in the order the scan below would offer equal scores (lower id first).
+        if (scores.k < width + 1) throw new Error(`beam head gave ${scores.k} candidates; ${width + 1} needed`);
+        const shift = rows[r]!.hyp.logprob - scores.logSumExp[r]!;
+        for (let j = r * scores.k; j < (r + 1) * scores.k; j++) {
+          const token = Number(scores.ids[j]!);
+          if (!(suppressEos && token === eosId)) offer(scores.values[j]! + shift, token, r);
+        }
+        continue;
+      }
+      const { data: logits, vocab } = scores;
+      const base = scores.offset + r * scores.stride;
       const shift = rows[r]!.hyp.logprob - logSumExp(logits, base, vocab);
+      // The hot loop of a host-scanned beam step (vocab × beams): `offer` inlined.
       for (let v = 0; v < vocab; v++) {
         if (suppressEos && v === eosId) continue;
         const score = logits[base + v]! + shift;

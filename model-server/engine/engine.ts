@@ -61,6 +61,12 @@ export interface EngineOptions {
    * `decoderOutputs`; `as-exported`: the graph as is (tests compare the two).
    */
   decoderGraph?: 'rewritten' | 'as-exported';
+  /**
+   * Beam steps take each row's top candidates and log-softmax normaliser from a small graph on the decoder's device
+   * (beam-head.ts) instead of scanning the logits on the host. Default: with the rewritten decoder; false: the
+   * host scan (tests and measurements compare the two).
+   */
+  beamHead?: boolean;
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
   /**
@@ -173,6 +179,7 @@ export class TranslationEngine {
       intraOpThreads: options.intraOpThreads ?? 0,
       decoder: options.decoder ?? 'auto',
       decoderGraph: options.decoderGraph ?? 'rewritten',
+      ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -312,6 +319,7 @@ export class TranslationEngine {
       await this.#sessions.encoder.release();
       await this.#sessions.decoder.release();
       await this.#sessions.cross?.release();
+      await this.#sessions.beamHead?.release();
     })();
     return this.#closed;
   }

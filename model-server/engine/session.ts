@@ -14,6 +14,7 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import { beamHeadModel } from './beam-head.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
@@ -91,6 +92,8 @@ export interface SessionOptions {
    * compare the two).
    */
   decoderGraph?: 'rewritten' | 'as-exported';
+  /** Beam steps take their top candidates from the beam head (beam-head.ts); default: with a rewritten decoder. */
+  beamHead?: boolean;
 }
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -112,6 +115,8 @@ export interface EngineSessions {
    * `decoder` is then the merged graph's cache branch alone. Null: `decoder`'s first step makes that cache.
    */
   cross: EngineSession | null;
+  /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
+  beamHead: EngineSession | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -228,6 +233,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     return files;
   };
 
+  const wantsBeamHead = options.beamHead ?? (options.decoderGraph ?? 'rewritten') === 'rewritten';
   const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
     const created: ort.InferenceSession[] = [];
     const open = async (source: string | Uint8Array) => {
@@ -246,7 +252,8 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const encoder = await open(files.encoderFile);
       const decoder = await open(files.rewritten.bytes ?? files.decoderFile);
       const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross);
-      return { encoder, decoder, cross };
+      const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
+      return { encoder, decoder, cross, beamHead };
     } catch (err) {
       for (const session of created) await session.release();
       throw err;
@@ -305,7 +312,12 @@ function firstLine(message: string): string {
 }
 
 function finish(
-  sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession; cross: ort.InferenceSession | null },
+  sessions: {
+    encoder: ort.InferenceSession;
+    decoder: ort.InferenceSession;
+    cross: ort.InferenceSession | null;
+    beamHead: ort.InferenceSession | null;
+  },
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
@@ -315,6 +327,7 @@ function finish(
     encoder: float32Boundary(sessions.encoder),
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
+    beamHead: sessions.beamHead,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),

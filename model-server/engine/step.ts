@@ -8,6 +8,7 @@
  */
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
+import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
@@ -19,6 +20,8 @@ export interface DecoderRun {
   selfMask: BigInt64Array | null;
   /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
   top2: { values: string; ids: string } | null;
+  /** The beam head's answer for this step's logits (beam-head.ts); null: the host scans the logits. */
+  topk: Extract<StepScores, { kind: 'topk' }> | null;
   /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
   cross: Float32Array[] | null;
   /** Wall time of the run (ms). */
@@ -117,7 +120,28 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   }
   const out = await ctx.sessions.decoder.run(feeds, fetches);
   hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
-  return { out, selfMask, top2, cross, ms: performance.now() - started, hostBytes };
+  let topk: DecoderRun['topk'] = null;
+  const head = ctx.sessions.beamHead;
+  const logits = out.logits;
+  // Logits wider than the vocabulary (padded columns) are left to the scan, which stops at vocab_size.
+  if (top2 === null && head !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
+    // K = 2·numBeams + 1 of the widest beam sequence (beam-head.ts); greedy rows read their first two.
+    let k = 2;
+    for (const row of rows)
+      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+    k = Math.min(k, ctx.config.vocabSize);
+    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+    const made = await head.run(headFeeds);
+    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
+    topk = {
+      kind: 'topk',
+      values: made[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
+      logSumExp: made[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+      k,
+    };
+  }
+  return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
 }
 
 /**
@@ -171,7 +195,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   cohort.steps++;
 
   const deciding = performance.now();
-  const decision = decideStep(cohort.rows, stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
+  const decision = decideStep(cohort.rows, run.topk ?? stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
   stats.searchMs += performance.now() - deciding;
 
   if (ctx.sessions.decoderKind !== 'merged') return decision;
