@@ -27,8 +27,11 @@ t0=$(date +%s)
 step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
 
 step "kit"
+# The kit's scripts read unset variables: sourced without -u.
+set +u
 # shellcheck source=/dev/null
 source "$KIT_DIR/kit-env.sh"
+set -u
 xz -dc "$KIT_DIR/engine.mjs.xz" >"$KIT_WORK/engine.mjs"
 export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296
 ENGINE=("$KIT_NODE" "$KIT_WORK/engine.mjs")
