@@ -12,15 +12,24 @@ import type { DtypeRequest } from './engine/session.js';
 import type { WireError } from '../common/errors.js';
 
 /** Where a worker is asked to run: the seed's setup_config device id, or the CPU. */
-export type DeviceRequest = { kind: 'cpu' } | { kind: 'cuda'; id: number };
+export type DeviceRequest =
+  | { kind: 'cpu' }
+  | { kind: 'cuda'; id: number }
+  /**
+   * onnxruntime's WebGPU provider (Dawn on Vulkan) for GPU `id`. `software`: a software adapter (lavapipe,
+   * SwiftShader) instead of a GPU's, for tests and hosts that allow it (engine/vulkan-drivers.ts).
+   */
+  | { kind: 'webgpu'; id: number; software?: boolean };
 
-/** Where a worker actually runs; `fallbackReason` says why a CUDA request ended on the CPU. */
+/** Where a worker actually runs; `fallbackReason` says why a GPU request ended on the CPU. */
 export interface DeviceInfo {
-  kind: 'cpu' | 'cuda';
-  /** CUDA device id, or null on the CPU. */
+  kind: 'cpu' | 'cuda' | 'webgpu';
+  /** GPU id, or null on the CPU. */
   id: number | null;
-  /** onnxruntime execution provider actually used (`cpu`, `cuda`) or `none` for handlers without one. */
+  /** onnxruntime execution provider actually used (`cpu`, `cuda`, `webgpu`) or `none` for handlers without one. */
   provider: string;
+  /** WebGPU: the adapter is a software one (lavapipe, SwiftShader), asked for explicitly. */
+  software?: boolean;
   fallbackReason?: string;
 }
 

@@ -96,7 +96,12 @@ export interface StepDecision {
  */
 export type StepScores =
   | { kind: 'logits'; data: Float32Array; stride: number; offset: number; vocab: number }
-  | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number };
+  | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number }
+  /**
+   * The beam head's (beam-head.ts): row `r`'s `k` best logits `values`/`ids[r·k … +k)`, best first (ties: lower
+   * id first, as the logits scan), and its log-softmax normaliser `logSumExp[r]`.
+   */
+  | { kind: 'topk'; values: Float32Array; ids: BigInt64Array; logSumExp: Float32Array; k: number };
 
 /**
  * Decide the successors of `rows` from their next-token scores.
@@ -113,8 +118,8 @@ export function decideStep(rows: readonly Row[], scores: StepScores, eosId: numb
     while (end < rows.length && rows[end]!.state === state) end++;
     if (state.settings.strategy === 'greedy') {
       for (let r = i; r < end; r++) greedy(rows[r]!, r, scores, eosId, next, done);
-    } else if (scores.kind === 'logits') {
-      beam(rows, i, end, scores.data, scores.stride, scores.offset, scores.vocab, eosId, next, done);
+    } else if (scores.kind !== 'top2') {
+      beam(rows, i, end, scores, eosId, next, done);
     } else {
       throw new Error('beam search needs the full logits, not top-2 scores');
     }
@@ -144,8 +149,8 @@ function greedy(
     token = forced;
   } else {
     const suppressEos = generated < settings.minNewTokens;
-    const base = scores.offset + index * scores.stride;
-    if (scores.kind === 'top2') {
+    const base = scores.kind === 'topk' ? index * scores.k : scores.offset + index * scores.stride;
+    if (scores.kind !== 'logits') {
       // The decoder's TopK: the runner-up stands in when a suppressed `</s>` won.
       const pick = Number(scores.ids[base]!) === eosId && suppressEos ? 1 : 0;
       token = Number.isNaN(scores.values[base + pick]!) ? -1 : Number(scores.ids[base + pick]!);
@@ -167,6 +172,55 @@ function greedy(
   } else {
     next.push({ source: index, row });
   }
+}
+
+/**
+ * Offer one beam's candidates under its sequence's constraints (constraints.ts): only the forced token while a term
+ * is being written or must start; otherwise every candidate but `</s>` while a term is unmet, the next term's first
+ * token taking `</s>`'s score when that is higher. From a beam head's top-k, a token outside it scores as the k-th
+ * best (a bound: its own score is no higher), since the head returns no other.
+ */
+function constrainedCandidates(
+  hyp: Hypothesis,
+  r: number,
+  scores: Exclude<StepScores, { kind: 'top2' }>,
+  constraints: Constraints,
+  left: number,
+  suppressEos: boolean,
+  eosId: number,
+  offer: (score: number, token: number, source: number) => void,
+): void {
+  const progress = hyp.progress ?? NO_PROGRESS;
+  const forced = constraints.forced(progress, left);
+  const holdEnd = !constraints.mayEnd(progress);
+  const termStart = holdEnd && forced === undefined ? constraints.nextStart(progress) : -1;
+  let scoreOf: (token: number) => number;
+  let candidates: Iterable<number>;
+  if (scores.kind === 'topk') {
+    const from = r * scores.k;
+    const shift = hyp.logprob - scores.logSumExp[r]!;
+    const ids = Array.from(scores.ids.subarray(from, from + scores.k), Number);
+    scoreOf = (token) => {
+      const at = ids.indexOf(token);
+      return scores.values[from + (at < 0 ? scores.k - 1 : at)]! + shift;
+    };
+    candidates = termStart < 0 || ids.includes(termStart) ? ids : [...ids, termStart];
+  } else {
+    const base = scores.offset + r * scores.stride;
+    const shift = hyp.logprob - logSumExp(scores.data, base, scores.vocab);
+    scoreOf = (token) => scores.data[base + token]! + shift;
+    candidates = tokenIds(scores.vocab);
+  }
+  if (forced !== undefined) return offer(scoreOf(forced), forced, r);
+  const endScore = holdEnd ? scoreOf(eosId) : -Infinity;
+  for (const token of candidates) {
+    if ((suppressEos || holdEnd) && token === eosId) continue;
+    offer(token === termStart ? Math.max(scoreOf(token), endScore) : scoreOf(token), token, r);
+  }
+}
+
+function* tokenIds(vocab: number): Generator<number> {
+  for (let v = 0; v < vocab; v++) yield v;
 }
 
 /** Index of the largest of `logits[base … base+vocab)`, skipping `skip`; -1 when every value is NaN. */
@@ -202,10 +256,7 @@ function beam(
   rows: readonly Row[],
   start: number,
   end: number,
-  logits: Float32Array,
-  stride: number,
-  offset: number,
-  vocab: number,
+  scores: Exclude<StepScores, { kind: 'top2' }>,
   eosId: number,
   next: StepDecision['next'],
   done: SearchState[],
@@ -225,18 +276,46 @@ function beam(
     const constraints = settings.constraints;
     // Top `width` candidates over all live beams, kept sorted (descending) by insertion.
     const top: Candidate[] = [];
+    const offer = (score: number, token: number, source: number) => {
+      if (top.length === width && !(score > top[width - 1]!.score)) return;
+      let at = top.length === width ? width - 1 : top.length;
+      while (at > 0 && top[at - 1]!.score < score) {
+        top[at] = top[at - 1]!;
+        at--;
+      }
+      top[at] = { score, token, source };
+    };
     for (let r = start; r < end; r++) {
-      const base = offset + r * stride;
+      if (constraints !== undefined) {
+        constrainedCandidates(
+          rows[r]!.hyp,
+          r,
+          scores,
+          constraints,
+          settings.maxNewTokens - generated,
+          suppressEos,
+          eosId,
+          offer,
+        );
+        continue;
+      }
+      if (scores.kind === 'topk') {
+        // The row's best candidates in the order the scan below would offer equal scores (lower id first).
+        if (scores.k < width + 1) throw new Error(`beam head gave ${scores.k} candidates; ${width + 1} needed`);
+        const shift = rows[r]!.hyp.logprob - scores.logSumExp[r]!;
+        for (let j = r * scores.k; j < (r + 1) * scores.k; j++) {
+          const token = Number(scores.ids[j]!);
+          if (!(suppressEos && token === eosId)) offer(scores.values[j]! + shift, token, r);
+        }
+        continue;
+      }
+      const { data: logits, vocab } = scores;
+      const base = scores.offset + r * scores.stride;
       const shift = rows[r]!.hyp.logprob - logSumExp(logits, base, vocab);
-      const progress = rows[r]!.hyp.progress ?? NO_PROGRESS;
-      const forced = constraints?.forced(progress, settings.maxNewTokens - generated);
-      // While a term is unmet, `</s>` is not a candidate; its score goes to starting the next unmet term.
-      const holdEnd = constraints !== undefined && !constraints.mayEnd(progress);
-      const termStart = holdEnd && forced === undefined ? constraints.nextStart(progress) : -1;
-      const endScore = holdEnd ? logits[base + eosId]! + shift : -Infinity;
-      for (let v = forced ?? 0; v < (forced === undefined ? vocab : forced + 1); v++) {
-        if ((suppressEos || holdEnd) && v === eosId) continue;
-        const score = v === termStart ? Math.max(logits[base + v]! + shift, endScore) : logits[base + v]! + shift;
+      // The hot loop of a host-scanned beam step (vocab × beams): `offer` inlined.
+      for (let v = 0; v < vocab; v++) {
+        if (suppressEos && v === eosId) continue;
+        const score = logits[base + v]! + shift;
         if (top.length === width && !(score > top[width - 1]!.score)) continue;
         let at = top.length === width ? width - 1 : top.length;
         while (at > 0 && top[at - 1]!.score < score) {

@@ -62,6 +62,12 @@ export interface EngineOptions {
    * `decoderOutputs`; `as-exported`: the graph as is (tests compare the two).
    */
   decoderGraph?: 'rewritten' | 'as-exported';
+  /**
+   * Beam steps take each row's top candidates and log-softmax normaliser from a small graph on the decoder's device
+   * (beam-head.ts) instead of scanning the logits on the host. Default: with the rewritten decoder; false: the
+   * host scan (tests and measurements compare the two).
+   */
+  beamHead?: boolean;
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
   /**
@@ -188,6 +194,7 @@ export class TranslationEngine {
       intraOpThreads: options.intraOpThreads ?? 0,
       decoder: options.decoder ?? 'auto',
       decoderGraph: options.decoderGraph ?? 'rewritten',
+      ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -328,6 +335,15 @@ export class TranslationEngine {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
+    // The CPU provider's Gather refuses an id outside the embedding table, failing that row's run (and the row
+    // alone, step.ts); a GPU's reads whatever lies there and answers garbage. So off the CPU, ids are checked here.
+    if (this.#sessions.device.kind !== 'cpu') {
+      const vocab = this.#config.vocabSize;
+      const bad = [...inputIds, settings.forcedTokenId].find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
+      if (bad !== undefined) {
+        return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`));
+      }
+    }
     return this.#generator.submit({ inputIds, settings }, options);
   }
 
@@ -338,6 +354,7 @@ export class TranslationEngine {
       await this.#sessions.encoder.release();
       await this.#sessions.decoder.release();
       await this.#sessions.cross?.release();
+      await this.#sessions.beamHead?.release();
     })();
     return this.#closed;
   }

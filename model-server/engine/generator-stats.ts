@@ -26,6 +26,12 @@ export interface GeneratorStats {
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /**
+   * Bytes that crossed between the host and the device in decoder steps (their cross-attention runs included):
+   * every input fed from and every output returned to host memory, the caches too. On the CPU provider they are
+   * the step's host-memory traffic; on a GPU they are copies. Per row per step: ÷ decoderRows.
+   */
+  decoderHostBytes: number;
+  /**
    * Wall time inside encoder runs (with the cross-attention runs over the encoded tokens, encode.ts), decoder runs,
    * search decisions and tensor re-layouts, cache appends included (ms).
    */
@@ -45,6 +51,7 @@ export function emptyGeneratorStats(): GeneratorStats {
     encodedRows: 0,
     merges: 0,
     pauses: 0,
+    decoderHostBytes: 0,
     cancelled: 0,
     cancelledRows: 0,
     failed: 0,

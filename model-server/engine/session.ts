@@ -2,8 +2,11 @@
  * @module engine/session — the onnxruntime-node sessions of one engine: an encoder and a decoder on one
  * device, shared by every language the engine serves.
  *
- * Device policy: CUDA (`deviceId` N) when asked for; if the CUDA provider or the GPU is missing the
- * sessions are created on the CPU and `DeviceInfo.fallbackReason` says why — never silently.
+ * Device policy: CUDA (`deviceId` N) or WebGPU when asked for (the frontend's devices.ts decides which a GPU-pinned
+ * model asks for); if that provider or its GPU is missing the sessions are created on the CPU and
+ * `DeviceInfo.fallbackReason` says why — never silently. WebGPU sees the GPUs' Vulkan drivers only, or only the
+ * software ones when the request says `software` (vulkan-drivers.ts). onnxruntime-node 1.30's WebGPU provider takes no adapter choice:
+ * it uses Dawn's first high-performance adapter whatever the GPU id (docs/engine.md, "GPU devices").
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -11,10 +14,12 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import { beamHeadModel } from './beam-head.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import { joinModel, splitModel, weightName } from './onnx-wire.js';
+import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 /** Which decoder graph drives generation. */
 export type DecoderKind =
@@ -45,11 +50,14 @@ export const DTYPE_SUFFIX: Readonly<Record<ModelDtype, string>> = {
  * `auto`'s preference per device, first present wins. CPU: int8 (onnxruntime's int8 GEMM is several times its
  * float32 MatMul on this kind of CPU; README "Choosing a dtype" has the measurements and the rule that orders
  * q8-rows and q8); never fp16, which the CPU provider runs no faster than fp32. CUDA: fp16 (tensor cores, half
- * the memory); int8 there would run MatMulInteger, which the CUDA provider does not accelerate.
+ * the memory); int8 there would run MatMulInteger, which the CUDA provider does not accelerate. WebGPU: fp32 (its
+ * fp16 MatMul is within 1e-2 of fp32, not within 2e-6, and was no faster at the decoder's shapes on an H200:
+ * ../shared/gpu-kit/README.md); never int8, which it has no kernels for.
  */
-export const AUTO_DTYPES: Readonly<Record<'cpu' | 'cuda', readonly ModelDtype[]>> = {
+export const AUTO_DTYPES: Readonly<Record<'cpu' | 'cuda' | 'webgpu', readonly ModelDtype[]>> = {
   cpu: ['q8-rows', 'q8', 'fp32'],
   cuda: ['fp16', 'fp32'],
+  webgpu: ['fp32', 'fp16'],
 };
 
 /** The dtype a graph file holds, from its name (`decoder_model_merged_quantized.onnx` → `q8`). */
@@ -84,6 +92,8 @@ export interface SessionOptions {
    * compare the two).
    */
   decoderGraph?: 'rewritten' | 'as-exported';
+  /** Beam steps take their top candidates from the beam head (beam-head.ts); default: with a rewritten decoder. */
+  beamHead?: boolean;
 }
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -105,6 +115,8 @@ export interface EngineSessions {
    * `decoder` is then the merged graph's cache branch alone. Null: `decoder`'s first step makes that cache.
    */
   cross: EngineSession | null;
+  /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
+  beamHead: EngineSession | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -164,7 +176,7 @@ function missingFiles(modelDir: string, dtype: ModelDtype): string[] {
  * The dtype to load on `device`: the one asked for if its files are there, or for `auto` the first of
  * `AUTO_DTYPES[device]` present. @throws ServeError WORKER_START_FAILED naming the missing files and how to make them
  */
-export function chooseDtype(modelDir: string, requested: DtypeRequest, device: 'cpu' | 'cuda'): DtypeChoice {
+export function chooseDtype(modelDir: string, requested: DtypeRequest, device: 'cpu' | 'cuda' | 'webgpu'): DtypeChoice {
   if (requested !== 'auto') {
     const missing = missingFiles(modelDir, requested);
     if (missing.length > 0) {
@@ -185,7 +197,8 @@ export function chooseDtype(modelDir: string, requested: DtypeRequest, device: '
     if (missingFiles(modelDir, dtype).length === 0) {
       const skipped = AUTO_DTYPES[device].slice(0, AUTO_DTYPES[device].indexOf(dtype));
       const absent = skipped.length > 0 ? ` (no ${skipped.join(', ')} files)` : '';
-      return { dtype, requested, reason: `auto on ${device.toUpperCase()}: ${dtype}${absent}` };
+      const name = device === 'webgpu' ? 'WebGPU' : device.toUpperCase();
+      return { dtype, requested, reason: `auto on ${name}: ${dtype}${absent}` };
     }
   }
   throw new ServeError('WORKER_START_FAILED', `Missing ${path.join(modelDir, 'onnx', 'encoder_model.onnx')}.`);
@@ -220,6 +233,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     return files;
   };
 
+  const wantsBeamHead = options.beamHead ?? (options.decoderGraph ?? 'rewritten') === 'rewritten';
   const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
     const created: ort.InferenceSession[] = [];
     const open = async (source: string | Uint8Array) => {
@@ -238,7 +252,8 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const encoder = await open(files.encoderFile);
       const decoder = await open(files.rewritten.bytes ?? files.decoderFile);
       const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross);
-      return { encoder, decoder, cross };
+      const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
+      return { encoder, decoder, cross, beamHead };
     } catch (err) {
       for (const session of created) await session.release();
       throw err;
@@ -257,6 +272,24 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
   }
+  if (device.kind === 'webgpu') {
+    const drivers = webgpuDrivers(device.software === true);
+    if (!drivers.ok) {
+      fallbackReason = `WebGPU on GPU ${device.id} unavailable: ${drivers.reason}`;
+    } else {
+      const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'webgpu');
+      try {
+        restrictVulkanDrivers(drivers.manifests);
+        const files = filesFor(choice.dtype);
+        const sessions = await create(files, { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig);
+        const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
+        if (device.software === true) info.software = true;
+        return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
+      } catch (err) {
+        fallbackReason = `WebGPU on GPU ${device.id} unavailable: ${firstLine((err as Error).message)}`;
+      }
+    }
+  }
   const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'cpu');
   const files = filesFor(choice.dtype);
   try {
@@ -271,8 +304,20 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   }
 }
 
+/** onnxruntime's messages carry a source location first: `…/webgpu_context.cc:136 … Failed to get a WebGPU adapter`. */
+function firstLine(message: string): string {
+  const line = message.split('\n')[0] ?? message;
+  const reason = /(Failed to [^\n]*|No supported adapters[^\n]*)$/.exec(line);
+  return reason?.[1] ?? line;
+}
+
 function finish(
-  sessions: { encoder: ort.InferenceSession; decoder: ort.InferenceSession; cross: ort.InferenceSession | null },
+  sessions: {
+    encoder: ort.InferenceSession;
+    decoder: ort.InferenceSession;
+    cross: ort.InferenceSession | null;
+    beamHead: ort.InferenceSession | null;
+  },
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
@@ -282,6 +327,7 @@ function finish(
     encoder: float32Boundary(sessions.encoder),
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
+    beamHead: sessions.beamHead,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),

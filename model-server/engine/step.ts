@@ -8,6 +8,7 @@
  */
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
+import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
@@ -19,10 +20,21 @@ export interface DecoderRun {
   selfMask: BigInt64Array | null;
   /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
   top2: { values: string; ids: string } | null;
+  /** The beam head's answer for this step's logits (beam-head.ts); null: the host scans the logits. */
+  topk: Extract<StepScores, { kind: 'topk' }> | null;
   /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
   cross: Float32Array[] | null;
   /** Wall time of the run (ms). */
   ms: number;
+  /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
+  hostBytes: number;
+}
+
+/** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
+function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
+  let bytes = 0;
+  for (const t of tensors) if (t.location === 'cpu') bytes += (t.data as ArrayBufferView).byteLength;
+  return bytes;
 }
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
@@ -67,11 +79,13 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const started = performance.now();
   const splitCross = cached ? ctx.sessions.cross : null;
   let cross: Float32Array[] | null = null;
+  let hostBytes = 0;
   if (splitCross !== null && first) {
     const crossFeeds: Record<string, ort.Tensor> = {};
     for (const [name, tensor] of Object.entries({ ...feeds, encoder_hidden_states: states }))
       if (splitCross.inputNames.includes(name)) crossFeeds[name] = tensor;
     const made = await splitCross.run(crossFeeds);
+    hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(made));
     cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
       const name = `present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`;
       return made[name]!.data as Float32Array;
@@ -105,7 +119,29 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
     }
   }
   const out = await ctx.sessions.decoder.run(feeds, fetches);
-  return { out, selfMask, top2, cross, ms: performance.now() - started };
+  hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
+  let topk: DecoderRun['topk'] = null;
+  const head = ctx.sessions.beamHead;
+  const logits = out.logits;
+  // Logits wider than the vocabulary (padded columns) are left to the scan, which stops at vocab_size.
+  if (top2 === null && head !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
+    // K = 2·numBeams + 1 of the widest beam sequence (beam-head.ts); greedy rows read their first two.
+    let k = 2;
+    for (const row of rows)
+      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+    k = Math.min(k, ctx.config.vocabSize);
+    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+    const made = await head.run(headFeeds);
+    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
+    topk = {
+      kind: 'topk',
+      values: made[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
+      logSumExp: made[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+      k,
+    };
+  }
+  return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
 }
 
 /**
@@ -155,10 +191,11 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.decoderMs += run.ms;
   stats.decoderRuns++;
   stats.decoderRows += n;
+  stats.decoderHostBytes += run.hostBytes;
   cohort.steps++;
 
   const deciding = performance.now();
-  const decision = decideStep(cohort.rows, stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
+  const decision = decideStep(cohort.rows, run.topk ?? stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
   stats.searchMs += performance.now() - deciding;
 
   if (ctx.sessions.decoderKind !== 'merged') return decision;

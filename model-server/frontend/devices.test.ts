@@ -2,7 +2,8 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { detectCuda, placeModel } from './devices.js';
+import { listVulkanDrivers, webgpuDrivers } from '../engine/vulkan-drivers.js';
+import { detectCuda, detectWebGpu, placeModel, type WebGpuAvailability } from './devices.js';
 import { GpuMonitor, parseGpuCsv } from './gpu-monitor.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-devices-'));
@@ -56,6 +57,80 @@ describe('device placement', () => {
     expect(placeModel('0', { gpus: [], unavailableReason: 'no driver' }).fallbackReason).toBe(
       'cuda:0 requested; no driver',
     );
+  });
+
+  it('CUDA unusable: WebGPU when an adapter was found, else the CPU with both reasons', () => {
+    const noCuda = { gpus: [], unavailableReason: 'no CUDA provider' };
+    const found: WebGpuAvailability = { available: true, software: false, unavailableReason: undefined };
+    expect(placeModel('1', noCuda, found)).toEqual({
+      device: { kind: 'webgpu', id: 1 },
+      requestedCudaId: 1,
+      fallbackReason: 'cuda:1 requested; no CUDA provider: running on WebGPU',
+    });
+    expect(placeModel('0', noCuda, { ...found, software: true }).device).toEqual({
+      kind: 'webgpu',
+      id: 0,
+      software: true,
+    });
+    const none: WebGpuAvailability = { available: false, software: false, unavailableReason: 'WebGPU: no adapter' };
+    expect(placeModel('0', noCuda, none)).toEqual({
+      device: { kind: 'cpu' },
+      requestedCudaId: 0,
+      fallbackReason: 'cuda:0 requested; no CUDA provider; WebGPU: no adapter',
+    });
+    // CUDA wins whatever WebGPU offers.
+    expect(placeModel('0', { gpus: [0], unavailableReason: undefined }, found).device).toEqual({ kind: 'cuda', id: 0 });
+  });
+});
+
+describe('WebGPU devices', () => {
+  const icd = (name: string, library: string) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, JSON.stringify({ file_format_version: '1.0.0', ICD: { library_path: library } }));
+    return file;
+  };
+
+  it('classifies Vulkan drivers: lavapipe and SwiftShader are software; a given list overrides the folders', () => {
+    const folder = mkdtempSync(path.join(dir, 'icd.d-'));
+    const lvp = icd('icd.d-lvp.json', '/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so');
+    const swift = icd('icd.d-swift.json', 'libvk_swiftshader.so');
+    const nvidia = icd('icd.d-nvidia.json', 'libEGL_nvidia.so.0');
+    writeFileSync(path.join(folder, 'lvp.json'), JSON.stringify({ ICD: { library_path: 'libvulkan_lvp.so' } }));
+    expect(listVulkanDrivers({}, [folder])).toEqual([
+      { manifest: path.join(folder, 'lvp.json'), library: 'libvulkan_lvp.so', software: true },
+    ]);
+    const env = { VK_DRIVER_FILES: [lvp, swift, nvidia].join(':') };
+    expect(listVulkanDrivers(env, [folder]).map((d) => d.software)).toEqual([true, true, false]);
+    expect(webgpuDrivers(false, env)).toEqual({ ok: true, manifests: [nvidia] });
+    expect(webgpuDrivers(true, env)).toEqual({ ok: true, manifests: [lvp, swift] });
+    expect(webgpuDrivers(false, { VK_ICD_FILENAMES: lvp })).toEqual({
+      ok: false,
+      reason: 'only software Vulkan drivers are installed (libvulkan_lvp.so); WEBGPU_ALLOW_SOFTWARE=1 allows them',
+    });
+    expect(webgpuDrivers(true, { VK_DRIVER_FILES: nvidia })).toMatchObject({ ok: false });
+  });
+
+  // The real probe (a child process creating a WebGPU session) on this host's drivers: a software adapter is
+  // never taken unless allowed, so a CPU-only host with Mesa stays on the CPU.
+  const lavapipe = listVulkanDrivers().find((d) => d.software);
+  it.runIf(lavapipe !== undefined)('the probe takes lavapipe only when software adapters are allowed', () => {
+    const saved = process.env.VK_DRIVER_FILES;
+    process.env.VK_DRIVER_FILES = lavapipe!.manifest;
+    try {
+      expect(detectWebGpu({ allowSoftware: false })).toEqual({
+        available: false,
+        software: false,
+        unavailableReason: expect.stringMatching(/^WebGPU: only software Vulkan drivers are installed/),
+      });
+      expect(detectWebGpu({ allowSoftware: true })).toEqual({
+        available: true,
+        software: true,
+        unavailableReason: undefined,
+      });
+    } finally {
+      if (saved === undefined) delete process.env.VK_DRIVER_FILES;
+      else process.env.VK_DRIVER_FILES = saved;
+    }
   });
 });
 

@@ -14,7 +14,7 @@ import type { Logger } from '../../common/logger.js';
 import { DEFAULT_MODEL_VERSION, MODEL_NAME_PATTERN, RUNTIMES, resolveStoreEntry } from '../store/manifest.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import { Batcher } from './batcher.js';
-import { placeModel, type CudaAvailability } from './devices.js';
+import { placeModel, type CudaAvailability, type WebGpuAvailability } from './devices.js';
 import type { GpuMonitor } from './gpu-monitor.js';
 import { BULK_REQUEST_JOBS, Job, newJobId } from './job.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
@@ -23,6 +23,7 @@ import { ModelRegistry, type ModelEntry } from './registry.js';
 import { SnapshotStore, type SavedModel } from './snapshot.js';
 import type { WorkerSpawner } from './worker-handle.js';
 import { deviceLabel } from './worker-handle.js';
+import type { DeviceInfo } from '../protocol.js';
 import { WorkerPool, type EngineSpec } from './worker-pool.js';
 
 /** Timings with production defaults that tests shorten. */
@@ -46,6 +47,8 @@ export interface ModelManagerOptions {
   /** setup_config.json (languages → GPU id); models it does not name run on the CPU. */
   setupConfig: SetupConfig | undefined;
   cuda: CudaAvailability;
+  /** Whether GPU-pinned models may run on WebGPU when CUDA is unusable (default: not probed, so the CPU). */
+  webgpu?: WebGpuAvailability;
   spawn: WorkerSpawner;
   log: Logger;
   metrics: ServerMetrics;
@@ -144,9 +147,10 @@ export class ModelManager {
       throw new ServeError('CONFLICT', `Model version ${version} is already registered for model ${name}`);
     }
     const workers = request.initialWorkers ?? this.#config.defaultWorkersPerModel;
-    const placement = placeModel(this.#options.setupConfig?.cuda_id[name], this.#options.cuda);
+    const placement = placeModel(this.#options.setupConfig?.cuda_id[name], this.#options.cuda, this.#options.webgpu);
     if (placement.fallbackReason) {
-      this.#log.warn({ model: name, reason: placement.fallbackReason }, 'model placed on the CPU instead of its GPU');
+      const where = placement.device.kind === 'webgpu' ? 'on WebGPU' : 'on the CPU';
+      this.#log.warn({ model: name, reason: placement.fallbackReason }, `model placed ${where} instead of CUDA`);
     }
     const spec: EngineSpec = {
       key: this.#engineKey(handler, manifest.model.modelDir, placement.device, name, version),
@@ -429,7 +433,7 @@ export class ModelManager {
   /** TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add. */
   async describe(entry: ModelEntry): Promise<Record<string, unknown>> {
     const gpu = this.#options.gpu;
-    if (entry.pool.workers().some((w) => w.device?.kind === 'cuda')) await gpu.sample();
+    if (entry.pool.workers().some((w) => onGpu(w.device))) await gpu.sample();
     const sharedWith = this.registry
       .entries()
       .filter((e) => e.pool === entry.pool && e !== entry)
@@ -452,7 +456,7 @@ export class ModelManager {
         modelDir: entry.modelDir,
         requestedDevice:
           entry.placement.requestedCudaId === undefined ? 'cpu' : `cuda:${entry.placement.requestedCudaId}`,
-        device: entry.placement.device.kind === 'cuda' ? `cuda:${entry.placement.device.id}` : 'cpu',
+        device: deviceLabel(entry.placement.device),
         ...(entry.placement.fallbackReason ? { deviceFallback: entry.placement.fallbackReason } : {}),
         ...(dtypeOf(entry) === undefined ? {} : { dtype: dtypeOf(entry) }),
         sharedWith,
@@ -466,8 +470,8 @@ export class ModelManager {
           status: w.state === 'ready' ? 'READY' : w.state.toUpperCase(),
           memoryUsage: w.memoryUsage(),
           pid: w.pid ?? -1,
-          gpu: device?.kind === 'cuda',
-          gpuUsage: device?.kind === 'cuda' && device.id !== null ? gpu.usageText(device.id) : 'N/A',
+          gpu: onGpu(device),
+          gpuUsage: onGpu(device) && device.id !== null ? gpu.usageText(device.id) : 'N/A',
           device: device ? deviceLabel(device) : 'unknown',
           ...(fallback ? { deviceFallback: fallback } : {}),
         };
@@ -527,7 +531,7 @@ export class ModelManager {
   }
 
   #engineKey(handler: string, modelDir: string, device: EngineSpec['device'], name: string, version: string): string {
-    const parts = [handler, device.kind === 'cuda' ? `cuda:${device.id}` : 'cpu', modelDir];
+    const parts = [handler, deviceLabel(device), modelDir];
     if (this.#config.engineSharing === 'language') parts.push(`${name}@${version}`);
     return parts.join('|');
   }
@@ -600,4 +604,9 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A worker on a GPU (CUDA or WebGPU): nvidia-smi's figures for its index apply. */
+function onGpu(device: DeviceInfo | undefined): device is DeviceInfo {
+  return device !== undefined && device.kind !== 'cpu';
 }

@@ -10,7 +10,13 @@ import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { resolveEntry, type EntryPoint } from '../../common/entry.js';
 import type { Logger } from '../../common/logger.js';
 import { ENGINE_MALLOC_ENV } from '../engine/malloc-env.js';
-import { detectCuda, type CudaAvailability } from './devices.js';
+import {
+  detectCuda,
+  detectWebGpu,
+  type CudaAvailability,
+  WEBGPU_NOT_PROBED,
+  type WebGpuAvailability,
+} from './devices.js';
 import type { AppEnv } from './error-handler.js';
 import { GpuMonitor } from './gpu-monitor.js';
 import { GlossaryStore } from './glossary-store.js';
@@ -34,6 +40,11 @@ export interface ModelServerDeps {
   spawn?: WorkerSpawner;
   /** Defaults to probing the host once (`detectCuda`). */
   cuda?: CudaAvailability;
+  /**
+   * Defaults to probing once (`detectWebGpu`) when CUDA is unusable and setup_config.json pins a model to a GPU;
+   * else not probed.
+   */
+  webgpu?: WebGpuAvailability;
   gpu?: GpuMonitor;
   timings?: Partial<ManagerTimings>;
   /** Keys when token authorization is on. */
@@ -60,6 +71,10 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   if (cuda.unavailableReason)
     log.warn({ reason: cuda.unavailableReason }, 'CUDA unavailable: every model runs on the CPU');
   else log.info({ gpus: cuda.gpus }, 'CUDA available');
+  const pinned = Object.keys(deps.setupConfig?.cuda_id ?? {}).length > 0;
+  const webgpu = deps.webgpu ?? (cuda.unavailableReason !== undefined && pinned ? detectWebGpu() : WEBGPU_NOT_PROBED);
+  if (webgpu.available) log.info({ software: webgpu.software }, 'WebGPU available: GPU-pinned models run on it');
+  else if (webgpu !== WEBGPU_NOT_PROBED) log.warn({ reason: webgpu.unavailableReason }, 'WebGPU unavailable');
   const gpu = deps.gpu ?? new GpuMonitor();
   let manager: ModelManager | undefined;
   const fingerprints = new ModelFingerprints();
@@ -74,6 +89,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     config,
     setupConfig: deps.setupConfig,
     cuda,
+    webgpu,
     spawn: deps.spawn ?? forkWorker(deps.workerLogLevel ?? 'info'),
     log,
     metrics,

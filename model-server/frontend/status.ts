@@ -162,7 +162,7 @@ function engineStatus(pool: WorkerPool, entries: readonly ModelEntry[], activity
   const { spec } = pool;
   const workers = pool.workers();
   const ready = workers.find((w) => w.device !== undefined);
-  const requested = spec.device.kind === 'cuda' ? `cuda:${spec.device.id}` : 'cpu';
+  const requested = deviceLabel(spec.device);
   const device = ready?.device ? deviceLabel(ready.device) : requested;
   const fallback = ready?.device?.fallbackReason ?? spec.deviceFallback;
   // The key names the folder by its absolute path; the document names it by its last part only.
@@ -180,7 +180,7 @@ function engineStatus(pool: WorkerPool, entries: readonly ModelEntry[], activity
     workers: workers.map((w) => ({ id: w.id, state: w.state, pid: w.pid ?? null })),
     liveRows: workers.reduce((n, w) => n + (w.state === 'dead' ? 0 : w.liveRows), 0),
     rowsPerStep: roundOrNull(activity.rowsPerStep(spec.key)),
-    gpuIndex: ready?.device?.kind === 'cuda' ? ready.device.id : null,
+    gpuIndex: ready?.device !== undefined && ready.device.kind !== 'cpu' ? ready.device.id : null,
   };
 }
 

@@ -25,7 +25,15 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import type { BatchMessage, DeviceInfo, FromWorker, InitMessage, StepCounters, ToWorker } from '../protocol.js';
+import type {
+  BatchMessage,
+  DeviceInfo,
+  DeviceRequest,
+  FromWorker,
+  InitMessage,
+  StepCounters,
+  ToWorker,
+} from '../protocol.js';
 import type { AbandonReason, Job, JobHolder } from './job.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
@@ -425,6 +433,8 @@ export class WorkerHandle implements JobHolder {
 }
 
 /** `cuda:0` or `cpu`, as in the `x-device` header. */
-export function deviceLabel(device: DeviceInfo): string {
-  return device.kind === 'cuda' ? `cuda:${device.id}` : 'cpu';
+/** `cpu`, `cuda:0`, `webgpu:0`, `webgpu:0 (software)` (a software adapter, allowed explicitly). */
+export function deviceLabel(device: DeviceInfo | DeviceRequest): string {
+  if (device.kind === 'cpu') return 'cpu';
+  return `${device.kind}:${device.id}${'software' in device && device.software === true ? ' (software)' : ''}`;
 }

@@ -12,7 +12,7 @@ import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import type { CudaAvailability } from '../frontend/devices.js';
+import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../frontend/devices.js';
 import type { AppEnv } from '../frontend/error-handler.js';
 import type { GpuMonitor } from '../frontend/gpu-monitor.js';
 import type { ManagerTimings } from '../frontend/model-manager.js';
@@ -39,6 +39,8 @@ export interface TestServerOptions {
   faults?: Record<string, string>;
   timings?: Partial<ManagerTimings>;
   cuda?: CudaAvailability;
+  /** Default: not probed (GPU-pinned models without CUDA run on the CPU, whatever this host's Vulkan offers). */
+  webgpu?: WebGpuAvailability;
   /** Worker factory; default: the real worker entry (the fault-drill one for engines with `faults`). */
   spawn?: WorkerSpawner;
   /** GPU monitor (e.g. on a fake nvidia-smi); default: the host's. */
@@ -78,6 +80,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     log: createLogger('test', 'silent'),
     workerLogLevel: 'warn',
     cuda: options.cuda ?? NO_CUDA,
+    webgpu: options.webgpu ?? WEBGPU_NOT_PROBED,
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
     spawn: options.spawn ?? faultSpawner(options.faults ?? {}),
     ...(options.gpu ? { gpu: options.gpu } : {}),

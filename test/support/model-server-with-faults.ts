@@ -20,6 +20,7 @@ import { answerClientErrors } from '../../common/client-error.js';
 import { HttpDrain } from '../../common/http-drain.js';
 import { createLogger } from '../../common/logger.js';
 import type { AppEnv } from '../../model-server/frontend/error-handler.js';
+import { WEBGPU_NOT_PROBED } from '../../model-server/frontend/devices.js';
 import { createModelServer } from '../../model-server/frontend/server.js';
 import { writeKeyFile } from '../../model-server/frontend/token-auth.js';
 import { faultSpawner } from './fault-spawner.js';
@@ -36,6 +37,7 @@ const server = createModelServer({
   log,
   workerLogLevel: config.logLevel,
   cuda: { gpus: [], unavailableReason: 'fault drill: CPU only' },
+  webgpu: WEBGPU_NOT_PROBED,
   timings: { backoffUnitMs: Number(process.env.MT_TEST_BACKOFF_MS ?? 50), stopTimeoutMs: 3_000 },
   spawn: faultSpawner(faults, config.logLevel),
   ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),

@@ -98,12 +98,24 @@ function writeGraph(p: DemoPreset, file: string, doc: string, build: (g: GraphBu
   }
 }
 
+export interface DemoModelOptions {
+  /** The fp32 graphs to write (default both); the rest of the folder is written either way. */
+  graphs?: readonly ('encoder' | 'decoder')[];
+  /** Also write the int8 files (default true; needs both fp32 graphs). */
+  quantize?: boolean;
+}
+
 /**
  * Build `preset` (a name from `PRESETS` or a preset object) into `outDir`, creating it. `tiny` takes tens
  * of milliseconds; `m2m100-418m` writes ~2.5 GB of fp32 weights inline (two files, each with the embedding) and
- * ~1.4 GB of int8 files in a few minutes.
+ * ~1.4 GB of int8 files in a few minutes. `options` leave parts out (the GPU benchmark writes the two fp32 graphs
+ * in parallel processes and no int8 files).
  */
-export function makeDemoModel(preset: string | DemoPreset, outDir: string): DemoModelSummary {
+export function makeDemoModel(
+  preset: string | DemoPreset,
+  outDir: string,
+  options: DemoModelOptions = {},
+): DemoModelSummary {
   const started = performance.now();
   const p = typeof preset === 'string' ? presetNamed(preset) : preset;
   const onnxDir = path.join(outDir, 'onnx');
@@ -127,18 +139,20 @@ export function makeDemoModel(preset: string | DemoPreset, outDir: string): Demo
   files.push('README.md');
 
   const doc = `mt-serve demo model ${p.name} (random weights, seed ${p.seed})`;
-  const graphs: [string, (g: GraphBuilder) => void][] = [
-    ['encoder_model.onnx', (g) => buildEncoder(g, p)],
-    ['decoder_model_merged.onnx', (g) => buildDecoder(g, p, 'merged')],
-  ];
-  if (p.withNoCacheDecoder) graphs.push(['decoder_model.onnx', (g) => buildDecoder(g, p, 'no-cache')]);
+  const parts = options.graphs ?? ['encoder', 'decoder'];
+  const graphs: [string, (g: GraphBuilder) => void][] = [];
+  if (parts.includes('encoder')) graphs.push(['encoder_model.onnx', (g) => buildEncoder(g, p)]);
+  if (parts.includes('decoder')) {
+    graphs.push(['decoder_model_merged.onnx', (g) => buildDecoder(g, p, 'merged')]);
+    if (p.withNoCacheDecoder) graphs.push(['decoder_model.onnx', (g) => buildDecoder(g, p, 'no-cache')]);
+  }
   const weights = new Map<string, number>();
   for (const [name, build] of graphs) {
     for (const [tensor, count] of writeGraph(p, path.join(onnxDir, name), doc, build)) weights.set(tensor, count);
     files.push(`onnx/${name}`);
     if (p.externalData) files.push(`onnx/${name}_data`);
   }
-  for (const activations of ['tensor', 'row'] as const) {
+  for (const activations of options.quantize === false ? [] : (['tensor', 'row'] as const)) {
     quantizeModelDir(outDir, { activations });
     for (const name of QUANTIZED_GRAPHS) files.push(`onnx/${name}${QUANTIZED_SUFFIX[activations]}.onnx`);
   }

@@ -15,9 +15,9 @@ export class EchoHandler implements Handler<unknown, unknown> {
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
     // Echo computes nothing, so it runs wherever it is told to; `provider: none` says no session exists.
     const device = ctx.device;
-    return device.kind === 'cuda'
-      ? { kind: 'cuda', id: device.id, provider: 'none' }
-      : { kind: 'cpu', id: null, provider: 'none' };
+    return device.kind === 'cpu'
+      ? { kind: 'cpu', id: null, provider: 'none' }
+      : { kind: device.kind, id: device.id, provider: 'none' };
   }
 
   preprocess(item: BatchItem): unknown {

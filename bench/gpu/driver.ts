@@ -1,0 +1,273 @@
+/**
+ * @module bench/gpu/driver — the engine side of the GPU benchmark (bench/gpu/run.sh), bundled with esbuild into
+ * one file that runs on a GPU machine with only the kit's node and onnxruntime-node (scripts/gpu-bench-kit).
+ *
+ *   driver prep    --model DIR [--preset m2m100-418m] [--rows 256] --out prep.json
+ *       the model folder's JSON files, and the fixed rows' encoder ids (torch-m2m100.py's TORCH_INPUTS)
+ *   driver graph   --model DIR [--preset …] --part encoder|decoder     one fp32 graph (the project's own builder)
+ *   driver bench   --model DIR --ep webgpu|cpu --prep prep.json --out FILE [--parts 1x1,64x1,64x2,256x1]
+ *                  [--new-tokens 16] [--runs 3] [--threads 0] [--software] [--deadline-s 600]
+ *       TranslationEngine, fp32, per part (BATCHxBEAMS): one warm-up and `runs` timed calls of every row at once,
+ *       exactly `new-tokens` tokens per row; tokens/s, the engine's counters per step (host bytes per row per
+ *       step), and the last run's token ids. The JSON is rewritten after every part (a deadline keeps the parts done).
+ *   driver summary --webgpu A.json --cpu B.json [--torch T.json] --out S.json
+ *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { TranslationEngine } from '../../model-server/engine/engine.js';
+import { makeDemoModel, presetNamed } from '../../model-server/engine/demo-model/index.js';
+import { loadModelConfig } from '../../model-server/engine/model-config.js';
+import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
+import { sentence } from '../lib/workload.js';
+
+interface PrepRow {
+  inputIds: number[];
+  forcedTokenId: number;
+}
+
+interface Prep {
+  batch: PrepRow[];
+  single: PrepRow[];
+  config: Record<string, unknown>;
+  special: Record<string, number>;
+}
+
+interface PartResult {
+  batch: number;
+  beams: number;
+  runs: number;
+  tokensPerS: number;
+  /** Wall seconds of each timed call. */
+  seconds: number[];
+  generatedTokens: number;
+  /** Engine counters over the timed calls, per decoder step and per row-step. */
+  decoderSteps: number;
+  decoderMsPerStep: number;
+  encoderMsPerCall: number;
+  searchMsPerStep: number;
+  layoutMsPerStep: number;
+  hostBytesPerStep: number;
+  hostBytesPerRowStep: number;
+  /** The last timed call's token ids, row by row. */
+  ids: number[][];
+}
+
+const SOURCE_LANG = 'en';
+const TARGET_LANG = 'fr';
+
+function prep(modelDir: string, preset: string, count: number): Prep {
+  const p = presetNamed(preset);
+  makeDemoModel(p, modelDir, { graphs: [], quantize: false });
+  const config = loadModelConfig(modelDir);
+  const tokenizer = TranslationTokenizer.load(modelDir, {
+    eosTokenId: config.eosTokenId,
+    maxInputTokens: config.maxInputTokens,
+  });
+  const forcedTokenId = tokenizer.languageId(TARGET_LANG, 'tgt_lang');
+  const row = (i: number): PrepRow => ({ inputIds: tokenizer.encode(sentence(i), SOURCE_LANG).ids, forcedTokenId });
+  return {
+    batch: Array.from({ length: count }, (_, i) => row(i)),
+    single: [row(0)],
+    config: {
+      d_model: p.dModel,
+      layers: [p.encoderLayers, p.decoderLayers],
+      heads: p.heads,
+      ffn: p.ffnDim,
+      vocab: p.vocabSize,
+      max_positions: p.maxPositions,
+    },
+    special: { pad: config.padTokenId, eos: config.eosTokenId, decoder_start: config.decoderStartTokenId },
+  };
+}
+
+async function bench(options: {
+  modelDir: string;
+  ep: 'webgpu' | 'cpu';
+  software: boolean;
+  prep: Prep;
+  parts: [number, number][];
+  newTokens: number;
+  runs: number;
+  threads: number;
+  deadlineS: number;
+  out: string;
+}): Promise<void> {
+  const started = performance.now();
+  const elapsedS = () => (performance.now() - started) / 1000;
+  const engine = await TranslationEngine.load({
+    modelDir: options.modelDir,
+    dtype: 'fp32',
+    intraOpThreads: options.threads,
+    device: options.ep === 'webgpu' ? { kind: 'webgpu', id: 0, software: options.software } : { kind: 'cpu' },
+  });
+  const result = {
+    arm: `mt-serve engine, ${options.ep}`,
+    device: engine.device,
+    dtype: engine.dtype,
+    decoderOutputs: engine.decoderOutputs,
+    loadS: elapsedS(),
+    newTokensPerRow: options.newTokens,
+    parts: {} as Record<string, PartResult>,
+    tokensPerS: {} as Record<string, number>,
+    errors: [] as string[],
+    finished: false,
+  };
+  const save = () => writeFileSync(options.out, `${JSON.stringify(result, null, 1)}\n`);
+  save();
+  try {
+    if (options.ep === 'webgpu' && engine.device.kind !== 'webgpu') {
+      throw new Error(`not on WebGPU: ${engine.device.fallbackReason ?? 'unknown'}`);
+    }
+    for (const [batch, beams] of options.parts) {
+      if (elapsedS() > options.deadlineS) {
+        result.errors.push(`${batch}x${beams}: skipped, past the ${options.deadlineS} s deadline`);
+        continue;
+      }
+      const pool = batch === 1 ? options.prep.single : options.prep.batch;
+      const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
+      const settings = { numBeams: beams, maxNewTokens: options.newTokens, minNewTokens: options.newTokens };
+      const call = () => Promise.all(rows.map((r) => engine.generateIds(r.inputIds, r.forcedTokenId, settings)));
+      await call();
+      const before = engine.stats();
+      const seconds: number[] = [];
+      let ids: number[][] = [];
+      let tokens = 0;
+      for (let run = 0; run < options.runs; run++) {
+        const t0 = performance.now();
+        const out = await call();
+        seconds.push((performance.now() - t0) / 1000);
+        tokens += out.reduce((sum, h) => sum + h.tokens.length, 0);
+        ids = out.map((h) => h.tokens);
+      }
+      const after = engine.stats();
+      const steps = after.decoderRuns - before.decoderRuns;
+      const rowSteps = after.decoderRows - before.decoderRows;
+      const hostBytes = after.decoderHostBytes - before.decoderHostBytes;
+      const key = `${batch}x${beams}`;
+      const total = seconds.reduce((a, b) => a + b, 0);
+      result.parts[key] = {
+        batch,
+        beams,
+        runs: options.runs,
+        tokensPerS: tokens / total,
+        seconds,
+        generatedTokens: tokens,
+        decoderSteps: steps,
+        decoderMsPerStep: (after.decoderMs - before.decoderMs) / steps,
+        encoderMsPerCall: (after.encoderMs - before.encoderMs) / options.runs,
+        searchMsPerStep: (after.searchMs - before.searchMs) / steps,
+        layoutMsPerStep: (after.layoutMs - before.layoutMs) / steps,
+        hostBytesPerStep: hostBytes / steps,
+        hostBytesPerRowStep: hostBytes / rowSteps,
+        ids,
+      };
+      result.tokensPerS[key] = tokens / total;
+      console.error(`[${options.ep} t=${elapsedS().toFixed(1)}s] ${key}: ${(tokens / total).toFixed(1)} tokens/s`);
+      save();
+    }
+    result.finished = true;
+  } catch (err) {
+    result.errors.push(String((err as Error).stack ?? err));
+  } finally {
+    save();
+    await engine.close();
+  }
+}
+
+interface TorchResult {
+  tokens_per_s?: Record<string, number>;
+}
+
+/** Engine ÷ torch ratios per part, and rows whose tokens are equal on both engines. */
+function summary(files: { webgpu: string; cpu: string; torch?: string }) {
+  const read = <T>(file: string) => JSON.parse(readFileSync(file, 'utf8')) as T;
+  const webgpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.webgpu);
+  const cpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.cpu);
+  const torch = files.torch === undefined ? {} : (read<TorchResult>(files.torch).tokens_per_s ?? {});
+  // torch-m2m100.py's keys: `fp16_b64_greedy`, `fp32_b64_beam2`.
+  const torchAt = (dtype: string, part: string) => {
+    const [batch, beams] = part.split('x');
+    return torch[`${dtype}_b${batch}_${beams === '1' ? 'greedy' : `beam${beams}`}`];
+  };
+  const parts: Record<string, unknown> = {};
+  for (const part of new Set([...Object.keys(webgpu.tokensPerS), ...Object.keys(cpu.tokensPerS)])) {
+    const g = webgpu.parts[part];
+    const c = cpu.parts[part];
+    const equal = g && c ? g.ids.filter((ids, i) => JSON.stringify(ids) === JSON.stringify(c.ids[i])).length : null;
+    const ratio = (a: number | undefined, b: number | undefined) => (a && b ? a / b : null);
+    parts[part] = {
+      webgpuTokensPerS: g?.tokensPerS ?? null,
+      cpuTokensPerS: c?.tokensPerS ?? null,
+      torchFp16TokensPerS: torchAt('fp16', part) ?? null,
+      torchFp32TokensPerS: torchAt('fp32', part) ?? null,
+      webgpuOverTorchFp16: ratio(g?.tokensPerS, torchAt('fp16', part)),
+      webgpuOverTorchFp32: ratio(g?.tokensPerS, torchAt('fp32', part)),
+      webgpuOverCpu: ratio(g?.tokensPerS, c?.tokensPerS),
+      webgpuHostBytesPerRowStep: g?.hostBytesPerRowStep ?? null,
+      webgpuDecoderMsPerStep: g?.decoderMsPerStep ?? null,
+      rowsEqualWebgpuCpu: equal === null ? null : `${equal}/${g!.ids.length}`,
+    };
+  }
+  return { parts, torch };
+}
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    model: { type: 'string' },
+    preset: { type: 'string', default: 'm2m100-418m' },
+    rows: { type: 'string', default: '256' },
+    out: { type: 'string' },
+    part: { type: 'string' },
+    ep: { type: 'string' },
+    prep: { type: 'string' },
+    parts: { type: 'string', default: '1x1,64x1,64x2,256x1' },
+    'new-tokens': { type: 'string', default: '16' },
+    runs: { type: 'string', default: '3' },
+    threads: { type: 'string', default: '0' },
+    software: { type: 'boolean', default: false },
+    'deadline-s': { type: 'string', default: '600' },
+    webgpu: { type: 'string' },
+    cpu: { type: 'string' },
+    torch: { type: 'string' },
+  },
+});
+const need = (name: keyof typeof values) => {
+  const value = values[name];
+  if (typeof value !== 'string') throw new Error(`--${name} is required`);
+  return value;
+};
+const mode = positionals[0];
+if (mode === 'prep') {
+  writeFileSync(need('out'), JSON.stringify(prep(need('model'), need('preset'), Number(need('rows')))));
+} else if (mode === 'graph') {
+  const part = need('part');
+  if (part !== 'encoder' && part !== 'decoder') throw new Error('--part is encoder or decoder');
+  makeDemoModel(need('preset'), need('model'), { graphs: [part], quantize: false });
+} else if (mode === 'bench') {
+  const ep = need('ep');
+  if (ep !== 'webgpu' && ep !== 'cpu') throw new Error('--ep is webgpu or cpu');
+  await bench({
+    modelDir: need('model'),
+    ep,
+    software: values.software === true,
+    prep: JSON.parse(readFileSync(need('prep'), 'utf8')) as Prep,
+    parts: need('parts')
+      .split(',')
+      .map((p) => p.split('x').map(Number) as [number, number]),
+    newTokens: Number(need('new-tokens')),
+    runs: Number(need('runs')),
+    threads: Number(need('threads')),
+    deadlineS: Number(need('deadline-s')),
+    out: need('out'),
+  });
+} else if (mode === 'summary') {
+  const torch = values.torch;
+  const result = summary({ webgpu: need('webgpu'), cpu: need('cpu'), ...(torch ? { torch } : {}) });
+  writeFileSync(need('out'), `${JSON.stringify(result, null, 1)}\n`);
+  console.log(JSON.stringify(result.parts, null, 1));
+} else {
+  console.error('usage: driver prep|graph|bench|summary … (see bench/gpu/driver.ts)');
+  process.exit(2);
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh — the GPU benchmark, on a GPU machine without node or network, from the repository root, with the
+# kit built here by scripts/gpu-bench-kit (in .gpu, or GPU_KIT). Under 8 minutes on one H200: M2M100-418M shapes with
+# random weights (the project's own graph builders), fp32, 16 new tokens per row, parts BATCHxBEAMS (GPU_PARTS,
+# default 1x1,64x1,64x2,256x1: batch 1 / 64 greedy, batch 64 beam 2, the engine's largest continuous batch):
+#   1. the PyTorch reference (transformers generate, fp32 and fp16, on cuda) on the same rows   -> $OUT/gpu-torch.json
+#   2. the engine on onnxruntime's WebGPU provider (Vulkan)                                      -> $OUT/gpu-engine-webgpu.json
+#   3. the engine on the CPU provider (every core)                                               -> $OUT/gpu-engine-cpu.json
+#   4. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu), rows with equal tokens, host bytes per row-step
+#                                                                                                -> $OUT/gpu-summary.json
+# Each step is bounded by `timeout`; a part past its arm's deadline is skipped and named in the JSON.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+KIT_DIR="${GPU_KIT:-.gpu}"
+OUT="${OUT:-./out}"
+PARTS="${GPU_PARTS:-1x1,64x1,64x2,256x1}"
+NEW_TOKENS="${GPU_NEW_TOKENS:-16}"
+RUNS="${GPU_RUNS:-2}"
+# A smoke test on a CPU-only machine: GPU_PRESET=tiny GPU_SOFTWARE=1 (lavapipe) with a kit whose kit-env.sh points at
+# this machine's node.
+PRESET="${GPU_PRESET:-m2m100-418m}"
+SOFTWARE=()
+[[ "${GPU_SOFTWARE:-0}" == 1 ]] && SOFTWARE=(--software)
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/gpu-bench.log") 2>&1
+t0=$(date +%s)
+step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
+
+step "kit"
+# The kit's scripts read unset variables: sourced without -u.
+set +u
+# shellcheck source=/dev/null
+source "$KIT_DIR/kit-env.sh"
+set -u
+xz -dc "$KIT_DIR/engine.mjs.xz" >"$KIT_WORK/engine.mjs"
+export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296
+ENGINE=("$KIT_NODE" "$KIT_WORK/engine.mjs")
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+
+MODEL="${GPU_MODEL_DIR:-$KIT_WORK/$PRESET}"
+step "model: prep + the two fp32 graphs in parallel ($MODEL)"
+timeout 60 "${ENGINE[@]}" prep --model "$MODEL" --preset "$PRESET" --rows 256 --out "$OUT/gpu-prep.json" || exit 1
+timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part encoder &
+encoder=$!
+timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part decoder &
+decoder=$!
+# By pid: a bare `wait` would also wait for the log's tee.
+wait "$encoder" "$decoder" || exit 1
+ls -la "$MODEL/onnx"
+
+step "PyTorch reference"
+TORCH_INPUTS="$OUT/gpu-prep.json" TORCH_PARTS="$PARTS" TORCH_NEW_TOKENS="$NEW_TOKENS" TORCH_RUNS="$RUNS" \
+  TORCH_OUT="$OUT/gpu-torch.json" TORCH_DEADLINE_S=70 timeout 100 python3 "$KIT_DIR/torch-m2m100.py" >/dev/null
+
+step "engine on WebGPU"
+timeout 200 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" --parts "$PARTS" \
+  --new-tokens "$NEW_TOKENS" --runs "$RUNS" --threads 2 --deadline-s 120 --out "$OUT/gpu-engine-webgpu.json"
+
+step "engine on the CPU"
+timeout 140 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts "$PARTS" \
+  --new-tokens "$NEW_TOKENS" --runs "$RUNS" --threads 0 --deadline-s 80 --out "$OUT/gpu-engine-cpu.json"
+
+step "summary"
+"${ENGINE[@]}" summary --webgpu "$OUT/gpu-engine-webgpu.json" --cpu "$OUT/gpu-engine-cpu.json" \
+  --torch "$OUT/gpu-torch.json" --out "$OUT/gpu-summary.json"
+rm -f "$OUT/gpu-prep.json"
+step "done"

@@ -1,0 +1,135 @@
+/**
+ * The engine on onnxruntime's WebGPU provider, through a software Vulkan adapter (Mesa's lavapipe: the same
+ * provider code path a GPU takes, on any machine): its tokens are the CPU provider's. On CI (CI=true) lavapipe
+ * is installed by .ci/run and these tests must run; elsewhere, without it, they are skipped saying why.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Hypothesis } from './decoding.js';
+import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
+import { Mulberry32 } from './demo-model/prng.js';
+import { TranslationEngine, type TranslateOptions, type TranslateRow } from './engine.js';
+
+const root = mkdtempSync(path.join(tmpdir(), 'webgpu-'));
+const tinyDir = path.join(root, 'tiny');
+makeDemoModel('tiny', tinyDir);
+
+const load = (device: Parameters<typeof TranslationEngine.load>[0]['device']) =>
+  TranslationEngine.load({ modelDir: tinyDir, intraOpThreads: 1, dtype: 'fp32', device });
+const cpu = await load({ kind: 'cpu' });
+const gpu = await load({ kind: 'webgpu', id: 0, software: true });
+const unavailable = gpu.device.kind === 'webgpu' ? undefined : gpu.device.fallbackReason;
+if (unavailable !== undefined && process.env.CI !== 'true') {
+  console.warn(`webgpu.test.ts skipped: no WebGPU adapter through lavapipe here (${unavailable}); .ci/run installs it`);
+}
+
+afterAll(async () => {
+  await Promise.all([cpu.close(), gpu.close()]);
+  rmSync(root, { recursive: true, force: true });
+});
+
+const WORDS = 'the of and to in is hello world good morning thank you please translate quick brown fox 42 , .'.split(
+  ' ',
+);
+
+/** `count` rows of 1–20 words, mixed languages, from a fixed seed. */
+function rows(count: number, seed: number): TranslateRow[] {
+  const rng = new Mulberry32(seed);
+  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
+  return Array.from({ length: count }, () => ({
+    srcLang: pick(DEMO_LANGUAGES),
+    tgtLang: pick(DEMO_LANGUAGES),
+    text: Array.from({ length: 1 + Math.floor(rng.next() * 20) }, () => pick(WORDS)).join(' '),
+  }));
+}
+
+const GREEDY: TranslateOptions = { numBeams: 1, maxNewTokens: 16 };
+const BEAM: TranslateOptions = { numBeams: 2, maxNewTokens: 16 };
+const ids = async (engine: TranslationEngine, list: TranslateRow[], options: TranslateOptions) =>
+  (await engine.translate(list, options)).map((t) => t.tokenIds);
+
+describe('WebGPU through lavapipe', () => {
+  it.runIf(unavailable !== undefined && process.env.CI === 'true')('is available on CI', () => {
+    expect.fail(`CI must run the WebGPU tests: ${unavailable}`);
+  });
+
+  describe.skipIf(unavailable !== undefined)('the engine on WebGPU', () => {
+    it('says where it runs: WebGPU, a software adapter', () => {
+      expect(gpu.device).toEqual({ kind: 'webgpu', id: 0, provider: 'webgpu', software: true });
+      expect(gpu.dtype).toBe('fp32');
+    });
+
+    it('greedy: a batch gives the CPU provider tokens, row for row; the host bytes per step are counted', async () => {
+      const list = rows(6, 3);
+      const crossed = async (engine: TranslationEngine) => {
+        const before = engine.stats();
+        const out = await ids(engine, list, GREEDY);
+        const after = engine.stats();
+        return {
+          out,
+          bytes: after.decoderHostBytes - before.decoderHostBytes,
+          rows: after.decoderRows - before.decoderRows,
+        };
+      };
+      const onGpu = await crossed(gpu);
+      const onCpu = await crossed(cpu);
+      expect(onGpu.out).toEqual(onCpu.out);
+      // Every cache still crosses the host each step: at least the self-attention cache (2 per layer).
+      const selfCacheRowStep = 2 * gpu.config.decoderLayers * gpu.config.dModel * 4;
+      expect(onGpu.bytes / onGpu.rows).toBeGreaterThan(selfCacheRowStep);
+      expect(onGpu.bytes).toBe(onCpu.bytes);
+    });
+
+    it('beam 2: a batch gives the CPU provider tokens, row for row', async () => {
+      const list = rows(4, 5);
+      expect(await ids(gpu, list, BEAM)).toEqual(await ids(cpu, list, BEAM));
+    });
+
+    it('rows joining mid-generation give the CPU provider tokens', async () => {
+      const run = async (engine: TranslationEngine) => {
+        const long: TranslateRow = { srcLang: 'en', tgtLang: 'fr', text: 'the quick brown fox jumps over the dog' };
+        const fixed: TranslateOptions = { numBeams: 1, maxNewTokens: 20, minNewTokens: 20 };
+        let joined: Promise<number[][][]> | null = null;
+        const before = engine.stats();
+        const longRun = ids(engine, [long], fixed);
+        // When the short row finishes (step 3 of the long one's 20), more rows arrive: they start at the next step.
+        await engine.translate([{ ...long, text: 'hello' }], { ...fixed, maxNewTokens: 3, minNewTokens: 3 }, () => {
+          joined = Promise.all([ids(engine, rows(3, 11), GREEDY), ids(engine, rows(1, 13), BEAM)]);
+        });
+        const out = { long: await longRun, joined: await joined! };
+        const after = engine.stats();
+        return { out, encoderRuns: after.encoderRuns - before.encoderRuns, merges: after.merges - before.merges };
+      };
+      const onGpu = await run(gpu);
+      const onCpu = await run(cpu);
+      expect(onGpu.out).toEqual(onCpu.out);
+      expect(onGpu.encoderRuns).toBe(2);
+      expect(onGpu.merges).toBe(onCpu.merges);
+    });
+
+    it('a row with a token outside the vocabulary fails alone (checked on the host: a GPU Gather does not check); the others are the CPU provider tokens', async () => {
+      const outside = 9999;
+      const gather = (engine: TranslationEngine) => {
+        const good = rows(5, 23).map((row) => engine.prepare(row));
+        return Promise.allSettled<Hypothesis>([
+          ...good.map((p) => engine.generateIds(p.inputIds, p.forcedTokenId, GREEDY)),
+          engine.generateIds(good[0]!.inputIds, outside, GREEDY),
+          engine.generateIds([...good[1]!.inputIds.slice(0, 2), outside, 2], good[1]!.forcedTokenId, GREEDY),
+        ]);
+      };
+      const tokens = (settled: PromiseSettledResult<Hypothesis>[]) =>
+        settled.map((r) => (r.status === 'fulfilled' ? r.value.tokens : 'failed'));
+      const onGpu = await gather(gpu);
+      for (const bad of onGpu.slice(5)) {
+        expect(bad).toMatchObject({
+          status: 'rejected',
+          reason: { message: expect.stringContaining('token id 9999 is outside the vocabulary') },
+        });
+      }
+      // The CPU provider fails those rows in its runs instead (engine.test.ts); the other rows are unaffected.
+      expect(tokens(onGpu)).toEqual(tokens(await gather(cpu)));
+    });
+  });
+});
