@@ -27,7 +27,7 @@ describe('GlossaryStore', () => {
     again.delete('second');
     expect(new GlossaryStore(dir).find('second')).toBeUndefined();
     // Atomic writes leave no temp files behind.
-    expect(readdirSync(dir).sort()).toEqual(['broken.json', `${made.id}.json`]);
+    expect(readdirSync(dir).sort()).toEqual(['broken.json', `${made.id}.json`].sort());
   });
 
   it('the same id again: the same content is a no-op, other content a 409', () => {
