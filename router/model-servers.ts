@@ -54,7 +54,7 @@ export interface ModelServerHost {
 
 /** Where a request for one language may go (router/upstream.ts picks among `origins`). */
 export type Route =
-  /** Healthy hosts where the language is ready. */
+  /** Healthy hosts where the language is ready (else where its worker is restarting: `readySinceAdmitted`). */
   | { kind: 'hosts'; origins: readonly string[] }
   /** No host has answered since the router started: every known host, tried anyway (a refusal is a fast 502). */
   | { kind: 'unreachable'; origins: readonly string[] }
@@ -93,6 +93,11 @@ interface HostState {
   health: HostHealth;
   ready: Set<string>;
   registered: Set<string>;
+  /**
+   * Languages it has had ready since it was last admitted. One of them registered but not ready now is a worker
+   * restarting: the model server queues its requests until the worker is back, so the host keeps getting them.
+   */
+  readySinceAdmitted: Set<string>;
   control: Client;
   /** When anything was last heard from it (performance.now): a probe's answer, or traffic's (`heard`). */
   heardAt: number;
@@ -173,11 +178,14 @@ export class ModelServers {
    * Where a request for `lang` may go now (see `Route`). Synchronous: it reads the current view only. Only hosts
    * that report `lang` ready take it: a host back from a restart with some of its models still loading (or none
    * registered yet) gets only the languages it reports ready, and a language no answering host has ready is
-   * refused at once, as unavailable for now, never sent where it would be answered 404.
+   * refused at once, as unavailable for now, never sent where it would be answered 404. The one exception: when no
+   * host has it ready, a host that had it ready since it was admitted and still has it registered (its worker is
+   * restarting) takes it, and its queue holds the requests until the worker is back.
    */
   route(lang: string): Route {
     if (this.#hosts.size === 0) return { kind: 'none' };
     const ready: string[] = [];
+    const restarting: string[] = [];
     let healthy = 0;
     let down = 0;
     let loading = 0;
@@ -189,13 +197,17 @@ export class ModelServers {
           ready.push(host.origin);
           continue;
         }
-        if (host.registered.has(lang)) loading++;
+        if (host.registered.has(lang) && host.readySinceAdmitted.has(lang)) restarting.push(host.origin);
+        else if (host.registered.has(lang)) loading++;
         else without++;
       } else if (host.health === 'ejected' && host.registered.has(lang)) {
         down++;
       }
     }
     if (ready.length > 0) return { kind: 'hosts', origins: ready };
+    // Its worker is restarting there (a crash, a scale): the model server holds the requests in its queue, and its
+    // queue budget answers 503 itself when the wait would be too long.
+    if (restarting.length > 0) return { kind: 'hosts', origins: restarting };
     // No host has ever been heard from (all down since this router started): try one, a refusal is a fast 502.
     if (healthy === 0 && down === 0) return { kind: 'unreachable', origins: [...this.#hosts.keys()] };
     const counts = [
@@ -228,6 +240,7 @@ export class ModelServers {
     const host = this.#hosts.get(origin);
     if (host === undefined || host.health !== 'healthy' || host.ready.has(lang)) return;
     host.ready.add(lang);
+    host.readySinceAdmitted.add(lang);
     host.registered.add(lang);
     void this.#probe(host, true);
   }
@@ -261,7 +274,10 @@ export class ModelServers {
       const check = this.#get(host, `/v2/models/${encodeURIComponent(lang)}/ready`, true)
         .then((status) => {
           if (host.health !== 'healthy') return;
-          if (status === 200) host.ready.add(lang);
+          if (status === 200) {
+            host.ready.add(lang);
+            host.readySinceAdmitted.add(lang);
+          }
           if (status === 200 || status === 400) host.registered.add(lang);
         })
         .catch(() => undefined)
@@ -330,6 +346,7 @@ export class ModelServers {
       health: 'unknown',
       ready: new Set(),
       registered: new Set(),
+      readySinceAdmitted: new Set(),
       heardAt: -Infinity,
       busy: false,
       silent: false,
@@ -410,6 +427,7 @@ export class ModelServers {
     );
     host.ready = ready;
     host.registered = registered;
+    if (host.health === 'healthy') for (const lang of ready) host.readySinceAdmitted.add(lang);
   }
 
   /**
@@ -467,6 +485,7 @@ export class ModelServers {
     if (host.health === 'healthy') return;
     const from = host.health;
     host.health = 'healthy';
+    host.readySinceAdmitted = new Set(host.ready);
     this.#logger?.info(
       { modelServer: host.origin, from, ready: [...host.ready], registered: [...host.registered] },
       from === 'ejected' ? 'model server readmitted' : 'model server healthy',

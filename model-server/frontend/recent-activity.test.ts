@@ -1,3 +1,4 @@
+import { until } from '../../test/support/polling.js';
 import { describe, expect, it } from 'vitest';
 import { RecentActivity } from './recent-activity.js';
 
@@ -77,13 +78,19 @@ describe('RecentActivity', () => {
     const activity = new RecentActivity({ sampleMs: 20 });
     let depth = 0;
     let closing = false;
-    activity.start(() => (closing ? undefined : new Map([['ko', ++depth]])));
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    let polledAfterClosing = 0;
+    activity.start(() => {
+      if (closing) polledAfterClosing++;
+      return closing ? undefined : new Map([['ko', ++depth]]);
+    });
+    // Three samples taken by its own timer, however slowly a busy machine runs it.
+    await until('three samples', () => activity.history().at.length >= 3, 10_000, 5);
     closing = true;
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    // Once the server says it is closing the timer stops: one more poll sees it, none after.
+    await until('the poll that sees the close', () => polledAfterClosing > 0, 10_000, 5);
     const taken = activity.history().at.length;
-    expect(taken).toBeGreaterThanOrEqual(3);
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(polledAfterClosing).toBe(1);
     expect(activity.history().at.length).toBe(taken);
   });
 });

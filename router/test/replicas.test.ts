@@ -19,6 +19,8 @@ interface FakeHost {
   port: number;
   /** Languages it says are ready. */
   languages: Set<string>;
+  /** Languages it says are registered but not ready (`/ready` 400: loading, or a worker restarting). */
+  loading: Set<string>;
   /** Translations it answered, by language. */
   served: Map<string, number>;
   /** `/predictions` requests it received, answered or refused, all languages together. */
@@ -48,6 +50,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     origin: '',
     port: 0,
     languages: new Set(languages),
+    loading: new Set(),
     served: new Map(),
     received: 0,
     refuse: undefined,
@@ -78,7 +81,10 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
         return void res.writeHead(200).end('{"status":"Healthy"}');
       }
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
-      if (ready) return void res.writeHead(fake.languages.has(ready[1]!) ? 200 : 404).end('{}');
+      if (ready) {
+        const status = fake.languages.has(ready[1]!) ? 200 : fake.loading.has(ready[1]!) ? 400 : 404;
+        return void res.writeHead(status).end('{}');
+      }
       const lang = /^\/predictions\/(\w+)$/.exec(url)?.[1] ?? '?';
       fake.received++;
       if (fake.unlisted === '404' && !fake.languages.has(lang)) {
@@ -335,6 +341,18 @@ describe('several model servers', () => {
     back.languages.add('en');
     await until('en ready', () => upstream.modelServers!.route('en').kind === 'hosts', 5_000);
     expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a2');
+  });
+
+  it('a worker restarting on a host that had the language ready: the host keeps it (its queue waits), no 503', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('en ready on a', () => upstream.modelServers!.hosts[0]?.ready.has('en') === true, 5_000);
+    // Its worker died: registered, not ready, until the restarted worker loads.
+    a!.languages.delete('en');
+    a!.loading.add('en');
+    await until('a re-read', () => upstream.modelServers!.hosts[0]?.ready.has('en') === false, 5_000);
+    expect(upstream.modelServers!.route('en')).toEqual({ kind: 'hosts', origins: [a!.origin] });
+    expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a');
   });
 
   it('a model server never heard from since the router started: a 502 in milliseconds', async () => {

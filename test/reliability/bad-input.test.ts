@@ -373,8 +373,8 @@ const ROUTER_CASES: Case[] = [
     message: /method is not allowed/,
   },
   {
-    name: 'POST /translate',
-    path: '/translate',
+    name: 'POST /translations (no such path)',
+    path: '/translations',
     body: body({}),
     status: 404,
     type: 'ResourceNotFoundException',
