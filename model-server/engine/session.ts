@@ -15,6 +15,7 @@ import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { beamHeadModel } from './beam-head.js';
+import { DeviceLayout } from './device-layout.js';
 import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
@@ -94,6 +95,11 @@ export interface SessionOptions {
   decoderGraph?: 'rewritten' | 'as-exported';
   /** Beam steps take their top candidates from the beam head (beam-head.ts); default: with a rewritten decoder. */
   beamHead?: boolean;
+  /**
+   * On WebGPU, keep the decoder's state on the device between steps (`gpu-buffer` outputs fed back; re-layouts by
+   * device-layout.ts). Default true; taken only with a split decoder (decoder-split.ts) in float32.
+   */
+  deviceState?: boolean;
 }
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -117,6 +123,11 @@ export interface EngineSessions {
   cross: EngineSession | null;
   /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
   beamHead: EngineSession | null;
+  /**
+   * Non-null when the decoder's state stays on the device (WebGPU): the cross graph's outputs and the decoder's
+   * `present.*.decoder` and `logits` are `gpu-buffer` tensors, and these sessions re-lay them when rows change.
+   */
+  layout: DeviceLayout | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -234,10 +245,20 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   };
 
   const wantsBeamHead = options.beamHead ?? (options.decoderGraph ?? 'rewritten') === 'rewritten';
-  const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
+  const create = async (
+    files: ReturnType<typeof prepare>,
+    provider: ort.InferenceSession.ExecutionProviderConfig,
+    deviceState = false,
+  ) => {
     const created: ort.InferenceSession[] = [];
-    const open = async (source: string | Uint8Array) => {
+    let layout: DeviceLayout | null = null;
+    const onDevice = deviceState && files.rewritten.cross !== null;
+    const open = async (
+      source: string | Uint8Array,
+      outputs?: ort.InferenceSession.SessionOptions['preferredOutputLocation'],
+    ) => {
       const options = sessionOptions(threads, provider);
+      if (onDevice && outputs !== undefined) options.preferredOutputLocation = outputs;
       // From memory, external weights are found through this folder, not the graph file's.
       if (typeof source !== 'string')
         options.extra = { session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) } };
@@ -250,11 +271,29 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     };
     try {
       const encoder = await open(files.encoderFile);
-      const decoder = await open(files.rewritten.bytes ?? files.decoderFile);
-      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross);
+      const { layers } = modelShape(modelDir);
+      // Every output but the scores the host reads stays on the device (a step fetches them all: onnxruntime-node
+      // 1.30 mislays output locations when a run fetches some outputs only). The logits stay there only where the
+      // beam head reads them (it always can: a rewritten top-2 means they are exactly vocab_size wide).
+      const { appendedCache, greedyTop2 } = files.rewritten.outputs;
+      const logitsOnDevice = wantsBeamHead && greedyTop2 !== null;
+      const kept = Object.fromEntries(
+        [
+          ...(logitsOnDevice ? ['logits'] : []),
+          ...Array.from({ length: layers }, (_, i) => [
+            `present.${i}.decoder.key`,
+            `present.${i}.decoder.value`,
+          ]).flat(),
+          ...(appendedCache ?? []),
+        ].map((name) => [name, 'gpu-buffer' as const]),
+      );
+      const decoder = await open(files.rewritten.bytes ?? files.decoderFile, kept);
+      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
-      return { encoder, decoder, cross, beamHead };
+      layout = onDevice ? await DeviceLayout.create(provider) : null;
+      return { encoder, decoder, cross, beamHead, layout };
     } catch (err) {
+      await layout?.release();
       for (const session of created) await session.release();
       throw err;
     }
@@ -281,7 +320,11 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       try {
         restrictVulkanDrivers(drivers.manifests);
         const files = filesFor(choice.dtype);
-        const sessions = await create(files, { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig);
+        const sessions = await create(
+          files,
+          { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig,
+          choice.dtype !== 'fp16' && options.deviceState !== false,
+        );
         const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
         if (device.software === true) info.software = true;
         return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
@@ -317,6 +360,7 @@ function finish(
     decoder: ort.InferenceSession;
     cross: ort.InferenceSession | null;
     beamHead: ort.InferenceSession | null;
+    layout?: DeviceLayout | null;
   },
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
@@ -328,6 +372,7 @@ function finish(
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
     beamHead: sessions.beamHead,
+    layout: sessions.layout ?? null,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),

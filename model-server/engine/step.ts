@@ -10,7 +10,7 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
-import type { Cohort, CohortContext } from './cohort.js';
+import { type Cohort, type CohortContext, type DeviceTensors, disposeDevice } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
 
 /** What a decoder run returned, with what the step needs to apply it. */
@@ -28,6 +28,11 @@ export interface DecoderRun {
   ms: number;
   /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
   hostBytes: number;
+  /**
+   * On the device-state path: the cohort's device tensors after this step — the new self-attention cache (made by
+   * this run), and the cross cache and encoder mask (made by this run on the first step, else the cohort's own).
+   */
+  device?: DeviceTensors;
 }
 
 /** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
@@ -39,6 +44,8 @@ function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
 export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  if (ctx.sessions.layout !== null && ctx.sessions.cross !== null && ctx.sessions.decoderKind === 'merged')
+    return runOnDevice(ctx, cohort);
   const { rows } = cohort;
   const n = rows.length;
   const d = ctx.config.dModel;
@@ -145,6 +152,138 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
 }
 
 /**
+ * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
+ * logits a beam head reads, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's
+ * self-attention mask) and reads the top-2 or the beam head's top-k. What this run made is disposed if it throws.
+ */
+async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  const { rows } = cohort;
+  const n = rows.length;
+  const S = cohort.encoderLength;
+  const P = cohort.pastLength;
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const layout = ctx.sessions.layout!;
+  const start = ctx.config.decoderStartTokenId;
+  const held = cohort.onDevice ?? null;
+  const ids = new BigInt64Array(n);
+  rows.forEach((row, r) => {
+    const tokens = row.hyp.tokens;
+    ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
+  });
+  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, 1]) };
+  let selfMask: BigInt64Array | null = null;
+  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
+    selfMask = new BigInt64Array(n * (P + 1)).fill(1n);
+    if (cohort.selfMask !== null && P > 0) {
+      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
+    }
+    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
+  }
+  const { greedyTop2 } = ctx.sessions.decoderOutputs;
+  const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
+  const started = performance.now();
+  const uploaded = layout.hostBytes;
+  const made: ort.Tensor[] = [];
+  try {
+    let encoderMask = held?.encoderMask ?? null;
+    if (held === null && ctx.feedsEncoderMask) {
+      encoderMask = await layout.upload(cohort.encoderMask, [n, S]);
+      made.push(encoderMask);
+    }
+    if (encoderMask !== null) feeds.encoder_attention_mask = encoderMask;
+    let hostBytes = 0;
+    let cross = held?.cross ?? null;
+    if (cross === null) {
+      const cross0 = ctx.sessions.cross!;
+      const available: Record<string, ort.Tensor> = {
+        ...feeds,
+        encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, ctx.config.dModel]),
+      };
+      const crossFeeds = Object.fromEntries(
+        Object.entries(available).filter(([name]) => cross0.inputNames.includes(name)),
+      ) as Record<string, ort.Tensor>;
+      const out = await cross0.run(crossFeeds);
+      cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
+        const tensor = out[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]!;
+        made.push(tensor);
+        return tensor;
+      });
+      hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(out));
+    }
+    const presents: string[] = [];
+    const empty = new Float32Array(0);
+    for (let i = 0; i < ctx.layers; i++) {
+      ['key', 'value'].forEach((part, j) => {
+        feeds[`past_key_values.${i}.decoder.${part}`] =
+          held?.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
+        feeds[`past_key_values.${i}.encoder.${part}`] = cross![2 * i + j]!;
+        presents.push(`present.${i}.decoder.${part}`);
+      });
+    }
+    // Every output (session.ts): what this step does not keep on the device is freed at once.
+    const all = await ctx.sessions.decoder.run(feeds);
+    const self = presents.map((name) => {
+      const tensor = all[name]!;
+      made.push(tensor);
+      return tensor;
+    });
+    const logitsRead = top2 === null && all.logits?.location === 'gpu-buffer';
+    const out: Record<string, ort.Tensor> = {};
+    for (const [name, tensor] of Object.entries(all)) {
+      if (tensor.location === 'gpu-buffer' && !presents.includes(name) && !(logitsRead && name === 'logits'))
+        tensor.dispose();
+      else out[name] = tensor;
+    }
+    hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
+    let topk: DecoderRun['topk'] = null;
+    const logits = out.logits;
+    if (logitsRead && logits !== undefined) {
+      made.push(logits);
+      let k = 2;
+      for (const row of rows)
+        if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+      k = Math.min(k, ctx.config.vocabSize);
+      const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+      const head = await ctx.sessions.beamHead!.run(headFeeds);
+      logits.dispose();
+      hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
+      topk = {
+        kind: 'topk',
+        values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+        ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
+        logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+        k,
+      };
+    }
+    hostBytes += layout.hostBytes - uploaded;
+    return {
+      out,
+      selfMask,
+      top2,
+      topk,
+      cross: null,
+      ms: performance.now() - started,
+      hostBytes,
+      device: { cross, self, encoderMask },
+    };
+  } catch (err) {
+    for (const tensor of made) tensor.dispose();
+    throw err;
+  }
+}
+
+/** Free what a trial run of the copy `trial` made on the device, and the copy's own device tensors. */
+function releaseTrial(trial: Cohort, run: DecoderRun | null): void {
+  if (run?.device !== undefined) {
+    for (const tensor of run.device.self) tensor.dispose();
+    if (trial.onDevice === null || trial.onDevice === undefined)
+      disposeDevice({ cross: run.device.cross, self: [], encoderMask: run.device.encoderMask });
+  }
+  disposeDevice(trial.onDevice);
+}
+
+/**
  * After a decoder run of `cohort` failed with `error`: the sequences it fails on alone, each with its own error.
  * Halves of the cohort's sequences are run on copies (the cohort untouched), down to single sequences, a
  * sequence's beams always together: about 2·log2(sequences) trial runs per bad sequence, on this path only. Empty
@@ -169,10 +308,14 @@ export async function failingSequences(
     }
     const half = Math.ceil(group.length / 2);
     for (const part of [group.slice(0, half), group.slice(half)]) {
+      const trial = await copyRows(ctx, cohort, part.flat());
+      let run: DecoderRun | null = null;
       try {
-        await runDecoder(ctx, copyRows(ctx, cohort, part.flat()));
+        run = await runDecoder(ctx, trial);
       } catch (err) {
         await search(part, err);
+      } finally {
+        releaseTrial(trial, run);
       }
     }
   };
@@ -199,6 +342,14 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.searchMs += performance.now() - deciding;
 
   if (ctx.sessions.decoderKind !== 'merged') return decision;
+  if (run.device !== undefined) {
+    // The run's present cache replaces the past it was built from.
+    for (const tensor of cohort.onDevice?.self ?? []) tensor.dispose();
+    cohort.onDevice = run.device;
+    cohort.pastLength += 1;
+    cohort.selfMask = run.selfMask;
+    return decision;
+  }
   const building = performance.now();
   const H = ctx.heads;
   const dh = ctx.headDim;
