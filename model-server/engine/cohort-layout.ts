@@ -13,13 +13,17 @@ import { relayoutRows, type RowSource } from './row-layout.js';
  * no remaining row needs. With no rows left the cohort holds its old tensors until it is retired.
  */
 export async function gatherRows(ctx: CohortContext, cohort: Cohort, sources: number[], rows: Row[]): Promise<void> {
+  const before = cohort.rows;
   cohort.rows = rows;
   if (rows.length === 0) return;
+  // Beams reordered within their sequences, no row left: each row's source (and cross cache row) is as it was.
+  const sameSequences =
+    sources.length === before.length && sources.every((s, i) => before[s]!.state === before[i]!.state);
   const encoderLengths = sources.map((s) => cohort.encoderLengths[s]!);
   const S = Math.max(...encoderLengths);
   // A row's cache holds the tokens fed so far: the start token and all its tokens but the newest.
   const P = hasCaches(cohort) ? Math.max(...rows.map((r) => r.hyp.tokens.length)) : 0;
-  await relayout(ctx, cohort, [{ cohort, rows: sources }], S, P);
+  await relayout(ctx, cohort, [{ cohort, rows: sources }], S, P, sameSequences);
   cohort.encoderLengths = encoderLengths;
 }
 
@@ -94,16 +98,22 @@ export async function mergeCohorts(ctx: CohortContext, running: Cohort, joining:
 /** Rows of some cohorts, as `layOut` lays them out. */
 type RowTensors = Pick<Cohort, 'encoderStates' | 'encoderMask' | 'crossCache' | 'selfCache' | 'selfMask'>;
 
-/** Replace `target`'s tensors with the listed rows of the given cohorts, at lengths S (encoder) and P (cache). */
+/**
+ * Replace `target`'s tensors with the listed rows of the given cohorts, at lengths S (encoder) and P (cache).
+ * `sameSequences`: every row keeps a row of its own sequence (beams reordered): on the device the cross cache and
+ * encoder mask stay as they are.
+ */
 async function relayout(
   ctx: CohortContext,
   target: Cohort,
   parts: { cohort: Cohort; rows: number[] }[],
   S: number,
   P: number,
+  sameSequences = false,
 ): Promise<void> {
   // On the device first: it reads the parts' lengths as they were.
-  const onDevice = await layOutDevice(ctx, target, parts, S, P);
+  const crossKept = sameSequences ? (target.onDevice?.cross ?? null) : null;
+  const onDevice = await layOutDevice(ctx, target, parts, S, P, crossKept);
   const oldMask = target.encoderMask;
   const tensors = layOut(ctx, target, parts, S, P, true);
   if (onDevice !== null) {
@@ -112,6 +122,7 @@ async function relayout(
     onDevice.encoderMask = await uploadMask(ctx, tensors.encoderMask, same ? target : null, S, oldMask);
     for (const cohort of new Set(parts.map((p) => p.cohort))) {
       if (cohort.onDevice?.encoderMask === onDevice.encoderMask) cohort.onDevice.encoderMask = null;
+      if (cohort.onDevice?.cross === onDevice.cross) cohort.onDevice.cross = [];
       disposeDevice(cohort.onDevice);
       cohort.onDevice = null;
     }
@@ -227,6 +238,7 @@ function layOut(
 /**
  * The device-state path's caches of the listed rows (device-layout.ts), at lengths S (cross) and P (self); null
  * when `like` holds none on the device. Their encoder mask is left to `uploadMask`. The parts' tensors are kept.
+ * `crossKept`: the cross cache as it is (every row keeps its sequence's: a beam reorder), not re-laid.
  */
 async function layOutDevice(
   ctx: CohortContext,
@@ -234,6 +246,7 @@ async function layOutDevice(
   parts: { cohort: Cohort; rows: number[] }[],
   S: number,
   P: number,
+  crossKept: ort.Tensor[] | null = null,
 ): Promise<DeviceTensors | null> {
   const layout = ctx.sessions.layout;
   if (layout === null || (like.onDevice ?? null) === null) return null;
@@ -244,30 +257,28 @@ async function layOutDevice(
     to: number,
     align: 'start' | 'end',
   ): Promise<ort.Tensor[]> => {
-    const out: ort.Tensor[] = [];
-    for (let k = 0; k < 2 * ctx.layers; k++) {
-      let stacked: ort.Tensor | null = null;
-      for (const { cohort, rows } of parts) {
-        const picked = await layout.rows(get(cohort.onDevice!)[k]!, { rows, length: length(cohort), to, align });
-        if (stacked === null) {
-          stacked = picked;
-          continue;
-        }
-        const joined = await layout.concat(stacked, picked);
-        stacked.dispose();
-        picked.dispose();
-        stacked = joined;
+    let stacked: ort.Tensor[] | null = null;
+    for (const { cohort, rows } of parts) {
+      const picked = await layout.rows(get(cohort.onDevice!), { rows, length: length(cohort), to, align });
+      if (stacked === null) {
+        stacked = picked;
+        continue;
       }
-      out.push(stacked!);
+      const joined = await layout.concat(stacked, picked);
+      for (const tensor of [...stacked, ...picked]) tensor.dispose();
+      stacked = joined;
     }
-    return out;
+    return stacked!;
   };
-  const cross = await cache(
-    (held) => held.cross,
-    (c) => c.encoderLength,
-    S,
-    'start',
-  );
+  const cross =
+    crossKept !== null
+      ? crossKept
+      : await cache(
+          (held) => held.cross,
+          (c) => c.encoderLength,
+          S,
+          'start',
+        );
   const self = await cache(
     (held) => held.self,
     (c) => c.pastLength,

@@ -84,23 +84,23 @@ describe.skipIf(unavailable !== undefined)('device layout on WebGPU', () => {
     { rows: [2, 1], to: 3, align: 'start' as const },
     { rows: [1, 0, 2], to: 5, align: 'start' as const },
   ])('rows $rows to length $to aligned at the $align equal the host re-layout', async ({ rows, to, align }) => {
-    const y = await layout!.rows(x, { rows, length: 4, to, align });
-    expect(y.location).toBe('gpu-buffer');
-    expect(await read(y)).toEqual({ dims: [rows.length, 2, to, 3], data: host(rows, to, align) });
+    const [y] = await layout!.rows([x], { rows, length: 4, to, align });
+    expect(y!.location).toBe('gpu-buffer');
+    expect(await read(y!)).toEqual({ dims: [rows.length, 2, to, 3], data: host(rows, to, align) });
   });
 
   it('concatenates on the row axis, device tensors in, a device tensor out', async () => {
-    const a = await layout!.rows(x, { rows: [1], length: 4, to: 5, align: 'end' });
-    const b = await layout!.rows(x, { rows: [2, 0], length: 4, to: 5, align: 'end' });
-    const y = await layout!.concat(a, b);
-    a.dispose();
-    b.dispose();
-    expect(await read(y)).toEqual({ dims: [3, 2, 5, 3], data: host([1, 2, 0], 5, 'end') });
+    const a = await layout!.rows([x, x], { rows: [1], length: 4, to: 5, align: 'end' });
+    const b = await layout!.rows([x, x], { rows: [2, 0], length: 4, to: 5, align: 'end' });
+    const ys = await layout!.concat(a, b);
+    for (const t of [...a, ...b]) t.dispose();
+    expect(ys).toHaveLength(2);
+    for (const y of ys) expect(await read(y)).toEqual({ dims: [3, 2, 5, 3], data: host([1, 2, 0], 5, 'end') });
   });
 
   it('counts the bytes its feeds take from the host: indices and lengths, and uploaded masks', async () => {
     const before = layout!.hostBytes;
-    (await layout!.rows(x, { rows: [0, 1], length: 4, to: 4, align: 'end' })).dispose();
+    for (const y of await layout!.rows([x, x], { rows: [0, 1], length: 4, to: 4, align: 'end' })) y.dispose();
     const mask = await layout!.upload(BigInt64Array.of(1n, 1n, 0n, 1n, 1n, 1n), [2, 3]);
     expect(mask.location).toBe('gpu-buffer');
     expect(mask.dims).toEqual([2, 3]);

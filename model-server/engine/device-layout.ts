@@ -3,9 +3,10 @@
  * tensors of the WebGPU provider) without a host round trip: small graphs run on the same provider, their
  * outputs kept on the device.
  *
- * - `rows`: `Pad(Slice(Gather(x, rows, axis 0), start, end, axis 2), pads on axis 2)` of a `[n, A, L, B]` float
- *   tensor (a cache `[n, H, L, dh]`): rows leave, beams reorder by parent, padding is trimmed or added;
- * - `concat`: `Concat(axis 0)` of two such tensors (rows of another cohort join);
+ * - `rows`: `Pad(Slice(Gather(x, rows, axis 0), start, end, axis 2), pads on axis 2)` of `[n, A, L, B]` float
+ *   tensors (a cohort's caches `[n, H, L, dh]`, all in one run): rows leave, beams reorder by parent, padding is
+ *   trimmed or added;
+ * - `concat`: `Concat(axis 0)` of two such sets of tensors (rows of another cohort join);
  * - `upload`: `Identity` of an int64 `[n, L]` mask, so that a mask changed only when rows change is copied to the
  *   device once, not fed from the host at every step.
  *
@@ -45,46 +46,57 @@ function model(name: string, graph: Omit<onnxProto.onnx.IGraphProto, 'name'>): U
   return onnx.ModelProto.encode(proto).finish();
 }
 
-/** `x` [n, A, L, B], `rows` int64 [m], `starts`/`ends` int64 [1] on L, `pads` int64 [8] → `y` [m, A, L', B]. */
-export function rowsModel(): Uint8Array {
+/**
+ * `x0 … x{count-1}` [n, A, L, B] (each its own A, L, B), `rows` int64 [m], `starts`/`ends` int64 [1] on L, `pads`
+ * int64 [8] → `y0 …` [m, A, L', B]: one run, one feed of indices, for every cache tensor of a cohort.
+ */
+export function rowsModel(count: number): Uint8Array {
+  const each = Array.from({ length: count }, (_, t) => t);
   return model('device_rows', {
     initializer: [{ name: 'axis2', dims: [1], dataType: INT64, rawData: new Uint8Array(BigInt64Array.of(2n).buffer) }],
-    node: [
+    node: each.flatMap((t) => [
       {
         opType: 'Gather',
-        input: ['x', 'rows'],
-        output: ['gathered'],
-        name: 'gather',
+        input: [`x${t}`, 'rows'],
+        output: [`gathered${t}`],
+        name: `gather${t}`,
         attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
       },
-      { opType: 'Slice', input: ['gathered', 'starts', 'ends', 'axis2'], output: ['sliced'], name: 'slice' },
-      { opType: 'Pad', input: ['sliced', 'pads'], output: ['y'], name: 'pad' },
-    ],
+      {
+        opType: 'Slice',
+        input: [`gathered${t}`, 'starts', 'ends', 'axis2'],
+        output: [`sliced${t}`],
+        name: `slice${t}`,
+      },
+      { opType: 'Pad', input: [`sliced${t}`, 'pads'], output: [`y${t}`], name: `pad${t}` },
+    ]),
     input: [
-      io('x', FLOAT, ['n', 'A', 'L', 'B']),
+      ...each.map((t) => io(`x${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`])),
       io('rows', INT64, ['m']),
       io('starts', INT64, [1]),
       io('ends', INT64, [1]),
       io('pads', INT64, [8]),
     ],
-    output: [io('y', FLOAT, ['m', 'A', 'L2', 'B'])],
+    output: each.map((t) => io(`y${t}`, FLOAT, ['m', `A${t}`, `L2_${t}`, `B${t}`])),
   });
 }
 
-/** `a` [n, A, L, B], `b` [m, A, L, B] → `y` [n + m, A, L, B]. */
-export function concatModel(): Uint8Array {
+/** `a0 …`, `b0 …` → `y{t}` = `a{t}` and `b{t}` stacked on axis 0. */
+export function concatModel(count: number): Uint8Array {
+  const each = Array.from({ length: count }, (_, t) => t);
   return model('device_concat', {
-    node: [
-      {
-        opType: 'Concat',
-        input: ['a', 'b'],
-        output: ['y'],
-        name: 'concat',
-        attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
-      },
-    ],
-    input: [io('a', FLOAT, ['n', 'A', 'L', 'B']), io('b', FLOAT, ['m', 'A', 'L', 'B'])],
-    output: [io('y', FLOAT, ['nm', 'A', 'L', 'B'])],
+    node: each.map((t) => ({
+      opType: 'Concat',
+      input: [`a${t}`, `b${t}`],
+      output: [`y${t}`],
+      name: `concat${t}`,
+      attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
+    })),
+    input: each.flatMap((t) => [
+      io(`a${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`]),
+      io(`b${t}`, FLOAT, ['m', `A${t}`, `L${t}`, `B${t}`]),
+    ]),
+    output: each.map((t) => io(`y${t}`, FLOAT, ['nm', `A${t}`, `L${t}`, `B${t}`])),
   });
 }
 
@@ -108,17 +120,17 @@ export interface RowPick {
   align: 'start' | 'end';
 }
 
-/** The layout sessions of one device, and the bytes their small feeds took from the host. */
+/** The layout sessions of one device (per tensor count, made when first needed), and the bytes fed from the host. */
 export class DeviceLayout {
-  readonly #rows: ort.InferenceSession;
-  readonly #concat: ort.InferenceSession;
+  readonly #options: ort.InferenceSession.SessionOptions;
+  readonly #rows = new Map<number, Promise<ort.InferenceSession>>();
+  readonly #concat = new Map<number, Promise<ort.InferenceSession>>();
   readonly #upload: ort.InferenceSession;
   /** Bytes fed from the host (row indices, lengths, uploaded masks) since load. */
   hostBytes = 0;
 
-  private constructor(rows: ort.InferenceSession, concat: ort.InferenceSession, upload: ort.InferenceSession) {
-    this.#rows = rows;
-    this.#concat = concat;
+  private constructor(options: ort.InferenceSession.SessionOptions, upload: ort.InferenceSession) {
+    this.#options = options;
     this.#upload = upload;
   }
 
@@ -130,35 +142,49 @@ export class DeviceLayout {
       preferredOutputLocation: 'gpu-buffer',
       logSeverityLevel: 3,
     };
-    const sessions = await Promise.all(
-      [rowsModel(), concatModel(), uploadModel()].map((bytes) => ort.InferenceSession.create(bytes, options)),
-    );
-    return new DeviceLayout(sessions[0]!, sessions[1]!, sessions[2]!);
+    return new DeviceLayout(options, await ort.InferenceSession.create(uploadModel(), options));
   }
 
-  /** Rows `pick.rows` of `x` ([n, A, L, B] on the device), cut or padded to `pick.to` positions. */
-  async rows(x: ort.Tensor, pick: RowPick): Promise<ort.Tensor> {
+  #session(
+    cache: Map<number, Promise<ort.InferenceSession>>,
+    count: number,
+    make: (count: number) => Uint8Array,
+  ): Promise<ort.InferenceSession> {
+    let session = cache.get(count);
+    if (session === undefined) cache.set(count, (session = ort.InferenceSession.create(make(count), this.#options)));
+    return session;
+  }
+
+  /** Rows `pick.rows` of each of `xs` ([n, A, L, B] on the device, one length L), cut or padded to `pick.to`. */
+  async rows(xs: readonly ort.Tensor[], pick: RowPick): Promise<ort.Tensor[]> {
     const { length, to, align } = pick;
     const keep = Math.min(length, to);
     const start = align === 'start' ? 0 : length - keep;
     const pad = to - keep;
     const int64 = (values: number[]) =>
       new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), [values.length]);
-    const feeds = {
-      x,
+    const feeds: Record<string, ort.Tensor> = {
       rows: int64([...pick.rows]),
       starts: int64([start]),
       ends: int64([start + keep]),
       // [begin of n, A, L, B, end of n, A, L, B]: padding goes before a right-aligned row, after a left-aligned one.
       pads: int64([0, 0, align === 'end' ? pad : 0, 0, 0, 0, align === 'start' ? pad : 0, 0]),
     };
+    xs.forEach((x, t) => (feeds[`x${t}`] = x));
     this.hostBytes += 8 * (pick.rows.length + 2 + 8);
-    return (await this.#rows.run(feeds)).y!;
+    const out = await (await this.#session(this.#rows, xs.length, rowsModel)).run(feeds);
+    return xs.map((_, t) => out[`y${t}`]!);
   }
 
-  /** `a` and `b` stacked on the row axis (equal other dimensions). */
-  async concat(a: ort.Tensor, b: ort.Tensor): Promise<ort.Tensor> {
-    return (await this.#concat.run({ a, b })).y!;
+  /** `as[t]` and `bs[t]` stacked on the row axis (equal other dimensions), for each t. */
+  async concat(as: readonly ort.Tensor[], bs: readonly ort.Tensor[]): Promise<ort.Tensor[]> {
+    const feeds: Record<string, ort.Tensor> = {};
+    as.forEach((a, t) => {
+      feeds[`a${t}`] = a;
+      feeds[`b${t}`] = bs[t]!;
+    });
+    const out = await (await this.#session(this.#concat, as.length, concatModel)).run(feeds);
+    return as.map((_, t) => out[`y${t}`]!);
   }
 
   /** An int64 `[n, L]` host array as a device tensor. */
@@ -168,6 +194,7 @@ export class DeviceLayout {
   }
 
   async release(): Promise<void> {
-    await Promise.all([this.#rows.release(), this.#concat.release(), this.#upload.release()]);
+    const made = await Promise.all([...this.#rows.values(), ...this.#concat.values()]);
+    await Promise.all([...made.map((s) => s.release()), this.#upload.release()]);
   }
 }

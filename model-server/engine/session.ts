@@ -252,7 +252,10 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   ) => {
     const created: ort.InferenceSession[] = [];
     let layout: DeviceLayout | null = null;
-    const onDevice = deviceState && files.rewritten.cross !== null;
+    // The device-state path needs the cross-attention graph apart, and the beam head to read the logits (which it
+    // can where the top-2 was rewritten: the logits are exactly vocab_size wide).
+    const onDevice =
+      deviceState && files.rewritten.cross !== null && wantsBeamHead && files.rewritten.outputs.greedyTop2 !== null;
     const open = async (
       source: string | Uint8Array,
       outputs?: ort.InferenceSession.SessionOptions['preferredOutputLocation'],
@@ -272,22 +275,10 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     try {
       const encoder = await open(files.encoderFile);
       const { layers } = modelShape(modelDir);
-      // Every output but the scores the host reads stays on the device (a step fetches them all: onnxruntime-node
-      // 1.30 mislays output locations when a run fetches some outputs only). The logits stay there only where the
-      // beam head reads them (it always can: a rewritten top-2 means they are exactly vocab_size wide).
-      const { appendedCache, greedyTop2 } = files.rewritten.outputs;
-      const logitsOnDevice = wantsBeamHead && greedyTop2 !== null;
-      const kept = Object.fromEntries(
-        [
-          ...(logitsOnDevice ? ['logits'] : []),
-          ...Array.from({ length: layers }, (_, i) => [
-            `present.${i}.decoder.key`,
-            `present.${i}.decoder.value`,
-          ]).flat(),
-          ...(appendedCache ?? []),
-        ].map((name) => [name, 'gpu-buffer' as const]),
-      );
-      const decoder = await open(files.rewritten.bytes ?? files.decoderFile, kept);
+      // Every decoder output stays on the device and a step fetches them all (onnxruntime-node 1.30 mislays output
+      // locations when a run fetches some only): the host reads the beam head's top-k of the logits, greedy steps
+      // included.
+      const decoder = await open(files.rewritten.bytes ?? files.decoderFile, 'gpu-buffer');
       const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
       layout = onDevice ? await DeviceLayout.create(provider) : null;

@@ -143,7 +143,7 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
     topk = {
       kind: 'topk',
       values: made[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
+      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
       logSumExp: made[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
       k,
     };
@@ -153,8 +153,8 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
 
 /**
  * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
- * logits a beam head reads, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's
- * self-attention mask) and reads the top-2 or the beam head's top-k. What this run made is disposed if it throws.
+ * logits, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
+ * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
  */
 async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
   const { rows } = cohort;
@@ -180,8 +180,6 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
     }
     feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
   }
-  const { greedyTop2 } = ctx.sessions.decoderOutputs;
-  const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
   const started = performance.now();
   const uploaded = layout.hostBytes;
   const made: ort.Tensor[] = [];
@@ -228,39 +226,33 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
       made.push(tensor);
       return tensor;
     });
-    const logitsRead = top2 === null && all.logits?.location === 'gpu-buffer';
-    const out: Record<string, ort.Tensor> = {};
-    for (const [name, tensor] of Object.entries(all)) {
-      if (tensor.location === 'gpu-buffer' && !presents.includes(name) && !(logitsRead && name === 'logits'))
-        tensor.dispose();
-      else out[name] = tensor;
-    }
-    hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
-    let topk: DecoderRun['topk'] = null;
-    const logits = out.logits;
-    if (logitsRead && logits !== undefined) {
-      made.push(logits);
-      let k = 2;
-      for (const row of rows)
-        if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
-      k = Math.min(k, ctx.config.vocabSize);
-      const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-      const head = await ctx.sessions.beamHead!.run(headFeeds);
-      logits.dispose();
-      hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
-      topk = {
-        kind: 'topk',
-        values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-        ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
-        logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
-        k,
-      };
-    }
+    const logits = all.logits;
+    if (logits === undefined) throw new Error('decoder returned no logits');
+    made.push(logits);
+    for (const [name, tensor] of Object.entries(all))
+      if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
+    hostBytes += hostBytesOf(Object.values(feeds));
+    // The beam head reads the logits on the device, for greedy steps too (k = 2: what the top-2 outputs would give).
+    let k = 2;
+    for (const row of rows)
+      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+    k = Math.min(k, ctx.config.vocabSize);
+    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+    const head = await ctx.sessions.beamHead!.run(headFeeds);
+    logits.dispose();
+    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
+    const topk: DecoderRun['topk'] = {
+      kind: 'topk',
+      values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+      ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
+      logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+      k,
+    };
     hostBytes += layout.hostBytes - uploaded;
     return {
-      out,
+      out: head,
       selfMask,
-      top2,
+      top2: null,
       topk,
       cross: null,
       ms: performance.now() - started,

@@ -76,7 +76,7 @@ describe('WebGPU through lavapipe', () => {
       expect(await ids(throughHost, list, GREEDY)).toEqual(expected);
     });
 
-    it('state on the device: a step moves at most 64 bytes per row between host and device (the host path: the caches)', async () => {
+    it('state on the device: a greedy step moves at most 64 bytes per row between host and device (the host path: the caches)', async () => {
       const list = rows(6, 3);
       /** Host bytes per row-step beyond the first steps: two generations of fixed lengths, differenced. */
       const perRowStep = async (engine: TranslationEngine, options: TranslateOptions) => {
@@ -98,8 +98,14 @@ describe('WebGPU through lavapipe', () => {
       const viaHost = await perRowStep(throughHost, GREEDY);
       expect(onDevice.out).toEqual((await perRowStep(cpu, GREEDY)).out);
       expect(viaHost.out).toEqual(onDevice.out);
-      // A greedy row's step: its last token (8 bytes) in, its top-2 values and ids (24 bytes) out.
+      // A greedy row's step: its last token (8 bytes) in, its top-2 values, ids and normaliser (20 bytes) out, and k
+      // (8 bytes a step).
       expect(onDevice.bytes).toBeLessThanOrEqual(64);
+      // Beam 2 (12 rows): per row its token in and its top-5 out (8 + 5·8 + 4), the parents to reorder by (8); per
+      // step k and the re-layout's lengths (8 + 88), shared by the rows.
+      const beam = await perRowStep(gpu, BEAM);
+      expect(beam.out).toEqual((await perRowStep(cpu, BEAM)).out);
+      expect(beam.bytes).toBeLessThanOrEqual(60 + 96 / 12);
       // Through the host, at least the self-attention cache (2 per layer) crosses every step.
       expect(viaHost.bytes).toBeGreaterThan(2 * gpu.config.decoderLayers * gpu.config.dModel * 4);
     });
