@@ -16,7 +16,7 @@ import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { beamHeadModel } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
-import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
+import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import { joinModel, splitModel, weightName } from './onnx-wire.js';
@@ -108,6 +108,11 @@ export interface DecoderOutputs {
   appendedCache: string[] | null;
   /** Top-2 outputs for all-greedy steps; null: `logits`. */
   greedyTop2: { values: string; ids: string } | null;
+  /**
+   * The beam head is in the decoder graph (decoder-graph.ts `BEAM_TOPK`: every run feeds its switch and k; beam steps
+   * fetch its outputs instead of the logits); false: beam steps read the logits.
+   */
+  beamTopK: boolean;
   /** Why a rewrite was not made (empty when all were). */
   notes: string[];
 }
@@ -374,7 +379,7 @@ function finish(
 }
 
 function asExported(reason: string): DecoderOutputs {
-  return { appendedCache: null, greedyTop2: null, notes: [`decoder graph not rewritten: ${reason}`] };
+  return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
 }
 
 /** `decoder_layers` and `vocab_size` from config.json (validated again, with the rest, by model-config.ts). */
@@ -404,7 +409,7 @@ function rewriteDecoder(
   shape: { layers: number; vocab: number },
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
-  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, notes: [] };
+  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
   const split = splitCrossAttention(model, shape.layers);
   if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
   const step = split.ok ? split.step.model : model;
@@ -414,8 +419,11 @@ function rewriteDecoder(
   const top2 = exposeGreedyTop2(step, shape.vocab);
   if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
   else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
+  const beam = exposeBeamTopK(step, shape.vocab);
+  if (beam.ok) outputs.beamTopK = true;
+  else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
   if (!split.ok) {
-    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
+    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
     return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
   }
   const named = weights.map((entry) => ({ entry, name: weightName(entry) }));

@@ -9,6 +9,7 @@
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import { BEAM_TOPK } from './decoder-graph.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
 import { type Cohort, type CohortContext, type DeviceTensors, disposeDevice } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
@@ -79,10 +80,18 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const H = ctx.heads;
   const dh = ctx.headDim;
   const first = cohort.crossCache === null;
-  const { appendedCache, greedyTop2 } = ctx.sessions.decoderOutputs;
+  const { appendedCache, greedyTop2, beamTopK } = ctx.sessions.decoderOutputs;
   // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
   const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
-  const fetches = top2 !== null ? [top2.values, top2.ids] : ['logits'];
+  // Beam steps with the beam head in the graph fetch its top-k instead of the logits.
+  const k = top2 === null && beamTopK && ctx.sessions.beamHead !== null ? candidates(ctx, rows) : 0;
+  if (beamTopK) beamSwitch(feeds, k);
+  const fetches =
+    top2 !== null
+      ? [top2.values, top2.ids]
+      : k > 0
+        ? [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]
+        : ['logits'];
   const started = performance.now();
   const splitCross = cached ? ctx.sessions.cross : null;
   let cross: Float32Array[] | null = null;
@@ -128,15 +137,20 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const out = await ctx.sessions.decoder.run(feeds, fetches);
   hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
   let topk: DecoderRun['topk'] = null;
+  if (k > 0) {
+    topk = {
+      kind: 'topk',
+      values: out[BEAM_TOPK.values]!.data as Float32Array,
+      ids: out[BEAM_TOPK.ids]!.data as Int32Array,
+      logSumExp: out[BEAM_TOPK.logSumExp]!.data as Float32Array,
+      k,
+    };
+  }
   const head = ctx.sessions.beamHead;
   const logits = out.logits;
   // Logits wider than the vocabulary (padded columns) are left to the scan, which stops at vocab_size.
   if (top2 === null && head !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
-    // K = 2·numBeams + 1 of the widest beam sequence (beam-head.ts); greedy rows read their first two.
-    let k = 2;
-    for (const row of rows)
-      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
-    k = Math.min(k, ctx.config.vocabSize);
+    const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
     const made = await head.run(headFeeds);
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
@@ -211,6 +225,8 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
     }
     const presents: string[] = [];
     const empty = new Float32Array(0);
+    // The graph's own beam outputs are left off here: the beam head session reads the logits on the device.
+    if (ctx.sessions.decoderOutputs.beamTopK) beamSwitch(feeds, 0);
     for (let i = 0; i < ctx.layers; i++) {
       ['key', 'value'].forEach((part, j) => {
         feeds[`past_key_values.${i}.decoder.${part}`] =
@@ -233,10 +249,7 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
       if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
     hostBytes += hostBytesOf(Object.values(feeds));
     // The beam head reads the logits on the device, for greedy steps too (k = 2: what the top-2 outputs would give).
-    let k = 2;
-    for (const row of rows)
-      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
-    k = Math.min(k, ctx.config.vocabSize);
+    const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
     const head = await ctx.sessions.beamHead!.run(headFeeds);
     logits.dispose();
@@ -263,6 +276,20 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
     for (const tensor of made) tensor.dispose();
     throw err;
   }
+}
+
+/** K = 2·numBeams + 1 of the widest beam sequence of `rows` (beam-head.ts), at least 2 (greedy rows read two). */
+function candidates(ctx: CohortContext, rows: Cohort['rows']): number {
+  let k = 2;
+  for (const row of rows)
+    if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+  return Math.min(k, ctx.config.vocabSize);
+}
+
+/** Feed the decoder graph's beam switch: its top-`k` outputs computed (k > 0) or left empty. */
+function beamSwitch(feeds: Record<string, ort.Tensor>, k: number): void {
+  feeds[BEAM_TOPK.on] = new ort.Tensor('bool', Uint8Array.of(k > 0 ? 1 : 0), [1]);
+  feeds[BEAM_TOPK.k] = new ort.Tensor('int64', BigInt64Array.of(BigInt(Math.max(k, 1))), [1]);
 }
 
 /** Free what a trial run of the copy `trial` made on the device, and the copy's own device tensors. */
