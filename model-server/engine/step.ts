@@ -344,7 +344,8 @@ export async function failingSequences(
 
 /**
  * Apply a successful decoder run of `cohort`: count it, decide every row's successors, and build the cache the
- * next step feeds. The caller resolves `done` and lays the rows out as `next` says.
+ * next step feeds. The caller resolves `done` and lays the rows out as `next` says (a reorder of beams within their
+ * sequences is applied here, in the cache's own copy: `next` then says every row stays).
  */
 export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun): StepDecision {
   const { stats } = ctx;
@@ -378,6 +379,24 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   const past = cohort.selfCache;
   const buffers = cohort.cacheBuffers;
   const selfCache: Float32Array[] = [];
+  // Beams reordered within their sequences and no row leaving: the append's copy takes each row's cache from its
+  // parent, and nothing else changes (the cross cache, encoder tensors and masks are each sequence's own).
+  const rows = cohort.rows;
+  const next = decision.next;
+  let sources: Int32Array | undefined;
+  if (
+    appendedCache !== null &&
+    buffers !== null &&
+    next.length === n &&
+    next.some((s, i) => s.source !== i) &&
+    next.every((s, i) => rows[s.source]!.state === rows[i]!.state)
+  ) {
+    sources = new Int32Array(n * H);
+    next.forEach((s, r) => {
+      for (let h = 0; h < H; h++) sources![r * H + h] = s.source * H + h;
+    });
+    decision.next = next.map((s, i) => ({ source: i, row: s.row }));
+  }
   for (let i = 0; i < ctx.layers; i++) {
     ['key', 'value'].forEach((part, j) => {
       const k = 2 * i + j;
@@ -387,7 +406,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
       }
       // One copy of the cache per step, into a buffer the past is not in (kv-cache.ts).
       const appended = out[appendedCache[k]!]!.data as Float32Array;
-      selfCache.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
+      selfCache.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh, sources));
       // A past re-laid out by a gather or merge was copied in: its memory is free.
       if (past?.[k] !== undefined) ctx.memory.recycleLoose(cohort, k, past[k]);
     });
