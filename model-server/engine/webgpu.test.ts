@@ -98,6 +98,7 @@ describe('WebGPU through lavapipe', () => {
       const viaHost = await perRowStep(throughHost, GREEDY);
       expect(onDevice.out).toEqual((await perRowStep(cpu, GREEDY)).out);
       expect(viaHost.out).toEqual(onDevice.out);
+      // What the engine moves (docs/engine.md: onnxruntime's own copies for nodes it puts on the CPU are not seen).
       // A greedy row's step: its last token (8 bytes) in, its top-2 values, ids and normaliser (20 bytes) out; per
       // step k (8 bytes) and the decoder graph's beam switch left off (9 bytes), shared by the rows.
       expect(onDevice.bytes).toBeLessThanOrEqual(64);
