@@ -16,12 +16,13 @@ const { onnx } = onnxProto;
 export const BEAM_HEAD_OUTPUTS = { values: 'top_values', ids: 'top_ids', logSumExp: 'log_sum_exp' } as const;
 
 const FLOAT = 1;
+const INT32 = 6;
 const INT64 = 7;
 const ATTRIBUTE_INT = 2;
 const ATTRIBUTE_INTS = 7;
 
 /**
- * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` [n, 1, k]:
+ * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
  * of the last position, the top k sorted best first.
  */
 export function beamHeadModel(): Uint8Array {
@@ -66,7 +67,7 @@ export function beamHeadModel(): Uint8Array {
         {
           opType: 'TopK',
           input: ['last', 'k'],
-          output: [BEAM_HEAD_OUTPUTS.values, BEAM_HEAD_OUTPUTS.ids],
+          output: [BEAM_HEAD_OUTPUTS.values, 'top_ids64'],
           name: 'topk',
           attribute: [
             { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
@@ -74,12 +75,20 @@ export function beamHeadModel(): Uint8Array {
             { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
           ],
         },
+        // Token ids fit int32: half the bytes that cross to the host per candidate.
+        {
+          opType: 'Cast',
+          input: ['top_ids64'],
+          output: [BEAM_HEAD_OUTPUTS.ids],
+          name: 'ids32',
+          attribute: [{ name: 'to', type: ATTRIBUTE_INT, i: INT32 }],
+        },
       ],
       input: [io('logits', FLOAT, ['n', 'T', 'V']), io('k', INT64, [1])],
       output: [
         io(BEAM_HEAD_OUTPUTS.logSumExp, FLOAT, ['n', 1, 1]),
         io(BEAM_HEAD_OUTPUTS.values, FLOAT, ['n', 1, 'K']),
-        io(BEAM_HEAD_OUTPUTS.ids, INT64, ['n', 1, 'K']),
+        io(BEAM_HEAD_OUTPUTS.ids, INT32, ['n', 1, 'K']),
       ],
     },
   });

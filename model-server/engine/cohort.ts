@@ -6,6 +6,7 @@
  * memory it holds alone; its `CacheBuffers` (kv-cache.ts) are only released, never recycled piecemeal. `retire`
  * gives everything back once the cohort's rows are gone or live in another cohort's tensors.
  */
+import type * as ort from 'onnxruntime-node';
 import type { Row } from './decoding.js';
 import type { GeneratorStats } from './generator-stats.js';
 import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
@@ -46,6 +47,28 @@ export interface Cohort {
   pauseBudget: number;
   /** Its rows are bulk work (SubmitOptions.bulk): it never merges with interactive rows (generate.ts). */
   bulk?: boolean;
+  /**
+   * On the device-state path (`sessions.layout`), the tensors that live on the device, made by the first step (null
+   * before it); `crossCache` and `selfCache` then stay null. The cohort holds them alone (`retire` disposes them).
+   */
+  onDevice?: DeviceTensors | null;
+}
+
+/** A cohort's `gpu-buffer` tensors on the device-state path. */
+export interface DeviceTensors {
+  /** Per layer `[key, value]` of the cross-attention cache `[n, H, S, dh]`. */
+  cross: ort.Tensor[];
+  /** Per layer `[key, value]` of the self-attention cache `[n, H, P, dh]`. */
+  self: ort.Tensor[];
+  /** `[n, S]` the cohort's `encoderMask` (null: the decoder takes none). */
+  encoderMask: ort.Tensor | null;
+}
+
+/** Free the device memory of `tensors` (none of them may be fed again). */
+export function disposeDevice(tensors: DeviceTensors | null | undefined): void {
+  if (tensors === null || tensors === undefined) return;
+  for (const t of [...tensors.cross, ...tensors.self, ...(tensors.encoderMask ? [tensors.encoderMask] : [])])
+    if (t.location === 'gpu-buffer') t.dispose();
 }
 
 /** What the encoder, the decoder step and the re-layouts share: the model, its shapes, memory and counters. */
@@ -99,6 +122,8 @@ export class CohortMemory {
   retire(cohort: Cohort): void {
     this.recycleRowTensors(cohort);
     cohort.cacheBuffers?.release();
+    disposeDevice(cohort.onDevice);
+    cohort.onDevice = null;
   }
 
   /** Give back `cohort`'s row tensors (every row was copied out of them) and leave it holding none. */

@@ -2,7 +2,14 @@ import onnxProto from 'onnx-proto';
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { appendedOutputName, exposeCacheAppends, exposeGreedyTop2, TOP2_OUTPUTS } from './decoder-graph.js';
+import {
+  appendedOutputName,
+  BEAM_TOPK,
+  exposeBeamTopK,
+  exposeCacheAppends,
+  exposeGreedyTop2,
+  TOP2_OUTPUTS,
+} from './decoder-graph.js';
 import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
 
 const { onnx } = onnxProto;
@@ -110,14 +117,53 @@ describe('exposeCacheAppends', () => {
   });
 });
 
-describe('exposeGreedyTop2', () => {
-  const logitsModel = (width: number) => {
-    const g = new GraphBuilder(new WeightSink(1));
-    const x = g.input('x', ElemType.FLOAT, ['batch_size', 'length', width]);
-    g.output(g.op('Identity', [x]), 'logits', ElemType.FLOAT, ['batch_size', 'length', width]);
-    return onnx.ModelProto.decode(encodeModel(g.graph('logits'), 'test'));
-  };
+const logitsModel = (width: number) => {
+  const g = new GraphBuilder(new WeightSink(1));
+  const x = g.input('x', ElemType.FLOAT, ['batch_size', 'length', width]);
+  g.output(g.op('Identity', [x]), 'logits', ElemType.FLOAT, ['batch_size', 'length', width]);
+  return onnx.ModelProto.decode(encodeModel(g.graph('logits'), 'test'));
+};
 
+describe('exposeBeamTopK', () => {
+  it("switched on, gives beam-head.ts' top-k (int32 ids, ties to the lower id) and log-softmax normaliser; off, nothing", async () => {
+    const model = logitsModel(5);
+    expect(exposeBeamTopK(model, 5)).toEqual({ ok: true });
+    const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish());
+    const x = Float32Array.of(0.1, 0.9, 0.3, 0.9, -1, /* row 2 */ 5, 4, 3, 2, 1);
+    const run = (on: boolean) =>
+      session.run(
+        {
+          x: new ort.Tensor('float32', x, [2, 1, 5]),
+          [BEAM_TOPK.on]: new ort.Tensor('bool', Uint8Array.of(on ? 1 : 0), [1]),
+          [BEAM_TOPK.k]: new ort.Tensor('int64', BigInt64Array.of(3n), [1]),
+        },
+        [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp],
+      );
+    try {
+      const on = await run(true);
+      expect(on[BEAM_TOPK.ids]!.dims).toEqual([2, 1, 3]);
+      expect(Array.from(on[BEAM_TOPK.ids]!.data as Int32Array)).toEqual([1, 3, 2, 0, 1, 2]);
+      expect(Array.from(on[BEAM_TOPK.values]!.data as Float32Array)).toEqual([0.9, 0.9, 0.3, 5, 4, 3].map(Math.fround));
+      const lse = (row: number[]) => Math.log(row.reduce((sum, v) => sum + Math.exp(v), 0));
+      const got = Array.from(on[BEAM_TOPK.logSumExp]!.data as Float32Array);
+      expect(got[0]).toBeCloseTo(lse([0.1, 0.9, 0.3, 0.9, -1]), 5);
+      expect(got[1]).toBeCloseTo(lse([5, 4, 3, 2, 1]), 5);
+      const off = await run(false);
+      for (const name of [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]) expect(off[name]!.size).toBe(0);
+    } finally {
+      await session.release();
+    }
+  });
+
+  it('refuses logits whose last axis is not exactly the vocabulary', () => {
+    expect(exposeBeamTopK(logitsModel(6), 5)).toEqual({
+      ok: false,
+      reason: "logits' last axis is 6, not vocab_size 5",
+    });
+  });
+});
+
+describe('exposeGreedyTop2', () => {
   it('adds the top-2 of the last axis, best first, ties to the lower id', async () => {
     const model = logitsModel(5);
     expect(exposeGreedyTop2(model, 5)).toEqual({ ok: true, ...TOP2_OUTPUTS });

@@ -192,3 +192,129 @@ export function exposeGreedyTop2(model: IModelProto, vocab: number): Top2Result 
   graph.output!.push({ name: TOP2_OUTPUTS.ids, type: { tensorType: { elemType: INT64 } } });
   return { ok: true, ...TOP2_OUTPUTS };
 }
+
+/** Inputs and outputs of the in-graph beam head (`exposeBeamTopK`). */
+export const BEAM_TOPK = {
+  /** bool [1]: compute the beam outputs this run (false: they are empty). */
+  on: 'mt_serve.beam.on',
+  /** int64 [1]: candidates per row. */
+  k: 'mt_serve.beam.k',
+  values: 'mt_serve.beam.values',
+  ids: 'mt_serve.beam.ids',
+  logSumExp: 'mt_serve.beam.log_sum_exp',
+} as const;
+
+export type BeamTopKResult = { ok: true } | { ok: false; reason: string };
+
+/**
+ * Add beam-head.ts' computation to the decoder graph itself, behind an `If` on input `BEAM_TOPK.on`: when true, per
+ * row the log-softmax normaliser of the logits (`[n, T, 1]`) and their top `BEAM_TOPK.k` values (`[n, T, k]`) and
+ * ids (int32); when false, empty outputs, so a greedy step pays nothing for them (onnxruntime runs every node of a
+ * graph whatever a run fetches). A beam step then fetches `(2k + 1)` numbers per row instead of the logits, which
+ * onnxruntime-node would copy out whole (vocab floats per row: 512 KB at M2M100's vocabulary). Done only when the
+ * logits' last axis is exactly `vocab` wide (as `exposeGreedyTop2`). Steps feed one position (T = 1).
+ */
+export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResult {
+  const graph = model.graph;
+  const logits = graph?.output?.find((o) => o.name === 'logits');
+  if (!graph || !logits) return { ok: false, reason: 'no logits output' };
+  const dims = logits.type?.tensorType?.shape?.dim ?? [];
+  const width = dims.length > 0 ? Number(dims[dims.length - 1]!.dimValue ?? Number.NaN) : Number.NaN;
+  if (width !== vocab)
+    return { ok: false, reason: `logits' last axis is ${dims.length ? width : 'unknown'}, not vocab_size ${vocab}` };
+  const elemType = outputElemType(graph, 'logits');
+  if (elemType !== FLOAT) return { ok: false, reason: 'logits are not float32' };
+  const opset = Number(model.opsetImport?.find((o) => (o.domain ?? '') === '')?.version ?? 0);
+  const INT32 = 6;
+  const BOOL = 9;
+  const lseOut = `${BEAM_TOPK.logSumExp}.then`;
+  // From opset 18 ReduceLogSumExp takes its axes as an input.
+  const axes = 'mt_serve.beam.axes';
+  const reduce: INodeProto =
+    opset >= 18
+      ? { opType: 'ReduceLogSumExp', input: ['logits', axes], output: [lseOut], name: 'mt_serve.beam/lse' }
+      : {
+          opType: 'ReduceLogSumExp',
+          input: ['logits'],
+          output: [lseOut],
+          name: 'mt_serve.beam/lse',
+          attribute: [
+            { name: 'axes', type: onnxProto.onnx.AttributeProto.AttributeType.INTS, ints: [-1] },
+            { name: 'keepdims', type: ATTRIBUTE_INT, i: 1 },
+          ],
+        };
+  const thenBranch: IGraphProto = {
+    name: 'mt_serve.beam.then',
+    initializer:
+      opset >= 18
+        ? [{ name: axes, dims: [1], dataType: INT64, rawData: new Uint8Array(BigInt64Array.of(-1n).buffer) }]
+        : [],
+    node: [
+      reduce,
+      {
+        opType: 'TopK',
+        input: ['logits', BEAM_TOPK.k],
+        output: [`${BEAM_TOPK.values}.then`, 'mt_serve.beam.ids64'],
+        name: 'mt_serve.beam/topk',
+        attribute: [
+          { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
+          { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
+          { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
+        ],
+      },
+      {
+        opType: 'Cast',
+        input: ['mt_serve.beam.ids64'],
+        output: [`${BEAM_TOPK.ids}.then`],
+        name: 'mt_serve.beam/ids32',
+        attribute: [{ name: 'to', type: ATTRIBUTE_INT, i: INT32 }],
+      },
+    ],
+    output: [
+      tensorOutput(`${BEAM_TOPK.values}.then`, FLOAT),
+      tensorOutput(`${BEAM_TOPK.ids}.then`, INT32),
+      tensorOutput(lseOut, FLOAT),
+    ],
+  };
+  const empty = (name: string, dataType: number) => ({
+    opType: 'Constant',
+    output: [name],
+    name: `${name}/constant`,
+    attribute: [
+      { name: 'value', type: onnxProto.onnx.AttributeProto.AttributeType.TENSOR, t: { dims: [0], dataType, name } },
+    ],
+  });
+  const elseBranch: IGraphProto = {
+    name: 'mt_serve.beam.else',
+    node: [
+      empty(`${BEAM_TOPK.values}.else`, FLOAT),
+      empty(`${BEAM_TOPK.ids}.else`, INT32),
+      empty(`${BEAM_TOPK.logSumExp}.else`, FLOAT),
+    ],
+    output: [
+      tensorOutput(`${BEAM_TOPK.values}.else`, FLOAT),
+      tensorOutput(`${BEAM_TOPK.ids}.else`, INT32),
+      tensorOutput(`${BEAM_TOPK.logSumExp}.else`, FLOAT),
+    ],
+  };
+  graph.input!.push(
+    { name: BEAM_TOPK.on, type: { tensorType: { elemType: BOOL, shape: { dim: [{ dimValue: 1 }] } } } },
+    { name: BEAM_TOPK.k, type: { tensorType: { elemType: INT64, shape: { dim: [{ dimValue: 1 }] } } } },
+  );
+  graph.node!.push({
+    opType: 'If',
+    input: [BEAM_TOPK.on],
+    output: [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp],
+    name: 'mt_serve.beam/if',
+    attribute: [
+      { name: 'then_branch', type: onnxProto.onnx.AttributeProto.AttributeType.GRAPH, g: thenBranch },
+      { name: 'else_branch', type: onnxProto.onnx.AttributeProto.AttributeType.GRAPH, g: elseBranch },
+    ],
+  });
+  graph.output!.push(
+    tensorOutput(BEAM_TOPK.values, FLOAT),
+    tensorOutput(BEAM_TOPK.ids, INT32),
+    tensorOutput(BEAM_TOPK.logSumExp, FLOAT),
+  );
+  return { ok: true };
+}

@@ -101,7 +101,7 @@ export type StepScores =
    * The beam head's (beam-head.ts): row `r`'s `k` best logits `values`/`ids[r·k … +k)`, best first (ties: lower
    * id first, as the logits scan), and its log-softmax normaliser `logSumExp[r]`.
    */
-  | { kind: 'topk'; values: Float32Array; ids: BigInt64Array; logSumExp: Float32Array; k: number };
+  | { kind: 'topk'; values: Float32Array; ids: Int32Array; logSumExp: Float32Array; k: number };
 
 /**
  * Decide the successors of `rows` from their next-token scores.

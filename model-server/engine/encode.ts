@@ -75,7 +75,7 @@ export async function encodeCohort(
     ctx.memory.retire(cohort);
     return { cohort: null, failed };
   }
-  gatherRows(
+  await gatherRows(
     ctx,
     cohort,
     kept,
@@ -143,7 +143,8 @@ const CROSS_INPUTS: ReadonlySet<string> = new Set(['encoder_hidden_states', 'enc
 /** Whether the cross graph runs at encoding: there is one, and it reads nothing but what an encoder run gives. */
 function crossAtEncoding(ctx: CohortContext): boolean {
   const cross = ctx.sessions.cross;
-  return cross !== null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
+  // On the device-state path the first step makes the cache on the device instead.
+  return cross !== null && ctx.sessions.layout === null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
 }
 
 /**

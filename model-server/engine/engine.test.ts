@@ -163,6 +163,7 @@ describe('TranslationEngine', () => {
     expect(exported.decoderOutputs).toEqual({
       appendedCache: null,
       greedyTop2: null,
+      beamTopK: false,
       notes: ['decoder graph not rewritten: asked for (as-exported)'],
     });
     // Mixed lengths (rows leave: the cache is gathered out of reused buffers), a suppressed </s> (the

@@ -68,6 +68,12 @@ export interface EngineOptions {
    * host scan (tests and measurements compare the two).
    */
   beamHead?: boolean;
+  /**
+   * On WebGPU, the decoder's caches, encoder mask and logits stay on the device between steps (only tokens and
+   * scores cross to the host: `stats().decoderHostBytes`). Default true; false: everything through the host (tests
+   * and measurements compare the two).
+   */
+  deviceState?: boolean;
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
   /**
@@ -195,6 +201,7 @@ export class TranslationEngine {
       decoder: options.decoder ?? 'auto',
       decoderGraph: options.decoderGraph ?? 'rewritten',
       ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
+      ...(options.deviceState === undefined ? {} : { deviceState: options.deviceState }),
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -355,6 +362,7 @@ export class TranslationEngine {
       await this.#sessions.decoder.release();
       await this.#sessions.cross?.release();
       await this.#sessions.beamHead?.release();
+      await this.#sessions.layout?.release();
     })();
     return this.#closed;
   }

@@ -153,11 +153,11 @@ export class Generator {
    * Gather the rows of cancelled sequences out of their cohorts, as finished rows leave, and reject them. Runs at
    * step boundaries only; costs nothing when no sequence was cancelled.
    */
-  #dropCancelled(): void {
+  async #dropCancelled(): Promise<void> {
     const cancelled = this.#sequences.cancelled;
     if (cancelled.size === 0) return;
     const dropping = performance.now();
-    for (const cohort of this.#cohorts) this.#stats.cancelledRows += removeRows(this.#ctx, cohort, cancelled);
+    for (const cohort of this.#cohorts) this.#stats.cancelledRows += await removeRows(this.#ctx, cohort, cancelled);
     for (const [state, error] of [...cancelled]) this.#sequences.reject(state, error);
     this.#dropEmpty();
     this.#stats.layoutMs += performance.now() - dropping;
@@ -191,9 +191,9 @@ export class Generator {
     try {
       while (this.#sequences.waiting > 0 || this.#cohorts.length > 0) {
         // Before admission, so cancelled rows make room; after it, for cancels that came during the encoder run.
-        this.#dropCancelled();
+        await this.#dropCancelled();
         this.#cohorts.push(...(await this.#admit()));
-        this.#dropCancelled();
+        await this.#dropCancelled();
         const stepping = this.#plan();
         for (const cohort of stepping) {
           const started = performance.now();
@@ -202,7 +202,7 @@ export class Generator {
           else this.#contention.interactiveMs += performance.now() - started;
         }
         this.#dropEmpty();
-        this.#coalesce();
+        await this.#coalesce();
         if (stepping.length > 0) this.#onStep?.();
       }
     } catch (err) {
@@ -267,7 +267,7 @@ export class Generator {
    * with a joinable graph every cohort that has stepped; otherwise those with equal step counts (equal cache
    * lengths: no padding, true positions). A merged cohort keeps the smaller pause budget.
    */
-  #coalesce(): void {
+  async #coalesce(): Promise<void> {
     const groups = [false, true].flatMap((bulk) => {
       const stepped = this.#cohorts.filter((c) => c.steps > 0 && (c.bulk ?? false) === bulk);
       return this.#ctx.joinable ? [stepped] : equalStepGroups(stepped);
@@ -276,7 +276,7 @@ export class Generator {
       if (into === undefined || rest.length === 0) continue;
       // One re-layout for the whole group: merging pairwise would copy the growing tensors once per cohort.
       const merging = performance.now();
-      mergeCohorts(this.#ctx, into, rest);
+      await mergeCohorts(this.#ctx, into, rest);
       for (const joining of rest) {
         into.pauseBudget = Math.min(into.pauseBudget, joining.pauseBudget);
         // Its rows now live in `into`'s tensors: its memory is free.
@@ -299,7 +299,7 @@ export class Generator {
       // A run that failed changed nothing (step.ts): drop the sequences it fails on alone, run the rest. When none
       // fails alone this retries the whole cohort once, and a second failure fails every row in flight (#run).
       const failing = await failingSequences(ctx, cohort, err);
-      removeRows(ctx, cohort, failing);
+      await removeRows(ctx, cohort, failing);
       for (const [state, error] of failing) this.#sequences.reject(state, error);
       if (cohort.rows.length === 0) return;
       run = await runDecoder(ctx, cohort);
@@ -313,7 +313,7 @@ export class Generator {
       return;
     }
     const gathering = performance.now();
-    gatherRows(
+    await gatherRows(
       ctx,
       cohort,
       decision.next.map((s) => s.source),

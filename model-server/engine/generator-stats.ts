@@ -26,9 +26,11 @@ export interface GeneratorStats {
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
   pauses: number;
   /**
-   * Bytes that crossed between the host and the device in decoder steps (their cross-attention runs included):
-   * every input fed from and every output returned to host memory, the caches too. On the CPU provider they are
-   * the step's host-memory traffic; on a GPU they are copies. Per row per step: ÷ decoderRows.
+   * Bytes that crossed between the host and the device in decoder steps (their cross-attention and beam head runs
+   * included) and in re-layouts on the device: every input fed from and every output returned to host memory. On
+   * the CPU provider they are the step's host-memory traffic (the caches too); on a GPU they are copies, and with
+   * the state on the device (docs/engine.md, "Devices and threads") only tokens, scores, indices and lengths. Per
+   * row per step: ÷ decoderRows.
    */
   decoderHostBytes: number;
   /**

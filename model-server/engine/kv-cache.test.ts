@@ -91,6 +91,23 @@ describe('CacheBuffers', () => {
     expect(() => buffers.append(0, c, new Float32Array(3), 2, 6, 2)).toThrow(RangeError);
     expect(() => buffers.append(1, c, new Float32Array(4), 2, 6, 2)).toThrow(RangeError);
   });
+
+  it('reorders blocks by parent in the same copy (past in its buffer or elsewhere), and rejects a short source list', () => {
+    const buffers = new CacheBuffers(new CacheBufferPool(4), 1);
+    const past = block(3, 2, 2);
+    const appended = block(3, 1, 2, 2);
+    // Block 0 continues block 2, blocks 1 and 2 continue block 0: past and appended position from the parent.
+    const parent = (data: Float32Array, span: number, b: number) => Array.from(data.subarray(b * span, (b + 1) * span));
+    const expected = (p: Float32Array, a: Float32Array, span: number, order: number[]) =>
+      order.flatMap((b) => [...parent(p, span, b), ...parent(a, 2, b)]);
+    const fromElsewhere = buffers.append(0, past, appended, 3, 2, 2, Int32Array.of(2, 0, 0));
+    expect(Array.from(fromElsewhere)).toEqual(expected(past, appended, 4, [2, 0, 0]));
+    const more = block(3, 1, 2, 3);
+    const snapshot = Float32Array.from(fromElsewhere);
+    const fromBuffer = buffers.append(0, fromElsewhere, more, 3, 3, 2, Int32Array.of(1, 1, 2));
+    expect(Array.from(fromBuffer)).toEqual(expected(snapshot, more, 6, [1, 1, 2]));
+    expect(() => buffers.append(0, fromBuffer, block(3, 1, 2), 3, 4, 2, Int32Array.of(0, 1))).toThrow(RangeError);
+  });
 });
 
 describe('CacheBufferPool', () => {

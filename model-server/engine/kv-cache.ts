@@ -118,6 +118,8 @@ export class CacheBuffers {
    * is its `pastLength` past positions followed by its `T` appended ones.
    * @param past `[rowsHeads, pastLength, dh]` (may be empty when pastLength is 0)
    * @param appended `[rowsHeads, T, dh]`, what the decoder step computed
+   * @param sources when given, block b of the result continues block `sources[b]` of `past` and `appended` (beams
+   *   reordered by parent in the same copy); else block b
    * @throws RangeError when the lengths do not match those shapes
    */
   append(
@@ -127,6 +129,7 @@ export class CacheBuffers {
     rowsHeads: number,
     pastLength: number,
     dh: number,
+    sources?: Int32Array,
   ): Float32Array {
     const pastSpan = pastLength * dh;
     if (past.length !== rowsHeads * pastSpan) {
@@ -144,18 +147,24 @@ export class CacheBuffers {
     // Within one buffer the past moves by copyWithin, which allocates nothing: per-block subarray views (two per
     // block, ~50k per step at batch 64 on the 418M shapes) filled the young generation and cost more in
     // scavenges than the copy itself.
+    if (sources !== undefined && sources.length !== rowsHeads) {
+      throw new RangeError(`cache tensor ${k}: ${sources.length} source blocks for ${rowsHeads} blocks`);
+    }
+    // The past is in the other half of the buffer or elsewhere: reading any block of it never meets a written one.
     if (pastAt >= 0) {
       for (let block = 0; block < rowsHeads; block++) {
-        const from = pastAt + block * pastSpan;
+        const from = pastAt + (sources?.[block] ?? block) * pastSpan;
         memory.copyWithin(at + block * span, from, from + pastSpan);
       }
     } else if (pastSpan > 0) {
-      for (let block = 0; block < rowsHeads; block++)
-        memory.set(past.subarray(block * pastSpan, (block + 1) * pastSpan), at + block * span);
+      for (let block = 0; block < rowsHeads; block++) {
+        const from = (sources?.[block] ?? block) * pastSpan;
+        memory.set(past.subarray(from, from + pastSpan), at + block * span);
+      }
     }
     for (let block = 0; block < rowsHeads; block++) {
       const to = at + block * span + pastSpan;
-      const from = block * appendedSpan;
+      const from = (sources?.[block] ?? block) * appendedSpan;
       for (let i = 0; i < appendedSpan; i++) memory[to + i] = appended[from + i]!;
     }
     // Given back only now: the past may have been read from it.

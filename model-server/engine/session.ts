@@ -15,7 +15,8 @@ import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { beamHeadModel } from './beam-head.js';
-import { exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
+import { DeviceLayout } from './device-layout.js';
+import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import { joinModel, splitModel, weightName } from './onnx-wire.js';
@@ -94,6 +95,11 @@ export interface SessionOptions {
   decoderGraph?: 'rewritten' | 'as-exported';
   /** Beam steps take their top candidates from the beam head (beam-head.ts); default: with a rewritten decoder. */
   beamHead?: boolean;
+  /**
+   * On WebGPU, keep the decoder's state on the device between steps (`gpu-buffer` outputs fed back; re-layouts by
+   * device-layout.ts). Default true; taken only with a split decoder (decoder-split.ts) in float32.
+   */
+  deviceState?: boolean;
 }
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -102,6 +108,11 @@ export interface DecoderOutputs {
   appendedCache: string[] | null;
   /** Top-2 outputs for all-greedy steps; null: `logits`. */
   greedyTop2: { values: string; ids: string } | null;
+  /**
+   * The beam head is in the decoder graph (decoder-graph.ts `BEAM_TOPK`: every run feeds its switch and k; beam steps
+   * fetch its outputs instead of the logits); false: beam steps read the logits.
+   */
+  beamTopK: boolean;
   /** Why a rewrite was not made (empty when all were). */
   notes: string[];
 }
@@ -117,6 +128,11 @@ export interface EngineSessions {
   cross: EngineSession | null;
   /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
   beamHead: EngineSession | null;
+  /**
+   * Non-null when the decoder's state stays on the device (WebGPU): the cross graph's outputs and the decoder's
+   * `present.*.decoder` and `logits` are `gpu-buffer` tensors, and these sessions re-lay them when rows change.
+   */
+  layout: DeviceLayout | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -234,10 +250,23 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   };
 
   const wantsBeamHead = options.beamHead ?? (options.decoderGraph ?? 'rewritten') === 'rewritten';
-  const create = async (files: ReturnType<typeof prepare>, provider: ort.InferenceSession.ExecutionProviderConfig) => {
+  const create = async (
+    files: ReturnType<typeof prepare>,
+    provider: ort.InferenceSession.ExecutionProviderConfig,
+    deviceState = false,
+  ) => {
     const created: ort.InferenceSession[] = [];
-    const open = async (source: string | Uint8Array) => {
+    let layout: DeviceLayout | null = null;
+    // The device-state path needs the cross-attention graph apart, and the beam head to read the logits (which it
+    // can where the top-2 was rewritten: the logits are exactly vocab_size wide).
+    const onDevice =
+      deviceState && files.rewritten.cross !== null && wantsBeamHead && files.rewritten.outputs.greedyTop2 !== null;
+    const open = async (
+      source: string | Uint8Array,
+      outputs?: ort.InferenceSession.SessionOptions['preferredOutputLocation'],
+    ) => {
       const options = sessionOptions(threads, provider);
+      if (onDevice && outputs !== undefined) options.preferredOutputLocation = outputs;
       // From memory, external weights are found through this folder, not the graph file's.
       if (typeof source !== 'string')
         options.extra = { session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) } };
@@ -250,11 +279,17 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     };
     try {
       const encoder = await open(files.encoderFile);
-      const decoder = await open(files.rewritten.bytes ?? files.decoderFile);
-      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross);
+      const { layers } = modelShape(modelDir);
+      // Every decoder output stays on the device and a step fetches them all (onnxruntime-node 1.30 mislays output
+      // locations when a run fetches some only): the host reads the beam head's top-k of the logits, greedy steps
+      // included.
+      const decoder = await open(files.rewritten.bytes ?? files.decoderFile, 'gpu-buffer');
+      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
-      return { encoder, decoder, cross, beamHead };
+      layout = onDevice ? await DeviceLayout.create(provider) : null;
+      return { encoder, decoder, cross, beamHead, layout };
     } catch (err) {
+      await layout?.release();
       for (const session of created) await session.release();
       throw err;
     }
@@ -281,7 +316,11 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       try {
         restrictVulkanDrivers(drivers.manifests);
         const files = filesFor(choice.dtype);
-        const sessions = await create(files, { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig);
+        const sessions = await create(
+          files,
+          { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig,
+          choice.dtype !== 'fp16' && options.deviceState !== false,
+        );
         const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
         if (device.software === true) info.software = true;
         return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
@@ -317,6 +356,7 @@ function finish(
     decoder: ort.InferenceSession;
     cross: ort.InferenceSession | null;
     beamHead: ort.InferenceSession | null;
+    layout?: DeviceLayout | null;
   },
   decoder: { file: string; kind: DecoderKind },
   decoderOutputs: DecoderOutputs,
@@ -328,6 +368,7 @@ function finish(
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
     beamHead: sessions.beamHead,
+    layout: sessions.layout ?? null,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
@@ -338,7 +379,7 @@ function finish(
 }
 
 function asExported(reason: string): DecoderOutputs {
-  return { appendedCache: null, greedyTop2: null, notes: [`decoder graph not rewritten: ${reason}`] };
+  return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
 }
 
 /** `decoder_layers` and `vocab_size` from config.json (validated again, with the rest, by model-config.ts). */
@@ -368,7 +409,7 @@ function rewriteDecoder(
   shape: { layers: number; vocab: number },
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
-  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, notes: [] };
+  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
   const split = splitCrossAttention(model, shape.layers);
   if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
   const step = split.ok ? split.step.model : model;
@@ -378,8 +419,11 @@ function rewriteDecoder(
   const top2 = exposeGreedyTop2(step, shape.vocab);
   if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
   else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
+  const beam = exposeBeamTopK(step, shape.vocab);
+  if (beam.ok) outputs.beamTopK = true;
+  else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
   if (!split.ok) {
-    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null;
+    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
     return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
   }
   const named = weights.map((entry) => ({ entry, name: weightName(entry) }));

@@ -9,8 +9,9 @@
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import { BEAM_TOPK } from './decoder-graph.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
-import type { Cohort, CohortContext } from './cohort.js';
+import { type Cohort, type CohortContext, type DeviceTensors, disposeDevice } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
 
 /** What a decoder run returned, with what the step needs to apply it. */
@@ -28,6 +29,11 @@ export interface DecoderRun {
   ms: number;
   /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
   hostBytes: number;
+  /**
+   * On the device-state path: the cohort's device tensors after this step — the new self-attention cache (made by
+   * this run), and the cross cache and encoder mask (made by this run on the first step, else the cohort's own).
+   */
+  device?: DeviceTensors;
 }
 
 /** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
@@ -39,6 +45,8 @@ function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
 export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  if (ctx.sessions.layout !== null && ctx.sessions.cross !== null && ctx.sessions.decoderKind === 'merged')
+    return runOnDevice(ctx, cohort);
   const { rows } = cohort;
   const n = rows.length;
   const d = ctx.config.dModel;
@@ -72,10 +80,18 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const H = ctx.heads;
   const dh = ctx.headDim;
   const first = cohort.crossCache === null;
-  const { appendedCache, greedyTop2 } = ctx.sessions.decoderOutputs;
+  const { appendedCache, greedyTop2, beamTopK } = ctx.sessions.decoderOutputs;
   // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
   const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
-  const fetches = top2 !== null ? [top2.values, top2.ids] : ['logits'];
+  // Beam steps with the beam head in the graph fetch its top-k instead of the logits.
+  const k = top2 === null && beamTopK && ctx.sessions.beamHead !== null ? candidates(ctx, rows) : 0;
+  if (beamTopK) beamSwitch(feeds, k);
+  const fetches =
+    top2 !== null
+      ? [top2.values, top2.ids]
+      : k > 0
+        ? [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]
+        : ['logits'];
   const started = performance.now();
   const splitCross = cached ? ctx.sessions.cross : null;
   let cross: Float32Array[] | null = null;
@@ -121,27 +137,169 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const out = await ctx.sessions.decoder.run(feeds, fetches);
   hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
   let topk: DecoderRun['topk'] = null;
+  if (k > 0) {
+    topk = {
+      kind: 'topk',
+      values: out[BEAM_TOPK.values]!.data as Float32Array,
+      ids: out[BEAM_TOPK.ids]!.data as Int32Array,
+      logSumExp: out[BEAM_TOPK.logSumExp]!.data as Float32Array,
+      k,
+    };
+  }
   const head = ctx.sessions.beamHead;
   const logits = out.logits;
   // Logits wider than the vocabulary (padded columns) are left to the scan, which stops at vocab_size.
   if (top2 === null && head !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
-    // K = 2·numBeams + 1 of the widest beam sequence (beam-head.ts); greedy rows read their first two.
-    let k = 2;
-    for (const row of rows)
-      if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
-    k = Math.min(k, ctx.config.vocabSize);
+    const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
     const made = await head.run(headFeeds);
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
     topk = {
       kind: 'topk',
       values: made[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as BigInt64Array,
+      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
       logSumExp: made[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
       k,
     };
   }
   return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
+}
+
+/**
+ * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
+ * logits, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
+ * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
+ */
+async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  const { rows } = cohort;
+  const n = rows.length;
+  const S = cohort.encoderLength;
+  const P = cohort.pastLength;
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const layout = ctx.sessions.layout!;
+  const start = ctx.config.decoderStartTokenId;
+  const held = cohort.onDevice ?? null;
+  const ids = new BigInt64Array(n);
+  rows.forEach((row, r) => {
+    const tokens = row.hyp.tokens;
+    ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
+  });
+  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, 1]) };
+  let selfMask: BigInt64Array | null = null;
+  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
+    selfMask = new BigInt64Array(n * (P + 1)).fill(1n);
+    if (cohort.selfMask !== null && P > 0) {
+      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
+    }
+    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
+  }
+  const started = performance.now();
+  const uploaded = layout.hostBytes;
+  const made: ort.Tensor[] = [];
+  try {
+    let encoderMask = held?.encoderMask ?? null;
+    if (held === null && ctx.feedsEncoderMask) {
+      encoderMask = await layout.upload(cohort.encoderMask, [n, S]);
+      made.push(encoderMask);
+    }
+    if (encoderMask !== null) feeds.encoder_attention_mask = encoderMask;
+    let hostBytes = 0;
+    let cross = held?.cross ?? null;
+    if (cross === null) {
+      const cross0 = ctx.sessions.cross!;
+      const available: Record<string, ort.Tensor> = {
+        ...feeds,
+        encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, ctx.config.dModel]),
+      };
+      const crossFeeds = Object.fromEntries(
+        Object.entries(available).filter(([name]) => cross0.inputNames.includes(name)),
+      ) as Record<string, ort.Tensor>;
+      const out = await cross0.run(crossFeeds);
+      cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
+        const tensor = out[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]!;
+        made.push(tensor);
+        return tensor;
+      });
+      hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(out));
+    }
+    const presents: string[] = [];
+    const empty = new Float32Array(0);
+    // The graph's own beam outputs are left off here: the beam head session reads the logits on the device.
+    if (ctx.sessions.decoderOutputs.beamTopK) beamSwitch(feeds, 0);
+    for (let i = 0; i < ctx.layers; i++) {
+      ['key', 'value'].forEach((part, j) => {
+        feeds[`past_key_values.${i}.decoder.${part}`] =
+          held?.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
+        feeds[`past_key_values.${i}.encoder.${part}`] = cross![2 * i + j]!;
+        presents.push(`present.${i}.decoder.${part}`);
+      });
+    }
+    // Every output (session.ts): what this step does not keep on the device is freed at once.
+    const all = await ctx.sessions.decoder.run(feeds);
+    const self = presents.map((name) => {
+      const tensor = all[name]!;
+      made.push(tensor);
+      return tensor;
+    });
+    const logits = all.logits;
+    if (logits === undefined) throw new Error('decoder returned no logits');
+    made.push(logits);
+    for (const [name, tensor] of Object.entries(all))
+      if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
+    hostBytes += hostBytesOf(Object.values(feeds));
+    // The beam head reads the logits on the device, for greedy steps too (k = 2: what the top-2 outputs would give).
+    const k = candidates(ctx, rows);
+    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+    const head = await ctx.sessions.beamHead!.run(headFeeds);
+    logits.dispose();
+    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
+    const topk: DecoderRun['topk'] = {
+      kind: 'topk',
+      values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+      ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
+      logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+      k,
+    };
+    hostBytes += layout.hostBytes - uploaded;
+    return {
+      out: head,
+      selfMask,
+      top2: null,
+      topk,
+      cross: null,
+      ms: performance.now() - started,
+      hostBytes,
+      device: { cross, self, encoderMask },
+    };
+  } catch (err) {
+    for (const tensor of made) tensor.dispose();
+    throw err;
+  }
+}
+
+/** K = 2·numBeams + 1 of the widest beam sequence of `rows` (beam-head.ts), at least 2 (greedy rows read two). */
+function candidates(ctx: CohortContext, rows: Cohort['rows']): number {
+  let k = 2;
+  for (const row of rows)
+    if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+  return Math.min(k, ctx.config.vocabSize);
+}
+
+/** Feed the decoder graph's beam switch: its top-`k` outputs computed (k > 0) or left empty. */
+function beamSwitch(feeds: Record<string, ort.Tensor>, k: number): void {
+  feeds[BEAM_TOPK.on] = new ort.Tensor('bool', Uint8Array.of(k > 0 ? 1 : 0), [1]);
+  feeds[BEAM_TOPK.k] = new ort.Tensor('int64', BigInt64Array.of(BigInt(Math.max(k, 1))), [1]);
+}
+
+/** Free what a trial run of the copy `trial` made on the device, and the copy's own device tensors. */
+function releaseTrial(trial: Cohort, run: DecoderRun | null): void {
+  if (run?.device !== undefined) {
+    for (const tensor of run.device.self) tensor.dispose();
+    if (trial.onDevice === null || trial.onDevice === undefined)
+      disposeDevice({ cross: run.device.cross, self: [], encoderMask: run.device.encoderMask });
+  }
+  disposeDevice(trial.onDevice);
 }
 
 /**
@@ -169,10 +327,14 @@ export async function failingSequences(
     }
     const half = Math.ceil(group.length / 2);
     for (const part of [group.slice(0, half), group.slice(half)]) {
+      const trial = await copyRows(ctx, cohort, part.flat());
+      let run: DecoderRun | null = null;
       try {
-        await runDecoder(ctx, copyRows(ctx, cohort, part.flat()));
+        run = await runDecoder(ctx, trial);
       } catch (err) {
         await search(part, err);
+      } finally {
+        releaseTrial(trial, run);
       }
     }
   };
@@ -182,7 +344,8 @@ export async function failingSequences(
 
 /**
  * Apply a successful decoder run of `cohort`: count it, decide every row's successors, and build the cache the
- * next step feeds. The caller resolves `done` and lays the rows out as `next` says.
+ * next step feeds. The caller resolves `done` and lays the rows out as `next` says (a reorder of beams within their
+ * sequences is applied here, in the cache's own copy: `next` then says every row stays).
  */
 export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun): StepDecision {
   const { stats } = ctx;
@@ -199,6 +362,14 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.searchMs += performance.now() - deciding;
 
   if (ctx.sessions.decoderKind !== 'merged') return decision;
+  if (run.device !== undefined) {
+    // The run's present cache replaces the past it was built from.
+    for (const tensor of cohort.onDevice?.self ?? []) tensor.dispose();
+    cohort.onDevice = run.device;
+    cohort.pastLength += 1;
+    cohort.selfMask = run.selfMask;
+    return decision;
+  }
   const building = performance.now();
   const H = ctx.heads;
   const dh = ctx.headDim;
@@ -208,6 +379,24 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   const past = cohort.selfCache;
   const buffers = cohort.cacheBuffers;
   const selfCache: Float32Array[] = [];
+  // Beams reordered within their sequences and no row leaving: the append's copy takes each row's cache from its
+  // parent, and nothing else changes (the cross cache, encoder tensors and masks are each sequence's own).
+  const rows = cohort.rows;
+  const next = decision.next;
+  let sources: Int32Array | undefined;
+  if (
+    appendedCache !== null &&
+    buffers !== null &&
+    next.length === n &&
+    next.some((s, i) => s.source !== i) &&
+    next.every((s, i) => rows[s.source]!.state === rows[i]!.state)
+  ) {
+    sources = new Int32Array(n * H);
+    next.forEach((s, r) => {
+      for (let h = 0; h < H; h++) sources![r * H + h] = s.source * H + h;
+    });
+    decision.next = next.map((s, i) => ({ source: i, row: s.row }));
+  }
   for (let i = 0; i < ctx.layers; i++) {
     ['key', 'value'].forEach((part, j) => {
       const k = 2 * i + j;
@@ -217,7 +406,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
       }
       // One copy of the cache per step, into a buffer the past is not in (kv-cache.ts).
       const appended = out[appendedCache[k]!]!.data as Float32Array;
-      selfCache.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh));
+      selfCache.push(buffers.append(k, past?.[k] ?? new Float32Array(0), appended, n * H, P, dh, sources));
       // A past re-laid out by a gather or merge was copied in: its memory is free.
       if (past?.[k] !== undefined) ctx.memory.recycleLoose(cohort, k, past[k]);
     });
