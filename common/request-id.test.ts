@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBuiltinProxy, type BuiltinProxy } from '../front/builtin-proxy.js';
 import { findNginx, spawnNginx, writeNginxConfig } from '../front/nginx.js';
 import { startFakeRouter, type FakeRouter } from '../front/test/fake-router.js';
-import { installCommon, type AppEnv } from '../model-server/frontend/error-handler.js';
+import { installCommon, type AppEnv } from '../model-server/http/error-handler.js';
 import { createRouterApp } from '../router/app.js';
 import { startFakeModelServer, type FakeModelServer } from '../router/test/fake-model-server.js';
 import { Upstream } from '../router/upstream.js';

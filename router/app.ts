@@ -9,7 +9,6 @@
  * router/keys/; with keys on, `GET /metrics` their use by key id, also in `/status.json`). Anything else: TorchServe's
  * 404/405 JSON.
  */
-import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
@@ -19,6 +18,7 @@ import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
 import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
+import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
@@ -48,21 +48,6 @@ export interface RouterAppDeps {
   glossaries?: GlossaryClient;
 }
 
-export type RouterEnv = {
-  /** @hono/node-server's bindings when served by it; absent under `app.request()`. */
-  Bindings: Partial<HttpBindings>;
-  Variables: {
-    requestId: string;
-    tgtLang?: string;
-    texts?: number;
-    srcText?: string | string[];
-    errorCode?: string;
-    /** The model server's identification headers of a 200, for the log line. */
-    upstreamHeaders?: Record<string, string>;
-    /** The API key's id (never the key) of a DeepL or LibreTranslate request. */
-    keyId?: string;
-  };
-};
 type Env = RouterEnv;
 
 const LOG_KEYS = {

@@ -295,7 +295,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     },
   ];
   s.notes.push(
-    `Worker deaths (mt_worker_deaths_total) after all levels: ${formatNumber(deaths)}. Admission (model-server/frontend/batcher.ts) keeps each language's queue within the wait its measured service rate allows; past it a request is refused at once.`,
+    `Worker deaths (mt_worker_deaths_total) after all levels: ${formatNumber(deaths)}. Admission (model-server/wlm/batcher.ts) keeps each language's queue within the wait its measured service rate allows; past it a request is refused at once.`,
   );
   s.data = { levels, deaths, saturating, deadlineS: DEADLINE_S, model };
   return s;

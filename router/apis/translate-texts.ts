@@ -8,7 +8,7 @@ import { ServeError } from '../../common/errors.js';
 import type { TextFormat } from '../../common/translation-contract.js';
 import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
-import type { RouterEnv } from '../app.js';
+import type { RouterEnv } from '../router-env.js';
 import type { UpstreamClient } from '../upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
 import type { GlossaryClient } from '../glossaries.js';

@@ -4,7 +4,7 @@
  * accept a valid body unchanged, and refuse an invalid one with a 400 whose message names every bad field —
  * never another exception. Through the app, any bytes at all get a JSON answer with the right status. (The
  * batcher's bookkeeping property — every accepted job answered exactly once — lives beside the batcher, in
- * model-server/frontend/batcher.test.ts.)
+ * model-server/wlm/batcher.test.ts.)
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';

@@ -19,10 +19,10 @@ import { loadConfig, readSetupConfig, type Address } from '../../common/config.j
 import { answerClientErrors } from '../../common/client-error.js';
 import { HttpDrain } from '../../common/http-drain.js';
 import { createLogger } from '../../common/logger.js';
-import type { AppEnv } from '../../model-server/frontend/error-handler.js';
-import { WEBGPU_NOT_PROBED } from '../../model-server/frontend/devices.js';
-import { createModelServer } from '../../model-server/frontend/server.js';
-import { writeKeyFile } from '../../model-server/frontend/token-auth.js';
+import type { AppEnv } from '../../model-server/http/error-handler.js';
+import { WEBGPU_NOT_PROBED } from '../../model-server/wlm/devices.js';
+import { createModelServer } from '../../model-server/http/server.js';
+import { writeKeyFile } from '../../model-server/http/token-auth.js';
 import { faultSpawner } from './fault-spawner.js';
 
 const config = loadConfig(process.env, process.cwd());
