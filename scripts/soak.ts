@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { findNginx } from '../front/nginx.js';
-import { makeDemoModel } from '../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, send } from '../bench/lib/load.js';

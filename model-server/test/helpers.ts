@@ -18,8 +18,8 @@ import type { GpuMonitor } from '../wlm/gpu-monitor.js';
 import type { ManagerTimings } from '../wlm/model-manager.js';
 import { createModelServer, type ModelServer } from '../http/server.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';
-import { makeDemoModel } from '../engine/demo-model/index.js';
-import { archiveModels } from '../store/archiver.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { archiveModels } from '../tools/archiver.js';
 import { faultSpawner } from '../../test/support/fault-spawner.js';
 
 export interface TestServerOptions {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { makeDemoModel } from '../engine/demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { createModelServer } from '../http/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
 import { call, metricValue, NO_CUDA, startTestServer, type TestServer } from './helpers.js';

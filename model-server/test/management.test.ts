@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveModels } from '../store/archiver.js';
+import { archiveModels } from '../tools/archiver.js';
 import { HANDLER_NAMES } from '../worker/handlers/index.js';
 import { alive, call, startTestServer, type TestServer } from './helpers.js';
 import { until } from '../../test/support/polling.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../engine/demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { detectWebGpu } from '../wlm/devices.js';
 import type { ServerStatus } from '../translation/status.js';
 import { call, startTestServer, type TestServer } from './helpers.js';

@@ -80,7 +80,7 @@ describe('import graph', () => {
   it('has the model server rooms import downwards only: http → translation → wlm', () => {
     expect(crossings((f) => f.startsWith('model-server/wlm/'), /^model-server\/(http|translation)\//)).toEqual([]);
     expect(crossings((f) => f.startsWith('model-server/translation/'), /^model-server\/http\//)).toEqual([]);
-    const entries = ['model-server/main.ts', 'model-server/cli.ts'];
+    const entries = ['model-server/main.ts'];
     expect(
       crossings((f) => !f.startsWith('model-server/http/') && !entries.includes(f), /^model-server\/http\//),
     ).toEqual([]);
@@ -88,5 +88,10 @@ describe('import graph', () => {
     expect(
       crossings((f) => /^model-server\/(worker|engine|text)\//.test(f), /^model-server\/(http|wlm|translation)\//),
     ).toEqual([]);
+  });
+
+  it('keeps the offline tools out of the runtime: only their command line (model-server/cli.ts) imports them', () => {
+    const tools = /^model-server\/tools\//;
+    expect(crossings((f) => !tools.test(f) && f !== 'model-server/cli.ts', tools)).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { background, send, type Tally } from '../../bench/lib/load.js';
 import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
 import { rawRequest } from '../support/raw-http.js';

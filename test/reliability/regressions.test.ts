@@ -13,7 +13,7 @@ import { answerClientErrors } from '../../common/client-error.js';
 import { ServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
 import { findNginx, spawnNginx, writeNginxConfig } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { BatchQueue } from '../../model-server/wlm/batch-queue.js';
 import { Job } from '../../model-server/wlm/job.js';
 import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';

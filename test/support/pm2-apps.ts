@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { archiveModels } from '../../model-server/store/archiver.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
 import { freePort } from '../../bench/lib/processes.js';
 import { until } from './polling.js';
 import { ROOT, TSX } from './processes.js';

@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
-import { archiveModels } from '../../model-server/store/archiver.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
 import { isListening, ROOT, startEntry, TSX } from './processes.js';
 
 export interface StackOptions {

@@ -1,12 +1,18 @@
 /**
- * @module model-server/store/archiver — writes store entries in TorchServe's no-archive layout (the seed's `new`
+ * @module model-server/tools/archiver — writes store entries in TorchServe's no-archive layout (the seed's `new`
  * flag ran torch-model-archiver once per language; this writes one small manifest per language that refers to
  * the one shared model folder).
  */
 import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
-import { formatCreatedOn, manifestPath, MODEL_NAME_PATTERN, MODEL_VERSION_PATTERN, type Manifest } from './manifest.js';
+import {
+  formatCreatedOn,
+  manifestPath,
+  MODEL_NAME_PATTERN,
+  MODEL_VERSION_PATTERN,
+  type Manifest,
+} from '../store/manifest.js';
 
 /** Written into every manifest's `archiverVersion`. */
 export const ARCHIVER_VERSION = 'mt-serve-archiver 1.0';

@@ -45,7 +45,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { joinModel, splitModel } from './onnx-wire.js';
+import { joinModel, splitModel } from '../engine/onnx-wire.js';
 
 type INodeProto = onnxProto.onnx.INodeProto;
 type IGraphProto = onnxProto.onnx.IGraphProto;

@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model/vocab — the generated models' tokenizer: a SentencePiece-style Unigram
+ * @module tools/demo-model/vocab — the generated models' tokenizer: a SentencePiece-style Unigram
  * vocabulary (Metaspace `▁` word boundaries) with M2M100's special tokens and language tokens, written as
  * `tokenizer.json` + `tokenizer_config.json` the way transformers.js and @huggingface/tokenizers read them.
  *

@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model/prng — the fixed-seed random numbers behind generated weights.
+ * @module tools/demo-model/prng — the fixed-seed random numbers behind generated weights.
  *
  * Every tensor draws from its own stream, seeded from (model seed, tensor name), so a tensor's values do
  * not depend on the order tensors are built in: the tied embedding comes out identical in the encoder and

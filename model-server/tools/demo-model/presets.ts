@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model/presets — the generated models' shapes, and their parameter count.
+ * @module tools/demo-model/presets — the generated models' shapes, and their parameter count.
  */
 
 /** The 14 languages of setup_config.json, in its order. */

@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model — writes a complete model folder in the Hugging Face ONNX export layout
+ * @module tools/demo-model — writes a complete model folder in the Hugging Face ONNX export layout
  * (what transformers.js and our engine load) with random, fixed-seed weights:
  *
  * ```

@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model/onnx-builder — a small builder for ONNX graphs (opset 17, IR 8) on top of the
+ * @module tools/demo-model/onnx-builder — a small builder for ONNX graphs (opset 17, IR 8) on top of the
  * protobuf schema from `onnx-proto`, with weights either inline (`raw_data`) or streamed to an external
  * data file (`*.onnx_data`) so a multi-GB model never sits in memory or in one protobuf message (2 GB cap).
  */

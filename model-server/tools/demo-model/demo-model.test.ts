@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import '../ort-env.js';
+import '../../engine/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { configJson, DEMO_LANGUAGES, makeDemoModel, parameterCount, PRESETS } from './index.js';

@@ -1,5 +1,5 @@
 /**
- * @module engine/demo-model/graphs — the encoder and decoder graphs of an M2M100-shaped transformer, in
+ * @module tools/demo-model/graphs — the encoder and decoder graphs of an M2M100-shaped transformer, in
  * the input/output layout of the Hugging Face ONNX export (see shared/M2M100_ONNX.md).
  *
  * The computation is M2M100's: scaled token embeddings plus sinusoidal positions (offset 2), pre-norm
