@@ -23,7 +23,7 @@ import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, send } from '../bench/lib/load.js';
-import { stopAll } from '../bench/lib/processes.js';
+import { stopAll } from '../harness/process-registry.js';
 import { startStack, type Stack } from '../bench/lib/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */

@@ -20,7 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PRESETS, type DemoPreset } from '../../model-server/tools/demo-model/index.js';
 import { QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../../model-server/tools/quantize.js';
-import { startProcess } from './processes.js';
+import { startProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 
 export type BenchModel = 'm2m100-418m' | 'tiny' | 'bench-mid' | 'm2m100-418m-external' | 'tiny-external';

@@ -13,7 +13,7 @@
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { LOOP_DELAY_NOT_MEASURED, runClosedLoop, type LoadResult, type LoopDelay } from '../lib/load-generator.js';
 import { scrape, total } from '../lib/metrics.js';
-import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../lib/proc-tree.js';
+import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../../harness/proc-tree.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { startRunStack, type Stack } from '../lib/stack.js';
 import { summarize } from '../lib/stats.js';

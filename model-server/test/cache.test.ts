@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 let modelRoot: string;
 let t: TestServer;

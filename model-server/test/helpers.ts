@@ -20,7 +20,7 @@ import { createModelServer, type ModelServer } from '../http/server.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { archiveModels } from '../tools/archiver.js';
-import { faultSpawner } from '../../test/support/fault-spawner.js';
+import { faultSpawner } from '../../harness/fault-spawner.js';
 
 export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
@@ -33,7 +33,7 @@ export interface TestServerOptions {
   /** Shared model folder the entries refer to (default an empty temp folder: echo needs none). */
   modelDir?: string;
   /**
-   * Faults per model (test/support/fault-worker.ts names), injected by forking the fault-drill worker for those
+   * Faults per model (harness/fault-worker.ts names), injected by forking the fault-drill worker for those
    * models' engines (`faultSpawner`); models with different faults need an engine each (engineSharing: 'language').
    */
   faults?: Record<string, string>;

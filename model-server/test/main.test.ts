@@ -7,7 +7,7 @@ import { resolveEntry } from '../../common/entry.js';
 import type { ListeningMessage } from '../main.js';
 import { archiveModels } from '../tools/archiver.js';
 import { call } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const MAIN = resolveEntry(import.meta.url, '../main');
 const dirs: string[] = [];

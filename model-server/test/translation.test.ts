@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 describe('translation handler behind the model server (generated tiny M2M100)', () => {
   let t: TestServer;

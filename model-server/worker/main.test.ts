@@ -41,7 +41,7 @@ class TestWorker {
     const entry =
       fault === undefined
         ? resolveEntry(import.meta.url, './main')
-        : resolveEntry(import.meta.url, '../../test/support/fault-worker');
+        : resolveEntry(import.meta.url, '../../harness/fault-worker');
     this.child = fork(entry.file, [], {
       execArgv: entry.execArgv,
       serialization: 'advanced',

@@ -21,12 +21,12 @@ import { TranslationHandler, type TranslationInput } from '../../model-server/wo
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
 import { createServer, type Socket } from 'node:net';
-import { freePort, stopAll } from '../../bench/lib/processes.js';
-import { ROOT } from '../support/processes.js';
-import { until } from '../support/polling.js';
+import { freePort, stopAll } from '../../harness/process-registry.js';
+import { ROOT } from '../../harness/processes.js';
+import { until } from '../../harness/polling.js';
 import { send } from '../../bench/lib/load.js';
-import { startFront } from '../support/stack.js';
-import { rawRequest } from '../support/raw-http.js';
+import { startFront } from '../../harness/stack.js';
+import { rawRequest } from '../../harness/raw-http.js';
 
 const log = createLogger('test', 'silent');
 const invalidUtf8 = Buffer.concat([

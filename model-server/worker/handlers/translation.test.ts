@@ -8,7 +8,7 @@ import { makeDemoModel } from '../../tools/demo-model/index.js';
 import { TranslationEngine } from '../../engine/engine.js';
 import type { BatchItem, ItemOutcome } from '../../protocol.js';
 import { ServeError } from '../../../common/errors.js';
-import { until } from '../../../test/support/polling.js';
+import { until } from '../../../harness/polling.js';
 import { runBatch } from './base.js';
 import { TranslationHandler } from './translation.js';
 

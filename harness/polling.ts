@@ -1,5 +1,5 @@
 /**
- * @module test/support/polling — waiting on state another process changes and that sends no event (a restarted
+ * @module harness/polling — waiting on state another process changes and that sends no event (a restarted
  * worker's pid, a metrics value, a queue depth): poll it, and fail with what was awaited, never wait
  * forever.
  */

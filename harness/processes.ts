@@ -1,8 +1,8 @@
 /**
- * @module test/support/processes — the stack's entry points as real child processes for tests: from source through
+ * @module harness/processes — the stack's entry points as real child processes for tests: from source through
  * the tsx loader (or compiled, for a `.js` entry), in the cwd given (a temp folder: no stray `.env`), with only the
  * environment given, each in its own process group with its output in a log file, ready when it reports
- * `listening` over IPC — never after a sleep. The processes are bench/lib/processes.ts's ManagedProcess (the one
+ * `listening` over IPC — never after a sleep. The processes are harness/process-registry.ts's ManagedProcess (the one
  * implementation the bench, the soak and the tests share); a test file's `afterAll(stopAll)` ends whatever it left
  * running, and the test process's exit kills what even that missed.
  */
@@ -11,10 +11,10 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { killAll, startProcess, type ManagedProcess } from '../../bench/lib/processes.js';
+import { killAll, startProcess, type ManagedProcess } from './process-registry.js';
 
 /** The repository root. */
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** The tsx loader by absolute URL (`--import tsx` would resolve against the child's cwd). */
 export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 

@@ -1,15 +1,15 @@
 /**
- * @module test/support/fault-spawner — the model server's `spawn` seam for fault drills: workers of engines whose
- * models have a fault run test/support/fault-worker.ts (the real worker loop with that fault injected), every
+ * @module harness/fault-spawner — the model server's `spawn` seam for fault drills: workers of engines whose
+ * models have a fault run harness/fault-worker.ts (the real worker loop with that fault injected), every
  * other worker the real entry.
  *
  * A fault belongs to a model, a worker to an engine: the models attached to an engine when its worker starts must
  * agree on the fault. Models with different faults on one device need an engine each: ENGINE_SHARING=language
  * (or separate devices).
  */
-import { resolveEntry } from '../../common/entry.js';
-import { forkWorker } from '../../model-server/http/server.js';
-import type { SpawnedEngine, WorkerSpawner } from '../../model-server/wlm/worker-handle.js';
+import { resolveEntry } from '../common/entry.js';
+import { forkWorker } from '../model-server/http/server.js';
+import type { SpawnedEngine, WorkerSpawner } from '../model-server/wlm/worker-handle.js';
 
 /** The fault of the workers of `engine` (undefined: none); throws when its models disagree. */
 export function faultOf(faults: Readonly<Record<string, string>>, engine: SpawnedEngine): string | undefined {

@@ -1,6 +1,6 @@
 /**
- * @module bench/lib/processes — every process the benchmark, the soak (scripts/soak.ts) and the process tests
- * (test/support/processes.ts) start, and the guarantee that none outlives them.
+ * @module harness/process-registry — every process the benchmark, the soak (scripts/soak.ts) and the process tests
+ * (harness/processes.ts) start, and the guarantee that none outlives them.
  *
  * Each server runs in a fresh child process, in its own process group (`detached`), so stopping it also stops
  * whatever it spawned (workers, router instances). Output goes to a log file, never through this process. A server

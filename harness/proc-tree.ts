@@ -1,5 +1,5 @@
 /**
- * @module bench/lib/proc-tree — process trees and their memory, read from Linux /proc.
+ * @module harness/proc-tree — process trees and their memory, read from Linux /proc.
  *
  * Memory is reported as resident set size (RSS, `VmRSS`) summed over a process and all its descendants — what
  * "peak RSS of all processes" means in the benchmark — and, beside it, the proportional set size (PSS, from

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, startProcess, stopAll, tempDir, waitForHttp } from './processes.js';
+import { freePort, startProcess, stopAll, tempDir, waitForHttp } from './process-registry.js';
 import { processTree, treeMemory } from './proc-tree.js';
 
 const dirs: (() => void)[] = [];

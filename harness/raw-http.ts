@@ -1,5 +1,5 @@
 /**
- * @module test/support/raw-http — bytes on a TCP socket, for requests no well-behaved client sends
+ * @module harness/raw-http — bytes on a TCP socket, for requests no well-behaved client sends
  * (broken framing, oversized or invalid headers, garbage request lines) and the answer read back as is.
  */
 import { connect } from 'node:net';

@@ -1,5 +1,5 @@
 /**
- * @module test/support/pm2-stack — the README's operations, for real, as a suite both fronts run:
+ * @module harness/pm2-stack — the README's operations, for real, as a suite both fronts run:
  * `scripts/start.sh new` brings the whole stack up under pm2 (build, demo model, store, registration, front),
  * `pm2 reload router` under steady load loses no request, and `scripts/stop.sh` stops it. Everything is private
  * to the suite: a temp PM2_HOME (its daemon is killed at the end; a user's pm2 is never touched), temp
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/lib/processes.js';
+import { freePort } from './process-registry.js';
 import { until } from './polling.js';
 import { ROOT } from './processes.js';
 

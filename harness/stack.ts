@@ -1,5 +1,5 @@
 /**
- * @module test/support/stack — a whole mt-serve stack in fresh processes for one test file (the e2e, reliability
+ * @module harness/stack — a whole mt-serve stack in fresh processes for one test file (the e2e, reliability
  * and browser tests): model server (its real entry, or the fault-drill entry when faults are asked for) with its
  * workers, router process(es), optionally a front (built-in proxy or nginx), each on a port of its own choosing
  * (reported over IPC), with a temp model store, setup_config.json, logs and run folder. The repository's `.env`
@@ -12,8 +12,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
-import { archiveModels } from '../../model-server/tools/archiver.js';
+import { freePort, type ManagedProcess } from './process-registry.js';
+import { archiveModels } from '../model-server/tools/archiver.js';
 import { isListening, ROOT, startEntry, TSX } from './processes.js';
 
 export interface StackOptions {
@@ -33,7 +33,7 @@ export interface StackOptions {
   /** setup_config.json's device id per language (default "0" for each). */
   devices?: Readonly<Record<string, string>>;
   /**
-   * Faults per language (test/support/fault-worker.ts names); set → the fault-drill model server entry runs.
+   * Faults per language (harness/fault-worker.ts names); set → the fault-drill model server entry runs.
    * Languages with different faults need an engine each: ENGINE_SHARING=language in `env`.
    */
   faults?: Record<string, string>;
@@ -135,7 +135,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
   const startModelServer = async (ports?: ModelServerPorts['ports']) => {
     const proc = startEntry({
       name: 'model-server',
-      entry: options.faults ? 'test/support/model-server-with-faults.ts' : 'model-server/main.ts',
+      entry: options.faults ? 'harness/model-server-with-faults.ts' : 'model-server/main.ts',
       cwd: dir,
       logFile: path.join(logs, 'model-server.log'),
       appendLog: true,

@@ -1,5 +1,5 @@
 /**
- * @module test/support/model-server-with-faults — a model server process for fault drills: the same wiring as
+ * @module harness/model-server-with-faults — a model server process for fault drills: the same wiring as
  * `model-server/main.ts` (config from the environment, three ports, IPC `listening`, SIGTERM drain), plus what
  * production never exposes — workers with faults for named models (fault-worker.ts: `slow:<ms>`, `hang-on-batch`,
  * `crash-on-batch`, `fail-load` …, forked through the `spawn` seam by fault-spawner.ts) and a short restart backoff.
@@ -15,14 +15,14 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { loadConfig, readSetupConfig, type Address } from '../../common/config.js';
-import { answerClientErrors } from '../../common/client-error.js';
-import { HttpDrain } from '../../common/http-drain.js';
-import { createLogger } from '../../common/logger.js';
-import type { AppEnv } from '../../model-server/http/error-handler.js';
-import { WEBGPU_NOT_PROBED } from '../../model-server/wlm/devices.js';
-import { createModelServer } from '../../model-server/http/server.js';
-import { writeKeyFile } from '../../model-server/http/token-auth.js';
+import { loadConfig, readSetupConfig, type Address } from '../common/config.js';
+import { answerClientErrors } from '../common/client-error.js';
+import { HttpDrain } from '../common/http-drain.js';
+import { createLogger } from '../common/logger.js';
+import type { AppEnv } from '../model-server/http/error-handler.js';
+import { WEBGPU_NOT_PROBED } from '../model-server/wlm/devices.js';
+import { createModelServer } from '../model-server/http/server.js';
+import { writeKeyFile } from '../model-server/http/token-auth.js';
 import { faultSpawner } from './fault-spawner.js';
 
 const config = loadConfig(process.env, process.cwd());

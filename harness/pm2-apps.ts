@@ -1,5 +1,5 @@
 /**
- * @module test/support/pm2-apps — the stack's three apps under pm2 with ecosystem.config.js's settings (model
+ * @module harness/pm2-apps — the stack's three apps under pm2 with ecosystem.config.js's settings (model
  * server in fork mode, the router in cluster mode with wait_ready, the front; their drain budgets), run from
  * source through tsx so a drill needs no build. The model server is the fault-drill entry (echo handler, faults
  * from MT_TEST_FAULTS). Everything is private to the caller: a temp PM2_HOME (`kill()` ends its daemon and
@@ -9,8 +9,8 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { archiveModels } from '../../model-server/tools/archiver.js';
-import { freePort } from '../../bench/lib/processes.js';
+import { archiveModels } from '../model-server/tools/archiver.js';
+import { freePort } from './process-registry.js';
 import { until } from './polling.js';
 import { ROOT, TSX } from './processes.js';
 
@@ -83,7 +83,7 @@ export async function startPm2Apps(options: Pm2AppsOptions): Promise<Pm2Apps> {
       ),
     );
   const entry = (file: string) => ({
-    script: path.join(ROOT, 'test/support/pm2-entry.js'),
+    script: path.join(ROOT, 'harness/pm2-entry.js'),
     env: { ...appEnv, MT_ENTRY: path.join(ROOT, file) },
   });
   const common = { cwd: dir, node_args: ['--import', TSX], merge_logs: true };
@@ -95,7 +95,7 @@ export async function startPm2Apps(options: Pm2AppsOptions): Promise<Pm2Apps> {
   const apps = [
     {
       name: 'model-server',
-      ...entry('test/support/model-server-with-faults.ts'),
+      ...entry('harness/model-server-with-faults.ts'),
       exec_mode: 'fork',
       kill_timeout: 35_000,
       max_restarts: 10,

@@ -1,5 +1,5 @@
 /**
- * @module test/support/fault-worker — a worker process entry for fault drills: the real worker loop
+ * @module harness/fault-worker — a worker process entry for fault drills: the real worker loop
  * (model-server/worker/run-worker.ts) with hooks that inject the faults named in `MT_TEST_FAULT`, comma-separated.
  * Forked by `faultSpawner` (fault-spawner.ts) through the model server's `spawn` seam; production never starts it.
  *
@@ -12,9 +12,9 @@
  * - `fail-inference`       the handler's inference throws (a handler bug: its items get PREDICTION_FAILED)
  * - `capacity:<n>`         report a capacity of n jobs whatever the handler says (the pool's job cap, with echo)
  */
-import { ServeError, toServeError } from '../../common/errors.js';
-import type { Handler } from '../../model-server/worker/handlers/base.js';
-import { runWorker, type WorkerHooks } from '../../model-server/worker/run-worker.js';
+import { ServeError, toServeError } from '../common/errors.js';
+import type { Handler } from '../model-server/worker/handlers/base.js';
+import { runWorker, type WorkerHooks } from '../model-server/worker/run-worker.js';
 
 interface Faults {
   failLoad: boolean;
