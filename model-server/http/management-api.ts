@@ -8,6 +8,7 @@ import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import type { ManagementResult, ModelManager, RegisterRequest } from '../wlm/model-manager.js';
+import { describeModel } from './model-description.js';
 import { MANAGEMENT_OPENAPI } from './openapi.js';
 
 export interface ManagementApiDeps {
@@ -30,7 +31,8 @@ export function createManagementApp(deps: ManagementApiDeps): Hono<AppEnv> {
   const { manager } = deps;
   const app = new Hono<AppEnv>();
   installCommon(app, { log: deps.log, maxBodyBytes: deps.maxBodyBytes, token: deps.token });
-  const reply = (c: Context<AppEnv>, result: ManagementResult) => c.json({ status: result.message }, result.status);
+  const reply = (c: Context<AppEnv>, result: ManagementResult) =>
+    c.json({ status: result.message }, result.settled ? 200 : 202);
 
   app.options('/', (c) => c.json(MANAGEMENT_OPENAPI));
 
@@ -55,11 +57,11 @@ export function createManagementApp(deps: ManagementApiDeps): Hono<AppEnv> {
 
   app.get('/models/:name/all', async (c) => {
     const entries = manager.registry.versions(c.req.param('name'));
-    return c.json(await Promise.all(entries.map((e) => manager.describe(e))));
+    return c.json(await Promise.all(entries.map((e) => describeModel(manager, e))));
   });
   app.get('/models/:name/:version?', async (c) => {
     const entry = manager.registry.get(c.req.param('name'), c.req.param('version'));
-    return c.json([await manager.describe(entry)]);
+    return c.json([await describeModel(manager, entry)]);
   });
 
   app.put('/models/:name/:version/set-default', (c) =>

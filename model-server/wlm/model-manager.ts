@@ -1,5 +1,5 @@
 /**
- * @module model-server/wlm/model-manager — registering, scaling, describing and unregistering models, and
+ * @module model-server/wlm/model-manager — registering, scaling and unregistering models, and
  * admitting inference jobs: the policy that ties the registry, the batchers and the engines (worker pools)
  * together.
  *
@@ -23,7 +23,6 @@ import { ModelRegistry, type ModelEntry } from './registry.js';
 import { SnapshotStore, type SavedModel } from './snapshot.js';
 import type { WorkerSpawner } from './worker-handle.js';
 import { deviceLabel } from './worker-handle.js';
-import type { DeviceInfo } from '../protocol.js';
 import { WorkerPool, type EngineSpec } from './worker-pool.js';
 
 /** Timings with production defaults that tests shorten. */
@@ -77,8 +76,10 @@ export interface RegisterRequest {
   startupTimeoutS?: number;
 }
 
+/** The outcome of a management change: its message, and whether the workers have reached their new state. */
 export interface ManagementResult {
-  status: 200 | 202;
+  /** False: the change is accepted and the workers are still being started or stopped (TorchServe answers 202). */
+  settled: boolean;
   message: string;
 }
 
@@ -198,7 +199,7 @@ export class ModelManager {
     this.#rescale(pool);
     this.#save();
     this.#log.info({ model: name, version, engine: spec.key, workers, device: placement.device }, 'model registered');
-    if (!request.synchronous) return { status: 202, message: 'Processing worker updates...' };
+    if (!request.synchronous) return { settled: false, message: 'Processing worker updates...' };
     if (workers > 0) {
       try {
         await withTimeout(pool.waitReady(workers), startupTimeoutMs);
@@ -217,7 +218,7 @@ export class ModelManager {
         });
       }
     }
-    return { status: 200, message: `Model "${name}" Version: ${version} registered with ${workers} initial workers` };
+    return { settled: true, message: `Model "${name}" Version: ${version} registered with ${workers} initial workers` };
   }
 
   /** Set a model's worker count (`min_worker`; `max_worker` is recorded). */
@@ -234,7 +235,7 @@ export class ModelManager {
     entry.maxWorkers = maxWorkers;
     this.#rescale(entry.pool);
     this.#save();
-    if (!synchronous) return { status: 202, message: 'Processing worker updates...' };
+    if (!synchronous) return { settled: false, message: 'Processing worker updates...' };
     if (minWorkers > 0) {
       try {
         await withTimeout(entry.pool.waitReady(minWorkers), DEFAULT_STARTUP_TIMEOUT_S * 1000);
@@ -248,7 +249,7 @@ export class ModelManager {
         );
       }
     }
-    return { status: 200, message: `Workers scaled to ${minWorkers} for model: ${name}` };
+    return { settled: true, message: `Workers scaled to ${minWorkers} for model: ${name}` };
   }
 
   /** Unregister one version (the default when none is named), finishing its queued jobs first. */
@@ -256,13 +257,13 @@ export class ModelManager {
     const entry = this.registry.remove(name, version);
     this.#save();
     await this.#remove(entry);
-    return { status: 200, message: `Model "${name}" unregistered` };
+    return { settled: true, message: `Model "${name}" unregistered` };
   }
 
   setDefault(name: string, version: string): ManagementResult {
     this.registry.setDefault(name, version);
     this.#save();
-    return { status: 200, message: `Default version successfully updated for model "${name}" to "${version}"` };
+    return { settled: true, message: `Default version successfully updated for model "${name}" to "${version}"` };
   }
 
   /**
@@ -430,57 +431,9 @@ export class ModelManager {
     return { healthy: unhealthyModels.length === 0, unhealthyModels };
   }
 
-  /** TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add. */
-  async describe(entry: ModelEntry): Promise<Record<string, unknown>> {
-    const gpu = this.#options.gpu;
-    if (entry.pool.workers().some((w) => onGpu(w.device))) await gpu.sample();
-    const sharedWith = this.registry
-      .entries()
-      .filter((e) => e.pool === entry.pool && e !== entry)
-      .map(entryKey);
-    return {
-      modelName: entry.name,
-      modelVersion: entry.version,
-      modelUrl: entry.url,
-      runtime: entry.runtime,
-      minWorkers: entry.minWorkers,
-      maxWorkers: entry.maxWorkers,
-      batchSize: entry.batcher.batchSize,
-      maxBatchDelay: entry.batcher.maxBatchDelayMs,
-      responseTimeout: entry.responseTimeoutS,
-      loadedAtStartup: entry.loadedAtStartup,
-      handler: entry.handler,
-      batchPolicy: entry.batcher.policy,
-      engine: {
-        key: entry.pool.spec.key,
-        modelDir: entry.modelDir,
-        requestedDevice:
-          entry.placement.requestedCudaId === undefined ? 'cpu' : `cuda:${entry.placement.requestedCudaId}`,
-        device: deviceLabel(entry.placement.device),
-        ...(entry.placement.fallbackReason ? { deviceFallback: entry.placement.fallbackReason } : {}),
-        ...(dtypeOf(entry) === undefined ? {} : { dtype: dtypeOf(entry) }),
-        sharedWith,
-      },
-      workers: entry.pool.workers().map((w) => {
-        const device = w.device;
-        const fallback = device?.fallbackReason ?? entry.placement.fallbackReason;
-        return {
-          id: w.id,
-          startTime: w.startTime,
-          status: w.state === 'ready' ? 'READY' : w.state.toUpperCase(),
-          memoryUsage: w.memoryUsage(),
-          pid: w.pid ?? -1,
-          gpu: onGpu(device),
-          gpuUsage: onGpu(device) && device.id !== null ? gpu.usageText(device.id) : 'N/A',
-          device: device ? deviceLabel(device) : 'unknown',
-          ...(fallback ? { deviceFallback: fallback } : {}),
-        };
-      }),
-      jobQueueStatus: {
-        remainingCapacity: entry.batcher.queue.remainingCapacity,
-        pendingRequests: entry.batcher.queue.size,
-      },
-    };
+  /** Where GPU figures come from (nvidia-smi), for descriptions and the status document. */
+  get gpu(): GpuMonitor {
+    return this.#options.gpu;
   }
 
   /** What the metrics scrape reads. */
@@ -594,7 +547,8 @@ export function dtypeOf(entry: ModelEntry): string | undefined {
   return entry.pool.workers().find((w) => w.dtype !== undefined)?.dtype;
 }
 
-function entryKey(entry: ModelEntry): string {
+/** `name@version`, as registrations are named in logs and descriptions. */
+export function entryKey(entry: ModelEntry): string {
   return `${entry.name}@${entry.version}`;
 }
 
@@ -604,9 +558,4 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** A worker on a GPU (CUDA or WebGPU): nvidia-smi's figures for its index apply. */
-function onGpu(device: DeviceInfo | undefined): device is DeviceInfo {
-  return device !== undefined && device.kind !== 'cpu';
 }
