@@ -13,6 +13,7 @@ import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
+import { decodeUtf8 } from '../common/strict-utf8.js';
 import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
@@ -230,9 +231,6 @@ function requestHeader(c: Context<Env>, name: string): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** Decodes the body strictly: invalid UTF-8 is the client's error, not text to translate with U+FFFD in it. */
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The body, at most `maxBytes` of it. A declared Content-Length is checked before anything is read (the usual
  * case: nginx and the built-in front always send one), and the body is then read whole in one go (through
@@ -250,12 +248,7 @@ async function readBody(c: Context<Env>, maxBytes: number, tooLarge: () => Serve
 
 /** Strict UTF-8, then JSON; each failure is the client's 400 with what went wrong. */
 function parseJson(bytes: Uint8Array): unknown {
-  let text: string;
-  try {
-    text = UTF8.decode(bytes);
-  } catch {
-    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
-  }
+  const text = decodeUtf8(bytes);
   if (text.trim() === '') {
     throw new ServeError(
       'INVALID_JSON',

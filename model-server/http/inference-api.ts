@@ -12,6 +12,7 @@
 import { Hono, type Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import { decodeUtf8 } from '../../common/strict-utf8.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import { installGlossaries } from './glossary-api.js';
 import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
@@ -56,22 +57,11 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
   const { value, headers } = await runPrediction(deps, {
     model: c.req.param('model')!,
     version: c.req.param('version'),
-    body: async () => decodeBody(utf8(await c.req.arrayBuffer()), c.req.header('content-type')),
+    body: async () => decodeBody(decodeUtf8(await c.req.arrayBuffer()), c.req.header('content-type')),
     signal: c.req.raw.signal,
     cacheControl: c.req.header('cache-control'),
   });
   return typeof value === 'string' ? c.text(value, 200, headers) : c.json(value as object, 200, headers);
-}
-
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
-/** The body as text; invalid UTF-8 is refused rather than handed on with U+FFFD in place of the bad bytes. */
-function utf8(raw: ArrayBuffer): string {
-  try {
-    return UTF8.decode(raw);
-  } catch {
-    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
-  }
 }
 
 /** JSON bodies are decoded for the handler; a non-JSON body reaches it as text (as TorchServe passes raw bytes). */

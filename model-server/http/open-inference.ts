@@ -19,6 +19,7 @@
  * `Inference-Header-Content-Length`).
  */
 import { ServeError } from '../../common/errors.js';
+import { decodeUtf8 } from '../../common/strict-utf8.js';
 import { AUTO } from '../translation/translation-plan.js';
 
 /** The input tensor holding the source texts. */
@@ -51,7 +52,6 @@ export interface DecodedInferRequest {
   binaryOutputs: boolean;
 }
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
 const bad = (message: string) => new ServeError('BAD_REQUEST', message);
 const notDetected = () => bad(`Output "${DETECTED_OUTPUT}" is only produced when src_lang is "${AUTO}".`);
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -72,7 +72,7 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
   if (jsonLength === 0) throw bad('A raw binary request (no JSON header) is not supported: send the JSON header.');
   let request: unknown;
   try {
-    request = JSON.parse(utf8(raw.subarray(0, jsonLength), 'The JSON header'));
+    request = JSON.parse(decodeUtf8(raw.subarray(0, jsonLength), 'The JSON header'));
   } catch (err) {
     if (err instanceof ServeError) throw err;
     throw bad('Request body is not valid JSON.');
@@ -216,7 +216,7 @@ export function decodeBytesElements(blob: Uint8Array, name: string): string[] {
     const length = view.getUint32(offset, true);
     offset += 4;
     if (offset + length > blob.length) throw bad(`Input "${name}": binary BYTES element overruns its data.`);
-    elements.push(utf8(blob.subarray(offset, offset + length), `Input "${name}" element ${elements.length}`));
+    elements.push(decodeUtf8(blob.subarray(offset, offset + length), `Input "${name}" element ${elements.length}`));
     offset += length;
   }
   return elements;
@@ -291,12 +291,4 @@ function requestedOutputs(outputs: unknown, binaryDefault: boolean): RequestedOu
 function flag(value: unknown, what: string): boolean | undefined {
   if (value !== undefined && typeof value !== 'boolean') throw bad(`${what} must be a boolean.`);
   return value;
-}
-
-function utf8(bytes: Uint8Array, what: string): string {
-  try {
-    return UTF8.decode(bytes);
-  } catch {
-    throw bad(`${what} is not valid UTF-8.`);
-  }
 }
