@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# mt-serve images (see README "Kubernetes"). Stages:
+# mt-serve images (see docs/kubernetes.md). Stages:
 #   build       npm ci (dev dependencies: TypeScript) + npm run build → dist/, and the model server container entry
 #   prod-deps   npm ci --omit=dev: runtime dependencies only. .npmrc skips onnxruntime-node's CUDA download, so
 #               onnxruntime-node carries its bundled CPU provider only

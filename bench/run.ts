@@ -4,7 +4,7 @@
  *
  * Every figure is a ratio of two measurements taken in the same run (fresh processes, alternating order,
  * medians of repeats): the machine is shared and noisy, so an absolute time alone would mean nothing.
- * Every process the run starts is stopped at the end, on failure and on Ctrl-C (bench/lib/processes).
+ * Every process the run starts is stopped at the end, on failure and on Ctrl-C (harness/process-registry).
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { settingsFor, type BenchContext, type Scenario } from './lib/context.js';
 import { ensureModel, type BenchModel } from './lib/models.js';
-import { installCleanup, profileProcessesInto, stopAll, tempDir } from './lib/processes.js';
+import { installCleanup, profileProcessesInto, stopAll, tempDir } from '../harness/process-registry.js';
 import { machineInfo, renderMarkdown, writeReport, type Report, type Section } from './lib/report.js';
 import { SCENARIOS } from './scenarios/index.js';
 

@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../common/logger.js';
-import { makeDemoModel } from '../model-server/engine/demo-model/index.js';
-import { planTranslation } from '../model-server/frontend/translation-plan.js';
+import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
+import { planTranslation } from '../model-server/translation/translation-plan.js';
 import { TranslationHandler } from '../model-server/worker/handlers/translation.js';
 
 const INPUTS: [string, string][] = [

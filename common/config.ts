@@ -36,7 +36,7 @@ export interface ModelServerConfig {
   setupConfigPath: string;
   jobQueueSize: number;
   /**
-   * Longest queue wait a request may expect and still be admitted, ms (frontend/batcher.ts: admission); the
+   * Longest queue wait a request may expect and still be admitted, ms (wlm/batcher.ts: admission); the
    * effective budget of a model is at most half its response timeout.
    */
   queueBudgetMs: number;
@@ -64,7 +64,7 @@ export interface ModelServerConfig {
   minNewTokens: number;
   maxRequestBytes: number;
   /**
-   * Bound of the translation cache (frontend/translation-cache.ts) in bytes, shared by every model of this server;
+   * Bound of the translation cache (translation/translation-cache.ts) in bytes, shared by every model of this server;
    * 0 turns it off.
    */
   cacheMaxBytes: number;

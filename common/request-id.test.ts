@@ -16,13 +16,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBuiltinProxy, type BuiltinProxy } from '../front/builtin-proxy.js';
 import { findNginx, spawnNginx, writeNginxConfig } from '../front/nginx.js';
 import { startFakeRouter, type FakeRouter } from '../front/test/fake-router.js';
-import { installCommon, type AppEnv } from '../model-server/frontend/error-handler.js';
+import { installCommon, type AppEnv } from '../model-server/http/error-handler.js';
 import { createRouterApp } from '../router/app.js';
 import { startFakeModelServer, type FakeModelServer } from '../router/test/fake-model-server.js';
 import { Upstream } from '../router/upstream.js';
-import { freePort } from '../bench/lib/processes.js';
-import { until } from '../test/support/polling.js';
-import { ROOT } from '../test/support/processes.js';
+import { freePort } from '../harness/process-registry.js';
+import { until } from '../harness/polling.js';
+import { ROOT } from '../harness/processes.js';
 import { REQUEST_ID_PATTERN, requestIdFrom } from './request-id.js';
 
 const KEPT = [

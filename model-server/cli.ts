@@ -1,6 +1,6 @@
 /**
  * @module model-server/cli — `model-server archive`: write store entries (the seed's torch-model-archiver step);
- * `model-server quantize`: write a model folder's int8 files (engine/quantize.ts), no Python needed.
+ * `model-server quantize`: write a model folder's int8 files (tools/quantize.ts), no Python needed.
  *
  *     node dist/model-server/cli.js archive --model-dir models/tiny --store model_store \
  *          --setup-config setup_config.json [--handler translation] [--version 1.0]
@@ -18,8 +18,8 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ENV_DEFAULTS, readSetupConfig } from '../common/config.js';
-import { quantizeModelDir } from './engine/quantize.js';
-import { archiveModels } from './store/archiver.js';
+import { quantizeModelDir } from './tools/quantize.js';
+import { archiveModels } from './tools/archiver.js';
 
 const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--setup-config FILE | --name NAME ...]
                             [--handler translation|echo] [--version 1.0]

@@ -1,7 +1,7 @@
 /**
  * @module model-server/main — the model server process (pm2 fork mode): the only file that reads `.env`.
  *
- * Registers again the models of its last good snapshot (`LOG_DIR/config`, frontend/snapshot.ts: every management
+ * Registers again the models of its last good snapshot (`LOG_DIR/config`, wlm/snapshot.ts: every management
  * change is saved there), before its ports listen, so a restart after a crash serves what the crashed process
  * served and no request finds a model missing meanwhile (a restored model answers `/v2/models/{name}/ready` 400
  * until its workers are up). Starts the three ports (inference, management, metrics; port 0 picks a free one),
@@ -22,9 +22,9 @@ import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type SetupConfig } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
-import type { AppEnv } from './frontend/error-handler.js';
-import { createModelServer } from './frontend/server.js';
-import { writeKeyFile } from './frontend/token-auth.js';
+import type { AppEnv } from './http/error-handler.js';
+import { createModelServer } from './http/server.js';
+import { writeKeyFile } from './http/token-auth.js';
 
 /** Longest a drain may take before what is left is failed; pm2's kill_timeout must be longer. */
 const SHUTDOWN_GRACE_MS = 30_000;

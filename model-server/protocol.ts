@@ -3,12 +3,12 @@
  *
  * Transport: Node IPC (`child_process.fork`, `serialization: 'advanced'`). The frontend sends `init` once,
  * then `batch` (or `round`: several batches at once) messages — many before the first finishes, up to the
- * worker's job cap (frontend/worker-pool.ts): the handler batches everything it holds itself (the translation
+ * worker's job cap (wlm/worker-pool.ts): the handler batches everything it holds itself (the translation
  * engine at every step boundary). The worker answers every item of every batch exactly once with an `item`
  * message as soon as that item is done (finished rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.
  */
-import type { DtypeRequest } from './engine/session.js';
+import type { ModelDtypeSetting } from '../common/config.js';
 import type { WireError } from '../common/errors.js';
 
 /** Where a worker is asked to run: the seed's setup_config device id, or the CPU. */
@@ -41,7 +41,7 @@ export interface WorkerOptions {
   /** MIN_NEW_TOKENS: `</s>` is suppressed until this many tokens exist (0: off). */
   minNewTokens?: number;
   /** MODEL_DTYPE: which weights the engine loads (engine/session.ts; absent: `auto`). */
-  modelDtype?: DtypeRequest;
+  modelDtype?: ModelDtypeSetting;
 }
 
 export interface InitMessage {

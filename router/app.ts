@@ -9,16 +9,17 @@
  * router/keys/; with keys on, `GET /metrics` their use by key id, also in `/status.json`). Anything else: TorchServe's
  * 404/405 JSON.
  */
-import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
+import { decodeUtf8 } from '../common/strict-utf8.js';
 import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
 import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
+import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
@@ -48,21 +49,6 @@ export interface RouterAppDeps {
   glossaries?: GlossaryClient;
 }
 
-export type RouterEnv = {
-  /** @hono/node-server's bindings when served by it; absent under `app.request()`. */
-  Bindings: Partial<HttpBindings>;
-  Variables: {
-    requestId: string;
-    tgtLang?: string;
-    texts?: number;
-    srcText?: string | string[];
-    errorCode?: string;
-    /** The model server's identification headers of a 200, for the log line. */
-    upstreamHeaders?: Record<string, string>;
-    /** The API key's id (never the key) of a DeepL or LibreTranslate request. */
-    keyId?: string;
-  };
-};
 type Env = RouterEnv;
 
 const LOG_KEYS = {
@@ -245,9 +231,6 @@ function requestHeader(c: Context<Env>, name: string): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
-/** Decodes the body strictly: invalid UTF-8 is the client's error, not text to translate with U+FFFD in it. */
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The body, at most `maxBytes` of it. A declared Content-Length is checked before anything is read (the usual
  * case: nginx and the built-in front always send one), and the body is then read whole in one go (through
@@ -265,12 +248,7 @@ async function readBody(c: Context<Env>, maxBytes: number, tooLarge: () => Serve
 
 /** Strict UTF-8, then JSON; each failure is the client's 400 with what went wrong. */
 function parseJson(bytes: Uint8Array): unknown {
-  let text: string;
-  try {
-    text = UTF8.decode(bytes);
-  } catch {
-    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
-  }
+  const text = decodeUtf8(bytes);
   if (text.trim() === '') {
     throw new ServeError(
       'INVALID_JSON',

@@ -1,6 +1,6 @@
 /**
  * @module router/status — where the router's `GET /status.json` comes from: the model server's status document
- * (`GET /status.json` on its metrics port, model-server/frontend/status.ts), fetched on its own connection and
+ * (`GET /status.json` on its metrics port, model-server/translation/status.ts), fetched on its own connection and
  * passed on as it came. The page (`GET /status`, router/status-page.ts) reaches only the router, through the
  * front, so no model server port is ever exposed or named to a browser.
  *
@@ -9,7 +9,7 @@
  */
 import { Client } from 'undici';
 import { ServeError } from '../common/errors.js';
-import { readCapped } from './upstream.js';
+import { readCapped } from './upstream-reply.js';
 
 /** The slice of the router the app depends on for `/status.json`. */
 export interface StatusReader {

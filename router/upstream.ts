@@ -2,7 +2,8 @@
  * @module router/upstream — the router's client for the model servers' inference API: per model server, one lane
  * per target language (an undici Pool of keep-alive connections behind a bounded `Gate`); the choice of model
  * server for each request; and the one place where a transport failure or an upstream error reply becomes a typed
- * `ServeError`.
+ * `ServeError`. Each policy has its own file: lanes and their refusal latch (lane.ts), host choice (host-choice.ts),
+ * what may go to another host (retry.ts), error mapping (upstream-errors.ts), reading answers (upstream-reply.ts).
  *
  * Why lanes: the model server keeps one queue per language, and a language served by its own engine answers in
  * its own time. A pool shared by every language would be one FIFO in front of those queues: a flood of `en`
@@ -64,11 +65,15 @@
  * A request's `signal` (the client went away) aborts it wherever it is: waiting in the lane, or in flight, where
  * undici destroys its connection, which the model server sees as the client's disconnect.
  */
-import { Client, Pool } from 'undici';
+import { Client, type Pool } from 'undici';
 import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
 import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
-import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES, transportError, upstreamError } from './upstream-errors.js';
+import { createLane, LANE_RETRY_AFTER_S, laneAnswered, laneFailed, refusingNow, type Lane } from './lane.js';
+import { leastOutstanding } from './host-choice.js';
+import { judgeFailure, LostWithHost, NotReached, unwrap } from './retry.js';
+import { transportError, upstreamError } from './upstream-errors.js';
+import { header, isJsonAnswer, readCapped } from './upstream-reply.js';
 import type { TranslateInput } from './translate-request.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
@@ -146,30 +151,8 @@ export const PASSTHROUGH_HEADERS = [
   'x-cache',
 ] as const;
 
-/** Seconds a client refused by a full lane is asked to wait: a lane drains in about one model-server batch. */
-const LANE_RETRY_AFTER_S = 1;
 /** Seconds a client is asked to wait when no host of its language answers: a readmission takes about a probe. */
 const NO_HOST_RETRY_AFTER_S = 1;
-
-interface Lane {
-  gate: Gate;
-  pool: Pool;
-  /** The model server's last admission refusal on this lane, and until when (performance.now) it holds. */
-  refusal: ServeError | undefined;
-  refusingUntil: number;
-  /** When (performance.now) the last admission refusal arrived. */
-  refusedAt: number;
-  /**
-   * When (performance.now) the latest request the model server answered on this lane was sent. The line stays
-   * closed past the Retry-After until a request sent after the refusal is answered, showing it admits again
-   * (module doc); an answer to a request admitted before the refusal shows nothing, and under sustained overload
-   * those keep coming every batch.
-   */
-  answeredSentAt: number;
-}
-
-/** Admission refusals of the model server that close a lane's line for their Retry-After (module doc). */
-const ADMISSION_REFUSALS = new Set(['OVERLOADED', 'QUEUE_FULL']);
 
 /** One model server's lanes, and what this router process has outstanding there (waiting or in flight). */
 interface HostLanes {
@@ -178,28 +161,6 @@ interface HostLanes {
   /** Aborted when the host is ejected: requests still waiting in its lanes go to another replica. */
   /** Aborted when the host goes silent or is removed (its reason the client's error): waiters go elsewhere. */
   gone: AbortController;
-}
-
-/** An attempt that failed before the request reached a worker: it may be sent to another replica. */
-class NotReached extends Error {
-  readonly error: unknown;
-  constructor(error: unknown) {
-    super('not reached');
-    this.error = error;
-  }
-}
-
-/** An attempt whose connection was torn down after the request was sent: its host may have died with it. */
-class LostWithHost extends Error {
-  readonly error: ServeError;
-  constructor(error: ServeError) {
-    super('lost with its host');
-    this.error = error;
-  }
-}
-
-function unwrap(err: unknown): unknown {
-  return err instanceof NotReached || err instanceof LostWithHost ? err.error : err;
 }
 
 /**
@@ -376,15 +337,7 @@ export class Upstream implements UpstreamClient {
     }
     const origins = failed === undefined ? route.origins : route.origins.filter((o) => o !== failed);
     if (origins.length === 0) return undefined;
-    const start = this.#turn++ % origins.length;
-    let best = origins[start]!;
-    let bestLoad = this.#hosts.get(best)?.outstanding ?? 0;
-    for (let i = 1; i < origins.length && bestLoad > 0; i++) {
-      const origin = origins[(start + i) % origins.length]!;
-      const load = this.#hosts.get(origin)?.outstanding ?? 0;
-      if (load < bestLoad) [best, bestLoad] = [origin, load];
-    }
-    return best;
+    return leastOutstanding(origins, this.#turn++, (origin) => this.#hosts.get(origin)?.outstanding ?? 0);
   }
 
   #hostLanes(origin: string): HostLanes {
@@ -399,20 +352,12 @@ export class Upstream implements UpstreamClient {
   #lane(host: HostLanes, origin: string, tgtLang: string): Lane {
     let lane = host.lanes.get(tgtLang);
     if (lane === undefined) {
-      lane = {
-        refusal: undefined,
-        refusingUntil: 0,
-        refusedAt: Number.NEGATIVE_INFINITY,
-        answeredSentAt: Number.NEGATIVE_INFINITY,
-        gate: new Gate(this.#connections, this.#queue),
-        pool: new Pool(origin, {
-          connections: this.#connections,
-          pipelining: 1,
-          connect: { timeout: this.#connectTimeoutMs },
-          headersTimeout: this.#timeoutMs,
-          bodyTimeout: this.#timeoutMs,
-        }),
-      };
+      lane = createLane(origin, {
+        connections: this.#connections,
+        queue: this.#queue,
+        connectTimeoutMs: this.#connectTimeoutMs,
+        timeoutMs: this.#timeoutMs,
+      });
       host.lanes.set(tgtLang, lane);
     }
     return lane;
@@ -457,18 +402,10 @@ export class Upstream implements UpstreamClient {
       const sentAt = performance.now();
       try {
         const reply = await this.#exchange(origin, lane.pool, request);
-        lane.answeredSentAt = Math.max(lane.answeredSentAt, sentAt);
+        laneAnswered(lane, sentAt);
         return reply;
       } catch (err) {
-        if (err instanceof ServeError && ADMISSION_REFUSALS.has(err.code) && err.retryAfterS !== undefined) {
-          lane.refusal = err;
-          lane.refusedAt = performance.now();
-          lane.refusingUntil = lane.refusedAt + err.retryAfterS * 1000;
-          lane.gate.refuseWaiting();
-        } else if (err instanceof ServeError && (err.status < 500 || err.status === 504)) {
-          // Answered (a 4xx about the request, a deadline passed on a worker): it was admitted.
-          lane.answeredSentAt = Math.max(lane.answeredSentAt, sentAt);
-        }
+        laneFailed(lane, sentAt, err);
         throw this.#judge(origin, err);
       } finally {
         release();
@@ -478,30 +415,9 @@ export class Upstream implements UpstreamClient {
     }
   }
 
-  /** What a failed exchange says about its host, and whether another host may take the request. */
+  /** What a failed exchange says about its host, and whether another host may take the request (retry.ts). */
   #judge(origin: string, err: unknown): unknown {
-    if (err instanceof ServeError) {
-      // Its list was stale (unregistered since, or a host that came back and registers its languages one by one
-      // while another is tried for them): another host may serve the language.
-      if (err.code === 'MODEL_NOT_FOUND') void this.#servers?.suspect(origin);
-      // Only a request the model server says reached no worker may run elsewhere: a document whose first
-      // sentences ran before the rest was refused must not be translated twice.
-      if (RETRY_ELSEWHERE_CODES.has(err.code) && err.reachedWorker === false) return new NotReached(err);
-      const code = (err.cause as { code?: unknown } | undefined)?.code;
-      if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
-        if (code === 'ECONNREFUSED') {
-          this.#servers?.refused(origin, 'connection refused');
-          return new NotReached(err);
-        }
-        if (NOT_CONNECTED_CODES.has(code)) {
-          void this.#servers?.suspect(origin);
-          return new NotReached(err);
-        }
-        // Torn down mid-request (reset, closed): whether its host died is checked before the client hears it.
-        return new LostWithHost(err);
-      }
-    }
-    return err;
+    return judgeFailure(origin, err, this.#servers);
   }
 
   /**
@@ -613,65 +529,4 @@ export class Upstream implements UpstreamClient {
       this.#servers?.close(),
     ]);
   }
-}
-
-/** The model server's refusal, with the Retry-After left of it, while the lane keeps no line; else undefined. */
-function refusingNow(lane: Lane): ServeError | undefined {
-  const leftMs = lane.refusingUntil - performance.now();
-  if (lane.refusal === undefined || (leftMs <= 0 && lane.answeredSentAt > lane.refusedAt)) return undefined;
-  return new ServeError(lane.refusal.code, lane.refusal.message, {
-    retryAfterS: Math.max(1, Math.ceil(leftMs / 1000)),
-  });
-}
-
-/**
- * A model server's answer body, at most `maxBytes`: refused from its Content-Length before reading, or as soon as
- * the bytes read pass the bound (the connection is then closed). @throws ServeError UPSTREAM_UNAVAILABLE (502)
- */
-export async function readCapped(
-  body: AsyncIterable<Buffer> & { destroy(err?: Error): unknown },
-  contentLength: string | undefined,
-  maxBytes: number,
-): Promise<Uint8Array<ArrayBuffer>> {
-  const tooLarge = () =>
-    new ServeError(
-      'UPSTREAM_UNAVAILABLE',
-      `Model server answered more than ${maxBytes} bytes (ROUTER_MAX_UPSTREAM_BYTES).`,
-    );
-  if (contentLength !== undefined && Number(contentLength) > maxBytes) {
-    body.destroy();
-    throw tooLarge();
-  }
-  const chunks: Buffer[] = [];
-  let length = 0;
-  for await (const chunk of body) {
-    length += chunk.length;
-    if (length > maxBytes) {
-      body.destroy();
-      throw tooLarge();
-    }
-    chunks.push(chunk);
-  }
-  const out = new Uint8Array(new ArrayBuffer(length));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
-}
-
-/** A 200 the router passes on must be JSON: declared so, and parsing as such. */
-function isJsonAnswer(contentType: string | undefined, body: Uint8Array): boolean {
-  if (!/^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i.test(contentType ?? '')) return false;
-  try {
-    JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'));
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function header(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }

@@ -7,7 +7,7 @@
 #   HF_ENDPOINT=https://hf-mirror.example scripts/download-model.sh
 #
 # Then serve it: MODEL_DIR=models/m2m100_418M scripts/start.sh new. MODEL_DTYPE (auto by default: q8 on the
-# CPU, fp16 on CUDA, when present) picks which files the engine loads; see README "Real exports". The per-row
+# CPU, fp16 on CUDA, when present) picks which files the engine loads; see docs/configuration.md "Real exports". The per-row
 # int8 (q8-rows) is not published: make it with node dist/model-server/cli.js quantize --model-dir DIR --dtype q8-rows.
 set -euo pipefail
 repo="${1:-Xenova/m2m100_418M}"

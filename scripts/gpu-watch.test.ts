@@ -11,10 +11,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GpuMonitor } from '../model-server/frontend/gpu-monitor.js';
-import type { ModelStatus, ServerStatus } from '../model-server/frontend/status.js';
+import { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
+import type { ModelStatus, ServerStatus } from '../model-server/translation/status.js';
 import { call, startTestServer } from '../model-server/test/helpers.js';
-import { ROOT, TSX } from '../test/support/processes.js';
+import { ROOT, TSX } from '../harness/processes.js';
 
 const MIB = 2 ** 20;
 let dir: string;

@@ -2,7 +2,7 @@
  * @module scripts/gpu-watch — the seed's `watch -n 1 nvidia-smi`, for this stack: each GPU's utilisation and
  * memory, the languages setup_config.json pins to it, and each language's queue depth, workers and actual
  * device (so a language pinned to a GPU but running on the CPU shows). Every figure comes from the model server's
- * status document (`GET /status.json` on its metrics port, model-server/frontend/status.ts), the same one the
+ * status document (`GET /status.json` on its metrics port, model-server/translation/status.ts), the same one the
  * status page on :7777 shows: the model server asks nvidia-smi, so the two never disagree.
  *
  *     scripts/gpu-watch              # refresh every second until Ctrl-C
@@ -14,7 +14,7 @@
  */
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
-import type { ServerStatus } from '../model-server/frontend/status.js';
+import type { ServerStatus } from '../model-server/translation/status.js';
 import { localUrl } from './config-env.js';
 
 export interface GpuStats {

@@ -8,7 +8,7 @@
  */
 import path from 'node:path';
 import { TranslationEngine } from '../model-server/engine/engine.js';
-import { makeDemoModel, PRESETS } from '../model-server/engine/demo-model/index.js';
+import { makeDemoModel, PRESETS } from '../model-server/tools/demo-model/index.js';
 
 async function main(argv: string[]): Promise<number> {
   const args = argv.filter((a) => !a.startsWith('--'));

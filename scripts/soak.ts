@@ -19,11 +19,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { findNginx } from '../front/nginx.js';
-import { makeDemoModel } from '../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, send } from '../bench/lib/load.js';
-import { stopAll } from '../bench/lib/processes.js';
+import { parentMap, processTree } from '../harness/proc-tree.js';
+import { stopAll } from '../harness/process-registry.js';
 import { startStack, type Stack } from '../bench/lib/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
@@ -108,23 +109,8 @@ export interface ProcessSample {
 
 /** Every live process under `roots` (the roots and all their descendants), named by role. */
 export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
-  const parents = new Map<number, number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // exited while listing
-    }
-  }
-  const pids: number[] = [];
-  const stack = roots.filter((r) => parents.has(r));
-  while (stack.length > 0) {
-    const pid = stack.pop()!;
-    pids.push(pid);
-    for (const [child, parent] of parents) if (parent === pid) stack.push(child);
-  }
+  const parents = parentMap();
+  const pids = roots.flatMap((root) => processTree(root, parents));
   const out: ProcessSample[] = [];
   for (const pid of pids) {
     try {

@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { startBaseline, type Baseline } from '../lib/baseline.js';
-import { stopAll, tempDir } from '../lib/processes.js';
+import { stopAll, tempDir } from '../../harness/process-registry.js';
 
 // The transformers.js baseline the batching-gain figure compares against, on the tiny generated model.
 const work = tempDir('baseline-test');

@@ -16,7 +16,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
-import { makeDemoModel, presetNamed } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel, presetNamed } from '../../model-server/tools/demo-model/index.js';
 import { loadModelConfig } from '../../model-server/engine/model-config.js';
 import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
 import { sentence } from '../lib/workload.js';

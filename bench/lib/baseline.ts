@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startProcess, waitForHttp, type ManagedProcess } from './processes.js';
+import { freePort, startProcess, waitForHttp, type ManagedProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 
 const entry = fileURLToPath(

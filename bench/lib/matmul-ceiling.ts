@@ -8,7 +8,7 @@
  * what the machine can do at small batch. Weights are graph initializers, as in the model, so onnxruntime
  * pre-packs them the same way. The session uses the engine's intra-op thread setting.
  *
- * `weights: 'int8'` measures the int8 ceiling instead: each copy is the q8 files' pattern (engine/quantize.ts:
+ * `weights: 'int8'` measures the int8 ceiling instead: each copy is the q8 files' pattern (tools/quantize.ts:
  * DynamicQuantizeLinear of X → MatMulInteger with int8 per-column weights → Cast → Mul by the scales), which
  * onnxruntime fuses into one com.microsoft DynamicQuantizeMatMul per copy; FLOPs are counted as for float.
  */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureModel } from './models.js';
-import { tempDir } from './processes.js';
+import { tempDir } from '../../harness/process-registry.js';
 
 const { onnx } = onnxProto;
 

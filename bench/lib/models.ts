@@ -1,7 +1,7 @@
 /**
  * @module bench/lib/models — the model folders the benchmark runs on, built on first use and reused after.
  *
- * - `m2m100-418m`: M2M100-418M's real shapes with random weights (engine/demo-model preset), ~2.5 GB of fp32
+ * - `m2m100-418m`: M2M100-418M's real shapes with random weights (tools/demo-model preset), ~2.5 GB of fp32
  *   files plus ~1.5 GB of int8 ones under `models/m2m100-418m` — every speed figure runs on it, so the compute is
  *   the real model's.
  * - `tiny`: the test model, for the serving-overhead figures where compute must not matter.
@@ -18,9 +18,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PRESETS, type DemoPreset } from '../../model-server/engine/demo-model/index.js';
-import { QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../../model-server/engine/quantize.js';
-import { startProcess } from './processes.js';
+import { PRESETS, type DemoPreset } from '../../model-server/tools/demo-model/index.js';
+import { QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../../model-server/tools/quantize.js';
+import { startProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 
 export type BenchModel = 'm2m100-418m' | 'tiny' | 'bench-mid' | 'm2m100-418m-external' | 'tiny-external';
@@ -51,10 +51,10 @@ const buildEntry = fileURLToPath(
   new URL(`../build-model.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url),
 );
 
-const demoModelSources = fileURLToPath(new URL('../../model-server/engine/demo-model/', import.meta.url));
-/** Engine sources the generator also runs: the int8 files are made by the quantizer. */
-const generatorDependencies = ['quantize.ts', 'onnx-wire.ts'].map((f) =>
-  fileURLToPath(new URL(`../../model-server/engine/${f}`, import.meta.url)),
+const demoModelSources = fileURLToPath(new URL('../../model-server/tools/demo-model/', import.meta.url));
+/** Sources the generator also runs: the int8 files are made by the quantizer, which writes ONNX with onnx-wire. */
+const generatorDependencies = ['tools/quantize.ts', 'engine/onnx-wire.ts'].map((f) =>
+  fileURLToPath(new URL(`../../model-server/${f}`, import.meta.url)),
 );
 const STAMP = '.bench-build.json';
 

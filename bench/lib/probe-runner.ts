@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { startProcess } from './processes.js';
+import { startProcess } from '../../harness/process-registry.js';
 import { ENGINE_MALLOC_ENV } from '../../model-server/engine/malloc-env.js';
 
 /**

@@ -16,9 +16,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
 import { ENV_DEFAULTS } from '../../common/config.js';
-import { archiveModels } from '../../model-server/store/archiver.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
 import type { BenchContext } from './context.js';
-import { freePort, startProcess, type ManagedProcess } from './processes.js';
+import { freePort, startProcess, type ManagedProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 import { scrape, type Sample } from './metrics.js';
 

@@ -3,7 +3,7 @@
  * length and the language pairs they travel, so each arm of a comparison sees exactly the same sequence.
  */
 import { readFileSync } from 'node:fs';
-import { DEMO_LANGUAGES } from '../../model-server/engine/demo-model/presets.js';
+import { DEMO_LANGUAGES } from '../../model-server/tools/demo-model/presets.js';
 
 /** The 14 languages of the seed's setup_config.json, in its order (the generated models cover exactly these). */
 export const SEED_LANGUAGES = DEMO_LANGUAGES;

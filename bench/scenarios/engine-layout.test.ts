@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureModel } from '../lib/models.js';
-import { tempDir } from '../lib/processes.js';
+import { tempDir } from '../../harness/process-registry.js';
 import { layoutSection, runLayoutProbe, type LayoutProbeRequest, type LayoutProbeResult } from './engine-layout.js';
 
 describe('engine-layout: inline weights vs external data, tiny model', () => {

@@ -10,7 +10,7 @@
  * The engine's tokens/s per batch are left in `ctx.shared` for the serving figure's quick mode, and the all-work
  * ceiling for the batching-gain figure's bound.
  *
- * The int8 arms: the same engine on the model folder's q8 files (transformers.js' recipe, engine/quantize.ts) and
+ * The int8 arms: the same engine on the model folder's q8 files (transformers.js' recipe, tools/quantize.ts) and
  * q8-rows files (activations quantized per row), each a fresh process in the same rotation, against fp32 (the arm
  * above) and against the int8 ceiling: the same layer shapes as DynamicQuantizeMatMul, what onnxruntime fuses the
  * q8 files' products into.

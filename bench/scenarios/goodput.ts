@@ -13,7 +13,7 @@
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { LOOP_DELAY_NOT_MEASURED, runClosedLoop, type LoadResult, type LoopDelay } from '../lib/load-generator.js';
 import { scrape, total } from '../lib/metrics.js';
-import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../lib/proc-tree.js';
+import { CPU_TICK_US, cpuTicks, ownCpuTicks, parentMap } from '../../harness/proc-tree.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { startRunStack, type Stack } from '../lib/stack.js';
 import { summarize } from '../lib/stats.js';
@@ -295,7 +295,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     },
   ];
   s.notes.push(
-    `Worker deaths (mt_worker_deaths_total) after all levels: ${formatNumber(deaths)}. Admission (model-server/frontend/batcher.ts) keeps each language's queue within the wait its measured service rate allows; past it a request is refused at once.`,
+    `Worker deaths (mt_worker_deaths_total) after all levels: ${formatNumber(deaths)}. Admission (model-server/wlm/batcher.ts) keeps each language's queue within the wait its measured service rate allows; past it a request is refused at once.`,
   );
   s.data = { levels, deaths, saturating, deadlineS: DEADLINE_S, model };
   return s;

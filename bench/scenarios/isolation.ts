@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { Agent, Pool, request } from 'undici';
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { runClosedLoop } from '../lib/load-generator.js';
-import { treeMemory } from '../lib/proc-tree.js';
+import { treeMemory } from '../../harness/proc-tree.js';
 import { checkTarget, formatBytes, section, type Section } from '../lib/report.js';
 import { startRunStack } from '../lib/stack.js';
 import { median } from '../lib/stats.js';

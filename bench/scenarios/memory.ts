@@ -12,7 +12,7 @@
  */
 import type { BenchContext, Scenario } from '../lib/context.js';
 import type { BenchModel } from '../lib/models.js';
-import { RssSampler, type MemoryPeak } from '../lib/proc-tree.js';
+import { RssSampler, type MemoryPeak } from '../../harness/proc-tree.js';
 import { startRunStack } from '../lib/stack.js';
 import { checkTarget, formatBytes, formatRatio, section, type Section } from '../lib/report.js';
 import { median, ratio } from '../lib/stats.js';

@@ -22,8 +22,8 @@ import { Pool } from 'undici';
 import type { BenchContext, Scenario } from '../lib/context.js';
 import { runClosedLoop } from '../lib/load-generator.js';
 import { tsExecArgv } from '../lib/probe-runner.js';
-import { CPU_TICK_US, cpuTicks } from '../lib/proc-tree.js';
-import { startProcess, type ManagedProcess } from '../lib/processes.js';
+import { CPU_TICK_US, cpuTicks } from '../../harness/proc-tree.js';
+import { startProcess, type ManagedProcess } from '../../harness/process-registry.js';
 import { checkTarget, formatNumber, formatRatio, section, type Section } from '../lib/report.js';
 import { alternatingOrder, median } from '../lib/stats.js';
 

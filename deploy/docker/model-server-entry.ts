@@ -28,7 +28,7 @@ import { pathToFileURL } from 'node:url';
 import { ConfigError, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
 import { resolveEntry } from '../../common/entry.js';
 import { createLogger, type Logger } from '../../common/logger.js';
-import { archiveModels } from '../../model-server/store/archiver.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
 import { localUrl } from '../../scripts/config-env.js';
 
 /** The file the startupProbe checks, relative to RUN_DIR. */

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createBuiltinProxy, type BuiltinProxy } from '../builtin-proxy.js';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { startFakeRouter, type FakeRouter } from './fake-router.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const MAX = 2048;
 const logger = pino({ level: 'silent' });

@@ -13,10 +13,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
-import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
-import { isListening, ROOT, startEntry } from '../../test/support/processes.js';
+import { freePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { isListening, ROOT, startEntry } from '../../harness/processes.js';
 import { startFakeRouter, type FakeRouter } from './fake-router.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const MAX = 4096;
 const nginx = findNginx(process.env);

@@ -12,9 +12,9 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type ManagedProcess } from '../../bench/lib/processes.js';
-import { until } from '../../test/support/polling.js';
-import { isListening, startEntry } from '../../test/support/processes.js';
+import { freePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { isListening, startEntry } from '../../harness/processes.js';
 
 /** Whether something accepts a TCP connection on the loopback `port` (the connection is closed at once). */
 function accepts(port: number): Promise<boolean> {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/lib/processes.js';
+import { freePort } from '../../harness/process-registry.js';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import {
   checkNginxConfig,
@@ -18,8 +18,8 @@ import {
   type NginxValues,
 } from '../nginx.js';
 import { startFakeRouter } from './fake-router.js';
-import { until } from '../../test/support/polling.js';
-import { ROOT } from '../../test/support/processes.js';
+import { until } from '../../harness/polling.js';
+import { ROOT } from '../../harness/processes.js';
 
 const template = readFileSync(path.join(ROOT, 'nginx/nginx.conf'), 'utf8');
 const values: NginxValues = {

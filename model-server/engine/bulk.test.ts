@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from './demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import type { TranslateOptions } from './engine.js';
 import { TranslationEngine } from './engine.js';
 

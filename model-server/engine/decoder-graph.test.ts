@@ -10,7 +10,7 @@ import {
   exposeGreedyTop2,
   TOP2_OUTPUTS,
 } from './decoder-graph.js';
-import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
+import { ElemType, encodeModel, GraphBuilder, WeightSink } from '../tools/demo-model/onnx-builder.js';
 
 const { onnx } = onnxProto;
 const DIMS = ['batch_size', 2, 'past', 3];

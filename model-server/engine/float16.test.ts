@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
-import { Mulberry32 } from './demo-model/prng.js';
+import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
+import { Mulberry32 } from '../tools/demo-model/prng.js';
 import { type TranslateRow, TranslationEngine } from './engine.js';
 import { convertModelToFloat16, float16Bits, float16Value, fromFloat16, toFloat16 } from './float16.js';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from './demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const root = mkdtempSync(path.join(tmpdir(), 'ort-env-'));

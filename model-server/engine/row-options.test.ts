@@ -5,7 +5,7 @@ import './ort-env.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
 import { Constraints, NO_PROGRESS } from './constraints.js';
-import { makeDemoModel } from './demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
 
 describe('Constraints', () => {

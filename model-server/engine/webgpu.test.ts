@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Hypothesis } from './decoding.js';
-import { DEMO_LANGUAGES, makeDemoModel } from './demo-model/index.js';
-import { Mulberry32 } from './demo-model/prng.js';
+import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
+import { Mulberry32 } from '../tools/demo-model/prng.js';
 import { TranslationEngine, type TranslateOptions, type TranslateRow } from './engine.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'webgpu-'));

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
-import { archiveModels, ARCHIVER_VERSION } from './archiver.js';
+import { archiveModels, ARCHIVER_VERSION } from '../tools/archiver.js';
 import { formatCreatedOn, manifestPath, resolveStoreEntry } from './manifest.js';
 
 describe('store: archiver, manifests, url resolution', () => {

@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 /** POST a prediction that the client abandons after `abortAfterMs`; resolves once the client side is closed. */
 async function abandoned(t: TestServer, text: string, abortAfterMs: number): Promise<void> {

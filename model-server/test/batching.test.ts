@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, body: unknown, headers?: Record<string, string>) =>
   call(`${t.inference}/predictions/${model}`, { body, ...(headers ? { headers } : {}) });

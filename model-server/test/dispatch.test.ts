@@ -5,12 +5,12 @@
  * record the IPC traffic: what was sent, and how many jobs were in flight at that moment.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { forkWorker } from '../frontend/server.js';
-import type { WorkerSpawner } from '../frontend/worker-handle.js';
+import { forkWorker } from '../http/server.js';
+import type { WorkerSpawner } from '../wlm/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
-import { faultSpawner } from '../../test/support/fault-spawner.js';
+import { faultSpawner } from '../../harness/fault-spawner.js';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 /** One dispatch as the worker received it: the models of its batches (one per batch) and their sizes. */
 interface Dispatch {

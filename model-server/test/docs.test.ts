@@ -40,7 +40,7 @@ describe('docs/model-server.md', () => {
     ]) {
       expect(doc).toContain(`\`${param}\``);
     }
-    const metricsSource = readFileSync(path.resolve(import.meta.dirname, '../frontend/metrics.ts'), 'utf8');
+    const metricsSource = readFileSync(path.resolve(import.meta.dirname, '../wlm/metrics.ts'), 'utf8');
     for (const [, name] of metricsSource.matchAll(/name: '([a-z_]+)'/g)) expect(doc).toContain(`\`${name}\``);
   });
 });

@@ -4,7 +4,7 @@
  * worker — the router retries on another replica only when none did. Real model server, real worker processes.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 import { call, describeModel, startTestServer, type TestServer } from './helpers.js';
 
 describe('error answers carry their code and whether the request reached a worker', () => {

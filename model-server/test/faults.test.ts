@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { alive, call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, text: string) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });

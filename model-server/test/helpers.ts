@@ -12,15 +12,15 @@ import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../frontend/devices.js';
-import type { AppEnv } from '../frontend/error-handler.js';
-import type { GpuMonitor } from '../frontend/gpu-monitor.js';
-import type { ManagerTimings } from '../frontend/model-manager.js';
-import { createModelServer, type ModelServer } from '../frontend/server.js';
-import type { WorkerSpawner } from '../frontend/worker-handle.js';
-import { makeDemoModel } from '../engine/demo-model/index.js';
-import { archiveModels } from '../store/archiver.js';
-import { faultSpawner } from '../../test/support/fault-spawner.js';
+import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../wlm/devices.js';
+import type { AppEnv } from '../http/error-handler.js';
+import type { GpuMonitor } from '../wlm/gpu-monitor.js';
+import type { ManagerTimings } from '../wlm/model-manager.js';
+import { createModelServer, type ModelServer } from '../http/server.js';
+import type { WorkerSpawner } from '../wlm/worker-handle.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { archiveModels } from '../tools/archiver.js';
+import { faultSpawner } from '../../harness/fault-spawner.js';
 
 export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
@@ -33,7 +33,7 @@ export interface TestServerOptions {
   /** Shared model folder the entries refer to (default an empty temp folder: echo needs none). */
   modelDir?: string;
   /**
-   * Faults per model (test/support/fault-worker.ts names), injected by forking the fault-drill worker for those
+   * Faults per model (harness/fault-worker.ts names), injected by forking the fault-drill worker for those
    * models' engines (`faultSpawner`); models with different faults need an engine each (engineSharing: 'language').
    */
   faults?: Record<string, string>;

@@ -10,11 +10,11 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { makeDemoModel } from '../engine/demo-model/index.js';
-import { createModelServer } from '../frontend/server.js';
-import { decodeBytesElements, encodeBytesElements } from '../frontend/open-inference.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { createModelServer } from '../http/server.js';
+import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
 import { call, metricValue, NO_CUDA, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const register = (t: TestServer, query: string) => call(`${t.management}/models?${query}`, { method: 'POST' });
 const texts = (data: string[]) => ({ name: 'text', datatype: 'BYTES', shape: [data.length], data });

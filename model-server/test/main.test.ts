@@ -5,9 +5,9 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
 import type { ListeningMessage } from '../main.js';
-import { archiveModels } from '../store/archiver.js';
+import { archiveModels } from '../tools/archiver.js';
 import { call } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const MAIN = resolveEntry(import.meta.url, '../main');
 const dirs: string[] = [];

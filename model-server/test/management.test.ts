@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveModels } from '../store/archiver.js';
+import { archiveModels } from '../tools/archiver.js';
 import { HANDLER_NAMES } from '../worker/handlers/index.js';
 import { alive, call, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 describe('management API (real server, real workers)', () => {
   let t: TestServer;

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WORKER_NICENESS } from '../frontend/server.js';
+import { WORKER_NICENESS } from '../http/server.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 /** The nice value of a process (field 19 of /proc/PID/stat, after the parenthesised command name). */

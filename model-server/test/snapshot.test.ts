@@ -1,5 +1,5 @@
 /**
- * Registrations outlive the process (frontend/snapshot.ts): every management change is saved, a new model server
+ * Registrations outlive the process (wlm/snapshot.ts): every management change is saved, a new model server
  * on the same snapshot folder serves the same models with the same settings, and a corrupt or partial snapshot is
  * never loaded (the previous one is).
  */
@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SnapshotStore, type SavedModel } from '../frontend/snapshot.js';
+import { SnapshotStore, type SavedModel } from '../wlm/snapshot.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 let snapshotDir: string;

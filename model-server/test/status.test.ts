@@ -7,9 +7,9 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../engine/demo-model/index.js';
-import { GpuMonitor } from '../frontend/gpu-monitor.js';
-import type { ServerStatus } from '../frontend/status.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { GpuMonitor } from '../wlm/gpu-monitor.js';
+import type { ServerStatus } from '../translation/status.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 let dir: string;

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../engine/demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 describe('translation handler behind the model server (generated tiny M2M100)', () => {
   let t: TestServer;

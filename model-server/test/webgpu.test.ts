@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../engine/demo-model/index.js';
-import { detectWebGpu } from '../frontend/devices.js';
-import type { ServerStatus } from '../frontend/status.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { detectWebGpu } from '../wlm/devices.js';
+import type { ServerStatus } from '../translation/status.js';
 import { call, startTestServer, type TestServer } from './helpers.js';
 
 const webgpu = detectWebGpu({ allowSoftware: true });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
-import { makeDemoModel } from '../engine/demo-model/index.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { TranslationEngine } from '../engine/engine.js';
 import type {
   BatchDoneMessage,
@@ -41,7 +41,7 @@ class TestWorker {
     const entry =
       fault === undefined
         ? resolveEntry(import.meta.url, './main')
-        : resolveEntry(import.meta.url, '../../test/support/fault-worker');
+        : resolveEntry(import.meta.url, '../../harness/fault-worker');
     this.child = fork(entry.file, [], {
       execArgv: entry.execArgv,
       serialization: 'advanced',

@@ -1,6 +1,6 @@
 /**
  * @module worker/run-worker — the worker process's life, as a function its entries call: worker/main.ts (production)
- * runs it as is; a test entry (test/support/fault-worker.ts) runs the same loop with hooks that inject faults.
+ * runs it as is; a test entry (harness/fault-worker.ts) runs the same loop with hooks that inject faults.
  *
  * Life: wait for `init` → load the named handler on the requested device → `ready` (or `init-failed`, then exit
  * 1) → answer `batch` messages: every item exactly once (`item`), then `batch-done`. Several batches may be in

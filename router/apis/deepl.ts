@@ -11,7 +11,7 @@
  */
 import type { Context, Hono } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
-import type { RouterEnv } from '../app.js';
+import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey, Refusal } from '../keys/api-access.js';
 import { deeplLanguages, type DeepLLanguages } from './deepl-languages.js';

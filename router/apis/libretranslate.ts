@@ -13,7 +13,7 @@ import type { Context, Hono } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
 import { MAX_ALTERNATIVES } from '../../common/translation-contract.js';
 import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/detect-language.js';
-import type { RouterEnv } from '../app.js';
+import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
 import {

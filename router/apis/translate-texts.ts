@@ -6,9 +6,10 @@
 import type { Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
 import type { TextFormat } from '../../common/translation-contract.js';
+import { decodeUtf8 } from '../../common/strict-utf8.js';
 import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
-import type { RouterEnv } from '../app.js';
+import type { RouterEnv } from '../router-env.js';
 import type { UpstreamClient } from '../upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
 import type { GlossaryClient } from '../glossaries.js';
@@ -33,8 +34,6 @@ export interface ApiContext {
 /** One request's parameters: each name with its values in order (a repeated form field, or a JSON array). */
 export type Params = ReadonlyMap<string, readonly unknown[]>;
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The parameters of a request: the query string's, then the body's (a JSON object, or a form), as both APIs take
  * them. @throws ServeError BAD_REQUEST / INVALID_JSON with what is wrong.
@@ -48,12 +47,7 @@ export function readParams(url: string, contentType: string | undefined, body: U
   };
   for (const [name, value] of new URL(url).searchParams) add(name, value);
   if (body.byteLength === 0) return params;
-  let text: string;
-  try {
-    text = UTF8.decode(body);
-  } catch {
-    throw new ServeError('BAD_REQUEST', 'Request body is not valid UTF-8.');
-  }
+  const text = decodeUtf8(body);
   const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
   if (mime === 'application/json' || mime.endsWith('+json')) {
     let json: unknown;

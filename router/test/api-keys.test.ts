@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 import { createRouterApp } from '../app.js';
 import { hashKey } from '../keys/key-ring.js';
 import { KeyedAccess } from '../keys/keyed-access.js';

@@ -16,7 +16,7 @@ import { Pool } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRouterApp } from '../app.js';
 import { Upstream } from '../upstream.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const CONNECTIONS = 4;
 const QUEUE = 8;

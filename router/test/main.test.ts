@@ -8,9 +8,9 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stopAll } from '../../bench/lib/processes.js';
-import { until } from '../../test/support/polling.js';
-import { isListening, ROOT, startEntry } from '../../test/support/processes.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { isListening, ROOT, startEntry } from '../../harness/processes.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 let fake: FakeModelServer;

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
-import { until } from '../../test/support/polling.js';
+import { until } from '../../harness/polling.js';
 import { Upstream } from '../upstream.js';
 
 interface FakeHost {

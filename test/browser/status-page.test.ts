@@ -12,8 +12,8 @@ import path from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
-import { startFront, startStack, type Stack } from '../support/stack.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
+import { startFront, startStack, type Stack } from '../../harness/stack.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ROOT = new URL('../../', import.meta.url);

@@ -13,9 +13,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { READY_FILE, registrationUrl } from '../../deploy/docker/model-server-entry.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { call } from '../../model-server/test/helpers.js';
-import { until } from '../support/polling.js';
+import { until } from '../../harness/polling.js';
 
 const entry = fileURLToPath(new URL('../../deploy/docker/model-server-entry.ts', import.meta.url));
 const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;

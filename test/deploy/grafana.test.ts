@@ -14,9 +14,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
-import { until } from '../support/polling.js';
+import { until } from '../../harness/polling.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
 import {

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { createModelServer } from '../../model-server/frontend/server.js';
+import { createModelServer } from '../../model-server/http/server.js';
 import { NO_CUDA } from '../../model-server/test/helpers.js';
 
 const root = new URL('../../', import.meta.url).pathname;

@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/lib/processes.js';
+import { freePort } from '../../harness/process-registry.js';
 import { RedisUsageStore } from '../../router/keys/redis-usage-store.js';
-import { ROOT } from '../support/processes.js';
+import { ROOT } from '../../harness/processes.js';
 
 const installed = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].some((bin) => existsSync(bin));
 if (!installed)

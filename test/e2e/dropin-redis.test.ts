@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as deepl from 'deepl-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, stopAll } from '../../bench/lib/processes.js';
+import { freePort, stopAll } from '../../harness/process-registry.js';
 import { hashKey } from '../../router/keys/key-ring.js';
 import { RedisUsageStore } from '../../router/keys/redis-usage-store.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { startStack, type Stack } from '../../harness/stack.js';
 
 const REDIS = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));
 if (REDIS === undefined)

@@ -11,11 +11,11 @@ import path from 'node:path';
 import * as deepl from 'deepl-node';
 import { Translate } from 'translate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
+import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { findNginx } from '../../front/nginx.js';
 import { hashKey } from '../../router/keys/key-ring.js';
-import { until } from '../support/polling.js';
-import { startFront, startStack, type Stack } from '../support/stack.js';
+import { until } from '../../harness/polling.js';
+import { startFront, startStack, type Stack } from '../../harness/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)

@@ -1,7 +1,7 @@
-/** start.sh new → pm2 reload router under load → stop.sh, with nginx as the front (test/support/pm2-stack.ts). */
+/** start.sh new → pm2 reload router under load → stop.sh, with nginx as the front (harness/pm2-stack.ts). */
 import { describe, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { describePm2Stack } from '../support/pm2-stack.js';
+import { describePm2Stack } from '../../harness/pm2-stack.js';
 
 if (findNginx(process.env)) describePm2Stack('nginx');
 else {

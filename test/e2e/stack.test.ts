@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
-import { startFront, startStack, type Stack } from '../support/stack.js';
+import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
+import { startFront, startStack, type Stack } from '../../harness/stack.js';
 
 const CUDA_IDS = { ko: '0', en: '0', de: '1' };
 const MAX_BODY = 65_536;

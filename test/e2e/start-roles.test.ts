@@ -13,9 +13,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../bench/lib/processes.js';
-import { until } from '../support/polling.js';
-import { ROOT } from '../support/processes.js';
+import { freePort } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { ROOT } from '../../harness/processes.js';
 
 const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 

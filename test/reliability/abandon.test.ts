@@ -13,10 +13,10 @@ import path from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
-import { stopAll } from '../../bench/lib/processes.js';
-import { until } from '../support/polling.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { startStack, type Stack } from '../../harness/stack.js';
 
 const LANGS = ['en', 'ko', 'fr', 'de'];
 const REQUESTS = 1_000;

@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { background, send, type Tally } from '../../bench/lib/load.js';
-import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
-import { rawRequest } from '../support/raw-http.js';
-import { startFront, startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
+import { rawRequest } from '../../harness/raw-http.js';
+import { startFront, startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const ROUTER_MAX = 32_768;
 const MODEL_SERVER_MAX = 65_536;

@@ -7,11 +7,11 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveModels } from '../../model-server/store/archiver.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
 import { background, drive, send, Tally, type Outcome } from '../../bench/lib/load.js';
-import { stopAll } from '../../bench/lib/processes.js';
-import { until } from '../support/polling.js';
-import { startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 interface Worker {
   id: string;

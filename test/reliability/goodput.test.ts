@@ -13,8 +13,8 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { drive, type Outcome } from '../../bench/lib/load.js';
-import { stopAll } from '../../bench/lib/processes.js';
-import { startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const BATCH = 8;
 const SLOW_MS = 100;

@@ -17,7 +17,7 @@
  * (b) cut a's link (`ip link set eth0 down` inside a: a partition, nothing is refused): the same within the
  *     detection bound, 2 s (the router probes every 500 ms with a 1 s limit). Link up: readmitted.
  *
- * Each model server is the fault-drill entry (test/support/model-server-with-faults.ts) with the echo handler and
+ * Each model server is the fault-drill entry (harness/model-server-with-faults.ts) with the echo handler and
  * `slow:40` (every batch waits 40 ms, so requests are in flight when the host goes), started inside its namespace
  * with `ip netns exec`. Needs root (`ip netns`); skipped with a warning elsewhere. Namespaces carry this process's
  * pid; ones left by a crashed run (their pid gone) are deleted at start, and this run's in afterAll.
@@ -28,9 +28,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { archiveModels } from '../../model-server/store/archiver.js';
-import { until } from '../support/polling.js';
-import { ROOT, TSX } from '../support/processes.js';
+import { archiveModels } from '../../model-server/tools/archiver.js';
+import { until } from '../../harness/polling.js';
+import { ROOT, TSX } from '../../harness/processes.js';
 
 const PREFIX = 'mthosts';
 const NET = '10.231.77';
@@ -187,7 +187,7 @@ async function startModelServer(name: HostName, register = true): Promise<void> 
   const hostDir = path.join(dir, name);
   const proc = await startInNamespace(
     ns(name),
-    'test/support/model-server-with-faults.ts',
+    'harness/model-server-with-faults.ts',
     {
       LOG_LEVEL: 'warn',
       LOG_DIR: path.join(hostDir, 'logs'),

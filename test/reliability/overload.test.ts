@@ -8,8 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drive, send } from '../../bench/lib/load.js';
-import { stopAll } from '../../bench/lib/processes.js';
-import { startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const QUEUE = 32;
 const BATCH = 4;

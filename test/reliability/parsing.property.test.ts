@@ -4,7 +4,7 @@
  * accept a valid body unchanged, and refuse an invalid one with a 400 whose message names every bad field —
  * never another exception. Through the app, any bytes at all get a JSON answer with the right status. (The
  * batcher's bookkeeping property — every accepted job answered exactly once — lives beside the batcher, in
- * model-server/frontend/batcher.test.ts.)
+ * model-server/wlm/batcher.test.ts.)
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { createLogger } from '../../common/logger.js';
 import { createRouterApp } from '../../router/app.js';
 import { acceptsContentType, LANGUAGE_CODE, parseTranslateRequest } from '../../router/translate-request.js';
 import { Upstream } from '../../router/upstream.js';
-import { freePort } from '../../bench/lib/processes.js';
+import { freePort } from '../../harness/process-registry.js';
 
 const LANGS = ['en', 'ko', 'zh', 'fr'];
 const FIELDS = ['src_lang', 'src_text', 'tgt_lang'] as const;

@@ -5,16 +5,16 @@
  * flight fails none of them; `npm stop` (scripts/stop.sh) under load answers every request already accepted.
  *
  * The apps are ecosystem.config.js's three, with its pm2 settings (cluster mode, wait_ready, kill_timeout), run
- * from source through tsx so the drill needs no build (test/support/pm2-apps.ts); the model server is the fault-drill entry with every
+ * from source through tsx so the drill needs no build (harness/pm2-apps.ts); the model server is the fault-drill entry with every
  * batch slowed to 300 ms, so requests are always in flight when a process goes away. Everything is private to
  * this file: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { background, drive, type Outcome, type Tally } from '../../bench/lib/load.js';
-import { answers, PM2, startPm2Apps, type Pm2Apps } from '../support/pm2-apps.js';
-import { until } from '../support/polling.js';
-import { translateBody } from '../support/stack.js';
+import { answers, PM2, startPm2Apps, type Pm2Apps } from '../../harness/pm2-apps.js';
+import { until } from '../../harness/polling.js';
+import { translateBody } from '../../harness/stack.js';
 
 const SLOW_MS = 300;
 /** Both fronts where nginx is installed (CI installs it), else the built-in one alone. */

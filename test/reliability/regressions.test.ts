@@ -13,20 +13,20 @@ import { answerClientErrors } from '../../common/client-error.js';
 import { ServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
 import { findNginx, spawnNginx, writeNginxConfig } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/engine/demo-model/index.js';
-import { BatchQueue } from '../../model-server/frontend/batch-queue.js';
-import { Job } from '../../model-server/frontend/job.js';
+import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
+import { BatchQueue } from '../../model-server/wlm/batch-queue.js';
+import { Job } from '../../model-server/wlm/job.js';
 import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
 import { TranslationHandler, type TranslationInput } from '../../model-server/worker/handlers/translation.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
 import { createServer, type Socket } from 'node:net';
-import { freePort, stopAll } from '../../bench/lib/processes.js';
-import { ROOT } from '../support/processes.js';
-import { until } from '../support/polling.js';
+import { freePort, stopAll } from '../../harness/process-registry.js';
+import { ROOT } from '../../harness/processes.js';
+import { until } from '../../harness/polling.js';
 import { send } from '../../bench/lib/load.js';
-import { startFront } from '../support/stack.js';
-import { rawRequest } from '../support/raw-http.js';
+import { startFront } from '../../harness/stack.js';
+import { rawRequest } from '../../harness/raw-http.js';
 
 const log = createLogger('test', 'silent');
 const invalidUtf8 = Buffer.concat([

@@ -9,14 +9,14 @@
  *
  * The model server is the fault-drill entry with every batch slowed to 40 ms, so requests are in flight when it
  * dies. A client that gets a 503 waits 50 ms (a short Retry-After) and sends again. The apps run as in
- * test/support/pm2-apps.ts: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
+ * harness/pm2-apps.ts: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answers, startPm2Apps, type Pm2Apps, type Pm2Process } from '../support/pm2-apps.js';
-import { until } from '../support/polling.js';
+import { answers, startPm2Apps, type Pm2Apps, type Pm2Process } from '../../harness/pm2-apps.js';
+import { until } from '../../harness/polling.js';
 
 const LANGUAGES = ['ko', 'en'];
 /** Clients per language, each with one request at a time. */

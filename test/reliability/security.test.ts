@@ -14,11 +14,11 @@ import { ENV_DEFAULTS, loadConfig } from '../../common/config.js';
 import { findNginx } from '../../front/nginx.js';
 import { manifestPath } from '../../model-server/store/manifest.js';
 import { send } from '../../bench/lib/load.js';
-import { stopAll, type ManagedProcess } from '../../bench/lib/processes.js';
-import { until } from '../support/polling.js';
-import { ROOT } from '../support/processes.js';
-import { rawRequest } from '../support/raw-http.js';
-import { apiKeys, startFront, startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { ROOT } from '../../harness/processes.js';
+import { rawRequest } from '../../harness/raw-http.js';
+import { apiKeys, startFront, startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { SoakReport } from '../../scripts/soak.js';
-import { ROOT, TSX } from '../support/processes.js';
+import { ROOT, TSX } from '../../harness/processes.js';
 
 describe('npm run soak (short)', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-soak-test-'));

@@ -5,9 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { background, send, type Tally } from '../../bench/lib/load.js';
-import { stopAll } from '../../bench/lib/processes.js';
-import { until } from '../support/polling.js';
-import { startStack, translateBody, type Stack } from '../support/stack.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { until } from '../../harness/polling.js';
+import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const pending = async (stack: Stack, model: string): Promise<number> => {
   const res = await fetch(`${stack.management}/models/${model}`);

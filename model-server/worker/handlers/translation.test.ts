@@ -4,11 +4,11 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../../common/logger.js';
-import { makeDemoModel } from '../../engine/demo-model/index.js';
+import { makeDemoModel } from '../../tools/demo-model/index.js';
 import { TranslationEngine } from '../../engine/engine.js';
 import type { BatchItem, ItemOutcome } from '../../protocol.js';
 import { ServeError } from '../../../common/errors.js';
-import { until } from '../../../test/support/polling.js';
+import { until } from '../../../harness/polling.js';
 import { runBatch } from './base.js';
 import { TranslationHandler } from './translation.js';
 

@@ -7,7 +7,7 @@
  * decoder runs at once or after catching up (engine/generate.ts), and each row is answered as soon as it finishes
  * (the engine's single step loop guarantees the sessions never run two generations at once).
  *
- * Nothing is cut silently. The frontend sends one sentence per job (frontend/translation-plan.ts); a sentence the
+ * Nothing is cut silently. The frontend sends one sentence per job (translation/translation-plan.ts); a sentence the
  * model cannot read whole (more tokens than its input window) is split here, where the tokenizer is, at its most
  * natural boundaries (model-server/text/split-long.ts: clause punctuation, then whitespace, then characters), each
  * part is its own engine row, and the parts' translations are rejoined.

@@ -1,0 +1,153 @@
+/**
+ * @module harness/proc-tree — process trees and their memory, read from Linux /proc.
+ *
+ * Memory is reported as resident set size (RSS, `VmRSS`) summed over a process and all its descendants — what
+ * "peak RSS of all processes" means in the benchmark — and, beside it, the proportional set size (PSS, from
+ * `smaps_rollup`), which counts a page shared by k processes as 1/k in each so the sum is not inflated by
+ * shared libraries. `RssSampler` polls a set of roots and keeps the peak of the sum. `cpuTicks` reads the CPU time
+ * a tree has used so far, so a measurement can say where the processor went.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** `pid → parent pid` for every process visible in /proc. */
+export function parentMap(): Map<number, number> {
+  const parents = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The comm field may contain spaces and parentheses: the ppid is the 2nd field after the last ')'.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parents.set(Number(entry), Number(fields[1]));
+    } catch {
+      // the process exited while we listed /proc
+    }
+  }
+  return parents;
+}
+
+/** `root` and every live descendant of it. */
+export function processTree(root: number, parents: Map<number, number> = parentMap()): number[] {
+  const children = new Map<number, number[]>();
+  for (const [pid, ppid] of parents) {
+    const list = children.get(ppid);
+    if (list) list.push(pid);
+    else children.set(ppid, [pid]);
+  }
+  const out: number[] = [];
+  const stack = parents.has(root) ? [root] : [];
+  while (stack.length > 0) {
+    const pid = stack.pop()!;
+    out.push(pid);
+    stack.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+/** Resident and proportional memory of one process in bytes; zeros when it has exited. */
+export function processMemory(pid: number): { rssBytes: number; pssBytes: number } {
+  let rssBytes = 0;
+  let pssBytes = 0;
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    rssBytes = rss ? Number(rss[1]) * 1024 : 0;
+  } catch {
+    return { rssBytes: 0, pssBytes: 0 };
+  }
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const pss = /^Pss:\s+(\d+) kB/m.exec(rollup);
+    pssBytes = pss ? Number(pss[1]) * 1024 : rssBytes;
+  } catch {
+    pssBytes = rssBytes; // smaps_rollup needs Linux ≥ 4.14 and the same user
+  }
+  return { rssBytes, pssBytes };
+}
+
+/** Memory of the trees under `roots` right now. */
+export function treeMemory(roots: readonly number[]): { rssBytes: number; pssBytes: number; processes: number } {
+  const parents = parentMap();
+  const pids = new Set<number>();
+  for (const root of roots) for (const pid of processTree(root, parents)) pids.add(pid);
+  let rssBytes = 0;
+  let pssBytes = 0;
+  for (const pid of pids) {
+    const m = processMemory(pid);
+    rssBytes += m.rssBytes;
+    pssBytes += m.pssBytes;
+  }
+  return { rssBytes, pssBytes, processes: pids.size };
+}
+
+/** Kernel clock ticks per second are 100 on Linux (USER_HZ): one tick is 10 ms, 10,000 µs. */
+export const CPU_TICK_US = 10_000;
+
+/** CPU clock ticks (user + system) of one process so far. @throws when it is gone or /proc is missing. */
+export function ownCpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+}
+
+/** CPU clock ticks (user + system) of `root` and its descendants so far; NaN without /proc. */
+export function cpuTicks(root: number, parents: Map<number, number> = parentMap()): number {
+  try {
+    let ticks = 0;
+    for (const pid of processTree(root, parents)) ticks += ownCpuTicks(pid);
+    return ticks;
+  } catch {
+    return NaN;
+  }
+}
+
+export interface MemoryPeak {
+  /** Largest summed RSS seen over the sampled trees, bytes. */
+  peakRssBytes: number;
+  /** Largest summed PSS seen, bytes. */
+  peakPssBytes: number;
+  /** Most processes seen at once in the trees. */
+  peakProcesses: number;
+  samples: number;
+}
+
+/**
+ * Samples the summed memory of the process trees under `roots` every `intervalMs` until stopped, keeping
+ * the peak. Roots may be added later (a server started after sampling began).
+ */
+export class RssSampler {
+  #roots: number[];
+  #timer: NodeJS.Timeout | undefined;
+  #peak: MemoryPeak = { peakRssBytes: 0, peakPssBytes: 0, peakProcesses: 0, samples: 0 };
+
+  constructor(roots: number[] = [], intervalMs = 250) {
+    this.#roots = [...roots];
+    this.#timer = setInterval(() => this.sample(), intervalMs);
+    this.#timer.unref();
+  }
+
+  addRoot(pid: number): void {
+    this.#roots.push(pid);
+  }
+
+  /** Take one sample now (also called by the timer). */
+  sample(): void {
+    if (this.#roots.length === 0) return;
+    const m = treeMemory(this.#roots);
+    const p = this.#peak;
+    p.samples++;
+    p.peakRssBytes = Math.max(p.peakRssBytes, m.rssBytes);
+    p.peakPssBytes = Math.max(p.peakPssBytes, m.pssBytes);
+    p.peakProcesses = Math.max(p.peakProcesses, m.processes);
+  }
+
+  /** Stop sampling (after one last sample) and return the peak. */
+  stop(): MemoryPeak {
+    if (this.#timer) {
+      this.sample();
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+    return { ...this.#peak };
+  }
+}

@@ -1,0 +1,304 @@
+/**
+ * @module tools/demo-model/graphs — the encoder and decoder graphs of an M2M100-shaped transformer, in
+ * the input/output layout of the Hugging Face ONNX export (see shared/M2M100_ONNX.md).
+ *
+ * The computation is M2M100's: scaled token embeddings plus sinusoidal positions (offset 2), pre-norm
+ * layers (self-attention, cross-attention, ReLU feed-forward), final layer norms, an LM head.
+ *
+ * One optional addition over the export (`decoderSelfMask`): a `decoder_attention_mask` input over
+ * cached + new decoder positions, from which positions are also derived. With it, rows whose caches have
+ * different lengths can share one decoder batch (rows joining mid-generation merge into the running
+ * batch). transformers.js does not feed that input, so the `tiny` preset keeps the export's exact layout,
+ * where the engine merges only rows that have taken the same number of steps, as it must for real exports.
+ */
+import { type Dim, ElemType, GraphBuilder, valueInfo } from './onnx-builder.js';
+import type { DemoPreset } from './presets.js';
+
+/** Large negative added to masked attention scores: exp() underflows to exactly 0, no inf arithmetic. */
+const MASKED = -1e9;
+/** M2M100's position offset (padding_idx + 1). */
+const POSITION_OFFSET = 2;
+
+/** fairseq/M2M100 sinusoidal table: rows [sin | cos] per position, the padding row (1) zero. */
+export function sinusoidalTable(rows: number, dim: number): Float32Array {
+  const half = dim / 2;
+  const scale = Math.log(10000) / (half - 1);
+  const table = new Float32Array(rows * dim);
+  for (let pos = 0; pos < rows; pos++) {
+    if (pos === 1) continue;
+    for (let i = 0; i < half; i++) {
+      const angle = pos * Math.exp(-scale * i);
+      table[pos * dim + i] = Math.sin(angle);
+      table[pos * dim + half + i] = Math.cos(angle);
+    }
+  }
+  return table;
+}
+
+/** Helpers shared by both graphs; `g` is the graph being built. */
+class Layers {
+  constructor(
+    readonly g: GraphBuilder,
+    readonly p: DemoPreset,
+  ) {}
+
+  get headDim(): number {
+    return this.p.dModel / this.p.heads;
+  }
+
+  /** `x W + b`; `gain` scales the weights' spread (query/key gain makes random attention less uniform). */
+  linear(x: string, name: string, inDim: number, outDim: number, g: GraphBuilder = this.g, gain = 1): string {
+    const w = this.g.weight(`${name}.weight`, [inDim, outDim], { kind: 'uniform', std: gain / Math.sqrt(inDim) });
+    const b = this.g.weight(`${name}.bias`, [outDim], { kind: 'uniform', std: 0.02 });
+    return g.op('Add', [g.op('MatMul', [x, w]), b]);
+  }
+
+  layerNorm(x: string, name: string): string {
+    const d = this.p.dModel;
+    const scale = this.g.weight(`${name}.weight`, [d], { kind: 'constant', value: 1 });
+    const bias = this.g.weight(`${name}.bias`, [d], { kind: 'constant', value: 0 });
+    return this.g.op('LayerNormalization', [x, scale, bias], { axis: { i: -1 }, epsilon: { f: 1e-5 } });
+  }
+
+  /** [B, T, d] → [B, H, T, dh] */
+  splitHeads(x: string, g: GraphBuilder = this.g): string {
+    const shaped = g.op('Reshape', [x, g.int64([0, 0, this.p.heads, this.headDim])]);
+    return g.op('Transpose', [shaped], { perm: { ints: [0, 2, 1, 3] } });
+  }
+
+  /** Projected, head-split, pre-scaled queries. */
+  queries(x: string, name: string): string {
+    const q = this.linear(x, `${name}.q_proj`, this.p.dModel, this.p.dModel, this.g, this.p.attentionGain);
+    return this.g.op('Mul', [this.splitHeads(q), this.g.float(1 / Math.sqrt(this.headDim))]);
+  }
+
+  /** softmax(q kᵀ + bias) v, merged back to [B, T, d] and projected out. */
+  attend(q: string, k: string, v: string, bias: string, name: string): string {
+    const g = this.g;
+    const scores = g.op('Add', [g.op('MatMul', [q, g.op('Transpose', [k], { perm: { ints: [0, 1, 3, 2] } })]), bias]);
+    const probs = g.op('Softmax', [scores], { axis: { i: -1 } });
+    const context = g.op('Transpose', [g.op('MatMul', [probs, v])], { perm: { ints: [0, 2, 1, 3] } });
+    const merged = g.op('Reshape', [context, g.int64([0, 0, this.p.dModel])]);
+    return this.linear(merged, `${name}.out_proj`, this.p.dModel, this.p.dModel);
+  }
+
+  feedForward(x: string, name: string): string {
+    const hidden = this.g.op('Relu', [this.linear(x, `${name}.fc1`, this.p.dModel, this.p.ffnDim)]);
+    return this.linear(hidden, `${name}.fc2`, this.p.ffnDim, this.p.dModel);
+  }
+
+  /** Scaled token embedding plus the position table rows `positionIds` (already offset). */
+  embed(inputIds: string, positionIds: string, side: 'encoder' | 'decoder'): string {
+    const g = this.g;
+    const { dModel: d, vocabSize: v } = this.p;
+    const table = g.weight('model.shared.weight', [v, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
+    const positions = g.weight(`model.${side}.embed_positions.weights`, [this.p.maxPositions + POSITION_OFFSET, d], {
+      kind: 'data',
+      data: sinusoidalTable(this.p.maxPositions + POSITION_OFFSET, d),
+    });
+    const tokens = g.op('Mul', [g.op('Gather', [table, inputIds]), g.float(Math.sqrt(d))]);
+    return g.op('Add', [tokens, g.op('Gather', [positions, positionIds])]);
+  }
+
+  /** [B, S] int64 key mask → additive [B, 1, 1, S] float bias. */
+  keyMaskBias(mask: string): string {
+    const g = this.g;
+    const keep = g.op('Cast', [mask], { to: { i: ElemType.FLOAT } });
+    const bias = g.op('Mul', [g.op('Sub', [g.float(1), keep]), g.float(MASKED)]);
+    return g.op('Unsqueeze', [bias, g.int64([1, 2])]);
+  }
+
+  /** A `[1]` int64 dimension of `x` as a scalar. */
+  dimScalar(x: string, axis: number): string {
+    const g = this.g;
+    return g.op('Squeeze', [g.op('Shape', [x], { start: { i: axis }, end: { i: axis + 1 } }), g.int64([0])]);
+  }
+}
+
+/** The encoder: input_ids, attention_mask → last_hidden_state. */
+export function buildEncoder(g: GraphBuilder, p: DemoPreset): void {
+  const L = new Layers(g, p);
+  const d = p.dModel;
+  const dims: Dim[] = ['batch_size', 'encoder_sequence_length'];
+  const inputIds = g.input('input_ids', ElemType.INT64, dims);
+  const mask = g.input('attention_mask', ElemType.INT64, dims);
+
+  const length = L.dimScalar(inputIds, 1);
+  const positionIds = g.op('Range', [
+    g.int64([POSITION_OFFSET], []),
+    g.op('Add', [length, g.int64([POSITION_OFFSET], [])]),
+    g.int64([1], []),
+  ]);
+  let x = L.embed(inputIds, positionIds, 'encoder');
+  const bias = L.keyMaskBias(mask);
+  for (let i = 0; i < p.encoderLayers; i++) {
+    const name = `model.encoder.layers.${i}`;
+    const h = L.layerNorm(x, `${name}.self_attn_layer_norm`);
+    const k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
+    const v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
+    x = g.op('Add', [x, L.attend(L.queries(h, `${name}.self_attn`), k, v, bias, `${name}.self_attn`)]);
+    x = g.op('Add', [x, L.feedForward(L.layerNorm(x, `${name}.final_layer_norm`), name)]);
+  }
+  g.output(L.layerNorm(x, 'model.encoder.layer_norm'), 'last_hidden_state', ElemType.FLOAT, [...dims, d]);
+}
+
+/**
+ * The decoder. `merged`: decoder_model_merged.onnx (past inputs, `use_cache_branch` choosing between the
+ * cached encoder keys/values and computing them); `no-cache`: decoder_model.onnx (no past at all).
+ */
+export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' | 'no-cache'): void {
+  const L = new Layers(g, p);
+  const { dModel: d, heads: H } = p;
+  const dh = L.headDim;
+  const inputIds = g.input('input_ids', ElemType.INT64, ['batch_size', 'decoder_sequence_length']);
+  const encoderMask = g.input('encoder_attention_mask', ElemType.INT64, ['batch_size', 'encoder_sequence_length']);
+  const encoderStates = g.input('encoder_hidden_states', ElemType.FLOAT, ['batch_size', 'encoder_sequence_length', d]);
+  const pastDims: Dim[] = ['batch_size', H, 'past_decoder_sequence_length', dh];
+  const encoderKvDims: Dim[] = ['batch_size', H, 'encoder_sequence_length_out', dh];
+  const past: { key: string; value: string }[] = [];
+  if (variant === 'merged') {
+    for (let i = 0; i < p.decoderLayers; i++) {
+      past.push({
+        key: g.input(`past_key_values.${i}.decoder.key`, ElemType.FLOAT, pastDims),
+        value: g.input(`past_key_values.${i}.decoder.value`, ElemType.FLOAT, pastDims),
+      });
+    }
+    for (let i = 0; i < p.decoderLayers; i++) {
+      g.input(`past_key_values.${i}.encoder.key`, ElemType.FLOAT, encoderKvDims);
+      g.input(`past_key_values.${i}.encoder.value`, ElemType.FLOAT, encoderKvDims);
+    }
+  }
+  const useCache = variant === 'merged' ? g.input('use_cache_branch', ElemType.BOOL, [1]) : null;
+
+  // Lengths: T new tokens after P cached ones; total = P + T.
+  const newLength = g.op('Shape', [inputIds], { start: { i: 1 }, end: { i: 2 } });
+  const pastLength =
+    variant === 'merged' ? g.op('Shape', [past[0]!.key], { start: { i: 2 }, end: { i: 3 } }) : g.int64([0]);
+  const totalLength = g.op('Add', [pastLength, newLength]);
+  // Which cached + new decoder positions are real. Without the input (the export's layout) all are.
+  const selfMask = p.decoderSelfMask
+    ? g.input('decoder_attention_mask', ElemType.INT64, ['batch_size', 'total_sequence_length'])
+    : g.op('Expand', [
+        g.int64([1], []),
+        g.op('Concat', [g.op('Shape', [inputIds], { start: { i: 0 }, end: { i: 1 } }), totalLength], {
+          axis: { i: 0 },
+        }),
+      ]);
+
+  // Position of a token = number of real tokens up to it − 1 (mask cumsum), + M2M100's offset.
+  const realSoFar = g.op('CumSum', [selfMask, g.int64([1], [])]);
+  const current = g.op('Slice', [realSoFar, pastLength, totalLength, g.int64([1])]);
+  const positionIds = g.op('Add', [g.op('Max', [current, g.int64([1], [])]), g.int64([POSITION_OFFSET - 1], [])]);
+  let x = L.embed(inputIds, positionIds, 'decoder');
+
+  // Self-attention bias: key j visible to query i (absolute P + i) iff j ≤ P + i and mask[j] = 1.
+  const squeeze0 = (t: string) => g.op('Squeeze', [t, g.int64([0])]);
+  const queryIndex = g.op('Range', [squeeze0(pastLength), squeeze0(totalLength), g.int64([1], [])]);
+  const keyIndex = g.op('Range', [g.int64([0], []), squeeze0(totalLength), g.int64([1], [])]);
+  const causal = g.op('LessOrEqual', [
+    g.op('Unsqueeze', [keyIndex, g.int64([0])]),
+    g.op('Unsqueeze', [queryIndex, g.int64([1])]),
+  ]);
+  const keyOk = g.op('Unsqueeze', [g.op('Cast', [selfMask], { to: { i: ElemType.BOOL } }), g.int64([1, 2])]);
+  const selfBias = g.op('Where', [g.op('And', [causal, keyOk]), g.float(0), g.float(MASKED)]);
+  const crossBias = L.keyMaskBias(encoderMask);
+
+  // Cross-attention keys/values: computed from the encoder states on the first step, then reused.
+  const crossKv = (b: GraphBuilder, i: number) => {
+    const name = `model.decoder.layers.${i}.encoder_attn`;
+    return {
+      key: L.splitHeads(L.linear(encoderStates, `${name}.k_proj`, d, d, b, p.attentionGain), b),
+      value: L.splitHeads(L.linear(encoderStates, `${name}.v_proj`, d, d, b), b),
+    };
+  };
+  const cross: { key: string; value: string }[] = [];
+  const presentEncoderNames = (i: number) => ({ key: `present.${i}.encoder.key`, value: `present.${i}.encoder.value` });
+  if (useCache !== null) {
+    const reuse = g.branch();
+    const compute = g.branch();
+    for (let i = 0; i < p.decoderLayers; i++) {
+      for (const part of ['key', 'value'] as const) {
+        const reused = reuse.op('Identity', [`past_key_values.${i}.encoder.${part}`], {}, [`reuse_${i}_${part}`]);
+        reuse.output(reused, reused, ElemType.FLOAT, encoderKvDims);
+      }
+      const kv = crossKv(compute, i);
+      compute.output(kv.key, `compute_${i}_key`, ElemType.FLOAT, encoderKvDims);
+      compute.output(kv.value, `compute_${i}_value`, ElemType.FLOAT, encoderKvDims);
+    }
+    const outs = Array.from({ length: p.decoderLayers }, (_, i) => presentEncoderNames(i)).flatMap((n) => [
+      n.key,
+      n.value,
+    ]);
+    g.opN(
+      'If',
+      [useCache],
+      { then_branch: { g: reuse.graph('reuse_encoder_kv') }, else_branch: { g: compute.graph('compute_encoder_kv') } },
+      outs,
+    );
+    for (let i = 0; i < p.decoderLayers; i++) cross.push(presentEncoderNames(i));
+  } else {
+    for (let i = 0; i < p.decoderLayers; i++) {
+      const kv = crossKv(g, i);
+      const names = presentEncoderNames(i);
+      g.op('Identity', [kv.key], {}, [names.key]);
+      g.op('Identity', [kv.value], {}, [names.value]);
+      cross.push(names);
+    }
+  }
+
+  const presentDims: Dim[] = ['batch_size', H, 'present_decoder_sequence_length', dh];
+  for (let i = 0; i < p.decoderLayers; i++) {
+    const name = `model.decoder.layers.${i}`;
+    let h = L.layerNorm(x, `${name}.self_attn_layer_norm`);
+    let k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
+    let v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
+    // The cache is the graph output itself (no Identity copy of the whole cache per step).
+    if (variant === 'merged') {
+      k = g.op('Concat', [past[i]!.key, k], { axis: { i: 2 } }, [`present.${i}.decoder.key`]);
+      v = g.op('Concat', [past[i]!.value, v], { axis: { i: 2 } }, [`present.${i}.decoder.value`]);
+    }
+    g.output(k, `present.${i}.decoder.key`, ElemType.FLOAT, presentDims);
+    g.output(v, `present.${i}.decoder.value`, ElemType.FLOAT, presentDims);
+    x = g.op('Add', [
+      x,
+      L.attend(
+        L.queries(h, `${name}.self_attn`),
+        `present.${i}.decoder.key`,
+        `present.${i}.decoder.value`,
+        selfBias,
+        `${name}.self_attn`,
+      ),
+    ]);
+    h = L.layerNorm(x, `${name}.encoder_attn_layer_norm`);
+    x = g.op('Add', [
+      x,
+      L.attend(L.queries(h, `${name}.encoder_attn`), cross[i]!.key, cross[i]!.value, crossBias, `${name}.encoder_attn`),
+    ]);
+    x = g.op('Add', [x, L.feedForward(L.layerNorm(x, `${name}.final_layer_norm`), name)]);
+  }
+  x = L.layerNorm(x, 'model.decoder.layer_norm');
+
+  // LM head as one GEMM over [B·T, d] with the [V, d] matrix transposed in place (no transposed copy).
+  const head = p.tieEmbeddings
+    ? 'model.shared.weight'
+    : g.weight('lm_head.weight', [p.vocabSize, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
+  const flat = g.op('Reshape', [x, g.int64([-1, d])]);
+  const logitsFlat = g.op('Gemm', [flat, head], { transB: { i: 1 } });
+  const logitsShape = g.op('Concat', [g.op('Shape', [inputIds]), g.int64([p.vocabSize])], { axis: { i: 0 } });
+  let logits = g.op('Reshape', [logitsFlat, logitsShape]);
+  if (p.eosBiasPerPosition !== 0) {
+    const eosBias = new Float32Array(p.vocabSize);
+    eosBias[2] = p.eosBiasPerPosition;
+    const perPosition = g.weight('eos_position_bias', [p.vocabSize], { kind: 'data', data: eosBias });
+    const position = g.op('Cast', [g.op('Unsqueeze', [positionIds, g.int64([2])])], { to: { i: ElemType.FLOAT } });
+    logits = g.op('Add', [logits, g.op('Mul', [position, perPosition])]);
+  }
+  g.output(logits, 'logits', ElemType.FLOAT, ['batch_size', 'decoder_sequence_length', p.vocabSize]);
+  for (let i = 0; i < p.decoderLayers; i++) {
+    const names = presentEncoderNames(i);
+    g.outputs.push(
+      valueInfo(names.key, ElemType.FLOAT, encoderKvDims),
+      valueInfo(names.value, ElemType.FLOAT, encoderKvDims),
+    );
+  }
+}

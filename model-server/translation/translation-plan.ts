@@ -1,0 +1,304 @@
+/**
+ * @module model-server/translation/translation-plan — how a translation request becomes jobs, and how their answers
+ * become the response: every text may be a document, so it is cut into sentences (model-server/text), each
+ * sentence is one job (one engine row, batched with everyone else's), and each text's answer is its sentences'
+ * translations joined by the separators that stood between them — the same paragraphs, line breaks and spacing.
+ *
+ * `src_lang: "auto"` detects each text's language among every language the identifier knows, then checks the
+ * model can read it, so a text in a language the model lacks is a clear 400, not a guess among the wrong ones.
+ *
+ * `format` says what a text is: `html`/`xml` documents have only their text translated, tags and all else kept
+ * (text/markup.ts); `srt`/`vtt` subtitle files only their cue text (text/subtitles.ts). Each part to translate is
+ * then a document like a plain text.
+ *
+ * `split: "none"` asks for each text as one row (context across its sentences, for a caller that segmented
+ * itself); a text longer than the window is still split by the worker, never cut.
+ *
+ * Limits are stated in characters and sentences per request (MAX_REQUEST_CHARS, MAX_REQUEST_SENTENCES) and
+ * answered 413 past them: never a 200 with text missing. A sentence longer than the model's input window is the
+ * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
+ */
+import { ServeError } from '../../common/errors.js';
+import { MAX_ALTERNATIVES, TEXT_FORMATS, type TextFormat } from '../../common/translation-contract.js';
+import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
+import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
+import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
+import { planMarkup } from '../text/markup.js';
+import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
+import { planSubtitles } from '../text/subtitles.js';
+import type { GlossaryStore } from './glossary-store.js';
+
+/** What `src_lang` may say to ask for detection. */
+export const AUTO = 'auto';
+
+/** The parts of one text to translate as documents, and the text rebuilt from their translations. */
+interface Content {
+  texts: readonly string[];
+  render(translations: readonly string[]): string;
+}
+
+export interface TranslationLimits {
+  /** Most characters in all of a request's texts together. */
+  maxChars: number;
+  /** Most sentences in all of a request's texts together. */
+  maxSentences: number;
+}
+
+export interface PlanContext {
+  /** The model's name: the target language. */
+  tgtLang: string;
+  /** Languages the engine can read (its tokenizer's); undefined while no worker has said. */
+  readable: readonly string[] | undefined;
+  limits: TranslationLimits;
+  /** Where `glossary_id` is looked up; absent: a request naming one is a 400. */
+  glossaries?: GlossaryStore;
+}
+
+/** One sentence's job body, as the translation handler takes it. */
+export interface SentenceBody {
+  src_lang: string;
+  src_text: string;
+  /** The glossary entries found in the sentence, `[source term, target term]`: its translation must contain each target. */
+  terms?: [string, string][];
+  /** Alternative translations asked for (the worker's beam runners-up). */
+  alternatives?: number;
+}
+
+export interface TranslationPlan {
+  /** One job body per sentence, in order. */
+  bodies: SentenceBody[];
+  /** The response body from the jobs' values, in the order of `bodies`. */
+  answer(values: readonly unknown[]): Record<string, unknown>;
+}
+
+const typeName = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
+
+/**
+ * Plan a `{src_lang, src_text}` body for model `tgtLang`.
+ * @throws ServeError BAD_REQUEST (shape, empty text, undetectable language), UNKNOWN_LANGUAGE (a language the model
+ *   cannot read), PAYLOAD_TOO_LARGE (over the request limits).
+ */
+export function planTranslation(body: unknown, context: PlanContext): TranslationPlan {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
+  }
+  const {
+    src_lang: srcLang,
+    src_text: srcText,
+    split = 'sentences',
+    format = 'text',
+    ignore_tags: ignoreTags = [],
+    glossary_id: glossaryId,
+    glossary: inlineGlossary,
+    alternatives = 0,
+  } = body as Record<string, unknown>;
+  if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
+  if (split !== 'sentences' && split !== 'none') {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `split must be "sentences" (the default) or "none", got ${JSON.stringify(split)}.`,
+    );
+  }
+  if (!TEXT_FORMATS.includes(format as TextFormat)) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `format must be one of ${TEXT_FORMATS.join(', ')}, got ${JSON.stringify(format)}.`,
+    );
+  }
+  if (!Number.isInteger(alternatives) || (alternatives as number) < 0 || (alternatives as number) > MAX_ALTERNATIVES) {
+    throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
+  }
+  if (alternatives !== 0 && format !== 'text') {
+    throw new ServeError('BAD_REQUEST', 'alternatives are offered for plain text (format "text") only.');
+  }
+  if (!Array.isArray(ignoreTags) || !ignoreTags.every((tag) => typeof tag === 'string')) {
+    throw new ServeError('BAD_REQUEST', 'ignore_tags must be an array of element names.');
+  }
+  const isArray = Array.isArray(srcText);
+  if (!isArray && typeof srcText !== 'string') {
+    throw new ServeError('BAD_REQUEST', `src_text must be a string or an array of strings, got ${typeName(srcText)}.`);
+  }
+  const texts = isArray ? (srcText as unknown[]) : [srcText];
+  if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
+  let chars = 0;
+  texts.forEach((text, i) => {
+    const name = isArray ? `src_text[${i}]` : 'src_text';
+    if (typeof text !== 'string')
+      throw new ServeError('BAD_REQUEST', `${name} must be a string, got ${typeName(text)}.`);
+    if (text.trim() === '') throw new ServeError('BAD_REQUEST', `${name} is empty.`);
+    chars += text.length;
+  });
+  const { limits } = context;
+  if (chars > limits.maxChars) {
+    throw new ServeError(
+      'PAYLOAD_TOO_LARGE',
+      `Request has ${chars} characters of text; at most ${limits.maxChars} are translated in one request (MAX_REQUEST_CHARS): split it into several requests.`,
+    );
+  }
+  const auto = srcLang === AUTO;
+  const tooMany = () =>
+    new ServeError(
+      'PAYLOAD_TOO_LARGE',
+      `Request has more than ${limits.maxSentences} sentences; at most ${limits.maxSentences} are translated in one request (MAX_REQUEST_SENTENCES): split it into several requests.`,
+    );
+  // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
+  // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
+  let sentences = 0;
+  const docs = (texts as string[]).map((text, i) => {
+    const name = isArray ? `src_text[${i}]` : 'src_text';
+    const content = contentOf(text, format as TextFormat, ignoreTags as string[]);
+    const lang = auto ? detected(content.texts.join('\n'), name, context.readable) : srcLang;
+    const units = content.texts.map((unit) => {
+      let segments: Segments;
+      try {
+        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - sentences);
+      } catch (err) {
+        throw err instanceof TooManySentencesError ? tooMany() : err;
+      }
+      sentences += segments.pieces.length;
+      if (sentences > limits.maxSentences) throw tooMany();
+      return segments;
+    });
+    return { lang, content, units };
+  });
+  const glossary = glossaryOf(glossaryId, inlineGlossary, context);
+  const bodies = docs.flatMap(({ lang, units }) => {
+    if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
+      );
+    }
+    return units.flatMap((segments) =>
+      segments.pieces.map((piece) => ({
+        ...sentenceBody(lang, piece, glossary?.entries),
+        ...(alternatives !== 0 ? { alternatives: alternatives as number } : {}),
+      })),
+    );
+  });
+  return {
+    bodies,
+    answer(values) {
+      let next = 0;
+      const perDoc = docs.map(({ units }) =>
+        units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
+      );
+      const translated = docs.map(({ content }, d) =>
+        content.render(perDoc[d]!.map(({ segments, values }) => join(segments, values, context.tgtLang))),
+      );
+      const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
+      if (alternatives !== 0) {
+        // Plain text only: one unit per text.
+        const ranked = perDoc.map(([unit]) =>
+          joinAlternatives(unit!.values.map(rankedPart), alternatives as number, (texts) =>
+            joinTranslations(unit!.segments, texts, context.tgtLang),
+          ).map(({ text, score }) => ({ translated: text, score })),
+        );
+        response.alternatives = isArray ? ranked : ranked[0];
+      }
+      if (auto) response.detected_src_lang = isArray ? docs.map((d) => d.lang) : docs[0]!.lang;
+      return response;
+    },
+  };
+}
+
+/** A sentence's job body, with the target terms its glossary holds it to. */
+function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceBody {
+  const terms = glossary === undefined ? [] : termsFor(sentence, glossary);
+  if (terms.length > MAX_TERMS_PER_SENTENCE) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `The sentence ${JSON.stringify(sentence.slice(0, 60))} holds ${terms.length} glossary terms; at most ${MAX_TERMS_PER_SENTENCE} are enforced in one sentence.`,
+    );
+  }
+  return terms.length === 0 ? { src_lang: lang, src_text: sentence } : { src_lang: lang, src_text: sentence, terms };
+}
+
+/**
+ * The request's glossary: a stored one (`glossary_id`, for its language pair) or inline entries (`glossary`, an
+ * object of source term → target term, for whatever the source is).
+ * @throws ServeError BAD_REQUEST (both given, unknown id, pair mismatch, bad entries)
+ */
+function glossaryOf(
+  id: unknown,
+  inline: unknown,
+  context: PlanContext,
+): { entries: GlossaryEntries; sourceLang?: string } | undefined {
+  if (id !== undefined && inline !== undefined) {
+    throw new ServeError('BAD_REQUEST', 'Give glossary_id or glossary, not both.');
+  }
+  if (inline !== undefined) {
+    if (inline === null || typeof inline !== 'object' || Array.isArray(inline)) {
+      throw new ServeError('BAD_REQUEST', 'glossary must be an object of source term → target term.');
+    }
+    const pairs = Object.entries(inline);
+    if (!pairs.every((pair): pair is [string, string] => typeof pair[1] === 'string')) {
+      throw new ServeError('BAD_REQUEST', 'glossary must map each source term to a target term (a string).');
+    }
+    return { entries: glossaryEntries(pairs) };
+  }
+  if (id === undefined) return undefined;
+  if (typeof id !== 'string') throw new ServeError('BAD_REQUEST', 'glossary_id must be a string.');
+  const stored = context.glossaries?.find(id);
+  if (stored === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id ${JSON.stringify(id)}.`);
+  if (stored.targetLang !== context.tgtLang) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Glossary ${JSON.stringify(id)} is for ${stored.sourceLang} → ${stored.targetLang}, not → ${context.tgtLang}.`,
+    );
+  }
+  return { entries: stored.entries, sourceLang: stored.sourceLang };
+}
+
+function contentOf(text: string, format: TextFormat, ignoreTags: readonly string[]): Content {
+  switch (format) {
+    case 'text':
+      return { texts: [text], render: (translations) => translations[0]! };
+    case 'html':
+    case 'xml':
+      return planMarkup(text, format, { ignoreTags });
+    case 'srt':
+    case 'vtt':
+      return planSubtitles(text, format);
+  }
+}
+
+/** The text as one piece, its surrounding whitespace kept as separators. */
+function wholeText(text: string): Segments {
+  const start = text.length - text.trimStart().length;
+  const end = text.trimEnd().length;
+  return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
+}
+
+function join(segments: Segments, values: readonly unknown[], tgtLang: string): string {
+  const translations = values.map((value) => {
+    const text = value !== null && typeof value === 'object' ? (value as { translated?: unknown }).translated : value;
+    if (typeof text !== 'string') throw new ServeError('INTERNAL', 'The translation handler answered without text.');
+    return text;
+  });
+  return joinTranslations(segments, translations, tgtLang);
+}
+
+/** A sentence job's answer as the alternatives' join reads it. */
+function rankedPart(value: unknown): RankedPart {
+  const { translated, score, alternatives } = value as { translated: string; score?: number; alternatives?: [] };
+  return { text: translated, score: score ?? 0, ...(alternatives ? { alternatives } : {}) };
+}
+
+/** The language of `text` for `src_lang: "auto"`. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
+function detected(text: string, name: string, readable: readonly string[] | undefined): string {
+  const guess = detectLanguage(text, DETECTABLE_LANGUAGES);
+  if (guess.lang === null) {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Could not detect the language of ${name} (too short or too mixed to tell); give src_lang instead of "auto".`,
+    );
+  }
+  if (readable !== undefined && !readable.includes(guess.lang)) {
+    throw new ServeError(
+      'UNKNOWN_LANGUAGE',
+      `${name} looks like "${guess.lang}", which this model cannot read; give src_lang if that is wrong.`,
+    );
+  }
+  return guess.lang;
+}

@@ -1,0 +1,110 @@
+/**
+ * @module model-server/wlm/snapshot — the registrations on disk, so a restarted model server (pm2 after a
+ * crash, a container restart) serves the same models with the same settings (TorchServe's config snapshots).
+ *
+ * Two files in the snapshot folder (`LOG_DIR/config`, TorchServe's place; `npm start`'s `new` removes it):
+ * `models.json`, the last saved state, and `models.prev.json`, the one before it. A save writes a temp file,
+ * fsyncs it, moves the current file to `.prev`, then renames the temp file over the current one (each rename is
+ * atomic): a crash at any point leaves a complete current file, or none and a complete previous one. Each file
+ * carries a SHA-256 of its models; a file that does not parse, does not check out, or has a bad shape is never
+ * loaded: it is moved aside (`models.json.corrupt-<time>`, kept for a look) and the previous file is loaded.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { syncPath } from '../../common/atomic-file.js';
+
+const FORMAT = 'mt-serve-models/1';
+const CURRENT = 'models.json';
+const PREVIOUS = 'models.prev.json';
+
+/** One registered model version as saved: enough to register it again with the same settings. */
+const savedModel = z.object({
+  name: z.string().min(1),
+  version: z.string().min(1),
+  url: z.string().min(1),
+  handler: z.string().min(1),
+  runtime: z.string().min(1),
+  batchSize: z.number().int().positive(),
+  maxBatchDelayMs: z.number().int().nonnegative(),
+  responseTimeoutS: z.number().int().positive(),
+  startupTimeoutS: z.number().int().positive(),
+  minWorkers: z.number().int().nonnegative(),
+  maxWorkers: z.number().int().nonnegative(),
+  isDefault: z.boolean(),
+});
+export type SavedModel = z.infer<typeof savedModel>;
+
+const snapshotFile = z.object({
+  format: z.literal(FORMAT),
+  savedAt: z.string(),
+  checksum: z.string(),
+  models: z.array(savedModel),
+});
+
+export interface LoadedSnapshot {
+  models: SavedModel[];
+  /** The file it came from. */
+  file: string;
+  /** Files not loaded, and why (a corrupt current file, when the previous one was loaded instead). */
+  rejected: { file: string; reason: string }[];
+}
+
+export class SnapshotStore {
+  readonly dir: string;
+
+  constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  /** The last good snapshot, or undefined when there is none (a clean start). Never throws on a bad file. */
+  load(): LoadedSnapshot | undefined {
+    const rejected: LoadedSnapshot['rejected'] = [];
+    for (const name of [CURRENT, PREVIOUS]) {
+      const file = path.join(this.dir, name);
+      if (!existsSync(file)) continue;
+      const result = readSnapshot(file);
+      if (result.ok) return { models: result.models, file, rejected };
+      rejected.push({ file, reason: result.reason });
+      // Out of the way: the next save must not move a corrupt file over the good previous one.
+      renameSync(file, `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    }
+    return rejected.length > 0 ? { models: [], file: '', rejected } : undefined;
+  }
+
+  /** Save `models` atomically; the file it replaces becomes the previous snapshot. */
+  save(models: readonly SavedModel[]): void {
+    mkdirSync(this.dir, { recursive: true });
+    const body = {
+      format: FORMAT,
+      savedAt: new Date().toISOString(),
+      checksum: checksum(models),
+      models,
+    };
+    const current = path.join(this.dir, CURRENT);
+    const temp = `${current}.tmp-${process.pid}`;
+    writeFileSync(temp, `${JSON.stringify(body, null, 2)}\n`);
+    syncPath(temp);
+    if (existsSync(current)) renameSync(current, path.join(this.dir, PREVIOUS));
+    renameSync(temp, current);
+    syncPath(this.dir);
+  }
+}
+
+function readSnapshot(file: string): { ok: true; models: SavedModel[] } | { ok: false; reason: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return { ok: false, reason: `not JSON (${(err as Error).message})` };
+  }
+  const parsed = snapshotFile.safeParse(raw);
+  if (!parsed.success) return { ok: false, reason: `bad shape (${parsed.error.issues[0]?.message ?? 'invalid'})` };
+  if (parsed.data.checksum !== checksum(parsed.data.models)) return { ok: false, reason: 'checksum mismatch' };
+  return { ok: true, models: parsed.data.models };
+}
+
+function checksum(models: readonly SavedModel[]): string {
+  return createHash('sha256').update(JSON.stringify(models)).digest('hex');
+}
