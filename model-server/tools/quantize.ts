@@ -1,5 +1,5 @@
 /**
- * @module engine/quantize — dynamic int8 quantization of an ONNX export, in Node (no Python): the graph
+ * @module tools/quantize — dynamic int8 quantization of an ONNX export, in Node (no Python): the graph
  * transformation onnxruntime's `quantize_dynamic` makes with the settings transformers.js publishes its `q8`
  * files with (IntegerOps mode, int8 symmetric weights per output channel with reduce_range, uint8 activations
  * quantized at run time, MatMul only when B is a constant, subgraphs included).
