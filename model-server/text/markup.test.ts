@@ -59,6 +59,14 @@ describe('HTML', () => {
     expect(out).toContain('<p>2024 — 42%</p>');
   });
 
+  it('elements nested deeper than the call stack goes are walked all the same', () => {
+    const depth = 50_000;
+    const source = '<div>'.repeat(depth) + 'Hello world' + '</div>'.repeat(depth);
+    const plan = planMarkup(source, 'html');
+    expect(plan.texts).toEqual(['Hello world']);
+    expect(plan.render(['Hallo Welt'])).toBe(source.replace('Hello world', 'Hallo Welt'));
+  });
+
   it('a document with nothing to translate comes back byte for byte', () => {
     const source = '<div>\n  <br/>\n  <code>x</code> <!-- c -->\n</div>';
     expect(translateAll(source, 'html')).toEqual({ texts: [], out: source });

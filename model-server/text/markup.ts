@@ -123,18 +123,21 @@ function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
     ? parse(source, { sourceCodeLocationInfo: true })
     : parseFragment(source, { sourceCodeLocationInfo: true });
   const spans: Span[] = [];
-  const visit = (node: Node) => {
+  // Walked with a stack of its own, not by recursion: a body may nest elements deeper than the call stack goes.
+  const pending: Node[] = [root];
+  while (pending.length > 0) {
+    const node = pending.pop()!;
     if (node.nodeName === '#text') {
       const location = (node as DefaultTreeAdapterMap['textNode']).sourceCodeLocation;
       if (location) {
         const span = textSpan(source, location.startOffset, location.endOffset, (node as { value: string }).value);
         if (span) spans.push(span);
       }
-      return;
+      continue;
     }
     if ('tagName' in node) {
       const element = node as Element;
-      if (!translatable(element, ignored)) return;
+      if (!translatable(element, ignored)) continue;
       for (const attribute of element.attrs) {
         const location = element.sourceCodeLocation?.attrs?.[attribute.name];
         if (TRANSLATED_ATTRIBUTES.includes(attribute.name) && location) {
@@ -143,9 +146,8 @@ function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
         }
       }
     }
-    if ('childNodes' in node) for (const child of node.childNodes) visit(child);
-  };
-  visit(root);
+    if ('childNodes' in node) for (let i = node.childNodes.length - 1; i >= 0; i--) pending.push(node.childNodes[i]!);
+  }
   return spans;
 }
 
