@@ -16,6 +16,11 @@ export interface TranslateInput {
   tgt_lang: string;
   /** `none`: each text one row instead of one row per sentence (the model server's translation-plan.ts). */
   split?: 'sentences' | 'none';
+  /**
+   * With `src_lang: "auto"`: `strict` (default) refuses a text too short or too mixed to tell; `guess` takes the
+   * best guess among the languages the model reads (what DeepL's and LibreTranslate's clients expect).
+   */
+  detect?: 'strict' | 'guess';
   /** What the texts are (common/translation-contract.ts); plain text when absent. */
   format?: TextFormat;
   /** Markup elements whose content is kept as it is (`format` html or xml). */
@@ -104,6 +109,12 @@ export function createTranslateRequestParser(languages: readonly string[]): Tran
       .enum(['sentences', 'none'], {
         error: (issue) =>
           `Field "split" must be "sentences" (the default) or "none", got ${JSON.stringify(issue.input)}.`,
+      })
+      .optional(),
+    detect: z
+      .enum(['strict', 'guess'], {
+        error: (issue) =>
+          `Field "detect" must be "strict" (the default) or "guess", got ${JSON.stringify(issue.input)}.`,
       })
       .optional(),
     format: z

@@ -59,18 +59,25 @@ function evidence(text: string): number {
  * returns a language outside `candidates`; candidates tinyld does not know are never returned.
  *
  * @returns `{ lang: null }` when the text has under `MIN_EVIDENCE` of letters, when no candidate
- *   scores, or when confidence is under `MIN_CONFIDENCE`; otherwise the best candidate.
+ *   scores, or when confidence is under `MIN_CONFIDENCE`; otherwise the best candidate. With `guess`, the best
+ *   candidate whenever the text has a letter and one scores (what DeepL's and LibreTranslate's clients expect).
+ *
  */
-export function detectLanguage(text: string, candidates: readonly string[]): LanguageGuess {
+export function detectLanguage(
+  text: string,
+  candidates: readonly string[],
+  options: { guess?: boolean } = {},
+): LanguageGuess {
   const only = candidates.filter((lang) => SUPPORTED.has(lang));
   const sample = text
     .slice(0, MAX_SAMPLE_CHARS)
     .split(/\s+/u)
     .filter((token) => !NOISE_TOKEN.test(token))
     .join(' ');
-  if (only.length === 0 || evidence(sample) < MIN_EVIDENCE) return { lang: null, confidence: 0 };
+  const guess = options.guess === true;
+  if (only.length === 0 || evidence(sample) < (guess ? 1 : MIN_EVIDENCE)) return { lang: null, confidence: 0 };
   const [best, second] = detectAll(sample, { only });
   if (best === undefined || best.accuracy <= 0) return { lang: null, confidence: 0 };
   const confidence = 1 - (second?.accuracy ?? 0) / best.accuracy;
-  return { lang: confidence >= MIN_CONFIDENCE ? best.lang : null, confidence };
+  return { lang: guess || confidence >= MIN_CONFIDENCE ? best.lang : null, confidence };
 }

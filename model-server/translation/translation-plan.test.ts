@@ -57,6 +57,24 @@ describe('planTranslation: documents in, documents out', () => {
     expect(many.answer(translate(many.bodies))).toMatchObject({ detected_src_lang: ['en', 'ko'] });
   });
 
+  it('detect "guess" takes the best guess among the languages the model reads, however short the text', () => {
+    for (const [text, lang] of [
+      ['Hello', 'en'],
+      ['Hallo', 'de'],
+      ['안녕', 'ko'],
+    ] as const) {
+      const plan = planTranslation({ src_lang: 'auto', src_text: text, detect: 'guess' }, context);
+      expect(plan.bodies).toEqual([{ src_lang: lang, src_text: text }]);
+    }
+    // No letter at all is still nothing to guess from.
+    expect(() => planTranslation({ src_lang: 'auto', src_text: '1234', detect: 'guess' }, context)).toThrow(
+      /Could not detect/,
+    );
+    expect(() => planTranslation({ src_lang: 'auto', src_text: 'Hi', detect: 'maybe' }, context)).toThrow(
+      /detect must be "strict" \(the default\) or "guess"/,
+    );
+  });
+
   it('"auto" on text too short to tell, or in a language the model cannot read, is a 400 naming the text', () => {
     expect(() => planTranslation({ src_lang: 'auto', src_text: 'Hi' }, context)).toThrow(
       expect.objectContaining({

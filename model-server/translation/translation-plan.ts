@@ -91,6 +91,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     glossary_id: glossaryId,
     glossary: inlineGlossary,
     alternatives = 0,
+    detect = 'strict',
   } = body as Record<string, unknown>;
   if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
   if (split !== 'sentences' && split !== 'none') {
@@ -107,6 +108,12 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   }
   if (!Number.isInteger(alternatives) || (alternatives as number) < 0 || (alternatives as number) > MAX_ALTERNATIVES) {
     throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
+  }
+  if (detect !== 'strict' && detect !== 'guess') {
+    throw new ServeError(
+      'BAD_REQUEST',
+      `detect must be "strict" (the default) or "guess", got ${JSON.stringify(detect)}.`,
+    );
   }
   if (alternatives !== 0 && format !== 'text') {
     throw new ServeError('BAD_REQUEST', 'alternatives are offered for plain text (format "text") only.');
@@ -147,7 +154,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   const docs = (texts as string[]).map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
     const content = contentOf(text, format as TextFormat, ignoreTags as string[]);
-    const lang = auto ? detected(content.texts.join('\n'), name, context.readable) : srcLang;
+    const lang = auto ? detected(content.texts.join('\n'), name, context.readable, detect === 'guess') : srcLang;
     const units = content.texts.map((unit) => {
       let segments: Segments;
       try {
@@ -286,8 +293,11 @@ function rankedPart(value: unknown): RankedPart {
 }
 
 /** The language of `text` for `src_lang: "auto"`. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */
-function detected(text: string, name: string, readable: readonly string[] | undefined): string {
-  const guess = detectLanguage(text, DETECTABLE_LANGUAGES);
+function detected(text: string, name: string, readable: readonly string[] | undefined, best: boolean): string {
+  // A best guess is made among the languages the model reads, so it is one it can translate from.
+  const guess = best
+    ? detectLanguage(text, readable ?? DETECTABLE_LANGUAGES, { guess: true })
+    : detectLanguage(text, DETECTABLE_LANGUAGES);
   if (guess.lang === null) {
     throw new ServeError(
       'BAD_REQUEST',

@@ -122,6 +122,8 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
       src_text: sent.map((i) => request.texts[i]!),
       tgt_lang: request.tgtLang,
       ...(request.split === undefined ? {} : { split: request.split }),
+      // Both services always name a source language, however short the text: a best guess, not a 400.
+      ...(request.srcLang === AUTO_LANGUAGE ? { detect: 'guess' } : {}),
       ...(request.format === undefined ? {} : { format: request.format }),
       ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),

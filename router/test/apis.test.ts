@@ -68,7 +68,8 @@ describe('DeepL /v2/translate', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as { translations: { text: string }[] };
     expect(body.translations.map((t) => t.text)).toEqual(['en:ollaH', '  ']);
-    expect(last().body).toEqual({ src_lang: 'auto', src_text: ['Hallo'], split: 'none' });
+    // DeepL's clients always get a source language: a best guess, however short the text.
+    expect(last().body).toEqual({ src_lang: 'auto', src_text: ['Hallo'], split: 'none', detect: 'guess' });
   });
 
   it.each([
@@ -243,6 +244,7 @@ describe('LibreTranslate', () => {
     expect(last().body).toEqual({
       src_lang: 'auto',
       src_text: ['Guten Tag, wie geht es dir?', 'x'],
+      detect: 'guess',
       format: 'text',
       alternatives: 2,
     });

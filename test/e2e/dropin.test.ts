@@ -99,6 +99,8 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect(many.map((r) => typeof r.text)).toEqual(['string', 'string']);
     const auto = await translator().translateText(ENGLISH, null, 'ko');
     expect(auto.detectedSourceLang).toBe('en');
+    // A single word, as in both services' own examples: a best guess (a word is often guessed wrong), not a refusal.
+    expect((await translator().translateText('Hello', null, 'de')).detectedSourceLang).toMatch(/^[a-z]{2}$/);
     expect(auto.billedCharacters).toBe(ENGLISH.length);
   });
 
@@ -174,6 +176,16 @@ describe.each(FRONTS)('through the %s front', (kind) => {
 
   it('the LibreTranslate client translates, and gets its error for a language not served', async () => {
     expect(typeof (await libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'de' }))).toBe('string');
+    // The client names no "auto"; LibreTranslate's own example does, with one word.
+    const res = await fetch(`${url()}/translate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q: 'Hello!', source: 'auto', target: 'de', api_key: KEYS.main }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { detectedLanguage: { language: string } }).detectedLanguage.language).toMatch(
+      /^[a-z]{2}$/,
+    );
     const notServed = libre(KEYS.main)(`Good evening from ${kind}.`, { from: 'en', to: 'fr' });
     await expect(notServed).rejects.toThrow('fr is not supported');
   });
