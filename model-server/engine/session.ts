@@ -279,7 +279,6 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     };
     try {
       const encoder = await open(files.encoderFile);
-      const { layers } = modelShape(modelDir);
       // Every decoder output stays on the device and a step fetches them all (onnxruntime-node 1.30 mislays output
       // locations when a run fetches some only): the host reads the beam head's top-k of the logits, greedy steps
       // included.

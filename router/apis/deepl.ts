@@ -10,31 +10,25 @@
  * as DeepL ignores it, or refused as DeepL refuses a value it does not support (docs/compatible-apis.md prints it).
  */
 import type { Context, Hono } from 'hono';
-import { ServeError, toServeError } from '../../common/errors.js';
+import type { ServeError } from '../../common/errors.js';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey, Refusal } from '../keys/api-access.js';
 import { deeplLanguages, type DeepLLanguages } from './deepl-languages.js';
 import {
+  answerApi,
+  ApiAnswerError,
   type ApiContext,
+  type ApiDialect,
   characterCount,
   param,
   type Params,
   readParams,
-  retryAfterHeader,
   translateTexts,
 } from './translate-texts.js';
 
 /** DeepL's answer: a status and `{"message"}`. */
-export class DeepLError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly retryAfterS?: number,
-  ) {
-    super(message);
-  }
-}
+export class DeepLError extends ApiAnswerError {}
 
 const unsupported = (name: string) => new DeepLError(400, `Value for '${name}' not supported.`);
 
@@ -350,24 +344,15 @@ function refusalError(refusal: Refusal): DeepLError {
   return new DeepLError(429, 'Too many requests', refusal.retryAfterS);
 }
 
-/** Runs a route and answers its value as JSON, or its error in DeepL's shape. */
-async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
-  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
-  try {
-    const value = await run();
-    if (value instanceof Response) return value;
-    return new Response(JSON.stringify(value), { status: 200, headers });
-  } catch (err) {
-    const error = err instanceof DeepLError ? err : fromServeError(toServeError(err));
-    c.set('errorCode', err instanceof DeepLError ? `DEEPL_${error.status}` : toServeError(err).code);
-    if (!(err instanceof DeepLError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
-      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
-    return new Response(JSON.stringify({ message: error.message }), {
-      status: error.status,
-      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
-    });
-  }
-}
+const DIALECT: ApiDialect = {
+  name: 'DEEPL',
+  errorBody: (message) => ({ message: message }),
+  fromServeError,
+};
+
+/** Runs a route and answers its value, or its error in DeepL's shape. */
+const answer = (context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>) =>
+  answerApi(DIALECT, context, c, run);
 
 /** The router's own errors as DeepL answers them: a refusal under load is DeepL's 429, a client error its 400. */
 function fromServeError(error: ServeError): DeepLError {

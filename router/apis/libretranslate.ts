@@ -10,32 +10,26 @@
  * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
  */
 import type { Context, Hono } from 'hono';
-import { ServeError, toServeError } from '../../common/errors.js';
+import type { ServeError } from '../../common/errors.js';
 import { MAX_ALTERNATIVES } from '../../common/translation-contract.js';
 import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/detect-language.js';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
 import {
+  answerApi,
+  ApiAnswerError,
   type ApiContext,
+  type ApiDialect,
   characterCount,
   param,
   type Params,
   readParams,
-  retryAfterHeader,
   translateTexts,
 } from './translate-texts.js';
 
 /** LibreTranslate's answer: a status and `{"error"}`. */
-export class LibreTranslateError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly retryAfterS?: number,
-  ) {
-    super(message);
-  }
-}
+export class LibreTranslateError extends ApiAnswerError {}
 
 /** LibreTranslate's codes where they differ from M2M100's. */
 const LISTED_CODES: Readonly<Record<string, string>> = { zh: 'zh-Hans' };
@@ -189,22 +183,15 @@ async function admit(context: ApiContext, key: ApiKey, characters: number): Prom
   throw new LibreTranslateError(429, `Slowdown: ${what}`, admission.retryAfterS);
 }
 
-/** Runs a route and answers its value as JSON, or its error in LibreTranslate's shape. */
-async function answer(context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> {
-  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
-  try {
-    return new Response(JSON.stringify(await run()), { status: 200, headers });
-  } catch (err) {
-    if (!(err instanceof LibreTranslateError) && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
-      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
-    const error = err instanceof LibreTranslateError ? err : fromServeError(toServeError(err));
-    c.set('errorCode', err instanceof LibreTranslateError ? `LIBRETRANSLATE_${error.status}` : toServeError(err).code);
-    return new Response(JSON.stringify({ error: error.message }), {
-      status: error.status,
-      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
-    });
-  }
-}
+const DIALECT: ApiDialect = {
+  name: 'LIBRETRANSLATE',
+  errorBody: (message) => ({ error: message }),
+  fromServeError,
+};
+
+/** Runs a route and answers its value, or its error in LibreTranslate's shape. */
+const answer = (context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>) =>
+  answerApi(DIALECT, context, c, run);
 
 /** The router's own errors as LibreTranslate answers them: a refusal under load is its 429, a client error its 400. */
 function fromServeError(error: ServeError): LibreTranslateError {

@@ -4,7 +4,7 @@
  * `UpstreamClient.translate`), so a compatible API is validated, routed, balanced and refused exactly like `POST /`.
  */
 import type { Context } from 'hono';
-import { ServeError } from '../../common/errors.js';
+import { ServeError, toServeError } from '../../common/errors.js';
 import type { TextFormat } from '../../common/translation-contract.js';
 import { decodeUtf8 } from '../../common/strict-utf8.js';
 import type { Logger } from '../../common/logger.js';
@@ -170,4 +170,50 @@ export function characterCount(texts: readonly string[]): number {
 /** `Retry-After` of a refusal, when it has one. */
 export function retryAfterHeader(seconds: number | undefined): Record<string, string> {
   return seconds === undefined ? {} : { 'retry-after': String(Math.max(1, Math.ceil(seconds))) };
+}
+
+/** An answer a compatible API gives in its own shape: a status, a message and, for a refusal, `Retry-After`. */
+export class ApiAnswerError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly retryAfterS?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** How one compatible API words its errors. */
+export interface ApiDialect {
+  /** Prefix of the log's error code for the API's own answers (`DEEPL_403`). */
+  name: string;
+  /** The error body (`{"message"}` for DeepL, `{"error"}` for LibreTranslate). */
+  errorBody(message: string): object;
+  /** The router's own error as the API answers it. */
+  fromServeError(error: ServeError): ApiAnswerError;
+}
+
+/** Runs a route and answers its value as JSON (a Response as it is), or its error as `dialect` words it. */
+export async function answerApi(
+  dialect: ApiDialect,
+  context: ApiContext,
+  c: Context<RouterEnv>,
+  run: () => Promise<unknown>,
+): Promise<Response> {
+  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+  try {
+    const value = await run();
+    if (value instanceof Response) return value;
+    return new Response(JSON.stringify(value), { status: 200, headers });
+  } catch (err) {
+    const own = err instanceof ApiAnswerError;
+    if (!own && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
+    const error = own ? err : dialect.fromServeError(toServeError(err));
+    c.set('errorCode', own ? `${dialect.name}_${error.status}` : toServeError(err).code);
+    return new Response(JSON.stringify(dialect.errorBody(error.message)), {
+      status: error.status,
+      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
+    });
+  }
 }
