@@ -152,6 +152,17 @@ export const TOP2_OUTPUTS = { values: 'mt_serve.top2.values', ids: 'mt_serve.top
 
 export type Top2Result = { ok: true; values: string; ids: string } | { ok: false; reason: string };
 
+/** Why the graph's `logits` output cannot take a top-k over the vocabulary, or undefined when it can. */
+function logitsUnfit(model: IModelProto, vocab: number): string | undefined {
+  const logits = model.graph?.output?.find((o) => o.name === 'logits');
+  if (!logits) return 'no logits output';
+  const dims = logits.type?.tensorType?.shape?.dim ?? [];
+  const width = dims.length > 0 ? Number(dims[dims.length - 1]!.dimValue ?? Number.NaN) : Number.NaN;
+  return width === vocab
+    ? undefined
+    : `logits' last axis is ${dims.length ? width : 'unknown'}, not vocab_size ${vocab}`;
+}
+
 /**
  * Add `TopK(logits, 2)` over the vocabulary as two outputs (`[n, T, 2]` float values and int64 ids, best
  * first; ONNX orders equal values by lower index, as an argmax scan does). A greedy step then fetches 4
@@ -161,12 +172,8 @@ export type Top2Result = { ok: true; values: string; ids: string } | { ok: false
  */
 export function exposeGreedyTop2(model: IModelProto, vocab: number): Top2Result {
   const graph = model.graph;
-  const logits = graph?.output?.find((o) => o.name === 'logits');
-  if (!graph || !logits) return { ok: false, reason: 'no logits output' };
-  const dims = logits.type?.tensorType?.shape?.dim ?? [];
-  const width = dims.length > 0 ? Number(dims[dims.length - 1]!.dimValue ?? Number.NaN) : Number.NaN;
-  if (width !== vocab)
-    return { ok: false, reason: `logits' last axis is ${dims.length ? width : 'unknown'}, not vocab_size ${vocab}` };
+  const unfit = logitsUnfit(model, vocab);
+  if (!graph || unfit) return { ok: false, reason: unfit ?? 'no graph' };
   const k = 'mt_serve.top2.k';
   graph.initializer!.push({
     name: k,
@@ -216,12 +223,8 @@ export type BeamTopKResult = { ok: true } | { ok: false; reason: string };
  */
 export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResult {
   const graph = model.graph;
-  const logits = graph?.output?.find((o) => o.name === 'logits');
-  if (!graph || !logits) return { ok: false, reason: 'no logits output' };
-  const dims = logits.type?.tensorType?.shape?.dim ?? [];
-  const width = dims.length > 0 ? Number(dims[dims.length - 1]!.dimValue ?? Number.NaN) : Number.NaN;
-  if (width !== vocab)
-    return { ok: false, reason: `logits' last axis is ${dims.length ? width : 'unknown'}, not vocab_size ${vocab}` };
+  const unfit = logitsUnfit(model, vocab);
+  if (!graph || unfit) return { ok: false, reason: unfit ?? 'no graph' };
   const elemType = outputElemType(graph, 'logits');
   if (elemType !== FLOAT) return { ok: false, reason: 'logits are not float32' };
   const opset = Number(model.opsetImport?.find((o) => (o.domain ?? '') === '')?.version ?? 0);
