@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
+import { pino } from 'pino';
+import { createRouterApp } from '../app.js';
 import { GlossaryClient } from '../glossaries.js';
 
 /** The router's glossary client over two real model servers (echo models: glossaries need no engine). */
@@ -59,5 +61,35 @@ describe('GlossaryClient over several model servers', () => {
       1_000,
     );
     await expect(nowhere.list(undefined)).rejects.toMatchObject({ code: 'UPSTREAM_UNAVAILABLE' });
+  });
+
+  it('POST / with a glossary_id sends its entries inline; an unknown id or another pair is a 400', async () => {
+    const made = await client.create({ ...fields, target_lang: 'ko' }, undefined);
+    const sent: unknown[] = [];
+    const upstream = {
+      translate: async (request: { body: unknown }) => {
+        sent.push(request.body);
+        return { body: new TextEncoder().encode('{"translated":"x"}') as Uint8Array<ArrayBuffer>, headers: {} };
+      },
+      ping: async () => true,
+    };
+    const app = createRouterApp(
+      { maxBodyBytes: 4096, languages: ['ko', 'de'], logBodies: false },
+      { upstream, logger: pino({ level: 'silent' }), glossaries: client },
+    );
+    const post = (body: object) => app.request('/', { method: 'POST', body: JSON.stringify(body) });
+    const res = await post({ src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary_id: made.glossary_id });
+    expect(res.status).toBe(200);
+    expect(sent).toEqual([{ src_lang: 'en', src_text: 'a fox', glossary: { fox: 'Fuchs' } }]);
+    for (const [body, message] of [
+      [{ src_lang: 'en', src_text: 'a fox', tgt_lang: 'ko', glossary_id: 'nope' }, /Unknown glossary_id "nope"/],
+      [{ src_lang: 'en', src_text: 'a fox', tgt_lang: 'de', glossary_id: made.glossary_id }, /not en → de/],
+      [{ src_lang: 'fr', src_text: 'un renard', tgt_lang: 'ko', glossary_id: made.glossary_id }, /not fr → ko/],
+    ] as const) {
+      const refused = await post(body);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { message: string }).message).toMatch(message);
+    }
+    expect(sent).toHaveLength(1);
   });
 });
