@@ -19,6 +19,11 @@ if (!installed)
     'usage-store-server.test: redis-server is not installed; NOT tested here (apt-get install redis-server)',
   );
 
+// .ci/run installs redis-server: on CI a missing one is a failure, not a skip.
+it.runIf(!installed && process.env.CI === 'true')('redis-server is installed on CI', () => {
+  expect.fail('redis-server is not installed: .ci/run installs it (apt-get install redis-server)');
+});
+
 describe.skipIf(!installed)('USAGE_STORE_SERVER', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-usage-server-'));
   let server: ChildProcess | undefined;

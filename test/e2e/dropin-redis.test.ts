@@ -20,6 +20,11 @@ const REDIS = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => 
 if (REDIS === undefined)
   console.warn('dropin-redis.test: redis-server is not installed; NOT tested here (apt-get install redis-server)');
 
+// .ci/run installs redis-server: on CI a missing one is a failure, not a skip.
+it.runIf(REDIS === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
+  expect.fail('redis-server is not installed: .ci/run installs it (apt-get install redis-server)');
+});
+
 describe.skipIf(REDIS === undefined)('API keys counted in Redis across router instances', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-dropin-redis-'));
   const KEY = 'shared-quota-key-0123456789';

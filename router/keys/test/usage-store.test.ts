@@ -80,6 +80,11 @@ describe('FileUsageStore', () => {
   });
 });
 
+// .ci/run installs redis-server: on CI a missing one is a failure, not a skip.
+it.runIf(REDIS === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
+  expect.fail('redis-server is not installed: .ci/run installs it (apt-get install redis-server)');
+});
+
 describe.skipIf(REDIS === undefined)('RedisUsageStore (a real redis-server)', () => {
   let server: ChildProcess;
   let url: string;
