@@ -10,10 +10,13 @@
  *       TranslationEngine, fp32, per part (BATCHxBEAMS): one warm-up and `runs` timed calls of every row at once,
  *       exactly `new-tokens` tokens per row; tokens/s, the engine's counters per step (host bytes per row per
  *       step), and the last run's token ids. The JSON is rewritten after every part (a deadline keeps the parts done).
+ *       --profile: onnxruntime's per-node profile of every session, summarised into the JSON (`profile`: runs, kernels
+ *       per run by provider and operator, their summed durations) and the raw files deleted; slows the timed calls.
  *   driver summary --webgpu A.json --cpu B.json [--torch T.json] --out S.json
  *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
 import { makeDemoModel, presetNamed } from '../../model-server/tools/demo-model/index.js';
@@ -92,6 +95,7 @@ async function bench(options: {
   threads: number;
   deadlineS: number;
   out: string;
+  profile: boolean;
 }): Promise<void> {
   const started = performance.now();
   const elapsedS = () => (performance.now() - started) / 1000;
@@ -100,6 +104,7 @@ async function bench(options: {
     dtype: 'fp32',
     intraOpThreads: options.threads,
     device: options.ep === 'webgpu' ? { kind: 'webgpu', id: 0, software: options.software } : { kind: 'cpu' },
+    ...(options.profile ? { profilePrefix: profilePrefix(options.out) } : {}),
   });
   const result = {
     arm: `mt-serve engine, ${options.ep}`,
@@ -112,6 +117,7 @@ async function bench(options: {
     tokensPerS: {} as Record<string, number>,
     errors: [] as string[],
     finished: false,
+    profile: null as ReturnType<typeof summariseProfiles> | null,
   };
   const save = () => writeFileSync(options.out, `${JSON.stringify(result, null, 1)}\n`);
   save();
@@ -172,7 +178,85 @@ async function bench(options: {
   } finally {
     save();
     await engine.close();
+    if (options.profile) {
+      result.profile = summariseProfiles(profilePrefix(options.out), process.env.KEEP_PROFILE === '1');
+      save();
+    }
   }
+}
+
+const profilePrefix = (out: string) => `${out}.ort-profile`;
+
+interface ProfileEvent {
+  cat?: string;
+  name?: string;
+  dur?: number;
+  args?: { op_name?: string; provider?: string };
+}
+
+/**
+ * Per profiled session (file order = session order: encoder, decoder, cross, head, …): its runs, and per run the
+ * kernels by provider and by operator with their summed durations (µs, as onnxruntime times them: for the WebGPU
+ * provider the time to record a kernel, not to execute it). Deletes the raw files (several MB each).
+ */
+function summariseProfiles(prefix: string, keep = false) {
+  const dir = path.dirname(prefix);
+  const files = readdirSync(dir)
+    .filter((f) => f.startsWith(path.basename(prefix)) && f.endsWith('.json'))
+    .sort();
+  return files.map((file) => {
+    const full = path.join(dir, file);
+    const events = JSON.parse(readFileSync(full, 'utf8')) as ProfileEvent[];
+    if (!keep) rmSync(full);
+    const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run');
+    const kernels = events.filter((e) => e.cat === 'Node' && e.name?.endsWith('_kernel_time'));
+    const perRun = (n: number) => (runs.length ? Math.round((n / runs.length) * 10) / 10 : 0);
+    const group = (key: (e: ProfileEvent) => string) => {
+      const out: Record<string, { count: number; us: number }> = {};
+      for (const e of kernels) {
+        const k = key(e);
+        out[k] ??= { count: 0, us: 0 };
+        out[k].count += 1;
+        out[k].us += e.dur ?? 0;
+      }
+      return Object.fromEntries(
+        Object.entries(out)
+          .sort((a, b) => b[1].us - a[1].us)
+          .map(([k, v]) => [k, { perRun: perRun(v.count), usPerRun: perRun(v.us) }]),
+      );
+    };
+    // The WebGPU provider's own events ("Api"): one per GPU program dispatched, named `node&op&program`, timed on
+    // the GPU by timestamp queries where the adapter has them.
+    const programs = events.filter((e) => e.cat === 'Api');
+    const byProgram: Record<string, { count: number; us: number }> = {};
+    for (const e of programs) {
+      const name = (e.name ?? '?').split('&').slice(1).join('&');
+      byProgram[name] ??= { count: 0, us: 0 };
+      byProgram[name].count += 1;
+      byProgram[name].us += e.dur ?? 0;
+    }
+    const other: Record<string, number> = {};
+    for (const e of events)
+      if (e.cat !== 'Node' && e.cat !== 'Session') other[`${e.cat}`] = (other[`${e.cat}`] ?? 0) + 1;
+    return {
+      gpuProgramsPerRun: perRun(programs.length),
+      gpuUsPerRun: perRun(programs.reduce((sum, e) => sum + (e.dur ?? 0), 0)),
+      gpuByProgram: Object.fromEntries(
+        Object.entries(byProgram)
+          .sort((a, b) => b[1].us - a[1].us)
+          .map(([k, v]) => [k, { perRun: perRun(v.count), usPerRun: perRun(v.us) }]),
+      ),
+      file,
+      runs: runs.length,
+      runUsMean: perRun(runs.reduce((sum, e) => sum + (e.dur ?? 0), 0)),
+      kernelsPerRun: perRun(kernels.length),
+      byProvider: group((e) => e.args?.provider ?? '?'),
+      byOperator: group(
+        (e) => `${e.args?.op_name ?? '?'} (${(e.args?.provider ?? '?').replace('ExecutionProvider', '')})`,
+      ),
+      otherEvents: other,
+    };
+  });
 }
 
 interface TorchResult {
@@ -227,6 +311,7 @@ const { values, positionals } = parseArgs({
     runs: { type: 'string', default: '3' },
     threads: { type: 'string', default: '0' },
     software: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
     'deadline-s': { type: 'string', default: '600' },
     webgpu: { type: 'string' },
     cpu: { type: 'string' },
@@ -261,6 +346,7 @@ if (mode === 'prep') {
     threads: Number(need('threads')),
     deadlineS: Number(need('deadline-s')),
     out: need('out'),
+    profile: values.profile === true,
   });
 } else if (mode === 'summary') {
   const torch = values.torch;

@@ -5,8 +5,11 @@
 # default 1x1,64x1,64x2,256x1: batch 1 / 64 greedy, batch 64 beam 2, the engine's largest continuous batch):
 #   1. the PyTorch reference (transformers generate, fp32 and fp16, on cuda) on the same rows   -> $OUT/gpu-torch.json
 #   2. the engine on onnxruntime's WebGPU provider (Vulkan)                                      -> $OUT/gpu-engine-webgpu.json
-#   3. the engine on the CPU provider (every core)                                               -> $OUT/gpu-engine-cpu.json
-#   4. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu), rows with equal tokens, host bytes per row-step
+#   3. one profiled pass of the engine on WebGPU (GPU_PROFILE_PARTS, default 64x1): kernels and GPU time per decoder
+#      step by operator and program (onnxruntime's profile)                                    -> $OUT/gpu-profile-webgpu.json
+#   4. the engine on the CPU provider (every core; GPU_CPU_PARTS, default 64x1,64x2, one timed call: the rows whose
+#      tokens WebGPU must equal)                                                                -> $OUT/gpu-engine-cpu.json
+#   5. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu), rows with equal tokens, host bytes per row-step
 #                                                                                                -> $OUT/gpu-summary.json
 # Each step is bounded by `timeout`; a part past its arm's deadline is skipped and named in the JSON.
 set -uo pipefail
@@ -16,6 +19,8 @@ OUT="${OUT:-./out}"
 PARTS="${GPU_PARTS:-1x1,64x1,64x2,256x1}"
 NEW_TOKENS="${GPU_NEW_TOKENS:-16}"
 RUNS="${GPU_RUNS:-2}"
+PROFILE_PARTS="${GPU_PROFILE_PARTS:-64x1}"
+CPU_PARTS="${GPU_CPU_PARTS:-64x1,64x2}"
 # A smoke test on a CPU-only machine: GPU_PRESET=tiny GPU_SOFTWARE=1 (lavapipe) with a kit whose kit-env.sh points at
 # this machine's node.
 PRESET="${GPU_PRESET:-m2m100-418m}"
@@ -56,9 +61,14 @@ step "engine on WebGPU"
 timeout 200 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" --parts "$PARTS" \
   --new-tokens "$NEW_TOKENS" --runs "$RUNS" --threads 2 --deadline-s 120 --out "$OUT/gpu-engine-webgpu.json"
 
+step "engine on WebGPU, profiled"
+timeout 90 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" \
+  --parts "$PROFILE_PARTS" --new-tokens "$NEW_TOKENS" --runs 1 --threads 2 --deadline-s 60 --profile \
+  --out "$OUT/gpu-profile-webgpu.json"
+
 step "engine on the CPU"
-timeout 140 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts "$PARTS" \
-  --new-tokens "$NEW_TOKENS" --runs "$RUNS" --threads 0 --deadline-s 80 --out "$OUT/gpu-engine-cpu.json"
+timeout 120 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts "$CPU_PARTS" \
+  --new-tokens "$NEW_TOKENS" --runs 1 --threads 0 --deadline-s 70 --out "$OUT/gpu-engine-cpu.json"
 
 step "summary"
 "${ENGINE[@]}" summary --webgpu "$OUT/gpu-engine-webgpu.json" --cpu "$OUT/gpu-engine-cpu.json" \

@@ -25,60 +25,67 @@ const ATTRIBUTE_INTS = 7;
  * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
  * of the last position, the top k sorted best first.
  */
-export function beamHeadModel(): Uint8Array {
-  const int64 = (name: string, values: bigint[]) => ({
-    name,
-    dims: [values.length],
-    dataType: INT64,
-    rawData: new Uint8Array(BigInt64Array.from(values).buffer),
-  });
-  const io = (name: string, elemType: number, dims: (number | string)[]) => ({
-    name,
-    type: {
-      tensorType: {
-        elemType,
-        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
-      },
+const int64 = (name: string, values: bigint[]) => ({
+  name,
+  dims: [values.length],
+  dataType: INT64,
+  rawData: new Uint8Array(BigInt64Array.from(values).buffer),
+});
+
+const io = (name: string, elemType: number, dims: (number | string)[]) => ({
+  name,
+  type: {
+    tensorType: {
+      elemType,
+      shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
     },
-  });
+  },
+});
+
+const KEEP_DIMS = { name: 'keepdims', type: ATTRIBUTE_INT, i: 1 };
+
+const reduce = (opType: string, input: string, output: string): onnxProto.onnx.INodeProto => ({
+  opType,
+  input: [input],
+  output: [output],
+  name: output,
+  attribute: [{ name: 'axes', type: ATTRIBUTE_INTS, ints: [-1] }, KEEP_DIMS],
+});
+
+/** `logits` [n, T, V] → `last` [n, 1, V], then `nodes`; the three outputs of `beamHeadModel`. */
+function headModel(
+  name: string,
+  nodes: onnxProto.onnx.INodeProto[],
+  extra: onnxProto.onnx.ITensorProto[] = [],
+  ids = 'top_ids64',
+) {
   const model = onnx.ModelProto.create({
     irVersion: 8,
-    producerName: 'mt-serve beam-head',
+    producerName: `mt-serve ${name}`,
     opsetImport: [{ domain: '', version: 17 }],
     graph: {
-      name: 'beam_head',
+      name,
       initializer: [
         int64('last.starts', [-1n]),
         int64('last.ends', [BigInt(Number.MAX_SAFE_INTEGER)]),
         int64('last.axes', [1n]),
+        int64('sum.axes', [-1n]),
+        ...extra,
       ],
       node: [
         { opType: 'Slice', input: ['logits', 'last.starts', 'last.ends', 'last.axes'], output: ['last'], name: 'last' },
-        {
-          opType: 'ReduceLogSumExp',
-          input: ['last'],
-          output: [BEAM_HEAD_OUTPUTS.logSumExp],
-          name: 'lse',
-          attribute: [
-            { name: 'axes', type: ATTRIBUTE_INTS, ints: [-1] },
-            { name: 'keepdims', type: ATTRIBUTE_INT, i: 1 },
-          ],
-        },
-        {
-          opType: 'TopK',
-          input: ['last', 'k'],
-          output: [BEAM_HEAD_OUTPUTS.values, 'top_ids64'],
-          name: 'topk',
-          attribute: [
-            { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
-            { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
-            { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
-          ],
-        },
+        // max + log Σ exp(x − max): the WebGPU provider's ReduceLogSumExp overflows from logits of about 89 on.
+        reduce('ReduceMax', 'last', 'last.value'),
+        { opType: 'Sub', input: ['last', 'last.value'], output: ['shifted'], name: 'shifted' },
+        { opType: 'Exp', input: ['shifted'], output: ['exp'], name: 'exp' },
+        { opType: 'ReduceSum', input: ['exp', 'sum.axes'], output: ['sum'], name: 'sum', attribute: [KEEP_DIMS] },
+        { opType: 'Log', input: ['sum'], output: ['log_sum'], name: 'log_sum' },
+        { opType: 'Add', input: ['last.value', 'log_sum'], output: [BEAM_HEAD_OUTPUTS.logSumExp], name: 'lse' },
+        ...nodes,
         // Token ids fit int32: half the bytes that cross to the host per candidate.
         {
           opType: 'Cast',
-          input: ['top_ids64'],
+          input: [ids],
           output: [BEAM_HEAD_OUTPUTS.ids],
           name: 'ids32',
           attribute: [{ name: 'to', type: ATTRIBUTE_INT, i: INT32 }],
@@ -93,4 +100,70 @@ export function beamHeadModel(): Uint8Array {
     },
   });
   return onnx.ModelProto.encode(model).finish();
+}
+
+/**
+ * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
+ * of the last position, the top k sorted best first.
+ */
+export function beamHeadModel(): Uint8Array {
+  return headModel('beam_head', [
+    {
+      opType: 'TopK',
+      input: ['last', 'k'],
+      output: [BEAM_HEAD_OUTPUTS.values, 'top_ids64'],
+      name: 'topk',
+      attribute: [
+        { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
+        { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
+        { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
+      ],
+    },
+  ]);
+}
+
+/**
+ * The greedy steps' head on a GPU: the outputs of `beamHeadModel` at k = 2 as greedy reads them (decoding.ts: the
+ * second candidate is read only when a suppressed `</s>` came first): the best logit, and the best with `</s>`
+ * (`eosId`) pushed to the bottom, which is TopK's runner-up wherever `</s>` is best. Each is a max, then the lowest id
+ * holding it (ties go to the lower id, as in TopK), all reductions: the WebGPU provider's TopK sorts the whole
+ * vocabulary (about 150 GPU programs a run at M2M100's 128k tokens, 6 ms a step at batch 64 on an H200) and its ArgMax
+ * scans each row in one thread (20 ms), where a reduction takes a fraction of a millisecond.
+ * `k` is read for the same feeds as `beamHeadModel` and must be 2.
+ */
+export function greedyHeadModel(vocab: number, eosId: number): Uint8Array {
+  const penalty = new Float32Array(vocab);
+  penalty[eosId] = -Infinity;
+  // Ids as floats: exact below 2^24, and the provider reduces floats, not int64.
+  const ids = Float32Array.from({ length: vocab }, (_, i) => i);
+  /** The max of `x` (made by headModel for `last`) and the lowest id holding it. */
+  const best = (x: string): onnxProto.onnx.INodeProto[] => [
+    ...(x === 'last' ? [] : [reduce('ReduceMax', x, `${x}.value`)]),
+    { opType: 'Equal', input: [x, `${x}.value`], output: [`${x}.is_max`], name: `${x}.is_max` },
+    { opType: 'Where', input: [`${x}.is_max`, 'ids', 'beyond'], output: [`${x}.ids`], name: `${x}.ids` },
+    reduce('ReduceMin', `${x}.ids`, `${x}.id`),
+  ];
+  const concat = (input: string[], output: string): onnxProto.onnx.INodeProto => ({
+    opType: 'Concat',
+    input,
+    output: [output],
+    name: output,
+    attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: -1 }],
+  });
+  return headModel(
+    'greedy_head',
+    [
+      ...best('last'),
+      { opType: 'Add', input: ['last', 'no_eos.penalty'], output: ['no_eos'], name: 'no_eos' },
+      ...best('no_eos'),
+      concat(['last.value', 'no_eos.value'], BEAM_HEAD_OUTPUTS.values),
+      concat(['last.id', 'no_eos.id'], 'top_ids_float'),
+    ],
+    [
+      { name: 'no_eos.penalty', dims: [vocab], dataType: FLOAT, rawData: new Uint8Array(penalty.buffer) },
+      { name: 'ids', dims: [vocab], dataType: FLOAT, rawData: new Uint8Array(ids.buffer) },
+      { name: 'beyond', dims: [], dataType: FLOAT, rawData: new Uint8Array(Float32Array.of(vocab).buffer) },
+    ],
+    'top_ids_float',
+  );
 }

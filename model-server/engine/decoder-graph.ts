@@ -153,7 +153,7 @@ export const TOP2_OUTPUTS = { values: 'mt_serve.top2.values', ids: 'mt_serve.top
 export type Top2Result = { ok: true; values: string; ids: string } | { ok: false; reason: string };
 
 /** Why the graph's `logits` output cannot take a top-k over the vocabulary, or undefined when it can. */
-function logitsUnfit(model: IModelProto, vocab: number): string | undefined {
+export function logitsUnfit(model: IModelProto, vocab: number): string | undefined {
   const logits = model.graph?.output?.find((o) => o.name === 'logits');
   if (!logits) return 'no logits output';
   const dims = logits.type?.tensorType?.shape?.dim ?? [];

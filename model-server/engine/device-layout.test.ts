@@ -100,11 +100,15 @@ describe.skipIf(unavailable !== undefined)('device layout on WebGPU', () => {
 
   it('counts the bytes its feeds take from the host: indices and lengths, and uploaded masks', async () => {
     const before = layout!.hostBytes;
-    for (const y of await layout!.rows([x, x], { rows: [0, 1], length: 4, to: 4, align: 'end' })) y.dispose();
+    for (const y of await layout!.rows([x, x], { rows: [0, 1], length: 4, to: 5, align: 'end' })) y.dispose();
     const mask = await layout!.upload(BigInt64Array.of(1n, 1n, 0n, 1n, 1n, 1n), [2, 3]);
     expect(mask.location).toBe('gpu-buffer');
     expect(mask.dims).toEqual([2, 3]);
     mask.dispose();
     expect(layout!.hostBytes - before).toBe(8 * (2 + 2 + 8) + 6 * 8);
+    // A reorder that keeps the length (beams following their parents) sends the row indices only.
+    const reorder = layout!.hostBytes;
+    for (const y of await layout!.rows([x, x], { rows: [1, 0, 1], length: 4, to: 4, align: 'end' })) y.dispose();
+    expect(layout!.hostBytes - reorder).toBe(8 * 3);
   });
 });

@@ -81,6 +81,25 @@ export function rowsModel(count: number): Uint8Array {
   });
 }
 
+/**
+ * `x0 …` [n, A, L, B], `rows` int64 [m] → `y{t}` = rows `rows` of `x{t}`: the re-layout of a beam reorder, where the
+ * length stays (one copy per tensor, where `rowsModel`'s Slice and Pad would copy it twice more).
+ */
+export function gatherModel(count: number): Uint8Array {
+  const each = Array.from({ length: count }, (_, t) => t);
+  return model('device_gather', {
+    node: each.map((t) => ({
+      opType: 'Gather',
+      input: [`x${t}`, 'rows'],
+      output: [`y${t}`],
+      name: `gather${t}`,
+      attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
+    })),
+    input: [...each.map((t) => io(`x${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`])), io('rows', INT64, ['m'])],
+    output: each.map((t) => io(`y${t}`, FLOAT, ['m', `A${t}`, `L${t}`, `B${t}`])),
+  });
+}
+
 /** `a0 …`, `b0 …` → `y{t}` = `a{t}` and `b{t}` stacked on axis 0. */
 export function concatModel(count: number): Uint8Array {
   const each = Array.from({ length: count }, (_, t) => t);
@@ -124,6 +143,7 @@ export interface RowPick {
 export class DeviceLayout {
   readonly #options: ort.InferenceSession.SessionOptions;
   readonly #rows = new Map<number, Promise<ort.InferenceSession>>();
+  readonly #gather = new Map<number, Promise<ort.InferenceSession>>();
   readonly #concat = new Map<number, Promise<ort.InferenceSession>>();
   readonly #upload: ort.InferenceSession;
   /** Bytes fed from the host (row indices, lengths, uploaded masks) since load. */
@@ -163,6 +183,13 @@ export class DeviceLayout {
     const pad = to - keep;
     const int64 = (values: number[]) =>
       new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), [values.length]);
+    if (keep === length && pad === 0) {
+      const feeds: Record<string, ort.Tensor> = { rows: int64([...pick.rows]) };
+      xs.forEach((x, t) => (feeds[`x${t}`] = x));
+      this.hostBytes += 8 * pick.rows.length;
+      const out = await (await this.#session(this.#gather, xs.length, gatherModel)).run(feeds);
+      return xs.map((_, t) => out[`y${t}`]!);
+    }
     const feeds: Record<string, ort.Tensor> = {
       rows: int64([...pick.rows]),
       starts: int64([start]),
@@ -194,7 +221,7 @@ export class DeviceLayout {
   }
 
   async release(): Promise<void> {
-    const made = await Promise.all([...this.#rows.values(), ...this.#concat.values()]);
+    const made = await Promise.all([...this.#rows.values(), ...this.#gather.values(), ...this.#concat.values()]);
     await Promise.all([...made.map((s) => s.release()), this.#upload.release()]);
   }
 }

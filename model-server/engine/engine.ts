@@ -74,6 +74,8 @@ export interface EngineOptions {
    * and measurements compare the two).
    */
   deviceState?: boolean;
+  /** onnxruntime profiles of the sessions (session.ts `profilePrefix`); for measurements only. */
+  profilePrefix?: string;
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
   /**
@@ -202,6 +204,7 @@ export class TranslationEngine {
       decoderGraph: options.decoderGraph ?? 'rewritten',
       ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
       ...(options.deviceState === undefined ? {} : { deviceState: options.deviceState }),
+      ...(options.profilePrefix === undefined ? {} : { profilePrefix: options.profilePrefix }),
     });
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
@@ -362,6 +365,7 @@ export class TranslationEngine {
       await this.#sessions.decoder.release();
       await this.#sessions.cross?.release();
       await this.#sessions.beamHead?.release();
+      await this.#sessions.greedyHead?.release();
       await this.#sessions.layout?.release();
     })();
     return this.#closed;

@@ -168,3 +168,21 @@ export function concat(pieces: readonly Uint8Array[]): Uint8Array {
   }
   return out;
 }
+
+/** The float32 weights of at most `maxValues` values (scales, epsilons), decoded by name; larger ones are skipped unread. */
+export function smallFloatWeights(weights: readonly Uint8Array[], maxValues = 16): Map<string, Float32Array> {
+  const out = new Map<string, Float32Array>();
+  for (const entry of weights) {
+    const [outer] = wireFields(entry);
+    if (outer === undefined || outer.field !== GRAPH_INITIALIZER || outer.end - outer.value > 64 + 4 * maxValues)
+      continue;
+    const tensor = onnxProto.onnx.TensorProto.decode(entry.subarray(outer.value, outer.end));
+    const count = (tensor.dims ?? []).reduce((a: number, b) => a * Number(b), 1);
+    if (tensor.dataType !== 1 || count > maxValues || !tensor.name) continue;
+    if (tensor.floatData && tensor.floatData.length === count)
+      out.set(tensor.name, Float32Array.from(tensor.floatData));
+    else if (tensor.rawData && tensor.rawData.length === 4 * count)
+      out.set(tensor.name, new Float32Array(Uint8Array.from(tensor.rawData).buffer));
+  }
+  return out;
+}

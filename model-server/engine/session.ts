@@ -14,12 +14,13 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
-import { beamHeadModel } from './beam-head.js';
+import { beamHeadModel, greedyHeadModel } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
-import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2 } from './decoder-graph.js';
+import { fuseDecoderGraph } from './decoder-fuse.js';
+import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
-import { joinModel, splitModel, weightName } from './onnx-wire.js';
+import { joinModel, smallFloatWeights, splitModel, weightName } from './onnx-wire.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 /** Which decoder graph drives generation. */
@@ -100,6 +101,11 @@ export interface SessionOptions {
    * device-layout.ts). Default true; taken only with a split decoder (decoder-split.ts) in float32.
    */
   deviceState?: boolean;
+  /**
+   * onnxruntime's per-node profile of every session, written as `{prefix}_{date}.json` files when the sessions are
+   * released (bench/gpu/driver.ts counts kernels per decoder step from them). Off by default: it costs time.
+   */
+  profilePrefix?: string;
 }
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -128,6 +134,8 @@ export interface EngineSessions {
   cross: EngineSession | null;
   /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
   beamHead: EngineSession | null;
+  /** beam-head.ts' greedy head (k = 2 from reductions), on the device-state path only; else null. */
+  greedyHead: EngineSession | null;
   /**
    * Non-null when the decoder's state stays on the device (WebGPU): the cross graph's outputs and the decoder's
    * `present.*.decoder` and `logits` are `gpu-buffer` tensors, and these sessions re-lay them when rows change.
@@ -225,7 +233,7 @@ export function chooseDtype(modelDir: string, requested: DtypeRequest, device: '
  * @throws ServeError WORKER_START_FAILED when the files are missing or onnxruntime rejects them on the CPU.
  */
 export async function loadSessions(options: SessionOptions): Promise<EngineSessions> {
-  const { modelDir, device } = options;
+  const { modelDir, device, profilePrefix } = options;
   const threads = Math.max(0, Math.floor(options.intraOpThreads));
   const prepared = new Map<ModelDtype, ReturnType<typeof prepare>>();
   const prepare = (dtype: ModelDtype) => {
@@ -233,15 +241,21 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     const encoderFile = path.join(modelDir, 'onnx', `encoder_model${suffix}.onnx`);
     const decoder = chooseDecoder(modelDir, options.decoder ?? 'auto', suffix);
     const decoderFile = path.join(modelDir, decoder.file);
-    const rewritten =
-      decoder.kind === 'merged' && (options.decoderGraph ?? 'rewritten') === 'rewritten'
+    const editable = decoder.kind === 'merged' && (options.decoderGraph ?? 'rewritten') === 'rewritten';
+    let hostGraphs: ReturnType<typeof rewriteDecoder> | undefined;
+    // Each path's graphs are made when a device first asks for them (each is a pass over the weights).
+    const rewritten = () =>
+      (hostGraphs ??= editable
         ? rewriteDecoder(decoderFile, modelShape(modelDir))
         : {
             bytes: null,
             cross: null,
             outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
-          };
-    return { encoderFile, decoder, decoderFile, rewritten };
+          });
+    let onDevice: ReturnType<typeof deviceGraphs> | undefined;
+    const forDevice = () =>
+      (onDevice ??= editable ? deviceGraphs(encoderFile, decoderFile, modelShape(modelDir)) : null);
+    return { encoderFile, decoder, decoderFile, rewritten, forDevice };
   };
   const filesFor = (dtype: ModelDtype) => {
     let files = prepared.get(dtype);
@@ -257,15 +271,19 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   ) => {
     const created: ort.InferenceSession[] = [];
     let layout: DeviceLayout | null = null;
-    // The device-state path needs the cross-attention graph apart, and the beam head to read the logits (which it
-    // can where the top-2 was rewritten: the logits are exactly vocab_size wide).
-    const onDevice =
-      deviceState && files.rewritten.cross !== null && wantsBeamHead && files.rewritten.outputs.greedyTop2 !== null;
+    // The device-state path needs the cross-attention graph apart, and the heads to read the logits (exactly
+    // vocab_size wide).
+    const device = deviceState && wantsBeamHead ? files.forDevice() : null;
+    const onDevice = device !== null;
     const open = async (
       source: string | Uint8Array,
       outputs?: ort.InferenceSession.SessionOptions['preferredOutputLocation'],
     ) => {
       const options = sessionOptions(threads, provider);
+      if (profilePrefix !== undefined) {
+        options.enableProfiling = true;
+        options.profileFilePrefix = `${profilePrefix}-${created.length}`;
+      }
       if (onDevice && outputs !== undefined) options.preferredOutputLocation = outputs;
       // From memory, external weights are found through this folder, not the graph file's.
       if (typeof source !== 'string')
@@ -278,15 +296,16 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       return session;
     };
     try {
-      const encoder = await open(files.encoderFile);
+      const encoder = await open(device?.encoder ?? files.encoderFile);
       // Every decoder output stays on the device and a step fetches them all (onnxruntime-node 1.30 mislays output
-      // locations when a run fetches some only): the host reads the beam head's top-k of the logits, greedy steps
-      // included.
-      const decoder = await open(files.rewritten.bytes ?? files.decoderFile, 'gpu-buffer');
-      const cross = files.rewritten.cross === null ? null : await open(files.rewritten.cross, 'gpu-buffer');
+      // locations when a run fetches some only): the host reads a head's top-k of the logits, greedy steps included.
+      const graphs = device ?? files.rewritten();
+      const decoder = await open(graphs.bytes ?? files.decoderFile, 'gpu-buffer');
+      const cross = graphs.cross === null ? null : await open(graphs.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
+      const greedyHead = device === null ? null : await open(greedyHeadModel(device.vocab, device.eosId));
       layout = onDevice ? await DeviceLayout.create(provider) : null;
-      return { encoder, decoder, cross, beamHead, layout };
+      return { encoder, decoder, cross, beamHead, greedyHead, layout, outputs: graphs.outputs };
     } catch (err) {
       await layout?.release();
       for (const session of created) await session.release();
@@ -301,7 +320,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const files = filesFor(choice.dtype);
       const sessions = await create(files, { name: 'cuda', deviceId: device.id });
       const info: DeviceInfo = { kind: 'cuda', id: device.id, provider: 'cuda' };
-      return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
+      return finish(sessions, files.decoder, info, choice);
     } catch (err) {
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
@@ -317,12 +336,13 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
         const files = filesFor(choice.dtype);
         const sessions = await create(
           files,
-          { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig,
+          // Dawn's validation of every GPU call costs host time per program; onnxruntime's kernels are what calls it.
+          { name: 'webgpu', validationMode: 'disabled' } as ort.InferenceSession.ExecutionProviderConfig,
           choice.dtype !== 'fp16' && options.deviceState !== false,
         );
         const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
         if (device.software === true) info.software = true;
-        return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
+        return finish(sessions, files.decoder, info, choice);
       } catch (err) {
         fallbackReason = `WebGPU on GPU ${device.id} unavailable: ${firstLine((err as Error).message)}`;
       }
@@ -334,7 +354,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
     const sessions = await create(files, 'cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
     const info: DeviceInfo = { kind: 'cpu', id: null, provider: 'cpu' };
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
-    return finish(sessions, files.decoder, files.rewritten.outputs, info, choice);
+    return finish(sessions, files.decoder, info, choice);
   } catch (err) {
     throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
       cause: err,
@@ -355,10 +375,11 @@ function finish(
     decoder: ort.InferenceSession;
     cross: ort.InferenceSession | null;
     beamHead: ort.InferenceSession | null;
+    greedyHead: ort.InferenceSession | null;
     layout?: DeviceLayout | null;
+    outputs: DecoderOutputs;
   },
   decoder: { file: string; kind: DecoderKind },
-  decoderOutputs: DecoderOutputs,
   device: DeviceInfo,
   dtype: DtypeChoice,
 ): EngineSessions {
@@ -367,11 +388,12 @@ function finish(
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
     beamHead: sessions.beamHead,
+    greedyHead: sessions.greedyHead,
     layout: sessions.layout ?? null,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,
     decoderInputs: new Set(sessions.decoder.inputNames),
-    decoderOutputs,
+    decoderOutputs: sessions.outputs,
     device,
     dtype,
   };
@@ -381,8 +403,16 @@ function asExported(reason: string): DecoderOutputs {
   return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
 }
 
-/** `decoder_layers` and `vocab_size` from config.json (validated again, with the rest, by model-config.ts). */
-function modelShape(modelDir: string): { layers: number; vocab: number } {
+interface ModelShape {
+  layers: number;
+  vocab: number;
+  encoderHeads: number;
+  decoderHeads: number;
+  eosId: number;
+}
+
+/** `decoder_layers`, `vocab_size`, the attention heads and `</s>` from config.json (validated again, with the rest, by model-config.ts). */
+function modelShape(modelDir: string): ModelShape {
   const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const positive = (key: string) => {
     const value = config[key];
@@ -391,7 +421,13 @@ function modelShape(modelDir: string): { layers: number; vocab: number } {
     }
     return value;
   };
-  return { layers: positive('decoder_layers'), vocab: positive('vocab_size') };
+  return {
+    layers: positive('decoder_layers'),
+    vocab: positive('vocab_size'),
+    encoderHeads: positive('encoder_attention_heads'),
+    decoderHeads: positive('decoder_attention_heads'),
+    eosId: typeof config.eos_token_id === 'number' ? config.eos_token_id : 2,
+  };
 }
 
 /**
@@ -405,7 +441,7 @@ function modelShape(modelDir: string): { layers: number; vocab: number } {
  */
 function rewriteDecoder(
   file: string,
-  shape: { layers: number; vocab: number },
+  shape: ModelShape,
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
   const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
@@ -431,5 +467,54 @@ function rewriteDecoder(
     bytes: joinModel(step, read(split.step.uses)),
     cross: joinModel(split.cross.model, read(split.cross.uses)),
     outputs,
+  };
+}
+
+/**
+ * The graphs of the device-state path (WebGPU), or null where the decoder cannot take it: the merged decoder split as
+ * for `rewriteDecoder` but with no extra outputs (a step reads the logits through the heads and keeps its cache as
+ * `present.*`), and the step graph and the encoder fused by decoder-fuse.ts (a third of the GPU programs per run).
+ */
+function deviceGraphs(
+  encoderFile: string,
+  decoderFile: string,
+  shape: ModelShape,
+): {
+  encoder: Uint8Array;
+  bytes: Uint8Array;
+  cross: Uint8Array;
+  outputs: DecoderOutputs;
+  vocab: number;
+  eosId: number;
+} | null {
+  const { model, weights } = splitModel(readFileSync(decoderFile));
+  const split = splitCrossAttention(model, shape.layers);
+  if (!split.ok || logitsUnfit(split.step.model, shape.vocab) !== undefined) return null;
+  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
+  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  const stepWeights = read(split.step.uses);
+  const step = split.step.model;
+  step.graph!.node = [...(step.graph!.node ?? [])];
+  const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights));
+  const encoder = splitModel(readFileSync(encoderFile));
+  // Layer norms only: onnxruntime 1.30's WebGPU MultiHeadAttention gives wrong results from 32 queries on (checked
+  // on lavapipe: 0.5 off at 32 positions, exact at 31), which an encoder reaches; a decoder step has one query.
+  const encoderFused = fuseDecoderGraph(encoder.model.graph!, shape.encoderHeads, smallFloatWeights(encoder.weights), {
+    attention: false,
+  });
+  const note = (what: string, r: typeof fused) =>
+    `${what}: ${r.attention} attention blocks and ${r.skipLayerNorm} layer norms fused (${r.nodesBefore} → ${r.nodesAfter} nodes)`;
+  return {
+    encoder: joinModel(encoder.model, encoder.weights),
+    bytes: joinModel(step, stepWeights),
+    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    outputs: {
+      appendedCache: null,
+      greedyTop2: null,
+      beamTopK: false,
+      notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
+    },
+    vocab: shape.vocab,
+    eosId: shape.eosId,
   };
 }

@@ -248,10 +248,12 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
     for (const [name, tensor] of Object.entries(all))
       if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
     hostBytes += hostBytesOf(Object.values(feeds));
-    // The beam head reads the logits on the device, for greedy steps too (k = 2: what the top-2 outputs would give).
+    // A head reads the logits on the device: the beam head's top-k, or for greedy steps (k = 2) the greedy head.
     const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-    const head = await ctx.sessions.beamHead!.run(headFeeds);
+    const head = await (k === 2 && ctx.sessions.greedyHead ? ctx.sessions.greedyHead : ctx.sessions.beamHead!).run(
+      headFeeds,
+    );
     logits.dispose();
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
     const topk: DecoderRun['topk'] = {
