@@ -68,7 +68,9 @@
 import { Client, type Pool } from 'undici';
 import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
 import { Gate, GateRefusedError, type GateStats } from './gate.js';
-import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
+import { ModelServers, type ModelServersOptions } from './model-servers.js';
+import { pingStatus } from './hosts/probe.js';
+import type { Route } from './hosts/route.js';
 import { createLane, LANE_RETRY_AFTER_S, laneAnswered, laneFailed, refusingNow, type Lane } from './lane.js';
 import { leastOutstanding } from './host-choice.js';
 import { judgeFailure, LostWithHost, NotReached, unwrap } from './retry.js';
