@@ -24,7 +24,7 @@
  */
 import type { Logger } from '../common/logger.js';
 import { Sources } from './hosts/discovery.js';
-import { createHost, type HostState, type ModelServerHost } from './hosts/host.js';
+import { HostState, type ModelServerHost } from './hosts/host.js';
 import { readLanguages, recheck } from './hosts/languages.js';
 import {
   controlClient,
@@ -174,7 +174,7 @@ export class ModelServers {
   }
 
   #add(origin: string): void {
-    this.#hosts.set(origin, createHost(origin, controlClient(origin, this.#control.probeTimeoutMs)));
+    this.#hosts.set(origin, new HostState(origin, controlClient(origin, this.#control.probeTimeoutMs)));
     this.#control.logger?.info({ modelServer: origin }, 'model server added');
   }
 

@@ -17,46 +17,32 @@ export interface ModelServerHost {
   readonly registered: ReadonlySet<string>;
 }
 
-/** A host's mutable state; `health` changes only in router/model-servers.ts `#admit` and `#eject`. */
-export interface HostState {
-  origin: string;
-  health: HostHealth;
-  ready: Set<string>;
-  registered: Set<string>;
+/** A host's state; `health` changes only in router/model-servers.ts `#admit` and `#eject`. */
+export class HostState {
+  health: HostHealth = 'unknown';
+  ready = new Set<string>();
+  registered = new Set<string>();
   /**
    * Languages it has had ready since it was last admitted. One of them registered but not ready now is a worker
    * restarting: the model server queues its requests until the worker is back, so the host keeps getting them.
    */
-  readySinceAdmitted: Set<string>;
-  control: Client;
+  readySinceAdmitted = new Set<string>();
   /** When anything was last heard from it (performance.now): a probe's answer, or traffic's (`heard`). */
-  heardAt: number;
+  heardAt = -Infinity;
   /** A probe waited past `probeTimeoutMs` while the host answered other requests; cleared by a prompt probe. */
-  busy: boolean;
+  busy = false;
   /** `onSilent` was called and the host has not been admitted since. */
-  silent: boolean;
+  silent = false;
   /** The probe or language read under way; at most one per host. */
-  probing: Promise<void> | undefined;
+  probing: Promise<void> | undefined = undefined;
   /** A language read was asked for and has not started yet. */
-  languagesWanted: boolean;
+  languagesWanted = false;
   /** `recheck`: per language, the check under way, or when (performance.now) the last one was sent. */
-  rechecks: Map<string, Promise<void> | number>;
-}
+  rechecks = new Map<string, Promise<void> | number>();
 
-/** A host just found: health unknown, nothing heard, no language known yet. */
-export function createHost(origin: string, control: Client): HostState {
-  return {
-    origin,
-    health: 'unknown',
-    ready: new Set(),
-    registered: new Set(),
-    readySinceAdmitted: new Set(),
-    heardAt: -Infinity,
-    busy: false,
-    silent: false,
-    control,
-    probing: undefined,
-    languagesWanted: false,
-    rechecks: new Map(),
-  };
+  /** `control`: its own connection for probes and language reads (router/hosts/probe.ts `controlClient`). */
+  constructor(
+    readonly origin: string,
+    public control: Client,
+  ) {}
 }

@@ -12,11 +12,9 @@ import { Client } from 'undici';
 import type { Logger } from '../../common/logger.js';
 import type { HostState } from './host.js';
 
-/** What the control GETs of router/model-servers.ts are timed, authorized and logged by. */
+/** What control GETs are timed, authorized and logged by (router/model-servers.ts's options say what each is). */
 export interface ControlOptions {
-  /** A host silent this long after a GET was sent is given up, ms. */
   probeTimeoutMs: number;
-  /** TOKEN_AUTH: the inference key header (`/v2/models/…/ready` needs it; `/ping` does not). */
   authorization?: ((refresh: boolean) => string | undefined) | undefined;
   logger?: Pick<Logger, 'info' | 'warn'> | undefined;
 }

@@ -1,8 +1,4 @@
-/**
- * @module router/hosts/route — where a request for one language may go, from the hosts' current view: hosts that
- * report it ready, else a host whose worker for it is restarting, else a refusal saying why. router/upstream.ts
- * picks among the origins (router/host-choice.ts).
- */
+/** @module router/hosts/route — where a request for one language may go, from the hosts' current view. */
 import type { HostState } from './host.js';
 
 /** Where a request for one language may go (router/upstream.ts picks among `origins`). */
