@@ -67,7 +67,7 @@ export class ConfigError extends Error {
  * grouped by the process that reads it (some are read by more than one).
  */
 const VARIABLES = {
-  // the model server (common/config.ts ModelServerConfig)
+  // the model server (common/config.ts ModelServerConfig): its ports, then its files
   INFERENCE_ADDRESS: ['http://127.0.0.1:9999', address],
   MANAGEMENT_ADDRESS: ['http://127.0.0.1:8081', address],
   METRICS_ADDRESS: ['http://127.0.0.1:8082', address],
@@ -75,10 +75,12 @@ const VARIABLES = {
   MODEL_DIR: ['./models/tiny', nonEmpty],
   GLOSSARY_DIR: ['./glossaries', nonEmpty],
   SETUP_CONFIG: ['./setup_config.json', nonEmpty],
+  // admission and request limits
   JOB_QUEUE_SIZE: ['4096', int(1, 1_000_000)],
   QUEUE_BUDGET_MS: ['5000', int(1, 86_400_000)],
   MAX_REQUEST_CHARS: ['100000', int(1, 100_000_000)],
   MAX_REQUEST_SENTENCES: ['1000', int(1, 1_000_000)],
+  // batches and workers: defaults of registrations that do not say; how workers share engines and threads
   BATCH_SIZE: ['64', int(1, 1024)],
   MAX_BATCH_DELAY_MS: ['100', int(0, 600_000)],
   RESPONSE_TIMEOUT_S: ['120', int(1, 86_400)],
@@ -86,10 +88,12 @@ const VARIABLES = {
   BATCH_POLICY: ['immediate', z.enum(['immediate', 'torchserve'])],
   ENGINE_SHARING: ['device', z.enum(['device', 'language'])],
   INTRA_OP_THREADS: ['0', int(0, 256)],
+  // decoding
   MODEL_DTYPE: ['auto', z.enum(['auto', 'fp32', 'q8', 'q8-rows', 'fp16'])],
   NUM_BEAMS: ['2', int(1, 16)],
   MAX_NEW_TOKENS: ['200', int(1, 4096)],
   MIN_NEW_TOKENS: ['0', int(0, 4096)],
+  // request bytes, translation cache, keys
   MAX_REQUEST_SIZE: ['6553500', int(1024, 1 << 30)],
   CACHE_MAX_BYTES: ['67108864', int(0, 2 ** 40)],
   TOKEN_AUTH: ['false', bool],
