@@ -1,8 +1,7 @@
 /**
  * @module router/model-servers — which model servers exist, which of them answer, and which languages each serves:
  * the router's view of MODEL_SERVERS, kept current while it runs. Mechanism only; router/upstream.ts decides where
- * a request goes from this view (`route`). Its parts are in router/hosts/: discovery (names → hosts), languages
- * (what each host has ready), probe (the control connection, judged by silence), route (where a language may go).
+ * a request goes from this view (`route`). Its parts: router/hosts/ discovery, languages, probe, route.
  *
  * Health, per host (one state, changed only in `#admit` and `#eject`, which log the transition):
  * ```
@@ -26,14 +25,8 @@ import type { Logger } from '../common/logger.js';
 import { Sources } from './hosts/discovery.js';
 import { HostState, type ModelServerHost } from './hosts/host.js';
 import { readLanguages, recheck } from './hosts/languages.js';
-import {
-  controlClient,
-  controlGet,
-  isTransportCode,
-  pingStatus,
-  SilentHostError,
-  type ControlOptions,
-} from './hosts/probe.js';
+import { controlClient, controlGet, isTransportCode, pingStatus, SilentHostError } from './hosts/probe.js';
+import type { ControlOptions } from './hosts/probe.js';
 import { routeOf, type Route } from './hosts/route.js';
 
 export interface ModelServersOptions {

@@ -1,8 +1,7 @@
 /**
- * @module router/hosts/discovery — MODEL_SERVERS' sources → the origins of the hosts behind them. A source is a base
- * URL. An IP literal is one host; a name is resolved to all its addresses, each a host of its own (a Kubernetes
- * headless Service resolves to one address per ready pod), again at every refresh, so a pod or a machine added or
- * removed is picked up without a restart.
+ * @module router/hosts/discovery — MODEL_SERVERS' base URLs → hosts. An IP literal is one host; a name is resolved
+ * to all its addresses, each a host (a Kubernetes headless Service: one per ready pod), again at every refresh, so
+ * a host added or removed is picked up without a restart.
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
@@ -22,8 +21,8 @@ export class Sources {
   /** `resolve`: name resolution (tests resolve names of their own). Default: the system resolver, every address. */
   constructor(
     sources: readonly string[],
-    resolve: ((hostname: string) => Promise<string[]>) | undefined,
-    logger: Pick<Logger, 'warn'> | undefined,
+    resolve?: (hostname: string) => Promise<string[]>,
+    logger?: Pick<Logger, 'warn'>,
   ) {
     this.#sources = sources.map((s) => {
       const url = new URL(s);
