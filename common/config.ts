@@ -4,18 +4,16 @@
  * `loadConfig(env)` is pure: it reads only its argument, reports every bad variable at once (naming
  * each), and returns a frozen object. dotenv is loaded by the `main.ts` files only (see `readEnv`).
  * Precedence: defaults < .env < process env < CLI flags (flags are applied by the entry point).
- * Every variable is documented in `.env.example`; a test keeps the two in sync.
+ * Every variable, its default and its check are in common/config/variables.ts; `.env.example` documents the same
+ * list (a test keeps the two in sync). setup_config.json is read by common/config/setup-config.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseDotenv } from 'dotenv';
-import { z } from 'zod';
+import { ConfigError, ENV_DEFAULTS, ENV_SCHEMA, type Address, type EnvName } from './config/variables.js';
 
-/** `host:port` or `http://host:port` (TorchServe's config.properties form). */
-export interface Address {
-  host: string;
-  port: number;
-}
+export { ConfigError, ENV_DEFAULTS, type Address, type EnvName } from './config/variables.js';
+export { readSetupConfig, type SetupConfig } from './config/setup-config.js';
 
 export type BatchPolicy = 'immediate' | 'torchserve';
 export type EngineSharing = 'device' | 'language';
@@ -138,150 +136,6 @@ export interface Config {
   runDir: string;
 }
 
-const addressSchema = z.string().transform((value, ctx): Address => {
-  const match = /^(?:https?:\/\/)?([^:/\s]+|\[[0-9a-fA-F:]+\]):(\d{1,5})\/?$/.exec(value.trim());
-  const port = match ? Number(match[2]) : NaN;
-  if (!match || !(port >= 0 && port <= 65535)) {
-    ctx.addIssue({ code: 'custom', message: `expected host:port or http://host:port, got "${value}"` });
-    return z.NEVER;
-  }
-  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
-});
-
-/** Comma-separated addresses; empty is an empty list. */
-const addressListSchema = z.string().transform((value, ctx): Address[] => {
-  const addresses: Address[] = [];
-  for (const item of value.split(',').map((s) => s.trim())) {
-    if (item === '') continue;
-    const parsed = addressSchema.safeParse(item);
-    if (!parsed.success) {
-      ctx.addIssue({ code: 'custom', message: `expected comma-separated http://host:port, got "${item}"` });
-      return z.NEVER;
-    }
-    addresses.push(parsed.data);
-  }
-  return addresses;
-});
-
-const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z
-    .string()
-    .trim()
-    .regex(/^-?\d+$/, 'expected an integer')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
-
-const bool = z
-  .string()
-  .trim()
-  .toLowerCase()
-  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no']))
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
-
-/** Every variable with its default; `.env.example` documents the same list. */
-export const ENV_DEFAULTS = {
-  INFERENCE_ADDRESS: 'http://127.0.0.1:9999',
-  MANAGEMENT_ADDRESS: 'http://127.0.0.1:8081',
-  METRICS_ADDRESS: 'http://127.0.0.1:8082',
-  MODEL_STORE: './model_store',
-  MODEL_DIR: './models/tiny',
-  GLOSSARY_DIR: './glossaries',
-  SETUP_CONFIG: './setup_config.json',
-  JOB_QUEUE_SIZE: '4096',
-  QUEUE_BUDGET_MS: '5000',
-  MAX_REQUEST_CHARS: '100000',
-  MAX_REQUEST_SENTENCES: '1000',
-  BATCH_SIZE: '64',
-  MAX_BATCH_DELAY_MS: '100',
-  RESPONSE_TIMEOUT_S: '120',
-  DEFAULT_WORKERS_PER_MODEL: '1',
-  BATCH_POLICY: 'immediate',
-  ENGINE_SHARING: 'device',
-  INTRA_OP_THREADS: '0',
-  MODEL_DTYPE: 'auto',
-  NUM_BEAMS: '2',
-  MAX_NEW_TOKENS: '200',
-  MIN_NEW_TOKENS: '0',
-  MAX_REQUEST_SIZE: '6553500',
-  CACHE_MAX_BYTES: '67108864',
-  TOKEN_AUTH: 'false',
-  CACHE_DISCLOSE: 'false',
-  KEY_FILE: './key_file.json',
-  ROUTER_ADDRESS: 'http://127.0.0.1:8888',
-  MODEL_SERVERS: '',
-  ROUTER_INSTANCES: '0',
-  ROUTER_UPSTREAM_CONNECTIONS: '256',
-  ROUTER_MAX_BODY_BYTES: '1048576',
-  ROUTER_MAX_UPSTREAM_BYTES: '0',
-  LOG_BODIES: 'false',
-  API_KEYS: '',
-  USAGE_STORE: '',
-  USAGE_STORE_SERVER: 'false',
-  FRONT_ADDRESS: 'http://0.0.0.0:7777',
-  FRONT: 'auto',
-  LOG_LEVEL: 'info',
-  LOG_DIR: './logs',
-  RUN_DIR: './run',
-} as const;
-
-export type EnvName = keyof typeof ENV_DEFAULTS;
-
-const envSchema = z.object({
-  INFERENCE_ADDRESS: addressSchema,
-  MANAGEMENT_ADDRESS: addressSchema,
-  METRICS_ADDRESS: addressSchema,
-  MODEL_STORE: z.string().min(1),
-  MODEL_DIR: z.string().min(1),
-  GLOSSARY_DIR: z.string().min(1),
-  SETUP_CONFIG: z.string().min(1),
-  JOB_QUEUE_SIZE: int(1, 1_000_000),
-  QUEUE_BUDGET_MS: int(1, 86_400_000),
-  MAX_REQUEST_CHARS: int(1, 100_000_000),
-  MAX_REQUEST_SENTENCES: int(1, 1_000_000),
-  BATCH_SIZE: int(1, 1024),
-  MAX_BATCH_DELAY_MS: int(0, 600_000),
-  RESPONSE_TIMEOUT_S: int(1, 86_400),
-  DEFAULT_WORKERS_PER_MODEL: int(0, 64),
-  BATCH_POLICY: z.enum(['immediate', 'torchserve']),
-  ENGINE_SHARING: z.enum(['device', 'language']),
-  INTRA_OP_THREADS: int(0, 256),
-  MODEL_DTYPE: z.enum(['auto', 'fp32', 'q8', 'q8-rows', 'fp16']),
-  NUM_BEAMS: int(1, 16),
-  MAX_NEW_TOKENS: int(1, 4096),
-  MIN_NEW_TOKENS: int(0, 4096),
-  MAX_REQUEST_SIZE: int(1024, 1 << 30),
-  CACHE_MAX_BYTES: int(0, 2 ** 40),
-  TOKEN_AUTH: bool,
-  CACHE_DISCLOSE: bool,
-  KEY_FILE: z.string().min(1),
-  ROUTER_ADDRESS: addressSchema,
-  MODEL_SERVERS: addressListSchema,
-  ROUTER_INSTANCES: int(0, 256),
-  ROUTER_UPSTREAM_CONNECTIONS: int(1, 10_000),
-  ROUTER_MAX_BODY_BYTES: int(1024, 1 << 30),
-  ROUTER_MAX_UPSTREAM_BYTES: int(0, 2 ** 33),
-  LOG_BODIES: bool,
-  API_KEYS: z.string(),
-  USAGE_STORE: z.string().refine((v) => v === '' || !/^[a-z]+:\/\//.test(v) || /^rediss?:\/\//.test(v), {
-    error: 'must be a folder, or a redis:// or rediss:// URL',
-  }),
-  USAGE_STORE_SERVER: bool,
-  FRONT_ADDRESS: addressSchema,
-  FRONT: z.enum(['auto', 'nginx', 'builtin']),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
-  LOG_DIR: z.string().min(1),
-  RUN_DIR: z.string().min(1),
-});
-
-export class ConfigError extends Error {
-  readonly problems: string[];
-  constructor(problems: string[]) {
-    super(`invalid configuration:\n  ${problems.join('\n  ')}`);
-    this.name = 'ConfigError';
-    this.problems = problems;
-  }
-}
-
 /** Where a client on this host reaches a server bound to `a` (a wildcard bind is reached on loopback). */
 const loopbackIfAny = (a: Address): Address =>
   a.host === '0.0.0.0' ? { ...a, host: '127.0.0.1' } : a.host === '::' ? { ...a, host: '::1' } : a;
@@ -298,7 +152,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
     const value = env[name];
     input[name] = value === undefined || value === '' ? ENV_DEFAULTS[name] : value;
   }
-  const parsed = envSchema.safeParse(input);
+  const parsed = ENV_SCHEMA.safeParse(input);
   if (!parsed.success) {
     throw new ConfigError(
       parsed.error.issues.map((issue) => {
@@ -382,35 +236,6 @@ export function readEnv(root: string, processEnv: NodeJS.ProcessEnv = process.en
   const file = path.join(root, '.env');
   const fromFile = existsSync(file) ? parseDotenv(readFileSync(file)) : {};
   return { ...fromFile, ...processEnv };
-}
-
-/** The seed's setup_config.json: language → device id string ("0", "1", …). */
-export interface SetupConfig {
-  cuda_id: Record<string, string>;
-}
-
-/** Read and validate setup_config.json; errors name the file and the bad entry. */
-export function readSetupConfig(file: string): SetupConfig {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new ConfigError([`SETUP_CONFIG=${file}: cannot read JSON (${(err as Error).message})`]);
-  }
-  const schema = z.object({
-    cuda_id: z.record(
-      z.string().regex(/^[a-z]{2,3}$/, 'language codes are 2–3 lowercase letters'),
-      z.string().regex(/^\d+$/, 'device ids are digit strings'),
-    ),
-  });
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `SETUP_CONFIG=${file}: ${i.path.join('.')}: ${i.message}`));
-  }
-  if (Object.keys(parsed.data.cuda_id).length === 0) {
-    throw new ConfigError([`SETUP_CONFIG=${file}: cuda_id lists no language`]);
-  }
-  return parsed.data;
 }
 
 function deepFreeze<T>(value: T): T {

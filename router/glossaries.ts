@@ -13,7 +13,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
-import { ServeError } from '../common/errors.js';
+import { ERROR_CODE_HEADER, ServeError } from '../common/errors.js';
+import { header } from './upstream-reply.js';
 
 /** The model servers to ask (router/upstream.ts `Upstream`). */
 export interface GlossaryHosts {
@@ -154,7 +155,7 @@ export class GlossaryClient {
         bodyTimeout: this.#timeoutMs,
       });
       const text = await response.body.text();
-      return { status: response.statusCode, body: text, code: header(response.headers['x-error-code']) };
+      return { status: response.statusCode, body: text, code: header(response.headers[ERROR_CODE_HEADER]) };
     } catch (err) {
       return { status: 0, body: (err as Error).message, code: undefined };
     }
@@ -166,8 +167,6 @@ interface Answer {
   body: string;
   code: string | undefined;
 }
-
-const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value);
 
 /** What to answer when no model server took a glossary request: a model server's 4xx as it is, else a 502. */
 function errorOf(answers: readonly Answer[]): ServeError {

@@ -56,3 +56,24 @@ export function judgeFailure(origin: string, err: unknown, servers: ModelServers
   }
   return err;
 }
+
+/**
+ * Whether a failed attempt on `origin` may go to another host: one that never reached a worker, or one whose host
+ * died under it — the connection torn down mid-request and the host, checked at once, gone or no longer ready for
+ * `lang` (a crashed model server, restarting). Its work died with it, so sending it again does nothing twice; with
+ * no other host, the client hears the route's 503 + Retry-After rather than a 502.
+ */
+export async function mayGoElsewhere(
+  err: unknown,
+  origin: string,
+  lang: string,
+  servers: ModelServers | undefined,
+): Promise<boolean> {
+  if (err instanceof NotReached) return true;
+  if (!(err instanceof LostWithHost) || servers === undefined) return false;
+  await servers.suspect(origin);
+  // That check may have run on the control connection the same death tore down (a torn connection alone does
+  // not eject a host heard from just now): once more, on a new connection, which a dead process refuses.
+  if (servers.serves(origin, lang)) await servers.suspect(origin);
+  return !servers.serves(origin, lang);
+}

@@ -9,7 +9,7 @@
  */
 import { Client } from 'undici';
 import { ServeError } from '../common/errors.js';
-import { readCapped } from './upstream-reply.js';
+import { header, readCapped } from './upstream-reply.js';
 
 /** The slice of the router the app depends on for `/status.json`. */
 export interface StatusReader {
@@ -65,7 +65,7 @@ export class StatusSource implements StatusReader {
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
       status = response.statusCode;
-      body = await readCapped(response.body, headerValue(response.headers['content-length']), MAX_STATUS_BYTES);
+      body = await readCapped(response.body, header(response.headers['content-length']), MAX_STATUS_BYTES);
     } catch (err) {
       if (err instanceof ServeError) throw err;
       throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server status is unavailable.', { cause: err });
@@ -113,7 +113,3 @@ function parseStatus(body: Uint8Array<ArrayBuffer>): { models?: unknown; cache?:
 
 /** Largest status document read from the model server: a few KB per language and history point. */
 const MAX_STATUS_BYTES = 8 * 1024 * 1024;
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}

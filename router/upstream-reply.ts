@@ -1,6 +1,6 @@
 /**
  * @module router/upstream-reply — reading a model server's answer: the body within a byte bound, whether a 200 is
- * JSON, header values. Shared by the translation lanes (upstream.ts) and the status reader (status.ts).
+ * JSON, header values. Shared by translations (upstream-exchange.ts), status (status.ts) and glossaries.
  */
 import { ServeError } from '../common/errors.js';
 

@@ -3,7 +3,8 @@
  * per target language (an undici Pool of keep-alive connections behind a bounded `Gate`); the choice of model
  * server for each request; and the one place where a transport failure or an upstream error reply becomes a typed
  * `ServeError`. Each policy has its own file: lanes and their refusal latch (lane.ts), host choice (host-choice.ts),
- * what may go to another host (retry.ts), error mapping (upstream-errors.ts), reading answers (upstream-reply.ts).
+ * what may go to another host (retry.ts), one request and its answer (upstream-exchange.ts), error mapping
+ * (upstream-errors.ts), reading answers (upstream-reply.ts).
  *
  * Why lanes: the model server keeps one queue per language, and a language served by its own engine answers in
  * its own time. A pool shared by every language would be one FIFO in front of those queues: a flood of `en`
@@ -21,30 +22,13 @@
  * bounded whatever the number of clients; the rest is refused in microseconds.
  *
  * Replicas: a request goes to the host with the fewest requests outstanding from this process (waiting or in
- * flight), and once more to another host when the first never took it — connection refused or not connected in
- * time, an admission 503 (queue full, overloaded, no worker, shutting down), a 404 for a model it does not have
- * (its language list was stale), or its host went silent while it waited in the lane. A request that reached a
- * worker is never sent twice.
+ * flight), and once more to another host when the first never took it or its host died under it (retry.ts); a
+ * request that reached a worker is never sent twice.
  *
  * Every HTTP answer a host gives (a 503 refusal as much as a translation) tells router/model-servers.ts it is alive
- * (`heard`): a host busy enough that its `/ping` waits is not taken out while it answers. Requests in flight on a
- * host are failed by the router only when that host has gone silent — nothing from it at all, probes included, for
- * the probe limit (a partition, a dead machine): then at once (502, the silence named) instead of after
- * `timeoutMs`. A host ejected for a refused connection or a failing `/ping` gets nothing new, and what it holds runs
- * on: each request there is answered by the host or failed by its own connection.
- *
- * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
- * line until that Retry-After has passed and, beyond it, until the model server has answered a request sent on the
- * lane after the refusal (it admits again; an answer to a job admitted before says nothing, and under sustained
- * overload one comes every batch): its waiters are refused at once, and so is every request that finds no free
- * connection, with the model server's own refusal and the Retry-After left of it (at least 1 s). Under sustained
- * overload a connection frees only when an admitted job ends, seconds later: a line reopened at the Retry-After
- * alone, or at the next answer to an older job, filled again and held its requests until then (refusal p99 1.4 and
- * 1.5 s through the front at 10×, bench figure 7). A line is there to absorb a
- * burst while the model server admits; while it refuses, a request waiting in the line for a connection is only
- * refused later (seconds later at 10× overload on bench figure 7, where lines held requests behind connections
- * whose jobs waited in the model server's queue). A request that finds a free connection still goes through, so the
- * model server keeps being asked and its queue never runs dry because of this.
+ * (`heard`). Requests in flight on a host are failed by the router only when that host has gone silent (`onSilent`):
+ * then at once (502, the silence named) instead of after `timeoutMs`; a host ejected for a refused connection or a
+ * failing `/ping` gets nothing new, and each request it holds is answered by it or failed by its own connection.
  *
  * Failure map (what a client of the router sees):
  * - the language's lane is full → `QUEUE_FULL` 503 + `Retry-After`, from the router itself;
@@ -65,35 +49,16 @@
  * A request's `signal` (the client went away) aborts it wherever it is: waiting in the lane, or in flight, where
  * undici destroys its connection, which the model server sees as the client's disconnect.
  */
-import { Client, type Pool } from 'undici';
-import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
-import { Gate, GateRefusedError, type GateStats } from './gate.js';
-import { ModelServers, type ModelServersOptions, pingStatus, type Route } from './model-servers.js';
-import { createLane, LANE_RETRY_AFTER_S, laneAnswered, laneFailed, refusingNow, type Lane } from './lane.js';
-import { leastOutstanding } from './host-choice.js';
-import { judgeFailure, LostWithHost, NotReached, unwrap } from './retry.js';
-import { transportError, upstreamError } from './upstream-errors.js';
-import { header, isJsonAnswer, readCapped } from './upstream-reply.js';
-import type { TranslateInput } from './translate-request.js';
-
-/** What the router sends for one request (the model name is the target language, as in the seed). */
-export interface TranslateRequest {
-  tgtLang: string;
-  body: Omit<TranslateInput, 'tgt_lang'>;
-  requestId: string;
-  /** The client's Cache-Control, passed on: `no-cache` makes the model server skip its translation cache. */
-  cacheControl?: string | undefined;
-  /** Aborts the upstream request (the client went away). */
-  signal?: AbortSignal;
-}
-
-/** A successful model-server reply, passed through untouched. */
-export interface TranslateReply {
-  /** The raw JSON body (`{"translated": …}`). */
-  body: Uint8Array<ArrayBuffer>;
-  /** The model server's identification headers (`x-model-name`, `x-worker-id`, `x-device`, …) that it sent. */
-  headers: Record<string, string>;
-}
+import { Client } from 'undici';
+import { ServeError } from '../common/errors.js';
+import type { GateStats } from './gate.js';
+import { candidates, leastOutstanding, NO_HOST_RETRY_AFTER_S } from './host-choice.js';
+import { pingStatus } from './hosts/probe.js';
+import { HostLanes } from './host-lanes.js';
+import { enterLane, laneAnswered, laneFailed } from './lane.js';
+import { ModelServers, type ModelServersOptions } from './model-servers.js';
+import { judgeFailure, LostWithHost, mayGoElsewhere, unwrap } from './retry.js';
+import { exchange, type ExchangeOptions, type TranslateReply, type TranslateRequest } from './upstream-exchange.js';
 
 /** The slice of the router the app depends on; `Upstream` is the real one, tests may pass another server. */
 export interface UpstreamClient {
@@ -141,45 +106,12 @@ export interface UpstreamOptions {
   authorization?: (refresh: boolean) => string | undefined;
 }
 
-/** Headers of the model server's reply that the router passes on to its client. */
-export const PASSTHROUGH_HEADERS = [
-  'x-model-name',
-  'x-model-version',
-  'x-worker-id',
-  'x-device',
-  'x-device-fallback',
-  'x-cache',
-] as const;
-
-/** Seconds a client is asked to wait when no host of its language answers: a readmission takes about a probe. */
-const NO_HOST_RETRY_AFTER_S = 1;
-
-/** One model server's lanes, and what this router process has outstanding there (waiting or in flight). */
-interface HostLanes {
-  lanes: Map<string, Lane>;
-  outstanding: number;
-  /** Aborted when the host is ejected: requests still waiting in its lanes go to another replica. */
-  /** Aborted when the host goes silent or is removed (its reason the client's error): waiters go elsewhere. */
-  gone: AbortController;
-}
-
-/**
- * The real client: per model server, a lane (gate + undici Pool) per target language. A request goes to the
- * model server with the fewest outstanding requests among those that serve its language (router/model-servers.ts
- * `route`), and once more to another one when the first did not take it (refused connection, admission 503).
- * `close()` lets in-flight requests finish.
- */
+/** The real client (module doc). `close()` lets in-flight requests finish. */
 export class Upstream implements UpstreamClient {
   readonly #url: string | undefined;
   readonly #servers: ModelServers | undefined;
-  readonly #connections: number;
-  readonly #queue: number;
-  readonly #timeoutMs: number;
-  readonly #maxResponseBytes: number;
-  readonly #connectTimeoutMs: number;
-  readonly #authorization: UpstreamOptions['authorization'];
-  /** By origin, then language; created on first use. Ejection and removal take a host's entry out whole. */
-  readonly #hosts = new Map<string, HostLanes>();
+  readonly #lanes: HostLanes;
+  readonly #exchange: ExchangeOptions;
   /** `/ping` of a `url` upstream has its own connection, so a health check never waits behind translations. */
   readonly #control: Client | undefined;
   /** Rotates the starting point among equally loaded hosts. */
@@ -191,23 +123,21 @@ export class Upstream implements UpstreamClient {
       throw new TypeError('Upstream needs exactly one of url and modelServers');
     }
     this.#url = options.url === undefined ? undefined : new URL(options.url).origin;
-    this.#connections = options.connections;
-    this.#queue = options.queue ?? 4 * options.connections;
-    this.#timeoutMs = options.timeoutMs;
-    this.#maxResponseBytes = options.maxResponseBytes ?? 8 * 1024 * 1024;
-    this.#connectTimeoutMs = options.connectTimeoutMs ?? 1_000;
-    this.#authorization = options.authorization;
-    // Validates both bounds now rather than on the first request.
-    void new Gate(this.#connections, this.#queue);
+    this.#lanes = new HostLanes({
+      connections: options.connections,
+      queue: options.queue ?? 4 * options.connections,
+      connectTimeoutMs: options.connectTimeoutMs ?? 1_000,
+      timeoutMs: options.timeoutMs,
+    });
     if (options.url !== undefined) {
-      this.#control = new Client(options.url, { connect: { timeout: this.#connectTimeoutMs } });
+      this.#control = new Client(options.url, { connect: { timeout: this.#lanes.options.connectTimeoutMs } });
     }
     if (options.modelServers !== undefined) {
       this.#servers = new ModelServers({
         ...options.modelServers,
         ...(options.authorization ? { authorization: options.authorization } : {}),
         onSilent: (origin, silence) =>
-          this.#dropHost(
+          this.#lanes.drop(
             origin,
             new ServeError(
               'UPSTREAM_UNAVAILABLE',
@@ -217,9 +147,19 @@ export class Upstream implements UpstreamClient {
             'fail',
           ),
         onRemove: (origin) =>
-          this.#dropHost(origin, new ServeError('UPSTREAM_UNAVAILABLE', 'Model server left MODEL_SERVERS.'), 'finish'),
+          this.#lanes.drop(
+            origin,
+            new ServeError('UPSTREAM_UNAVAILABLE', 'Model server left MODEL_SERVERS.'),
+            'finish',
+          ),
       });
     }
+    this.#exchange = {
+      timeoutMs: options.timeoutMs,
+      maxResponseBytes: options.maxResponseBytes ?? 8 * 1024 * 1024,
+      authorization: options.authorization,
+      servers: this.#servers,
+    };
   }
 
   /** Every model server's origin now: the one `url`, or every known host (what each must hold, e.g. glossaries). */
@@ -229,7 +169,7 @@ export class Upstream implements UpstreamClient {
 
   /** The `Authorization` header a model server with TOKEN_AUTH expects (undefined when it is off). */
   authorizationHeader(refresh = false): string | undefined {
-    return this.#authorization?.(refresh);
+    return this.#exchange.authorization?.(refresh);
   }
 
   /** The model servers as discovered (absent for a `url` upstream). */
@@ -239,22 +179,12 @@ export class Upstream implements UpstreamClient {
 
   /** Each language's lanes, summed over the model servers: in flight, waiting, refused so far. */
   get stats(): Record<string, GateStats> {
-    const sum: Record<string, GateStats> = {};
-    for (const host of this.#hosts.values()) {
-      for (const [lang, lane] of host.lanes) {
-        const s = lane.gate.stats;
-        const t = (sum[lang] ??= { active: 0, waiting: 0, refused: 0 });
-        t.active += s.active;
-        t.waiting += s.waiting;
-        t.refused += s.refused;
-      }
-    }
-    return sum;
+    return this.#lanes.stats;
   }
 
   /** Requests outstanding (waiting or in flight) per model server, from this router process. */
   get outstanding(): Record<string, number> {
-    return Object.fromEntries([...this.#hosts].map(([origin, host]) => [origin, host.outstanding]));
+    return this.#lanes.outstanding;
   }
 
   async translate(request: TranslateRequest): Promise<TranslateReply> {
@@ -276,42 +206,27 @@ export class Upstream implements UpstreamClient {
   }
 
   async #translate(request: TranslateRequest): Promise<TranslateReply> {
+    const lang = request.tgtLang;
     // Not ready anywhere by the last read: ask the hosts about it now (registered or loaded since?) before refusing.
-    if (this.#servers?.route(request.tgtLang).kind === 'language-down') await this.#servers.recheck(request.tgtLang);
-    const first = this.#choose(request.tgtLang, undefined)!;
+    if (this.#servers?.route(lang).kind === 'language-down') await this.#servers.recheck(lang);
+    const first = this.#choose(lang, undefined)!;
     try {
       return await this.#attempt(first, request);
     } catch (err) {
-      if (!(await this.#mayRetry(err, first, request.tgtLang))) throw unwrap(err);
+      if (!(await mayGoElsewhere(err, first, lang, this.#servers))) throw unwrap(err);
       // Once only: a second refusal means the language is saturated or gone, and the client hears it now.
-      const second = this.#choose(request.tgtLang, first);
+      const second = this.#choose(lang, first);
       if (second === undefined) throw unwrap(err);
       try {
         return await this.#attempt(second, request);
       } catch (again) {
-        if (again instanceof LostWithHost && (await this.#mayRetry(again, second, request.tgtLang))) {
+        if (again instanceof LostWithHost && (await mayGoElsewhere(again, second, lang, this.#servers))) {
           // Both hosts went down under it: what the route says now (503 + Retry-After when nobody has it ready).
-          this.#choose(request.tgtLang, second);
+          this.#choose(lang, second);
         }
         throw unwrap(again);
       }
     }
-  }
-
-  /**
-   * Whether a failed attempt may go to another host: one that never reached a worker, or one whose host died
-   * under it — the connection torn down mid-request and the host, checked at once, gone or no longer ready for
-   * the language (a crashed model server, restarting). Its work died with it, so sending it again does nothing
-   * twice; with no other host, the client hears the route's 503 + Retry-After rather than a 502.
-   */
-  async #mayRetry(err: unknown, origin: string, lang: string): Promise<boolean> {
-    if (err instanceof NotReached) return true;
-    if (!(err instanceof LostWithHost) || this.#servers === undefined) return false;
-    await this.#servers.suspect(origin);
-    // That check may have run on the control connection the same death tore down (a torn connection alone does
-    // not eject a host heard from just now): once more, on a new connection, which a dead process refuses.
-    if (this.#servers.serves(origin, lang)) await this.#servers.suspect(origin);
-    return !this.#servers.serves(origin, lang);
   }
 
   /**
@@ -320,192 +235,32 @@ export class Upstream implements UpstreamClient {
    */
   #choose(lang: string, failed: string | undefined): string | undefined {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN', 'Router is shutting down.');
-    const route: Route = this.#servers?.route(lang) ?? { kind: 'hosts', origins: [this.#url!] };
-    switch (route.kind) {
-      case 'none':
-        throw new ServeError('UPSTREAM_UNAVAILABLE', 'No model server is known: MODEL_SERVERS resolves to no address.');
-      case 'language-down':
-        throw new ServeError('NO_WORKER', `Model ${lang} is unavailable now, ${route.reason}; retry later.`, {
-          retryAfterS: NO_HOST_RETRY_AFTER_S,
-        });
-      case 'unreachable':
-        // Nothing answers: one try, as with a single model server (a refusal is a 502 in milliseconds).
-        if (failed !== undefined) return undefined;
-        break;
-      case 'hosts':
-        break;
-    }
-    const origins = failed === undefined ? route.origins : route.origins.filter((o) => o !== failed);
-    if (origins.length === 0) return undefined;
-    return leastOutstanding(origins, this.#turn++, (origin) => this.#hosts.get(origin)?.outstanding ?? 0);
-  }
-
-  #hostLanes(origin: string): HostLanes {
-    let host = this.#hosts.get(origin);
-    if (host === undefined) {
-      host = { lanes: new Map(), outstanding: 0, gone: new AbortController() };
-      this.#hosts.set(origin, host);
-    }
-    return host;
-  }
-
-  #lane(host: HostLanes, origin: string, tgtLang: string): Lane {
-    let lane = host.lanes.get(tgtLang);
-    if (lane === undefined) {
-      lane = createLane(origin, {
-        connections: this.#connections,
-        queue: this.#queue,
-        connectTimeoutMs: this.#connectTimeoutMs,
-        timeoutMs: this.#timeoutMs,
-      });
-      host.lanes.set(tgtLang, lane);
-    }
-    return lane;
+    const origins = candidates(this.#servers?.route(lang) ?? { kind: 'hosts', origins: [this.#url!] }, lang, failed);
+    if (origins === undefined) return undefined;
+    return leastOutstanding(origins, this.#turn++, (origin) => this.#lanes.outstandingAt(origin));
   }
 
   /** One try on one host. @throws NotReached when the request never reached a worker there. */
   async #attempt(origin: string, request: TranslateRequest): Promise<TranslateReply> {
-    const host = this.#hostLanes(origin);
-    const lane = this.#lane(host, origin, request.tgtLang);
+    const [host, lane] = this.#lanes.get(origin, request.tgtLang);
     host.outstanding++;
     try {
-      let release;
-      try {
-        // Only a request that has to wait listens for the host's going (a signal combined per waiter).
-        const mustWait = lane.gate.stats.active >= lane.gate.limit;
-        if (mustWait) {
-          const refusal = refusingNow(lane);
-          if (refusal !== undefined) throw new NotReached(refusal);
-        }
-        const signal =
-          mustWait && request.signal !== undefined
-            ? AbortSignal.any([request.signal, host.gone.signal])
-            : mustWait
-              ? host.gone.signal
-              : request.signal;
-        const entered = lane.gate.enter(signal);
-        release = typeof entered === 'function' ? entered : await entered;
-      } catch (err) {
-        if (!(err instanceof GateRefusedError)) throw err;
-        if (err.reason === 'aborted') {
-          if (request.signal?.aborted) throw request.signal.reason ?? err;
-          throw new NotReached(host.gone.signal.reason);
-        }
-        const refusal = refusingNow(lane);
-        if (refusal !== undefined) throw new NotReached(refusal);
-        throw new ServeError(
-          'QUEUE_FULL',
-          `Router queue of model ${request.tgtLang} is full (${this.#connections} in flight, ${this.#queue} waiting), retry later.`,
-          { retryAfterS: LANE_RETRY_AFTER_S },
-        );
-      }
+      const entered = enterLane(lane, request.tgtLang, request.signal, host.gone.signal);
+      const release = typeof entered === 'function' ? entered : await entered;
       const sentAt = performance.now();
       try {
-        const reply = await this.#exchange(origin, lane.pool, request);
+        const reply = await exchange(origin, lane.pool, request, this.#exchange);
         laneAnswered(lane, sentAt);
         return reply;
       } catch (err) {
         laneFailed(lane, sentAt, err);
-        throw this.#judge(origin, err);
+        // What the failure says about its host, and whether another host may take the request.
+        throw judgeFailure(origin, err, this.#servers);
       } finally {
         release();
       }
     } finally {
       host.outstanding--;
-    }
-  }
-
-  /** What a failed exchange says about its host, and whether another host may take the request (retry.ts). */
-  #judge(origin: string, err: unknown): unknown {
-    return judgeFailure(origin, err, this.#servers);
-  }
-
-  /**
-   * Forget a host's lanes: the requests still waiting in them go to another replica (or get `reason`). In flight:
-   * a silent host's will not be answered (it is cut off, or its machine died), so they are failed now with `reason`
-   * rather than after `timeoutMs` ('fail'); a host removed from MODEL_SERVERS finishes what it has ('finish').
-   */
-  #dropHost(origin: string, reason: ServeError, inFlight: 'fail' | 'finish'): void {
-    const host = this.#hosts.get(origin);
-    if (host === undefined) return;
-    this.#hosts.delete(origin);
-    host.gone.abort(reason);
-    for (const lane of host.lanes.values()) {
-      const pool = lane.pool;
-      void (inFlight === 'fail' ? pool.destroy(reason) : pool.close()).catch(() => undefined);
-    }
-  }
-
-  /**
-   * One request and its whole answer, within one deadline (`timeoutMs` from the send, not reset by each chunk of
-   * the body), reading at most `maxResponseBytes`; a 200 must be JSON. What a model server sends otherwise is its
-   * failure: 502, or 504 past the deadline.
-   */
-  async #exchange(origin: string, pool: Pool, request: TranslateRequest): Promise<TranslateReply> {
-    const json = JSON.stringify(request.body);
-    const deadline = AbortSignal.timeout(this.#timeoutMs);
-    const signal = request.signal === undefined ? deadline : AbortSignal.any([request.signal, deadline]);
-    const overDeadline = (err: unknown) =>
-      deadline.aborted && !request.signal?.aborted
-        ? new ServeError('REQUEST_TIMEOUT', `Model server did not answer within ${this.#timeoutMs / 1000} s.`, {
-            cause: err,
-          })
-        : transportError(err, this.#timeoutMs);
-    let response;
-    try {
-      response = await this.#send(pool, request, json, false, signal);
-      this.#servers?.heard(origin);
-      if (response.statusCode === 401 && this.#authorization) {
-        await response.body.dump();
-        response = await this.#send(pool, request, json, true, signal);
-      }
-    } catch (err) {
-      throw err instanceof ServeError ? err : overDeadline(err);
-    }
-    let body: Uint8Array<ArrayBuffer>;
-    try {
-      body = await readCapped(response.body, header(response.headers['content-length']), this.#maxResponseBytes);
-    } catch (err) {
-      throw err instanceof ServeError ? err : overDeadline(err);
-    }
-    if (response.statusCode !== 200) {
-      throw upstreamError(response.statusCode, body, {
-        code: header(response.headers[ERROR_CODE_HEADER]),
-        retryAfter: header(response.headers['retry-after']),
-        reachedWorker: header(response.headers[REACHED_WORKER_HEADER]),
-      });
-    }
-    if (!isJsonAnswer(header(response.headers['content-type']), body)) {
-      throw new ServeError('UPSTREAM_UNAVAILABLE', 'Model server answered 200 with a body that is not JSON.');
-    }
-    this.#servers?.served(origin, request.tgtLang);
-    const headers: Record<string, string> = {};
-    for (const name of PASSTHROUGH_HEADERS) {
-      const value = header(response.headers[name]);
-      if (value !== undefined) headers[name] = value;
-    }
-    // Which model server answered (worker ids repeat across hosts): for clients and the router's log line.
-    headers['x-model-server'] = new URL(origin).host;
-    return { body, headers };
-  }
-
-  async #send(pool: Pool, request: TranslateRequest, body: string, refreshKey: boolean, signal: AbortSignal) {
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': request.requestId };
-    if (request.cacheControl !== undefined) headers['cache-control'] = request.cacheControl;
-    const authorization = this.#authorization?.(refreshKey);
-    if (authorization !== undefined) headers.authorization = authorization;
-    try {
-      return await pool.request({
-        method: 'POST',
-        path: `/predictions/${encodeURIComponent(request.tgtLang)}`,
-        headers,
-        body,
-        signal,
-      });
-    } catch (err) {
-      // The caller tells its deadline from the client's abort; an abort is rethrown as it is.
-      if (signal.aborted) throw err;
-      throw transportError(err, this.#timeoutMs);
     }
   }
 
@@ -522,7 +277,7 @@ export class Upstream implements UpstreamClient {
   /** Stops new requests, waits for in-flight ones, then closes the connections. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
-    const pools = [...this.#hosts.values()].flatMap((h) => [...h.lanes.values()].map((l) => l.pool));
+    const pools = this.#lanes.pools();
     const dispatchers = this.#control === undefined ? pools : [this.#control, ...pools];
     await Promise.all([
       ...dispatchers.map((d) => (d.closed || d.destroyed ? undefined : d.close())),
