@@ -13,7 +13,7 @@ import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
-import { decodeUtf8 } from '../common/strict-utf8.js';
+import { decodeUtf8, parseJsonBody } from '../common/strict-utf8.js';
 import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
@@ -255,11 +255,7 @@ function parseJson(bytes: Uint8Array): unknown {
       'Request body is empty; expected a JSON object {"src_lang", "src_text", "tgt_lang"}.',
     );
   }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new ServeError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
-  }
+  return parseJsonBody(text);
 }
 
 async function readCapped(

@@ -19,7 +19,7 @@
  * `Inference-Header-Content-Length`).
  */
 import { ServeError } from '../../common/errors.js';
-import { decodeUtf8 } from '../../common/strict-utf8.js';
+import { decodeUtf8, parseJsonBody } from '../../common/strict-utf8.js';
 import { AUTO } from '../translation/translation-plan.js';
 
 /** The input tensor holding the source texts. */
@@ -70,13 +70,7 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
   // A header length of 0 is the extension's raw binary request: one input, no JSON, which leaves no room for a
   // second input or its name here.
   if (jsonLength === 0) throw bad('A raw binary request (no JSON header) is not supported: send the JSON header.');
-  let request: unknown;
-  try {
-    request = JSON.parse(decodeUtf8(raw.subarray(0, jsonLength), 'The JSON header'));
-  } catch (err) {
-    if (err instanceof ServeError) throw err;
-    throw bad('Request body is not valid JSON.');
-  }
+  const request: unknown = parseJsonBody(decodeUtf8(raw.subarray(0, jsonLength), 'The JSON header'));
   if (!isObject(request)) throw bad('The inference request must be a JSON object.');
   const { id, parameters = {}, inputs, outputs } = request;
   if (id !== undefined && typeof id !== 'string') throw bad('"id" must be a string.');
