@@ -20,7 +20,7 @@
  */
 import { ServeError } from '../../common/errors.js';
 import { decodeUtf8, parseJsonBody } from '../../common/strict-utf8.js';
-import { AUTO } from '../translation/translation-plan.js';
+import { AUTO_LANGUAGE } from '../../common/translation-contract.js';
 
 /** The input tensor holding the source texts. */
 export const TEXT_INPUT = 'text';
@@ -53,7 +53,7 @@ export interface DecodedInferRequest {
 }
 
 const bad = (message: string) => new ServeError('BAD_REQUEST', message);
-const notDetected = () => bad(`Output "${DETECTED_OUTPUT}" is only produced when src_lang is "${AUTO}".`);
+const notDetected = () => bad(`Output "${DETECTED_OUTPUT}" is only produced when src_lang is "${AUTO_LANGUAGE}".`);
 const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
@@ -134,7 +134,7 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
   const binaryOutputs = flag(parameters.binary_data_output, 'Parameter "binary_data_output"') ?? false;
   const wanted = outputs === undefined ? undefined : requestedOutputs(outputs, binaryOutputs);
   // Refused before any job runs: the answer could not hold it.
-  if (srcLang !== AUTO && wanted?.some((o) => o.name === DETECTED_OUTPUT)) throw notDetected();
+  if (srcLang !== AUTO_LANGUAGE && wanted?.some((o) => o.name === DETECTED_OUTPUT)) throw notDetected();
   return { id, texts, shape: text.shape, srcLang, split, outputs: wanted, binaryOutputs };
 }
 

@@ -4,6 +4,7 @@
  * plan the jobs, admit them, wait for their answers, abandon them if the client goes away, count the request.
  */
 import { ServeError, toServeError } from '../../common/errors.js';
+import { createRequestParser } from '../../common/translation-contract.js';
 import type { DeviceInfo } from '../protocol.js';
 import type { GlossaryStore } from '../translation/glossary-store.js';
 import type { TranslationCache } from '../translation/translation-cache.js';
@@ -27,6 +28,9 @@ export interface PredictionDeps {
   /** Answer `x-cache` (CACHE_DISCLOSE): whether a sentence was cached is no stranger's business by default. */
   cacheHeader?: boolean;
 }
+
+/** The translation request as this edge takes it: checked here once, then passed on typed. */
+const parseTranslationRequest = createRequestParser();
 
 /** One prediction's answer: the body's value (a string is answered as text) and the headers that say who served. */
 export interface Prediction {
@@ -64,7 +68,7 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
     // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
     const plan =
       entry.handler === 'translation'
-        ? planTranslation(decoded, {
+        ? planTranslation(parseTranslationRequest(decoded), {
             tgtLang: entry.name,
             readable: deps.manager.readableLanguages(entry),
             limits: deps.translationLimits,
