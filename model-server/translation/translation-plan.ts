@@ -20,6 +20,7 @@
  */
 import { ServeError } from '../../common/errors.js';
 import { AUTO_LANGUAGE, type TextFormat, type TranslationRequest } from '../../common/translation-contract.js';
+import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
@@ -51,19 +52,9 @@ export interface PlanContext {
   glossaries?: GlossaryStore;
 }
 
-/** One sentence's job body, as the translation handler takes it. */
-export interface SentenceBody {
-  src_lang: string;
-  src_text: string;
-  /** The glossary entries found in the sentence, `[source term, target term]`: its translation must contain each target. */
-  terms?: [string, string][];
-  /** Alternative translations asked for (the worker's beam runners-up). */
-  alternatives?: number;
-}
-
 export interface TranslationPlan {
   /** One job body per sentence, in order. */
-  bodies: SentenceBody[];
+  bodies: SentenceItem[];
   /** The response body from the jobs' values, in the order of `bodies`. */
   answer(values: readonly unknown[]): Record<string, unknown>;
 }
@@ -121,7 +112,7 @@ export function planTranslation(request: TranslationRequest, context: PlanContex
     }
     return units.flatMap((segments) =>
       segments.pieces.map((piece) => ({
-        ...sentenceBody(lang, piece, glossary?.entries),
+        ...sentenceItem(lang, piece, glossary?.entries),
         ...(alternatives !== 0 ? { alternatives } : {}),
       })),
     );
@@ -152,8 +143,8 @@ export function planTranslation(request: TranslationRequest, context: PlanContex
   };
 }
 
-/** A sentence's job body, with the target terms its glossary holds it to. */
-function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceBody {
+/** A sentence's job, with the target terms its glossary holds it to. */
+function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceItem {
   const terms = glossary === undefined ? [] : termsFor(sentence, glossary);
   if (terms.length > MAX_TERMS_PER_SENTENCE) {
     throw new ServeError(
@@ -161,7 +152,7 @@ function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries 
       `The sentence ${JSON.stringify(sentence.slice(0, 60))} holds ${terms.length} glossary terms; at most ${MAX_TERMS_PER_SENTENCE} are enforced in one sentence.`,
     );
   }
-  return terms.length === 0 ? { src_lang: lang, src_text: sentence } : { src_lang: lang, src_text: sentence, terms };
+  return terms.length === 0 ? { srcLang: lang, text: sentence } : { srcLang: lang, text: sentence, terms };
 }
 
 /**
