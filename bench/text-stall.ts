@@ -68,9 +68,7 @@ try {
     const plan = await worstStall(() =>
       planTranslation({ src_lang: 'en', src_text: text }, { tgtLang: 'ko', readable: undefined, limits }),
     );
-    const prep = await worstStall(() =>
-      handler.preprocess({ id: 'x', model: 'ko', body: { src_lang: 'en', src_text: text } }),
-    );
+    const prep = await worstStall(() => handler.preprocess({ id: 'x', model: 'ko', body: { srcLang: 'en', text } }));
     console.log(
       `${name}: plan ${plan.outcome}, worst stall ${plan.stallMs.toFixed(1)} ms of ${plan.totalMs.toFixed(0)} ms | ` +
         `worker preprocess ${prep.outcome}, worst stall ${prep.stallMs.toFixed(1)} ms of ${prep.totalMs.toFixed(0)} ms`,

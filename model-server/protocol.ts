@@ -10,6 +10,7 @@
  */
 import type { ModelDtypeSetting } from '../common/config.js';
 import type { WireError } from '../common/errors.js';
+import type { JsonValue } from '../common/strict-utf8.js';
 
 /** Where a worker is asked to run: the seed's setup_config device id, or the CPU. */
 export type DeviceRequest =
@@ -53,13 +54,37 @@ export interface InitMessage {
   options: WorkerOptions;
 }
 
-export interface BatchItem {
+/**
+ * One sentence for the translation handler, cut by translation/translation-plan.ts from a request the model server
+ * checked at its edge (common/translation-contract.ts). The worker trusts it; only the engine may still refuse it
+ * (a language it lacks, a glossary term its vocabulary cannot write), which fails this item alone.
+ */
+export interface SentenceItem {
+  /** The source language: the request's, or the one detected for `auto`. */
+  srcLang: string;
+  /** The sentence (a whole text with `split: "none"`); never blank. */
+  text: string;
+  /**
+   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source term, target term]`: its translation must
+   * contain each target.
+   */
+  terms?: [string, string][];
+  /** Alternative translations asked for, 1 to MAX_ALTERNATIVES (the worker's beam runners-up); absent: none. */
+  alternatives?: number;
+}
+
+/**
+ * What a job carries: a sentence for the translation handler; for the others (echo) the client's body as it came,
+ * JSON or the text of a body that is not JSON.
+ */
+export type ItemBody = SentenceItem | JsonValue;
+
+export interface BatchItem<Body extends ItemBody = ItemBody> {
   /** Job id, unique within the frontend; replies are matched by it. */
   id: string;
-  /** Registered model (language) the job was sent to; the translation handler's tgt_lang. */
+  /** Registered model (language) the job was sent to; the translation handler's target language. */
   model: string;
-  /** The decoded request body (JSON value, or a string for non-JSON bodies). */
-  body: unknown;
+  body: Body;
   /** Part of a large request (a long document): the engine schedules it as bulk work (engine/generate.ts). */
   bulk?: boolean;
 }

@@ -13,8 +13,9 @@ import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
-import { decodeUtf8 } from '../common/strict-utf8.js';
-import { acceptsContentType, AUTO_LANGUAGE, createTranslateRequestParser } from './translate-request.js';
+import { decodeUtf8, parseJsonBody } from '../common/strict-utf8.js';
+import { AUTO_LANGUAGE, createRequestParser } from '../common/translation-contract.js';
+import { acceptsContentType } from './translate-request.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
@@ -63,7 +64,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   const healthTimeoutMs = config.healthTimeoutMs ?? 1_000;
   const app = new Hono<Env>();
 
-  const parseTranslateRequest = createTranslateRequestParser(config.languages);
+  const parseTranslateRequest = createRequestParser(config.languages);
   const tooLarge = () =>
     new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${config.maxBodyBytes} bytes.`);
 
@@ -255,11 +256,7 @@ function parseJson(bytes: Uint8Array): unknown {
       'Request body is empty; expected a JSON object {"src_lang", "src_text", "tgt_lang"}.',
     );
   }
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new ServeError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
-  }
+  return parseJsonBody(text);
 }
 
 async function readCapped(

@@ -12,7 +12,7 @@
 import { Hono, type Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import { decodeUtf8 } from '../../common/strict-utf8.js';
+import { decodeUtf8, parseJsonBody, type JsonValue } from '../../common/strict-utf8.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
 import { installGlossaries } from './glossary-api.js';
 import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
@@ -65,12 +65,12 @@ async function predict(c: Context<AppEnv>, deps: InferenceApiDeps): Promise<Resp
 }
 
 /** JSON bodies are decoded for the handler; a non-JSON body reaches it as text (as TorchServe passes raw bytes). */
-function decodeBody(raw: string, contentType: string | undefined): unknown {
+function decodeBody(raw: string, contentType: string | undefined): JsonValue {
   if (raw.length === 0) throw new ServeError('BAD_REQUEST', 'Request body is empty.');
+  if (contentType?.toLowerCase().includes('json')) return parseJsonBody(raw);
   try {
     return JSON.parse(raw);
   } catch {
-    if (contentType?.toLowerCase().includes('json')) throw new ServeError('INVALID_JSON');
     return raw;
   }
 }

@@ -164,9 +164,10 @@ describe('Open Inference Protocol tensors for a translation model', () => {
       code: 'BAD_REQUEST',
       message: 'Input "text": "data" is nested deeper than its shape [1].',
     });
-    expect(refusal(() => decodeInferRequest(new TextEncoder().encode('{"inputs":'), undefined)).message).toBe(
-      'Request body is not valid JSON.',
-    );
+    expect(refusal(() => decodeInferRequest(new TextEncoder().encode('{"inputs":'), undefined))).toMatchObject({
+      code: 'INVALID_JSON',
+      message: expect.stringMatching(/^Request body is not valid JSON: /),
+    });
   });
 
   it('binary tensor data: BYTES elements as length-prefixed UTF-8, in input order, every byte claimed', () => {

@@ -19,8 +19,8 @@
  * `Inference-Header-Content-Length`).
  */
 import { ServeError } from '../../common/errors.js';
-import { decodeUtf8 } from '../../common/strict-utf8.js';
-import { AUTO } from '../translation/translation-plan.js';
+import { decodeUtf8, parseJsonBody } from '../../common/strict-utf8.js';
+import { AUTO_LANGUAGE } from '../../common/translation-contract.js';
 
 /** The input tensor holding the source texts. */
 export const TEXT_INPUT = 'text';
@@ -53,7 +53,7 @@ export interface DecodedInferRequest {
 }
 
 const bad = (message: string) => new ServeError('BAD_REQUEST', message);
-const notDetected = () => bad(`Output "${DETECTED_OUTPUT}" is only produced when src_lang is "${AUTO}".`);
+const notDetected = () => bad(`Output "${DETECTED_OUTPUT}" is only produced when src_lang is "${AUTO_LANGUAGE}".`);
 const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
@@ -70,13 +70,7 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
   // A header length of 0 is the extension's raw binary request: one input, no JSON, which leaves no room for a
   // second input or its name here.
   if (jsonLength === 0) throw bad('A raw binary request (no JSON header) is not supported: send the JSON header.');
-  let request: unknown;
-  try {
-    request = JSON.parse(decodeUtf8(raw.subarray(0, jsonLength), 'The JSON header'));
-  } catch (err) {
-    if (err instanceof ServeError) throw err;
-    throw bad('Request body is not valid JSON.');
-  }
+  const request: unknown = parseJsonBody(decodeUtf8(raw.subarray(0, jsonLength), 'The JSON header'));
   if (!isObject(request)) throw bad('The inference request must be a JSON object.');
   const { id, parameters = {}, inputs, outputs } = request;
   if (id !== undefined && typeof id !== 'string') throw bad('"id" must be a string.');
@@ -140,7 +134,7 @@ export function decodeInferRequest(raw: Uint8Array, headerLength: string | undef
   const binaryOutputs = flag(parameters.binary_data_output, 'Parameter "binary_data_output"') ?? false;
   const wanted = outputs === undefined ? undefined : requestedOutputs(outputs, binaryOutputs);
   // Refused before any job runs: the answer could not hold it.
-  if (srcLang !== AUTO && wanted?.some((o) => o.name === DETECTED_OUTPUT)) throw notDetected();
+  if (srcLang !== AUTO_LANGUAGE && wanted?.some((o) => o.name === DETECTED_OUTPUT)) throw notDetected();
   return { id, texts, shape: text.shape, srcLang, split, outputs: wanted, binaryOutputs };
 }
 

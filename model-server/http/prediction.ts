@@ -4,6 +4,8 @@
  * plan the jobs, admit them, wait for their answers, abandon them if the client goes away, count the request.
  */
 import { ServeError, toServeError } from '../../common/errors.js';
+import type { JsonValue } from '../../common/strict-utf8.js';
+import { createRequestParser } from '../../common/translation-contract.js';
 import type { DeviceInfo } from '../protocol.js';
 import type { GlossaryStore } from '../translation/glossary-store.js';
 import type { TranslationCache } from '../translation/translation-cache.js';
@@ -28,6 +30,9 @@ export interface PredictionDeps {
   cacheHeader?: boolean;
 }
 
+/** The translation request as this edge takes it: checked here once, then passed on typed. */
+const parseTranslationRequest = createRequestParser();
+
 /** One prediction's answer: the body's value (a string is answered as text) and the headers that say who served. */
 export interface Prediction {
   value: unknown;
@@ -40,7 +45,7 @@ export interface PredictionRequest {
   /** The version asked for; undefined: the model's default. */
   version: string | undefined;
   /** Reads and decodes the body; called once the model is known, so an unknown model is a 404 before a bad body. */
-  body: () => Promise<unknown>;
+  body: () => Promise<JsonValue>;
   /** Aborts when the client goes away, which abandons the request's jobs. */
   signal: AbortSignal;
   /** The request's `Cache-Control` (translation-cache.ts). */
@@ -64,7 +69,7 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
     // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
     const plan =
       entry.handler === 'translation'
-        ? planTranslation(decoded, {
+        ? planTranslation(parseTranslationRequest(decoded), {
             tgtLang: entry.name,
             readable: deps.manager.readableLanguages(entry),
             limits: deps.translationLimits,
@@ -129,9 +134,10 @@ function reachingNoWorker<T>(step: () => T): T {
   }
 }
 
-function splitBody(body: unknown): { bodies: unknown[]; isArray: boolean } {
+/** A body for another handler (echo): an array of texts is one job each, answered as an array. */
+function splitBody(body: JsonValue): { bodies: JsonValue[]; isArray: boolean } {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) return { bodies: [body], isArray: false };
-  const texts = (body as { src_text?: unknown }).src_text;
+  const texts = body.src_text;
   if (!Array.isArray(texts)) return { bodies: [body], isArray: false };
   if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
   const bad = texts.findIndex((t) => typeof t !== 'string');

@@ -57,8 +57,8 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ src_text: '<doc><a>x</doc>', format: 'xml' }, /not well-formed at line 1, column 15/],
       [{ src_text: '1\nnot a timing\nHello\n', format: 'srt' }, /cue 1 \(line 1\) has no timing line/],
-      [{ src_text: 'Hello', format: 'docx' }, /format must be one of text, html, xml, srt, vtt/],
-      [{ src_text: '<p>Hi</p>', format: 'html', ignore_tags: 'code' }, /ignore_tags must be an array/],
+      [{ src_text: 'Hello', format: 'docx' }, /Field "format" must be one of text, html, xml, srt, vtt/],
+      [{ src_text: '<p>Hi</p>', format: 'html', ignore_tags: 'code' }, /Field "ignore_tags" must be an array/],
     ];
     for (const [body, message] of cases) {
       const res = await translate(body);
@@ -103,7 +103,7 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
       ['de', { src_lang: 'fr', src_text: 'un renard', glossary_id: 'g-1' }, /for en → de, but the text is in fr/],
       ['de', { src_lang: 'en', src_text: 'a fox', glossary_id: 'nope' }, /Unknown glossary_id "nope"/],
       ['de', { src_lang: 'en', src_text: 'a fox', glossary: { fox: '</s>' } }, /cannot write/],
-      ['de', { src_lang: 'en', src_text: 'a fox', glossary: { fox: 3 } }, /target term \(a string\)/],
+      ['de', { src_lang: 'en', src_text: 'a fox', glossary: { fox: 3 } }, /source term → target term \(strings\)/],
     ];
     for (const [model, body, message] of cases) {
       const res = await call(`${t.inference}/predictions/${model}`, { body });

@@ -136,7 +136,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
     });
     expect(await call(`${t.inference}/v2/models/echo/infer`, { body: '{"inputs": [' })).toMatchObject({
       status: 400,
-      body: { error: 'Request body is not valid JSON.' },
+      body: { error: expect.stringMatching(/^Request body is not valid JSON: /) },
     });
     const metrics = (await call(`${t.metrics}/metrics`)).body as string;
     expect(metricValue(metrics, 'mt_requests_total', { model_name: 'echo', code: '400' })).toBe(3);

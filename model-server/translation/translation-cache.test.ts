@@ -2,6 +2,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { cacheModeOf, TranslationCache, type ModelIdentity } from './translation-cache.js';
+import type { SentenceItem } from '../protocol.js';
 
 // The heap test measures live memory after a full collection.
 setFlagsFromString('--expose-gc');
@@ -15,7 +16,7 @@ const identity: ModelIdentity = {
   maxNewTokens: 200,
   minNewTokens: 0,
 };
-const body = (src_text: string, src_lang = 'en') => ({ src_lang, src_text });
+const body = (text: string, srcLang = 'en') => ({ srcLang, text });
 
 describe('TranslationCache', () => {
   it('answers a stored sentence and runs the others, in body order', () => {
@@ -33,7 +34,7 @@ describe('TranslationCache', () => {
   it('keys on everything that changes a translation', () => {
     const cache = new TranslationCache(1 << 20);
     cache.lookup(identity, 'ko', [body('Hello.')], 'use').store([{ translated: 'H' }]);
-    const others: [ModelIdentity, string, { src_lang: string; src_text: string }][] = [
+    const others: [ModelIdentity, string, SentenceItem][] = [
       [{ ...identity, fingerprint: 'fedcba9876543210' }, 'ko', body('Hello.')],
       [{ ...identity, dtype: 'fp16' }, 'ko', body('Hello.')],
       [{ ...identity, modelDir: '/models/other' }, 'ko', body('Hello.')],

@@ -22,7 +22,7 @@ import { ByteLru } from './byte-lru.js';
 import type { ModelFingerprints } from '../wlm/model-fingerprint.js';
 import { dtypeOf } from '../wlm/model-manager.js';
 import type { ModelEntry } from '../wlm/registry.js';
-import type { SentenceBody } from './translation-plan.js';
+import type { SentenceItem } from '../protocol.js';
 
 /** What makes two engines answer a sentence the same. */
 export interface ModelIdentity {
@@ -95,7 +95,7 @@ export class TranslationCache {
   lookup(
     identity: ModelIdentity | undefined,
     tgtLang: string,
-    bodies: readonly SentenceBody[],
+    bodies: readonly SentenceItem[],
     mode: CacheMode,
   ): CacheLookup {
     const all = bodies.map((_, i) => i);
@@ -106,7 +106,7 @@ export class TranslationCache {
     // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
     const keys = bodies.map(
       (b) =>
-        `${prefix}\u0000${b.src_lang}\u0000${b.src_text}` +
+        `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
         (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
     );
     if (mode === 'refresh') {
@@ -124,7 +124,7 @@ export class TranslationCache {
   }
 
   /** `lookup` for the sentence bodies of a request to a registered model, with its Cache-Control header. */
-  lookupFor(entry: ModelEntry, bodies: readonly SentenceBody[], cacheControl: string | undefined): CacheLookup {
+  lookupFor(entry: ModelEntry, bodies: readonly SentenceItem[], cacheControl: string | undefined): CacheLookup {
     const fingerprint = this.#fingerprints?.get(entry.modelDir);
     const dtype = dtypeOf(entry);
     const { numBeams, maxNewTokens, minNewTokens = 0 } = entry.pool.spec.options;

@@ -19,7 +19,8 @@
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
  */
 import { ServeError } from '../../common/errors.js';
-import { MAX_ALTERNATIVES, TEXT_FORMATS, type TextFormat } from '../../common/translation-contract.js';
+import { AUTO_LANGUAGE, type TextFormat, type TranslationRequest } from '../../common/translation-contract.js';
+import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
@@ -27,9 +28,6 @@ import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
 import type { GlossaryStore } from './glossary-store.js';
-
-/** What `src_lang` may say to ask for detection. */
-export const AUTO = 'auto';
 
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
@@ -54,87 +52,23 @@ export interface PlanContext {
   glossaries?: GlossaryStore;
 }
 
-/** One sentence's job body, as the translation handler takes it. */
-export interface SentenceBody {
-  src_lang: string;
-  src_text: string;
-  /** The glossary entries found in the sentence, `[source term, target term]`: its translation must contain each target. */
-  terms?: [string, string][];
-  /** Alternative translations asked for (the worker's beam runners-up). */
-  alternatives?: number;
-}
-
 export interface TranslationPlan {
   /** One job body per sentence, in order. */
-  bodies: SentenceBody[];
+  bodies: SentenceItem[];
   /** The response body from the jobs' values, in the order of `bodies`. */
   answer(values: readonly unknown[]): Record<string, unknown>;
 }
 
-const typeName = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
-
 /**
- * Plan a `{src_lang, src_text}` body for model `tgtLang`.
- * @throws ServeError BAD_REQUEST (shape, empty text, undetectable language), UNKNOWN_LANGUAGE (a language the model
- *   cannot read), PAYLOAD_TOO_LARGE (over the request limits).
+ * Plan a request, checked at the model server's edge (common/translation-contract.ts), for model `tgtLang`.
+ * @throws ServeError BAD_REQUEST (undetectable language, glossary), UNKNOWN_LANGUAGE (a language the model cannot
+ *   read), PAYLOAD_TOO_LARGE (over the request limits).
  */
-export function planTranslation(body: unknown, context: PlanContext): TranslationPlan {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
-  }
-  const {
-    src_lang: srcLang,
-    src_text: srcText,
-    split = 'sentences',
-    format = 'text',
-    ignore_tags: ignoreTags = [],
-    glossary_id: glossaryId,
-    glossary: inlineGlossary,
-    alternatives = 0,
-    detect = 'strict',
-  } = body as Record<string, unknown>;
-  if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
-  if (split !== 'sentences' && split !== 'none') {
-    throw new ServeError(
-      'BAD_REQUEST',
-      `split must be "sentences" (the default) or "none", got ${JSON.stringify(split)}.`,
-    );
-  }
-  if (!TEXT_FORMATS.includes(format as TextFormat)) {
-    throw new ServeError(
-      'BAD_REQUEST',
-      `format must be one of ${TEXT_FORMATS.join(', ')}, got ${JSON.stringify(format)}.`,
-    );
-  }
-  if (!Number.isInteger(alternatives) || (alternatives as number) < 0 || (alternatives as number) > MAX_ALTERNATIVES) {
-    throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
-  }
-  if (detect !== 'strict' && detect !== 'guess') {
-    throw new ServeError(
-      'BAD_REQUEST',
-      `detect must be "strict" (the default) or "guess", got ${JSON.stringify(detect)}.`,
-    );
-  }
-  if (alternatives !== 0 && format !== 'text') {
-    throw new ServeError('BAD_REQUEST', 'alternatives are offered for plain text (format "text") only.');
-  }
-  if (!Array.isArray(ignoreTags) || !ignoreTags.every((tag) => typeof tag === 'string')) {
-    throw new ServeError('BAD_REQUEST', 'ignore_tags must be an array of element names.');
-  }
+export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
+  const { src_lang: srcLang, src_text: srcText, split, format = 'text', detect, alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
-  if (!isArray && typeof srcText !== 'string') {
-    throw new ServeError('BAD_REQUEST', `src_text must be a string or an array of strings, got ${typeName(srcText)}.`);
-  }
-  const texts = isArray ? (srcText as unknown[]) : [srcText];
-  if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
-  let chars = 0;
-  texts.forEach((text, i) => {
-    const name = isArray ? `src_text[${i}]` : 'src_text';
-    if (typeof text !== 'string')
-      throw new ServeError('BAD_REQUEST', `${name} must be a string, got ${typeName(text)}.`);
-    if (text.trim() === '') throw new ServeError('BAD_REQUEST', `${name} is empty.`);
-    chars += text.length;
-  });
+  const texts = isArray ? srcText : [srcText];
+  const chars = texts.reduce((sum, text) => sum + text.length, 0);
   const { limits } = context;
   if (chars > limits.maxChars) {
     throw new ServeError(
@@ -142,7 +76,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       `Request has ${chars} characters of text; at most ${limits.maxChars} are translated in one request (MAX_REQUEST_CHARS): split it into several requests.`,
     );
   }
-  const auto = srcLang === AUTO;
+  const auto = srcLang === AUTO_LANGUAGE;
   const tooMany = () =>
     new ServeError(
       'PAYLOAD_TOO_LARGE',
@@ -151,9 +85,9 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
   // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
   let sentences = 0;
-  const docs = (texts as string[]).map((text, i) => {
+  const docs = texts.map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
-    const content = contentOf(text, format as TextFormat, ignoreTags as string[]);
+    const content = contentOf(text, format, request.ignore_tags ?? []);
     const lang = auto ? detected(content.texts.join('\n'), name, context.readable, detect === 'guess') : srcLang;
     const units = content.texts.map((unit) => {
       let segments: Segments;
@@ -168,7 +102,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     });
     return { lang, content, units };
   });
-  const glossary = glossaryOf(glossaryId, inlineGlossary, context);
+  const glossary = glossaryOf(request, context);
   const bodies = docs.flatMap(({ lang, units }) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
@@ -178,8 +112,8 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
     }
     return units.flatMap((segments) =>
       segments.pieces.map((piece) => ({
-        ...sentenceBody(lang, piece, glossary?.entries),
-        ...(alternatives !== 0 ? { alternatives: alternatives as number } : {}),
+        ...sentenceItem(lang, piece, glossary?.entries),
+        ...(alternatives !== 0 ? { alternatives } : {}),
       })),
     );
   });
@@ -197,7 +131,7 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
       if (alternatives !== 0) {
         // Plain text only: one unit per text.
         const ranked = perDoc.map(([unit]) =>
-          joinAlternatives(unit!.values.map(rankedPart), alternatives as number, (texts) =>
+          joinAlternatives(unit!.values.map(rankedPart), alternatives, (texts) =>
             joinTranslations(unit!.segments, texts, context.tgtLang),
           ).map(({ text, score }) => ({ translated: text, score })),
         );
@@ -209,8 +143,8 @@ export function planTranslation(body: unknown, context: PlanContext): Translatio
   };
 }
 
-/** A sentence's job body, with the target terms its glossary holds it to. */
-function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceBody {
+/** A sentence's job, with the target terms its glossary holds it to. */
+function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries | undefined): SentenceItem {
   const terms = glossary === undefined ? [] : termsFor(sentence, glossary);
   if (terms.length > MAX_TERMS_PER_SENTENCE) {
     throw new ServeError(
@@ -218,34 +152,23 @@ function sentenceBody(lang: string, sentence: string, glossary: GlossaryEntries 
       `The sentence ${JSON.stringify(sentence.slice(0, 60))} holds ${terms.length} glossary terms; at most ${MAX_TERMS_PER_SENTENCE} are enforced in one sentence.`,
     );
   }
-  return terms.length === 0 ? { src_lang: lang, src_text: sentence } : { src_lang: lang, src_text: sentence, terms };
+  return terms.length === 0 ? { srcLang: lang, text: sentence } : { srcLang: lang, text: sentence, terms };
 }
 
 /**
- * The request's glossary: a stored one (`glossary_id`, for its language pair) or inline entries (`glossary`, an
- * object of source term → target term, for whatever the source is).
- * @throws ServeError BAD_REQUEST (both given, unknown id, pair mismatch, bad entries)
+ * The request's glossary: a stored one (`glossary_id`, for its language pair) or inline entries (`glossary`, for
+ * whatever the source is).
+ * @throws ServeError BAD_REQUEST (both given, unknown id, pair mismatch)
  */
 function glossaryOf(
-  id: unknown,
-  inline: unknown,
+  { glossary_id: id, glossary: inline }: TranslationRequest,
   context: PlanContext,
 ): { entries: GlossaryEntries; sourceLang?: string } | undefined {
   if (id !== undefined && inline !== undefined) {
     throw new ServeError('BAD_REQUEST', 'Give glossary_id or glossary, not both.');
   }
-  if (inline !== undefined) {
-    if (inline === null || typeof inline !== 'object' || Array.isArray(inline)) {
-      throw new ServeError('BAD_REQUEST', 'glossary must be an object of source term → target term.');
-    }
-    const pairs = Object.entries(inline);
-    if (!pairs.every((pair): pair is [string, string] => typeof pair[1] === 'string')) {
-      throw new ServeError('BAD_REQUEST', 'glossary must map each source term to a target term (a string).');
-    }
-    return { entries: glossaryEntries(pairs) };
-  }
+  if (inline !== undefined) return { entries: glossaryEntries(Object.entries(inline)) };
   if (id === undefined) return undefined;
-  if (typeof id !== 'string') throw new ServeError('BAD_REQUEST', 'glossary_id must be a string.');
   const stored = context.glossaries?.find(id);
   if (stored === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id ${JSON.stringify(id)}.`);
   if (stored.targetLang !== context.tgtLang) {

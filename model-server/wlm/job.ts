@@ -16,7 +16,7 @@
  * after the job is settled: a queue drops it, a worker is asked to stop its rows.
  */
 import { ServeError } from '../../common/errors.js';
-import type { DeviceInfo } from '../protocol.js';
+import type { DeviceInfo, ItemBody } from '../protocol.js';
 
 /** Where a job's answer came from; the inference API turns it into `x-worker-id` / `x-device` headers. */
 export interface JobResult {
@@ -38,8 +38,8 @@ export interface JobOptions {
   /** Registered model (language) name and version. */
   model: string;
   version: string;
-  /** The decoded request body the handler receives. */
-  body: unknown;
+  /** What the handler receives (protocol.ts). */
+  body: ItemBody;
   /**
    * The request the job belongs to: a model's queue takes one job per group in turn (batch-queue.ts), so a
    * request's many jobs do not hold back the requests behind it. Default: a group of its own.
@@ -70,7 +70,7 @@ export class Job {
   readonly id: string;
   readonly model: string;
   readonly version: string;
-  readonly body: unknown;
+  readonly body: ItemBody;
   /** The request it belongs to (JobOptions.group). */
   readonly group: unknown;
   /** JobOptions.bulk. */

@@ -11,6 +11,7 @@
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import type { ItemBody } from '../protocol.js';
 import { DEFAULT_MODEL_VERSION, MODEL_NAME_PATTERN, RUNTIMES, resolveStoreEntry } from '../store/manifest.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import { Batcher } from './batcher.js';
@@ -381,7 +382,7 @@ export class ModelManager {
    * @throws ServeError MODEL_NOT_FOUND, MODEL_VERSION_NOT_FOUND, NO_WORKER, QUEUE_FULL, PAYLOAD_TOO_LARGE (more
    *   inputs than the queue can ever hold), SHUTTING_DOWN
    */
-  submit(name: string, version: string | undefined, bodies: readonly unknown[]): { entry: ModelEntry; jobs: Job[] } {
+  submit(name: string, version: string | undefined, bodies: readonly ItemBody[]): { entry: ModelEntry; jobs: Job[] } {
     if (this.#closing) throw new ServeError('SHUTTING_DOWN');
     const entry = this.registry.get(name, version);
     if (entry.pool.target === 0 || !entry.pool.serviceable) {

@@ -13,6 +13,7 @@ import type {
   ItemMessage,
   ProgressMessage,
   ToWorker,
+  SentenceItem,
   WorkerOptions,
 } from '../protocol.js';
 
@@ -84,11 +85,11 @@ class TestWorker {
 
 const WORDS = 'the quick brown fox jumps over lazy dog hello world good morning thank you please'.split(' ');
 /** `count` translation jobs of varied length: enough decoder work that a cancel sent at once finds them running. */
-function jobs(prefix: string, count: number): BatchItem[] {
+function jobs(prefix: string, count: number): BatchItem<SentenceItem>[] {
   return Array.from({ length: count }, (_, i) => ({
     id: `${prefix}${i}`,
     model: ['de', 'fr', 'ja'][i % 3]!,
-    body: { src_lang: 'en', src_text: Array.from({ length: 3 + (i % 17) }, (_, j) => WORDS[(i + j) % 15]).join(' ') },
+    body: { srcLang: 'en', text: Array.from({ length: 3 + (i % 17) }, (_, j) => WORDS[(i + j) % 15]).join(' ') },
   }));
 }
 
@@ -100,8 +101,7 @@ describe('worker main', () => {
     // Cancel the two jobs that generate longest (same options in process), once the worker says it is stepping.
     const reference = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1 });
     const lengths = await Promise.all(
-      items.map(async ({ model, body }) => {
-        const { src_text: text } = body as { src_text: string };
+      items.map(async ({ model, body: { text } }) => {
         const out = await reference.translate([{ srcLang: 'en', text, tgtLang: model }], {
           numBeams: 2,
           maxNewTokens: 64,

@@ -6,7 +6,7 @@
 import type { Context } from 'hono';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { TextFormat } from '../../common/translation-contract.js';
-import { decodeUtf8 } from '../../common/strict-utf8.js';
+import { decodeUtf8, parseJsonBody } from '../../common/strict-utf8.js';
 import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
 import type { RouterEnv } from '../router-env.js';
@@ -50,12 +50,7 @@ export function readParams(url: string, contentType: string | undefined, body: U
   const text = decodeUtf8(body);
   const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
   if (mime === 'application/json' || mime.endsWith('+json')) {
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch (err) {
-      throw new ServeError('INVALID_JSON', `Request body is not valid JSON: ${(err as Error).message}`);
-    }
+    const json = parseJsonBody(text);
     if (typeof json !== 'object' || json === null || Array.isArray(json))
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object.');
     for (const [name, value] of Object.entries(json)) {

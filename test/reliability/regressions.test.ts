@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answerClientErrors } from '../../common/client-error.js';
 import { ServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
+import { createRequestParser } from '../../common/translation-contract.js';
 import { findNginx, spawnNginx, writeNginxConfig } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { BatchQueue } from '../../model-server/wlm/batch-queue.js';
@@ -110,13 +111,12 @@ describe('bug: the translation handler translated empty texts and silently trunc
     await handler.close();
     rmSync(dir, { recursive: true, force: true });
   });
-  const prepare = (text: string) => () =>
-    handler.preprocess({ id: 'x', model: 'ko', body: { src_lang: 'en', src_text: text } });
+  const prepare = (text: string) => () => handler.preprocess({ id: 'x', model: 'ko', body: { srcLang: 'en', text } });
 
-  it('refuses empty and whitespace-only texts with 400', async () => {
+  it('refuses empty and whitespace-only texts with 400 at the edge, so the handler never gets one', () => {
     for (const text of ['', '  \n\t', '\u3000']) {
-      await expect(prepare(text)()).rejects.toThrow(
-        expect.objectContaining({ code: 'BAD_REQUEST', message: 'src_text is empty.' }),
+      expect(() => createRequestParser()({ src_lang: 'en', src_text: text })).toThrow(
+        expect.objectContaining({ code: 'BAD_REQUEST', message: 'Field "src_text" is empty.' }),
       );
     }
   });

@@ -5,7 +5,15 @@
  */
 import { ServeError, toServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo, DeviceRequest, ItemOutcome, StepCounters, WorkerOptions } from '../../protocol.js';
+import type {
+  BatchItem,
+  DeviceInfo,
+  DeviceRequest,
+  ItemBody,
+  ItemOutcome,
+  StepCounters,
+  WorkerOptions,
+} from '../../protocol.js';
 
 export interface HandlerContext {
   modelDir: string;
@@ -21,8 +29,10 @@ export interface HandlerContext {
  * several batches in flight). A handler that can merge work does so (the translation engine joins new
  * rows at its next step boundary); one that cannot must queue internally. Either way each input is
  * answered exactly once through `emit`.
+ *
+ * `Body` is what its items carry (protocol.ts): the frontend sends each handler the bodies it plans for it.
  */
-export interface Handler<Input = unknown, Output = unknown> {
+export interface Handler<Input = unknown, Output = unknown, Body extends ItemBody = ItemBody> {
   /** Load the model on the requested device; resolve with where it really runs (never fall back silently). */
   initialize(ctx: HandlerContext): Promise<DeviceInfo>;
   /** Languages/models this handler can serve, if it knows (after initialize). */
@@ -50,17 +60,17 @@ export interface Handler<Input = unknown, Output = unknown> {
    */
   cancel?(ids: readonly string[], error: ServeError): void;
   /**
-   * Validate and decode one request. Throw (or reject with) a ServeError to fail this request alone. Long work
-   * returns a promise and yields to the event loop as it goes: the engine's step loop shares this thread.
+   * Decode one request. Throw (or reject with) a ServeError to fail this request alone. Long work returns a
+   * promise and yields to the event loop as it goes: the engine's step loop shares this thread.
    */
-  preprocess(item: BatchItem): Input | Promise<Input>;
+  preprocess(item: BatchItem<Body>): Input | Promise<Input>;
   /**
    * Run the decoded inputs. Call `emit(i, output)` for input i as soon as it is done (or `emit(i, error)`
    * to fail it alone); resolve once every input has been emitted.
    */
   inference(inputs: Input[], emit: (index: number, result: Output | ServeError) => void): Promise<void>;
   /** Turn one output into the JSON value sent back for its request. */
-  postprocess(output: Output, item: BatchItem): unknown;
+  postprocess(output: Output, item: BatchItem<Body>): unknown;
   /** Release sessions and memory. */
   close(): Promise<void>;
 }

@@ -8,10 +8,11 @@
  * unchanged.
  */
 import { ServeError } from '../../../common/errors.js';
+import type { JsonValue } from '../../../common/strict-utf8.js';
 import type { BatchItem, DeviceInfo } from '../../protocol.js';
 import type { Handler, HandlerContext } from './base.js';
 
-export class EchoHandler implements Handler<unknown, unknown> {
+export class EchoHandler implements Handler<JsonValue, JsonValue, JsonValue> {
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
     // Echo computes nothing, so it runs wherever it is told to; `provider: none` says no session exists.
     const device = ctx.device;
@@ -20,21 +21,21 @@ export class EchoHandler implements Handler<unknown, unknown> {
       : { kind: device.kind, id: device.id, provider: 'none' };
   }
 
-  preprocess(item: BatchItem): unknown {
+  preprocess(item: BatchItem<JsonValue>): JsonValue {
     const body = item.body;
     if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'src_text' in body) {
-      const text = (body as { src_text: unknown }).src_text;
+      const text = body.src_text;
       if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
       return { translated: text };
     }
     return body;
   }
 
-  async inference(inputs: unknown[], emit: (index: number, result: unknown) => void): Promise<void> {
+  async inference(inputs: JsonValue[], emit: (index: number, result: JsonValue) => void): Promise<void> {
     inputs.forEach((input, index) => emit(index, input));
   }
 
-  postprocess(output: unknown): unknown {
+  postprocess(output: JsonValue): JsonValue {
     return output;
   }
 

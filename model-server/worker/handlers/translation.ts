@@ -1,6 +1,6 @@
 /**
- * @module worker/handlers/translation — the translation handler (the seed's handler.py): request
- * `{"src_lang", "src_text"}` sent to model `{tgt_lang}` → `{"translated"}`, on a TranslationEngine.
+ * @module worker/handlers/translation — the translation handler (the seed's handler.py): a sentence
+ * (protocol.ts `SentenceItem`) sent to model `{tgt_lang}` → `{"translated"}`, on a TranslationEngine.
  *
  * One engine per worker serves every language its tokenizer knows. Batches that arrive while another is
  * still generating are not queued behind it: their rows start at the engine's next step boundary and share its
@@ -13,11 +13,10 @@
  * part is its own engine row, and the parts' translations are rejoined.
  */
 import { ServeError } from '../../../common/errors.js';
-import { MAX_ALTERNATIVES } from '../../../common/translation-contract.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo, StepCounters } from '../../protocol.js';
-import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../../text/glossary.js';
+import type { BatchItem, DeviceInfo, SentenceItem, StepCounters } from '../../protocol.js';
+import { glossaryEntries, termsFor } from '../../text/glossary.js';
 import { joinAlternatives } from '../../text/alternatives.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
@@ -56,7 +55,7 @@ export interface TranslationInput {
   alternatives: number;
 }
 
-export class TranslationHandler implements Handler<TranslationInput, TranslationOutput> {
+export class TranslationHandler implements Handler<TranslationInput, TranslationOutput, SentenceItem> {
   #engine: TranslationEngine | null = null;
   /**
    * Jobs being prepared, generating or waiting in the engine, by id: added when a long text's preparation or
@@ -142,28 +141,15 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   }
 
   /**
-   * `{src_lang, src_text}` with tgt_lang = the model name. A text longer than `WHOLE_TEXT_CHARS` is cut into
+   * One sentence with tgt_lang = the model name, as the frontend's plan made it from a request checked at its
+   * edge (protocol.ts `SentenceItem`), so not checked again here. A text longer than `WHOLE_TEXT_CHARS` is cut into
    * pieces that fit the model's window (text/split-long.ts) a slice of time at a time, so that a long text never
    * holds the engine's step loop, which runs on this thread, for more than a few milliseconds at once.
-   * @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE
+   * @throws ServeError UNKNOWN_LANGUAGE, or BAD_REQUEST for a glossary term the model cannot write (the engine's)
    */
-  async preprocess(item: BatchItem): Promise<TranslationInput> {
-    const body = item.body;
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-      throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object with "src_lang" and "src_text".');
-    }
-    const { src_lang: srcLang, src_text: text, terms, alternatives = 0 } = body as Record<string, unknown>;
-    if (
-      !Number.isInteger(alternatives) ||
-      (alternatives as number) < 0 ||
-      (alternatives as number) > MAX_ALTERNATIVES
-    ) {
-      throw new ServeError('BAD_REQUEST', `alternatives must be an integer from 0 to ${MAX_ALTERNATIVES}.`);
-    }
-    if (typeof srcLang !== 'string') throw new ServeError('BAD_REQUEST', 'src_lang must be a string.');
-    if (typeof text !== 'string') throw new ServeError('BAD_REQUEST', 'src_text must be a string.');
-    if (text.trim() === '') throw new ServeError('BAD_REQUEST', 'src_text is empty.');
-    const glossary = termsOf(terms);
+  async preprocess(item: BatchItem<SentenceItem>): Promise<TranslationInput> {
+    const { srcLang, text, terms, alternatives = 0 } = item.body;
+    const glossary = terms === undefined ? undefined : glossaryEntries(terms);
     const engine = this.#requireEngine();
     const tgtLang = item.model;
     const bulk = item.bulk === true;
@@ -172,7 +158,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const termIds = new Map([...(glossary?.values() ?? [])].map((target) => [target, engine.encodeTerm(target)]));
     const constraintsOf = (piece: string) =>
       glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => termIds.get(target)!);
-    const request = { id: item.id, tgtLang, bulk, alternatives: alternatives as number };
+    const request = { id: item.id, tgtLang, bulk, alternatives };
     if (text.length <= WHOLE_TEXT_CHARS) {
       const whole = engine.prepare({ srcLang, text, tgtLang });
       if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf(text)] };
@@ -279,18 +265,4 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     if (this.#engine === null) throw new ServeError('INTERNAL', 'Translation handler used before initialize.');
     return this.#engine;
   }
-}
-
-/** A job's glossary terms (`[source term, target term]` pairs the plan found in its sentence), checked. */
-function termsOf(terms: unknown): GlossaryEntries | undefined {
-  if (terms === undefined) return undefined;
-  const pairs = Array.isArray(terms) ? terms : [];
-  if (
-    pairs.length === 0 ||
-    pairs.length > MAX_TERMS_PER_SENTENCE ||
-    !pairs.every((p) => Array.isArray(p) && p.length === 2 && p.every((t) => typeof t === 'string'))
-  ) {
-    throw new ServeError('BAD_REQUEST', `terms must be 1-${MAX_TERMS_PER_SENTENCE} [source, target] term pairs.`);
-  }
-  return glossaryEntries(pairs as [string, string][]);
 }
