@@ -22,7 +22,7 @@ import { findNginx } from '../front/nginx.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
-import { Tally, send } from '../bench/lib/load.js';
+import { Tally, send } from '../harness/load.js';
 import { parentMap, processTree } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
 import { startStack, type Stack } from '../bench/lib/stack.js';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
-import { background, send, type Tally } from '../../bench/lib/load.js';
+import { background, send, type Tally } from '../../harness/load.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { rawRequest } from '../../harness/raw-http.js';
 import { startFront, startStack, translateBody, type Stack } from '../../harness/stack.js';

@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { drive, type Outcome } from '../../bench/lib/load.js';
+import { drive, type Outcome } from '../../harness/load.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { drive, send } from '../../bench/lib/load.js';
+import { drive, send } from '../../harness/load.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 

@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { background, drive, type Outcome, type Tally } from '../../bench/lib/load.js';
+import { background, drive, type Outcome, type Tally } from '../../harness/load.js';
 import { answers, PM2, startPm2Apps, type Pm2Apps } from '../../harness/pm2-apps.js';
 import { until } from '../../harness/polling.js';
 import { translateBody } from '../../harness/stack.js';

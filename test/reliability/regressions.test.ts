@@ -24,7 +24,7 @@ import { createServer, type Socket } from 'node:net';
 import { freePort, stopAll } from '../../harness/process-registry.js';
 import { ROOT } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
-import { send } from '../../bench/lib/load.js';
+import { send } from '../../harness/load.js';
 import { startFront } from '../../harness/stack.js';
 import { rawRequest } from '../../harness/raw-http.js';
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV_DEFAULTS, loadConfig } from '../../common/config.js';
 import { findNginx } from '../../front/nginx.js';
 import { manifestPath } from '../../model-server/store/manifest.js';
-import { send } from '../../bench/lib/load.js';
+import { send } from '../../harness/load.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { ROOT } from '../../harness/processes.js';

@@ -1,5 +1,5 @@
 /**
- * @module bench/lib/load — traffic for the fault, overload, reload and soak drills, and the tally
+ * @module harness/load — traffic for the fault, overload, reload and soak drills, and the tally
  * they assert on: every request sent ends in exactly one bucket — answered 2xx, answered with an error (by status
  * and TorchServe type), or unanswered (the connection failed, or no answer within the client's deadline).
  * "Nothing lost" is `unanswered === 0`.
