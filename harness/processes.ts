@@ -69,3 +69,13 @@ export function startEntry(options: EntryOptions): ManagedProcess {
 export function isListening<T extends object>(m: unknown): m is { type: 'listening' } & T {
   return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'listening';
 }
+
+/** Whether a process with this pid is alive (signal 0 reaches it). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -5,7 +5,8 @@
  * stands in for a long generation (the engine's own row cancellation is tested in engine/ and worker/).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, type TestServer, describeModel } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 /** POST a prediction that the client abandons after `abortAfterMs`; resolves once the client side is closed. */

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, body: unknown, headers?: Record<string, string>) =>

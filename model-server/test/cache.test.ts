@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 let modelRoot: string;

@@ -9,7 +9,8 @@ import { forkWorker } from '../http/server.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
 import { faultSpawner } from '../../harness/fault-spawner.js';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 /** One dispatch as the worker received it: the models of its batches (one per batch) and their sizes. */

@@ -5,7 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { until } from '../../harness/polling.js';
-import { call, describeModel, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { describeModel, startTestServer, type TestServer } from '../../harness/model-server.js';
 
 describe('error answers carry their code and whether the request reached a worker', () => {
   let t: TestServer | undefined;

@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, type TestServer, describeModel } from '../../harness/model-server.js';
+import { alive } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, text: string) =>

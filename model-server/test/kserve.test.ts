@@ -13,7 +13,8 @@ import { createLogger } from '../../common/logger.js';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { createModelServer } from '../http/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
-import { call, metricValue, NO_CUDA, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { NO_CUDA, startTestServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 const register = (t: TestServer, query: string) => call(`${t.management}/models?${query}`, { method: 'POST' });

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WORKER_NICENESS } from '../http/server.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 
 /** The nice value of a process (field 19 of /proc/PID/stat, after the parenthesised command name). */
 function niceOf(pid: number): number {

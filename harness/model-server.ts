@@ -1,7 +1,9 @@
 /**
- * @module model-server/test/helpers — a real model server for integration tests: a temp store of echo entries,
- * the three apps listening on 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff,
- * unhealthy threshold) are shortened and faults injected through the server's `spawn` seam (fault-spawner.ts).
+ * @module harness/model-server — a real model server in this process for integration tests (the model server's,
+ * the router's, the deploy and script tests): a temp store of echo entries, the three apps listening on
+ * 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff, unhealthy threshold) are
+ * shortened and faults injected through the server's `spawn` seam (fault-spawner.ts). A whole stack in fresh
+ * processes is harness/stack.ts.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -10,17 +12,18 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
-import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../common/config.js';
-import { createLogger } from '../../common/logger.js';
-import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../wlm/devices.js';
-import type { AppEnv } from '../http/error-handler.js';
-import type { GpuMonitor } from '../wlm/gpu-monitor.js';
-import type { ManagerTimings } from '../wlm/model-manager.js';
-import { createModelServer, type ModelServer } from '../http/server.js';
-import type { WorkerSpawner } from '../wlm/worker-handle.js';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { archiveModels } from '../tools/archiver.js';
-import { faultSpawner } from '../../harness/fault-spawner.js';
+import { loadConfig, type ModelServerConfig, type SetupConfig } from '../common/config.js';
+import { createLogger } from '../common/logger.js';
+import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../model-server/wlm/devices.js';
+import type { AppEnv } from '../model-server/http/error-handler.js';
+import type { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
+import type { ManagerTimings } from '../model-server/wlm/model-manager.js';
+import { createModelServer, type ModelServer } from '../model-server/http/server.js';
+import type { WorkerSpawner } from '../model-server/wlm/worker-handle.js';
+import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
+import { archiveModels } from '../model-server/tools/archiver.js';
+import { faultSpawner } from './fault-spawner.js';
+import { call } from './http.js';
 
 export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
@@ -113,47 +116,6 @@ function listen(app: Hono<AppEnv>): Promise<Server> {
     server.once('listening', () => resolve(server));
     server.once('error', reject);
   });
-}
-
-/** JSON request helper: status, parsed body (or text), headers. */
-export async function call(
-  url: string,
-  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<{ status: number; body: any; headers: Headers }> {
-  const hasBody = init.body !== undefined;
-  const res = await fetch(url, {
-    method: init.method ?? (hasBody ? 'POST' : 'GET'),
-    headers: { ...(hasBody ? { 'content-type': 'application/json' } : {}), ...init.headers },
-    ...(hasBody ? { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) } : {}),
-  });
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON: keep the text
-  }
-  return { status: res.status, body, headers: res.headers };
-}
-
-/** The value of one sample line of Prometheus text, e.g. `mt_batch_size_count{model_name="echo",...}`. */
-export function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const matches = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
-    if (matches) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
-}
-
-/** Is a process alive? */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The management API's description of a registered model (its first version). */
