@@ -14,7 +14,7 @@
  * (cluster instances, 2), --front auto|builtin|nginx (auto: nginx when installed), --handler translation|echo,
  * --json FILE (the whole report).
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -23,7 +23,7 @@ import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, send } from '../harness/load.js';
-import { parentMap, processTree } from '../harness/proc-tree.js';
+import { commandLine, openFds, parentMap, processTree, statusBytes } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
 import { startStack, type Stack } from '../bench/lib/stack.js';
 
@@ -114,24 +114,10 @@ export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
   const out: ProcessSample[] = [];
   for (const pid of pids) {
     try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-      const fds = readdirSync(`/proc/${pid}/fd`);
-      let sockets = 0;
-      for (const fd of fds) {
-        try {
-          if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) sockets += 1;
-        } catch {
-          // closed while counting
-        }
-      }
-      out.push({
-        pid,
-        name: roleOf(cmdline),
-        rssMiB: rss ? Number(rss[1]) / 1024 : 0,
-        fds: fds.length,
-        files: fds.length - sockets,
-      });
+      const name = roleOf(commandLine(pid));
+      const rssBytes = statusBytes(pid, 'VmRSS');
+      const { fds, sockets } = openFds(pid);
+      out.push({ pid, name, rssMiB: Number.isNaN(rssBytes) ? 0 : rssBytes / 2 ** 20, fds, files: fds - sockets });
     } catch {
       // exited while sampling
     }

@@ -1,14 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WORKER_NICENESS } from '../http/server.js';
 import { call } from '../../harness/http.js';
+import { niceOf } from '../../harness/proc-tree.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
-
-/** The nice value of a process (field 19 of /proc/PID/stat, after the parenthesised command name). */
-function niceOf(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
-}
 
 describe('worker scheduling priority', () => {
   let t: TestServer | undefined;
