@@ -25,7 +25,7 @@ import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, send } from '../harness/load.js';
 import { commandLine, openFds, parentMap, processTree, statusBytes } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
-import { startStack, type Stack } from '../bench/lib/stack.js';
+import { startMeasuredStack, type Stack } from '../harness/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
 const SENTENCES: Record<string, string[]> = {
@@ -216,7 +216,7 @@ export async function soak(
     );
     // The bench's stack (a router cluster on one port, the front) at the deployed defaults: beam search, the
     // translation cache, the default response timeout and queue budget, outputs ending at </s>.
-    stack = await startStack({
+    stack = await startMeasuredStack({
       name: 'soak',
       workDir: work,
       languages: LANGUAGES,
@@ -238,8 +238,8 @@ export async function soak(
       cacheMaxBytes: Number(ENV_DEFAULTS.CACHE_MAX_BYTES),
       env: { NUM_BEAMS: '2' },
     });
-    const roots = stack.pids();
-    const url = stack.urls.front!;
+    const roots = stack.processes.map((p) => p.pid);
+    const url = stack.frontUrl!;
     const start = sampleProcesses(roots);
     log(table('processes at start (idle, before any request)', start));
 
@@ -289,7 +289,7 @@ export async function soak(
         errors: window.errors,
         p50Ms: percentile(window.latencies, 50),
         p99Ms: percentile(window.latencies, 99),
-        maxQueueDepth: await queueDepth(stack.urls.metrics).catch(() => -1),
+        maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
         rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
         fds: samples.reduce((a, s) => a + s.fds, 0),
         processes: samples,
