@@ -282,6 +282,10 @@ async function stopLoad(): Promise<void> {
   await loadDone;
 }
 
+/**
+ * An observation window: the drill measures what the traffic got over a stretch of time (a rate, who served it,
+ * what failed after a kill or a cut), so here the wait is the measurement, not a stand-in for a condition.
+ */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Requests answered in [from, to): those in flight when something happened count in its window. */
 const between = (from: number, to: number) => outcomes.filter((o) => o.end >= from && o.end < to);

@@ -50,6 +50,7 @@ describe('overload far beyond capacity (300 clients against ~80 texts/s)', () =>
         const [d] = (await res.json()) as [{ jobQueueStatus: { pendingRequests: number } }];
         maxDepth = Math.max(maxDepth, d.jobQueueStatus.pendingRequests);
         if (stopWatching) return;
+        // The sampling period of the depth watch during the burst, not a wait for a condition.
         await new Promise((r) => setTimeout(r, 50));
       }
     })();

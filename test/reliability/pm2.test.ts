@@ -49,8 +49,17 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
 
   afterAll(() => stack?.stop());
 
-  const load = (url: string, concurrency: number) =>
-    background({ url: () => url, body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`), concurrency });
+  /** Background traffic to `url`, counting the requests answered so far (any status). */
+  const load = (url: string, concurrency: number) => {
+    let answered = 0;
+    const traffic = background({
+      url: () => url,
+      body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`),
+      concurrency,
+      onOutcome: () => void answered++,
+    });
+    return { ...traffic, answered: () => answered };
+  };
 
   it('SIGKILL of one router instance: pm2 restarts it, the other keeps serving, the front answers every request', async () => {
     const [victim, survivor] = await routers();
@@ -96,10 +105,13 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
     const before = (await routers()).map((p) => p.pid);
     const viaFront = load(urls.front, 16);
     const direct = load(urls.router, 8);
-    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    // Every client has had an answer (its next slow request is in flight) before the reload, and again after it.
+    const servedSince = (from: number[]) => viaFront.answered() >= from[0]! + 16 && direct.answered() >= from[1]! + 8;
+    await until('traffic through both paths before the reload', () => servedSince([0, 0]));
     const reload = await run(PM2, ['reload', 'router'], 120_000);
     expect(reload.code, reload.out).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    const atReload = [viaFront.answered(), direct.answered()];
+    await until('traffic through both paths after the reload', () => servedSince(atReload));
     const [front, router] = await Promise.all([viaFront.stop(), direct.stop()]);
 
     const after = (await routers()).map((p) => p.pid);

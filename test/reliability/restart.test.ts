@@ -97,6 +97,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
         }
         outcome.end = Date.now();
         outcomes.push(outcome);
+        // The client under test honours the refusal with a short pause before it sends again (the behaviour, not a wait).
         if (outcome.status !== 200) await new Promise((r) => setTimeout(r, 50));
       }
     };
