@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
+import { afterEach } from 'vitest';
 import type { Hono } from 'hono';
 import { loadConfig, type ModelServerConfig, type SetupConfig } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
@@ -124,25 +125,26 @@ export async function describeModel(t: TestServer, model: string): Promise<any> 
 }
 
 /**
- * A model server with the generated tiny M2M100 serving `models` (each registered with a small batch), one CPU
- * engine for all; `close` also removes the generated model.
+ * A model server with the generated tiny M2M100 serving `models` (each registered with `batchSize`, default 8, and
+ * a 5 ms batch delay), one CPU engine for all, greedy 16-token outputs unless `config` says otherwise; `close` also
+ * removes the generated model.
  */
 export async function startTinyTranslationServer(
   models: string[],
-  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> = {},
+  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> & { batchSize?: number } = {},
 ): Promise<TestServer> {
+  const { batchSize = 8, ...serverOptions } = options;
   const modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-'));
   makeDemoModel('tiny', modelRoot);
   const t = await startTestServer({
-    ...options,
+    ...serverOptions,
     entries: models,
     handler: 'translation',
     modelDir: modelRoot,
-    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...options.config },
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...serverOptions.config },
   });
   for (const model of models) {
-    const res = await call(`${t.management}/models?url=${model}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
-    if (res.status !== 200) throw new Error(`registering ${model}: ${JSON.stringify(res.body)}`);
+    await registerModel(t, `url=${model}&batch_size=${batchSize}&max_batch_delay=5`);
   }
   const close = t.close;
   return {
@@ -152,4 +154,31 @@ export async function startTinyTranslationServer(
       rmSync(modelRoot, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * `startTestServer` for servers that live for one test: every server started through the returned function is
+ * closed after the test that started it (vitest's afterEach), pass or fail. Call it in a `describe` body.
+ */
+export function startPerTest(): (options?: TestServerOptions) => Promise<TestServer> {
+  const open: TestServer[] = [];
+  afterEach(async () => {
+    for (const t of open.splice(0)) await t.close();
+  });
+  return async (options) => {
+    const t = await startTestServer(options);
+    open.push(t);
+    return t;
+  };
+}
+
+/** POST `query` to the management API's /models (a registration); throws unless it answers 200. */
+export async function registerModel(t: TestServer, query: string): Promise<void> {
+  const res = await call(`${t.management}/models?${query}`, { method: 'POST' });
+  if (res.status !== 200) throw new Error(`POST /models?${query}: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** The model server's Prometheus metrics page, as text. */
+export async function metricsText(t: TestServer): Promise<string> {
+  return (await call(`${t.metrics}/metrics`)).body as string;
 }
