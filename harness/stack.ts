@@ -341,6 +341,23 @@ export async function startStack(options: StackOptions): Promise<Stack | Pm2Stac
   }
 }
 
+/**
+ * A front of each of `kinds` before `stack`'s first router, in that order, each named `${namePrefix}${kind}` (its
+ * log file and run folder); they are registered for `stopAll`.
+ */
+export async function startFronts(
+  stack: StackBase,
+  kinds: readonly ('builtin' | 'nginx')[],
+  namePrefix = '',
+): Promise<{ proc: ManagedProcess; url: string; kind: string }[]> {
+  const fronts = [];
+  for (const kind of kinds) {
+    const base = { dir: stack.dir, env: stack.env, routerUrl: stack.routerUrls[0]! };
+    fronts.push(await startFront({ ...base, kind, name: `${namePrefix}${kind}` }));
+  }
+  return fronts;
+}
+
 /** The pm2 half of startStack: free ports fixed beforehand, the apps file, `pm2 start`, registration. */
 async function startUnderPm2(
   options: StackOptions,
