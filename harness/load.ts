@@ -7,6 +7,20 @@
 import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
 
+/**
+ * One request of a drill's own clients on a timeline (wall-clock ms), for counting what happened in a window around
+ * a kill or a cut: its language, when it was sent and answered, the status (-1: no answer) and Retry-After.
+ */
+export interface TimedOutcome {
+  lang: string;
+  start: number;
+  end: number;
+  status: number;
+  retryAfter: string | undefined;
+  /** The transport error of an unanswered request. */
+  error?: string;
+}
+
 /** One finished request. */
 export interface Outcome {
   /** HTTP status, or 0 when unanswered. */

@@ -15,6 +15,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TimedOutcome } from '../../harness/load.js';
 import type { Pm2Process } from '../../harness/pm2.js';
 import { until } from '../../harness/polling.js';
 import { startStack, type Pm2Stack } from '../../harness/stack.js';
@@ -27,14 +28,7 @@ const RECOVERY_BOUND_MS = 15_000;
 /** A request with no answer within this is a hang. */
 const HANG_MS = 20_000;
 
-interface Outcome {
-  lang: string;
-  start: number;
-  end: number;
-  status: number;
-  retryAfter: string | undefined;
-  error?: string;
-}
+type Outcome = TimedOutcome;
 
 describe('under pm2: the model server SIGKILLed under load comes back with its models', () => {
   let stack: Pm2Stack;
