@@ -4,7 +4,8 @@
  * outlive the bench: `node --import tsx bench/router-cluster.ts <instances>`, configuration from the env.
  *
  * Prints `{"msg":"router cluster listening","port":N,"instances":N}` once every instance listens (each one
- * reports its port over IPC, as it does to pm2). An instance that dies stops the whole cluster (the bench
+ * reports its port over IPC, as it does to pm2), and reports `{type: 'listening', port, instances}` over IPC to
+ * whoever started it with a channel (harness/stack.ts), as a single router does. An instance that dies stops the whole cluster (the bench
  * must not measure fewer routers than it reports). SIGTERM/SIGINT stop every instance (each drains) and exit.
  */
 import cluster, { type Worker } from 'node:cluster';
@@ -30,6 +31,7 @@ for (let i = 0; i < instances; i++) {
     listening++;
     if (listening === instances) {
       process.stdout.write(`${JSON.stringify({ msg: 'router cluster listening', port: message.port, instances })}\n`);
+      process.send?.({ type: 'listening', port: message.port, instances });
     }
   });
 }

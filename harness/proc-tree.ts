@@ -5,9 +5,66 @@
  * "peak RSS of all processes" means in the benchmark — and, beside it, the proportional set size (PSS, from
  * `smaps_rollup`), which counts a page shared by k processes as 1/k in each so the sum is not inflated by
  * shared libraries. `RssSampler` polls a set of roots and keeps the peak of the sum. `cpuTicks` reads the CPU time
- * a tree has used so far, so a measurement can say where the processor went.
+ * a tree has used so far, so a measurement can say where the processor went. One process's figures (its resident
+ * memory and high-water mark, nice value, open descriptors, command line) are read here too: no other file reads
+ * /proc for the tests, the bench or the soak.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+
+/** A process id, or `self` for this process. */
+export type Pid = number | 'self';
+
+/**
+ * The fields of /proc/PID/stat after the command name: field 3 (the state) is [0], field N is [N - 3]. The command
+ * name may contain spaces and parentheses, so the fields start after the last ')'. @throws when the process is gone.
+ */
+function statFields(pid: Pid): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/**
+ * A `kB` line of /proc/PID/status in bytes: `VmRSS` (resident now) or `VmHWM` (its high-water mark); NaN when the
+ * line is missing. @throws when the process is gone.
+ */
+export function statusBytes(pid: Pid, field: 'VmRSS' | 'VmHWM'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match === null ? Number.NaN : Number(match[1]) * 1024;
+}
+
+/** Reset this process's resident-memory high-water mark (`VmHWM`), so the next read covers what follows; false where Linux refuses. */
+export function resetPeakRss(): boolean {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The nice value of a process (field 19 of its stat). @throws when it is gone. */
+export function niceOf(pid: Pid): number {
+  return Number(statFields(pid)[16]);
+}
+
+/** The command line of a process, its arguments joined by spaces. @throws when it is gone. */
+export function commandLine(pid: Pid): string {
+  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+}
+
+/** Open file descriptors of a process, all kinds, and how many of them are sockets. @throws when it is gone. */
+export function openFds(pid: Pid): { fds: number; sockets: number } {
+  const fds = readdirSync(`/proc/${pid}/fd`);
+  let sockets = 0;
+  for (const fd of fds) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) sockets += 1;
+    } catch {
+      // closed while counting
+    }
+  }
+  return { fds: fds.length, sockets };
+}
 
 /** `pid → parent pid` for every process visible in /proc. */
 export function parentMap(): Map<number, number> {
@@ -15,10 +72,7 @@ export function parentMap(): Map<number, number> {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      // The comm field may contain spaces and parentheses: the ppid is the 2nd field after the last ')'.
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      parents.set(Number(entry), Number(fields[1]));
+      parents.set(Number(entry), Number(statFields(Number(entry))[1])); // field 4, the ppid
     } catch {
       // the process exited while we listed /proc
     }
@@ -49,9 +103,7 @@ export function processMemory(pid: number): { rssBytes: number; pssBytes: number
   let rssBytes = 0;
   let pssBytes = 0;
   try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const rss = /^VmRSS:\s+(\d+) kB/m.exec(status);
-    rssBytes = rss ? Number(rss[1]) * 1024 : 0;
+    rssBytes = statusBytes(pid, 'VmRSS') || 0;
   } catch {
     return { rssBytes: 0, pssBytes: 0 };
   }
@@ -85,8 +137,7 @@ export const CPU_TICK_US = 10_000;
 
 /** CPU clock ticks (user + system) of one process so far. @throws when it is gone or /proc is missing. */
 export function ownCpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const fields = statFields(pid);
   return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
 }
 

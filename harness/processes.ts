@@ -21,6 +21,8 @@ export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).
 export interface EntryOptions {
   /** Entry point relative to the repository root: `router/main.ts` (through tsx) or `dist/router/main.js`. */
   entry: string;
+  /** Arguments after the entry. */
+  args?: string[];
   cwd: string;
   /** The child's whole environment besides PATH and HOME: nothing else leaks in from the test runner. */
   env: Record<string, string>;
@@ -56,6 +58,7 @@ export function startEntry(options: EntryOptions): ManagedProcess {
   return startProcess({
     name,
     file: path.join(ROOT, options.entry),
+    ...(options.args ? { args: options.args } : {}),
     execArgv: options.entry.endsWith('.ts') ? ['--import', TSX] : [],
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
@@ -68,4 +71,14 @@ export function startEntry(options: EntryOptions): ManagedProcess {
 /** `{type: 'listening', …}`: what the router, the front and the model server report over IPC. */
 export function isListening<T extends object>(m: unknown): m is { type: 'listening' } & T {
   return typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'listening';
+}
+
+/** Whether a process with this pid is alive (signal 0 reaches it). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -13,7 +13,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
 import type { ModelStatus, ServerStatus } from '../model-server/translation/status.js';
-import { call, startTestServer } from '../model-server/test/helpers.js';
+import { call } from '../harness/http.js';
+import { startTestServer } from '../harness/model-server.js';
 import { ROOT, TSX } from '../harness/processes.js';
 
 const MIB = 2 ** 20;

@@ -14,7 +14,7 @@
  * (cluster instances, 2), --front auto|builtin|nginx (auto: nginx when installed), --handler translation|echo,
  * --json FILE (the whole report).
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -22,10 +22,10 @@ import { findNginx } from '../front/nginx.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
-import { Tally, send } from '../bench/lib/load.js';
-import { parentMap, processTree } from '../harness/proc-tree.js';
+import { Tally, send } from '../harness/load.js';
+import { commandLine, openFds, parentMap, processTree, statusBytes } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
-import { startStack, type Stack } from '../bench/lib/stack.js';
+import { startMeasuredStack, type Stack } from '../harness/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
 const SENTENCES: Record<string, string[]> = {
@@ -114,24 +114,10 @@ export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
   const out: ProcessSample[] = [];
   for (const pid of pids) {
     try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-      const fds = readdirSync(`/proc/${pid}/fd`);
-      let sockets = 0;
-      for (const fd of fds) {
-        try {
-          if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) sockets += 1;
-        } catch {
-          // closed while counting
-        }
-      }
-      out.push({
-        pid,
-        name: roleOf(cmdline),
-        rssMiB: rss ? Number(rss[1]) / 1024 : 0,
-        fds: fds.length,
-        files: fds.length - sockets,
-      });
+      const name = roleOf(commandLine(pid));
+      const rssBytes = statusBytes(pid, 'VmRSS');
+      const { fds, sockets } = openFds(pid);
+      out.push({ pid, name, rssMiB: Number.isNaN(rssBytes) ? 0 : rssBytes / 2 ** 20, fds, files: fds - sockets });
     } catch {
       // exited while sampling
     }
@@ -230,7 +216,7 @@ export async function soak(
     );
     // The bench's stack (a router cluster on one port, the front) at the deployed defaults: beam search, the
     // translation cache, the default response timeout and queue budget, outputs ending at </s>.
-    stack = await startStack({
+    stack = await startMeasuredStack({
       name: 'soak',
       workDir: work,
       languages: LANGUAGES,
@@ -252,8 +238,8 @@ export async function soak(
       cacheMaxBytes: Number(ENV_DEFAULTS.CACHE_MAX_BYTES),
       env: { NUM_BEAMS: '2' },
     });
-    const roots = stack.pids();
-    const url = stack.urls.front!;
+    const roots = stack.processes.map((p) => p.pid);
+    const url = stack.frontUrl!;
     const start = sampleProcesses(roots);
     log(table('processes at start (idle, before any request)', start));
 
@@ -303,7 +289,7 @@ export async function soak(
         errors: window.errors,
         p50Ms: percentile(window.latencies, 50),
         p99Ms: percentile(window.latencies, 99),
-        maxQueueDepth: await queueDepth(stack.urls.metrics).catch(() => -1),
+        maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
         rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
         fds: samples.reduce((a, s) => a + s.fds, 0),
         processes: samples,

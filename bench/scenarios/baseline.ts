@@ -86,7 +86,7 @@ async function startArm(
     batchSize,
     modelDtype,
   });
-  return { origin: stack.urls.front!, metricsUrl: stack.urls.metrics, stop: () => stack.stop() };
+  return { origin: stack.frontUrl!, metricsUrl: stack.metrics, stop: () => stack.stop() };
 }
 
 /**

@@ -88,7 +88,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       let opened: Promise<Sample[]> = Promise.resolve([]);
       let closed: Promise<Sample[]> = Promise.resolve([]);
       const load = await runClosedLoop({
-        origin: stack.urls.front!,
+        origin: stack.frontUrl!,
         concurrency,
         request: (seq) => ({
           path: '/',
@@ -106,8 +106,8 @@ async function run(ctx: BenchContext): Promise<Section> {
         onWindowEnd: 'drain',
         maxTotalMs: 10 * WINDOW_MIN_MS + 120_000,
         signal: ctx.signal,
-        onWindowOpen: () => (opened = scrape(`${stack.urls.metrics}/metrics`)),
-        onWindowClose: () => (closed = scrape(`${stack.urls.metrics}/metrics`)),
+        onWindowOpen: () => (opened = scrape(`${stack.metrics}/metrics`)),
+        onWindowClose: () => (closed = scrape(`${stack.metrics}/metrics`)),
       });
       const [before, after] = [await opened, await closed];
       const delta = (name: string) => total(after, name) - total(before, name);

@@ -83,7 +83,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     minNewTokens: 0,
   });
   const windowMs = settings.mode === 'full' ? 40_000 : settings.mode === 'quick' ? 12_000 : 2_000;
-  const generated = async () => total(await scrape(`${stack.urls.metrics}/metrics`), 'mt_engine_step_rows_total');
+  const generated = async () => total(await scrape(`${stack.metrics}/metrics`), 'mt_engine_step_rows_total');
   const terms = glossary();
   const arms: Arm[] = [];
   const rounds = settings.mode === 'full' ? 3 : 1;
@@ -94,7 +94,7 @@ async function run(ctx: BenchContext): Promise<Section> {
       let opened = Promise.resolve(0);
       let closed = Promise.resolve(0);
       const load = await runClosedLoop({
-        origin: stack.urls.inference,
+        origin: stack.inference,
         concurrency: CLIENTS,
         request: (seq) => ({
           path: `/predictions/${TARGET}`,

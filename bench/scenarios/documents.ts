@@ -55,9 +55,9 @@ async function run(ctx: BenchContext): Promise<Section> {
   });
   const windowMs = settings.mode === 'full' ? 40_000 : settings.mode === 'quick' ? 12_000 : 2_000;
   const warmupMs = Math.min(5_000, windowMs / 2);
-  const metricsUrl = `${stack.urls.metrics}/metrics`;
+  const metricsUrl = `${stack.metrics}/metrics`;
   const generated = async () => total(await scrape(metricsUrl), 'mt_engine_step_rows_total');
-  const origin = stack.urls.inference;
+  const origin = stack.inference;
   const post = (body: Record<string, unknown>, units: number) => ({
     path: `/predictions/${TARGET}`,
     body: JSON.stringify({ src_lang: SOURCE, ...body }),

@@ -16,13 +16,13 @@
  * and whether each engine took the fast path (no decoder notes, appended cache and greedy top-2 outputs).
  * Prints a JSON summary on its last line. In `npm run bench` it runs in a fresh process (bench/probe.ts).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { resetPeakRss, statusBytes } from '../../harness/proc-tree.js';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
 import type { DecoderOutputs } from '../../model-server/engine/session.js';
 import type { BenchContext, Scenario } from '../lib/context.js';
@@ -79,20 +79,8 @@ export interface LayoutProbeResult {
   rssEndBytes: number;
 }
 
-/** Linux's resident-memory high-water mark of this process, reset so the next read covers what follows. */
-function resetPeakRss(): boolean {
-  try {
-    writeFileSync('/proc/self/clear_refs', '5');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function peakRssBytes(): number {
-  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
-  return match === null ? Number.NaN : Number(match[1]) * 1024;
-}
+/** Linux's resident-memory high-water mark of this process (resetPeakRss starts it again). */
+const peakRssBytes = (): number => statusBytes('self', 'VmHWM');
 
 let gc: (() => void) | undefined;
 

@@ -51,12 +51,8 @@ type CpuShares = Record<(typeof CPU_PARTS)[number], number>;
 /** CPU ticks of each part of `stack` so far (the load generator is this process). */
 function cpuNow(stack: Stack): CpuShares {
   const parents = parentMap();
-  const root = (suffix: string) => stack.processes.find((p) => p.name.endsWith(suffix))?.pid;
-  const tree = (suffix: string) => {
-    const pid = root(suffix);
-    return pid === undefined ? 0 : cpuTicks(pid, parents);
-  };
-  const modelServer = root(' model-server')!;
+  const tree = (proc: { pid: number } | undefined) => (proc === undefined ? 0 : cpuTicks(proc.pid, parents));
+  const modelServer = stack.modelServer.pid;
   let own = Number.NaN;
   try {
     own = ownCpuTicks(modelServer);
@@ -67,8 +63,8 @@ function cpuNow(stack: Stack): CpuShares {
   return {
     workers: cpuTicks(modelServer, parents) - own,
     'model server': own,
-    router: tree(' router'),
-    front: tree(' front'),
+    router: tree(stack.routers[0]),
+    front: tree(stack.front),
     'load generator': (self.user + self.system) / CPU_TICK_US,
   };
 }
@@ -82,7 +78,7 @@ function cpuShares(from: CpuShares, to: CpuShares, windowMs: number): CpuShares 
 /** The model server's event-loop delay since its previous scrape (prom-client resets it at every collect), ms. */
 async function modelServerLoopDelay(stack: Stack): Promise<LoopDelay> {
   try {
-    const samples = await stack.metrics();
+    const samples = await scrape(`${stack.metrics}/metrics`);
     return {
       p99: total(samples, 'nodejs_eventloop_lag_p99_seconds') * 1000,
       max: total(samples, 'nodejs_eventloop_lag_max_seconds') * 1000,
@@ -150,7 +146,7 @@ async function run(ctx: BenchContext): Promise<Section> {
   const windowMs = settings.mode === 'full' ? 60_000 : settings.mode === 'quick' ? 30_000 : 2_000;
   try {
     for (const path of ['front', 'model-server'] as const) {
-      const origin = path === 'front' ? stack.urls.front! : stack.urls.inference;
+      const origin = path === 'front' ? stack.frontUrl! : stack.inference;
       // One untimed level first: the model learns its service rate, the engine its shapes.
       for (const [i, factor] of [1, ...FACTORS].entries()) {
         if (ctx.signal.aborted) break;
@@ -196,7 +192,7 @@ async function run(ctx: BenchContext): Promise<Section> {
         } else levels.push(level);
       }
     }
-    deaths = total(await scrape(`${stack.urls.metrics}/metrics`), 'mt_worker_deaths_total');
+    deaths = total(await scrape(`${stack.metrics}/metrics`), 'mt_worker_deaths_total');
   } finally {
     await stack.stop();
   }

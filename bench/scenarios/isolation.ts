@@ -39,8 +39,8 @@ async function run(ctx: BenchContext): Promise<Section> {
     maxNewTokens: 16,
   });
   const pairs = settings.mode === 'full' ? 300 : settings.mode === 'quick' ? 100 : 20;
-  const front = new Pool(stack.urls.front!, { connections: 1 });
-  const direct = new Pool(stack.urls.inference, { connections: 1 });
+  const front = new Pool(stack.frontUrl!, { connections: 1 });
+  const direct = new Pool(stack.inference, { connections: 1 });
   const probe = async (viaFront: boolean, i: number): Promise<number> => {
     const text = `Probe sentence number ${i}.`;
     const started = performance.now();
@@ -60,7 +60,7 @@ async function run(ctx: BenchContext): Promise<Section> {
   const viaFront: number[] = [];
   const straight: number[] = [];
   let floodAnswers = { ok: 0, failed: 0 };
-  const routerPid = stack.processes.find((p) => p.name.endsWith(' router'))!.child.pid!;
+  const routerPid = stack.routers[0]!.pid;
   let routerBefore = 0;
   let routerPeak = 0;
   let crowd = { ok: 0, refused: 0, other: 0 };
@@ -70,7 +70,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     for (let i = 0; i < 5; i += 1) await Promise.all([probe(true, -i), probe(false, -i)]);
     const stopFlood = new AbortController();
     const flood = runClosedLoop({
-      origin: stack.urls.front!,
+      origin: stack.frontUrl!,
       concurrency: FLOOD_CLIENTS,
       request: (seq) => ({
         path: '/',
@@ -101,7 +101,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     // front never accepted it).
     const answers = await Promise.all(
       Array.from({ length: CROWD }, (_, i) =>
-        request(`${stack.urls.front!}/`, {
+        request(`${stack.frontUrl!}/`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ src_lang: 'de', src_text: `Crowd sentence ${i}.`, tgt_lang: FLOOD }),

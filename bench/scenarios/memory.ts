@@ -78,12 +78,12 @@ async function measureLayout(
     throw err;
   });
   // Sampling starts once the pid is known: the load phase (engines loaded, activations, KV caches) is the peak.
-  for (const pid of stack.pids()) sampler.addRoot(pid);
+  for (const p of stack.processes) sampler.addRoot(p.pid);
   sampler.sample();
   try {
     // Every language busy at once, so every engine allocates its working memory.
     const load = await measure(ctx, {
-      origin: stack.urls.inference,
+      origin: stack.inference,
       entry: 'model-server',
       concurrency: Math.max(layout.languages.length, 16),
       targets: layout.languages,

@@ -35,7 +35,7 @@ async function run(ctx: BenchContext): Promise<Section> {
         for (const entry of round) {
           if (ctx.signal.aborted) break;
           const origin =
-            entry === 'front' ? stack.urls.front! : entry === 'router' ? stack.urls.router! : stack.urls.inference;
+            entry === 'front' ? stack.frontUrl! : entry === 'router' ? stack.routerUrls[0]! : stack.inference;
           const m = await measure(ctx, {
             origin,
             entry: entry === 'model-server' ? 'model-server' : 'front',

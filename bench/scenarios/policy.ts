@@ -55,11 +55,11 @@ async function run(ctx: BenchContext): Promise<Section> {
           byConcurrency.set(
             c,
             await measure(ctx, {
-              origin: stack.urls.front!,
+              origin: stack.frontUrl!,
               entry: 'front',
               concurrency: c,
               targets: TARGETS,
-              metricsUrl: stack.urls.metrics,
+              metricsUrl: stack.metrics,
               drain,
               label: `policy ${policy}`,
             }),

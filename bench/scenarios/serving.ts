@@ -119,11 +119,11 @@ async function run(ctx: BenchContext): Promise<Section> {
             // Drain unless nothing runs before this stack is stopped: queued work must not overlap the next measurement.
             const drain = !(lastLevel && ai === arms.length - 1);
             served = await measure(ctx, {
-              origin: stack.urls.front!,
+              origin: stack.frontUrl!,
               entry: 'front',
               concurrency: c,
               targets,
-              metricsUrl: stack.urls.metrics,
+              metricsUrl: stack.metrics,
               drain,
               label: `serving ${label}`,
             });

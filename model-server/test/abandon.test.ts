@@ -4,8 +4,9 @@
  * without recycling a worker that makes progress. Real worker processes; the echo handler with an injected delay
  * stands in for a long generation (the engine's own row cancellation is tested in engine/ and worker/).
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { call, metricValue } from '../../harness/http.js';
+import { describeModel, metricsText, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 /** POST a prediction that the client abandons after `abortAfterMs`; resolves once the client side is closed. */
@@ -24,35 +25,29 @@ async function abandoned(t: TestServer, text: string, abortAfterMs: number): Pro
   clearTimeout(timer);
 }
 
-async function scrape(t: TestServer): Promise<string> {
-  return (await call(`${t.metrics}/metrics`)).body as string;
-}
-
 describe('abandoned work (real worker processes)', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   it('a client that disconnects cancels its jobs: running on the worker and waiting in the queue', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1500' } });
+    t = await startServer({ faults: { echo: 'slow:1500' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=1&max_batch_delay=0`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const server = t;
     // The first request occupies the worker (cap 1), the second waits in the queue; both clients give up.
     const running = abandoned(server, 'running', 300);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    const worker = () => server.server.manager.registry.get('echo').pool.workers()[0];
+    await until('the first job on the worker', () => worker()?.inFlightJobs === 1);
     const queued = abandoned(server, 'queued', 300);
     await Promise.all([running, queued]);
     await until('both jobs cancelled', async () => {
-      const text = await scrape(server);
+      const text = await metricsText(server);
       const get = (stage: string) =>
         metricValue(text, 'mt_cancelled_jobs_total', { model_name: 'echo', reason: 'client-gone', stage }) ?? 0;
       return get('running') === 1 && get('queued') === 1;
     });
     expect((await describeModel(server, 'echo')).jobQueueStatus.pendingRequests).toBe(0);
-    const text = await scrape(server);
+    const text = await metricsText(server);
     expect(metricValue(text, 'mt_jobs_total', { model_name: 'echo', outcome: 'CLIENT_CLOSED' })).toBe(2);
     // Nobody was recycled for it, and the worker still serves.
     expect(metricValue(text, 'mt_worker_deaths_total', {}) ?? 0).toBe(0);
@@ -61,7 +56,7 @@ describe('abandoned work (real worker processes)', () => {
   });
 
   it('a job slower than the response timeout gets 504 and is cancelled; a worker that answers is not recycled', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1200' } });
+    t = await startServer({ faults: { echo: 'slow:1200' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=4&max_batch_delay=0&response_timeout=1`, {
       method: 'POST',
     });
@@ -81,7 +76,7 @@ describe('abandoned work (real worker processes)', () => {
     // The worker is alive and busy (its heartbeat goes on while the handler works), so it is not recycled: it
     // answers the cancelled item at 1.2 s, and the job stops counting against its room then.
     await until('the cancelled item to be answered by the worker', async () => {
-      const text = await scrape(server);
+      const text = await metricsText(server);
       return metricValue(text, 'mt_cancelled_jobs_total', { model_name: 'echo', reason: 'deadline', stage: 'running' });
     });
     expect((await describeModel(server, 'echo')).workers[0].pid).toBe(pid);

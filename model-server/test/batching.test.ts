@@ -1,29 +1,18 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { call, metricValue } from '../../harness/http.js';
+import { metricsText, registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, body: unknown, headers?: Record<string, string>) =>
   call(`${t.inference}/predictions/${model}`, { body, ...(headers ? { headers } : {}) });
 
-async function register(t: TestServer, query: string): Promise<void> {
-  const res = await call(`${t.management}/models?${query}`, { method: 'POST' });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-}
-
-async function metrics(t: TestServer): Promise<string> {
-  return (await call(`${t.metrics}/metrics`)).body as string;
-}
-
 describe('batching (real server, real workers)', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   it('64 concurrent requests to batch_size 64 arrive at the worker as ONE batch (torchserve policy)', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
-    await register(t, 'url=echo&batch_size=64&max_batch_delay=30000');
+    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
     const server = t;
     const first = Array.from({ length: 63 }, (_, i) => predict(server, 'echo', { src_lang: 'en', src_text: `t${i}` }));
     // All 63 wait for company: describe shows them queued (the window is 30 s, so nothing has left).
@@ -34,7 +23,7 @@ describe('batching (real server, real workers)', () => {
     const last = predict(server, 'echo', { src_lang: 'en', src_text: 't63' });
     const answers = await Promise.all([...first, last]);
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `t${i}` } }));
-    const text = await metrics(t);
+    const text = await metricsText(t);
     const labels = { model_name: 'echo', model_version: '1.0' };
     expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
     expect(metricValue(text, 'mt_batch_size_sum', labels)).toBe(64);
@@ -44,17 +33,17 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('a lone request is answered within max_batch_delay plus a small margin, not before the window closes', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
-    await register(t, 'url=echo&batch_size=64&max_batch_delay=200');
+    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=200');
     await predict(t, 'echo', { src_text: 'warm-up' });
     const labels = { model_name: 'echo', model_version: '1.0' };
-    const queuedBefore = metricValue(await metrics(t), 'mt_queue_wait_seconds_sum', labels)!;
+    const queuedBefore = metricValue(await metricsText(t), 'mt_queue_wait_seconds_sum', labels)!;
     const started = performance.now();
     const res = await predict(t, 'echo', { src_lang: 'ko', src_text: 'alone' });
     const elapsed = performance.now() - started;
     expect(res).toMatchObject({ status: 200, body: { translated: 'alone' } });
     // In the server: the job left its queue when its window closed, 200 ms after it arrived (timer lag aside).
-    const queuedS = metricValue(await metrics(t), 'mt_queue_wait_seconds_sum', labels)! - queuedBefore;
+    const queuedS = metricValue(await metricsText(t), 'mt_queue_wait_seconds_sum', labels)! - queuedBefore;
     expect(queuedS).toBeGreaterThanOrEqual(0.2);
     expect(queuedS).toBeLessThan(0.2 + 0.1);
     // At the client: the window plus a round trip; the margin allows for a loaded shared CI machine.
@@ -63,8 +52,8 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('two concurrent requests with batch_size 2 and a long delay arrive in one batch (TorchServe test)', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
-    await register(t, 'url=echo&batch_size=2&max_batch_delay=30000');
+    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    await registerModel(t, 'url=echo&batch_size=2&max_batch_delay=30000');
     // One good and one bad input in the same batch: the bad one fails alone (pytorch/serve#1329).
     const [good, bad] = await Promise.all([
       predict(t, 'echo', { src_text: 'ok' }),
@@ -79,7 +68,7 @@ describe('batching (real server, real workers)', () => {
     // The worker reports the batch's end after its items, so the clients can have their answers first.
     const server = t;
     const text = await until('the batch reported', async () => {
-      const scraped = await metrics(server);
+      const scraped = await metricsText(server);
       return metricValue(scraped, 'mt_batch_size_count', labels) === undefined ? undefined : scraped;
     });
     expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
@@ -88,8 +77,8 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('a full queue answers 503 with Retry-After, distinct from "no worker", and every accepted job is answered', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
-    await register(t, 'url=echo&batch_size=64&max_batch_delay=1500');
+    t = await startServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
+    await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=1500');
     const server = t;
     const accepted = Array.from({ length: 6 }, (_, i) => predict(server, 'echo', { src_text: `a${i}` }));
     await until(
@@ -118,7 +107,7 @@ describe('batching (real server, real workers)', () => {
     });
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // Refusals are counted too: the 503 rate is what an operator alerts on.
-    const refusals = metricValue(await metrics(t), 'mt_requests_total', { model_name: 'echo', code: '503' });
+    const refusals = metricValue(await metricsText(t), 'mt_requests_total', { model_name: 'echo', code: '503' });
     expect(refusals).toBe(2);
     const answers = await Promise.all(accepted);
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `a${i}` } }));
@@ -139,8 +128,8 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('unregistering a model finishes its queued jobs before it answers', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve' } });
-    await register(t, 'url=echo&batch_size=64&max_batch_delay=30000');
+    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
     const server = t;
     const queued = ['u0', 'u1', 'u2'].map((text) => predict(server, 'echo', { src_text: text }));
     await until(
@@ -155,13 +144,13 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('splits src_text arrays into jobs and answers in order; says who served in headers', async () => {
-    t = await startTestServer({
+    t = await startServer({
       setupConfig: { cuda_id: { ko: '0', ru: '1' } },
       entries: ['ko', 'ru'],
       cuda: { gpus: [0], unavailableReason: undefined },
     });
-    await register(t, 'url=ko&batch_size=4&max_batch_delay=5');
-    await register(t, 'url=ru&batch_size=4&max_batch_delay=5');
+    await registerModel(t, 'url=ko&batch_size=4&max_batch_delay=5');
+    await registerModel(t, 'url=ru&batch_size=4&max_batch_delay=5');
     const texts = Array.from({ length: 10 }, (_, i) => `s${i}`);
     const ko = await predict(t, 'ko', { src_lang: 'en', src_text: texts });
     expect(ko.status).toBe(200);
@@ -219,8 +208,8 @@ describe('batching (real server, real workers)', () => {
   it('languages pinned to one device share one engine; ENGINE_SHARING=language gives one each', async () => {
     const setupConfig = { cuda_id: { ko: '0', en: '0', ru: '1' } };
     for (const engineSharing of ['device', 'language'] as const) {
-      t = await startTestServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
-      for (const m of ['ko', 'en', 'ru']) await register(t, `url=${m}`);
+      t = await startServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
+      for (const m of ['ko', 'en', 'ru']) await registerModel(t, `url=${m}`);
       const pids = new Set<number>();
       for (const m of ['ko', 'en', 'ru']) {
         const d = (await call(`${t.management}/models/${m}`)).body[0];

@@ -3,34 +3,18 @@
  * the engine and is the fresh answer byte for byte; Cache-Control: no-cache bypasses it; a sentence seen before hits
  * inside a new document; only successful answers are stored; its metrics move; CACHE_MAX_BYTES=0 turns it off.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTestServer, startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
-let modelRoot: string;
 let t: TestServer;
 
 beforeAll(async () => {
-  modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-cache-'));
-  makeDemoModel('tiny', modelRoot);
-  t = await startTestServer({
-    entries: ['ko', 'de'],
-    handler: 'translation',
-    modelDir: modelRoot,
-    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, cacheDisclose: true },
-  });
-  for (const m of ['ko', 'de']) {
-    const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-  }
+  t = await startTinyTranslationServer(['ko', 'de'], { config: { cacheDisclose: true } });
 });
 afterAll(async () => {
   await t?.close();
-  rmSync(modelRoot, { recursive: true, force: true });
 });
 
 /** The raw answer: status, body bytes as text, the cache header. */
@@ -149,7 +133,7 @@ describe('without CACHE_DISCLOSE', () => {
     const quiet = await startTestServer({
       entries: ['ko'],
       handler: 'translation',
-      modelDir: modelRoot,
+      modelDir: t.modelDir,
       config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
     });
     try {
@@ -175,7 +159,7 @@ describe('CACHE_MAX_BYTES=0', () => {
     const off = await startTestServer({
       entries: ['ko'],
       handler: 'translation',
-      modelDir: modelRoot,
+      modelDir: t.modelDir,
       config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, cacheMaxBytes: 0 },
     });
     try {

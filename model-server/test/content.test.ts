@@ -1,6 +1,7 @@
 import { parseFragment } from 'parse5';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTinyTranslationServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
 
 /** What users send beside plain text: markup, subtitle files, glossaries — through a real model server. */
 describe('formats and glossaries behind the model server (generated tiny M2M100)', () => {

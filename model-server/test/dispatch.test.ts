@@ -4,12 +4,13 @@
  * echo worker processes (slowed and capped through test-only faults). The spawner wraps the real fork only to
  * record the IPC traffic: what was sent, and how many jobs were in flight at that moment.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { forkWorker } from '../http/server.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
 import { faultSpawner } from '../../harness/fault-spawner.js';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 /** One dispatch as the worker received it: the models of its batches (one per batch) and their sizes. */
@@ -48,24 +49,16 @@ function recordingSpawner(dispatches: Dispatch[], spawn: WorkerSpawner = forkWor
 const predict = (t: TestServer, model: string, text: string | string[]) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });
 
-async function register(t: TestServer, query: string): Promise<void> {
-  const res = await call(`${t.management}/models?${query}`, { method: 'POST' });
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-}
-
 async function queued(t: TestServer, model: string): Promise<number> {
   return (await call(`${t.management}/models/${model}`)).body[0].jobQueueStatus.pendingRequests as number;
 }
 
 describe('dispatch to workers', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   async function server(policy: 'immediate' | 'torchserve', fault: string, dispatches: Dispatch[]) {
-    t = await startTestServer({
+    t = await startServer({
       config: { batchPolicy: policy },
       entries: ['ko', 'ru'],
       // Same fault on both: one engine (one worker) serves both models.
@@ -78,8 +71,8 @@ describe('dispatch to workers', () => {
     const dispatches: Dispatch[] = [];
     const s = await server('immediate', 'slow:1500', dispatches);
     // Cap: 4 + 1 = 5 jobs on the worker.
-    await register(s, 'url=ko&batch_size=4&max_batch_delay=5');
-    await register(s, 'url=ru&batch_size=1&max_batch_delay=5');
+    await registerModel(s, 'url=ko&batch_size=4&max_batch_delay=5');
+    await registerModel(s, 'url=ru&batch_size=1&max_batch_delay=5');
     const first = [predict(s, 'ko', ['k0', 'k1', 'k2', 'k3']), predict(s, 'ru', 'r0')];
     await until('5 jobs on the worker', () => dispatches.length === 2);
     const later = [predict(s, 'ko', 'k4'), predict(s, 'ru', 'r1'), predict(s, 'ru', 'r2')];
@@ -115,8 +108,8 @@ describe('dispatch to workers', () => {
   it('the worker’s own capacity bounds its jobs below the models’ batch sizes', async () => {
     const dispatches: Dispatch[] = [];
     const s = await server('immediate', 'slow:300,capacity:3', dispatches);
-    await register(s, 'url=ko&batch_size=8&max_batch_delay=5');
-    await register(s, 'url=ru&batch_size=8&max_batch_delay=5');
+    await registerModel(s, 'url=ko&batch_size=8&max_batch_delay=5');
+    await registerModel(s, 'url=ru&batch_size=8&max_batch_delay=5');
     const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => predict(s, i % 2 ? 'ko' : 'ru', `x${i}`)));
     answers.forEach((a, i) => expect(a.body).toEqual({ translated: `x${i}` }));
     for (const d of dispatches)
@@ -127,8 +120,8 @@ describe('dispatch to workers', () => {
   it('torchserve policy: a due batch leaves while another model’s jobs wait for their window', async () => {
     const dispatches: Dispatch[] = [];
     const s = await server('torchserve', '', dispatches);
-    await register(s, 'url=ko&batch_size=4&max_batch_delay=30000');
-    await register(s, 'url=ru&batch_size=4&max_batch_delay=300');
+    await registerModel(s, 'url=ko&batch_size=4&max_batch_delay=30000');
+    await registerModel(s, 'url=ru&batch_size=4&max_batch_delay=300');
     const ru = [predict(s, 'ru', 'r0'), predict(s, 'ru', 'r1')];
     await until('2 ru jobs queued', async () => (await queued(s, 'ru')) === 2);
     const ko = predict(s, 'ko', ['k0', 'k1', 'k2', 'k3']);
@@ -142,9 +135,9 @@ describe('dispatch to workers', () => {
 
   it('torchserve policy: 64 concurrent requests to batch_size 64 leave as ONE batch', async () => {
     const dispatches: Dispatch[] = [];
-    t = await startTestServer({ config: { batchPolicy: 'torchserve' }, spawn: recordingSpawner(dispatches) });
+    t = await startServer({ config: { batchPolicy: 'torchserve' }, spawn: recordingSpawner(dispatches) });
     const s = t;
-    await register(s, 'url=echo&batch_size=64&max_batch_delay=30000');
+    await registerModel(s, 'url=echo&batch_size=64&max_batch_delay=30000');
     const first = Array.from({ length: 63 }, (_, i) => predict(s, 'echo', `t${i}`));
     await until('63 queued jobs', async () => (await queued(s, 'echo')) === 63);
     const answers = await Promise.all([...first, predict(s, 'echo', 't63')]);

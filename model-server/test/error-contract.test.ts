@@ -3,19 +3,17 @@
  * `x-error-code`, and an inference error states in `x-reached-worker` whether any job of the request reached a
  * worker — the router retries on another replica only when none did. Real model server, real worker processes.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until } from '../../harness/polling.js';
-import { call, describeModel, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { describeModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 
 describe('error answers carry their code and whether the request reached a worker', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   it('refusals before any job ran say so; a failure on a worker says it reached one', async () => {
-    t = await startTestServer({ faults: { echo: 'fail-inference' } });
+    t = await startServer({ faults: { echo: 'fail-inference' } });
     const unknown = await call(`${t.inference}/predictions/nope`, { body: { src_lang: 'en', src_text: 'x' } });
     expect([unknown.status, unknown.headers.get('x-error-code'), unknown.headers.get('x-reached-worker')]).toEqual([
       404,
@@ -34,7 +32,7 @@ describe('error answers carry their code and whether the request reached a worke
   });
 
   it('a document refused part way (shutdown after its first sentence ran) says it reached a worker', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1500' } });
+    t = await startServer({ faults: { echo: 'slow:1500' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=1&max_batch_delay=0`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const server = t;

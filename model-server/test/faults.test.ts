@@ -2,8 +2,10 @@ import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { alive, call, metricValue, startTestServer, type TestServer, describeModel } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { call, metricValue } from '../../harness/http.js';
+import { startPerTest, type TestServer, describeModel } from '../../harness/model-server.js';
+import { alive } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, text: string) =>
@@ -11,13 +13,10 @@ const predict = (t: TestServer, model: string, text: string) =>
 
 describe('worker faults (real worker processes with injected faults)', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   it('SIGKILL of a worker fails only its in-flight jobs; queued jobs wait for the restarted worker', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1500' } });
+    t = await startServer({ faults: { echo: 'slow:1500' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=2&max_batch_delay=0`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const before = (await describeModel(t, 'echo')).workers[0];
@@ -49,7 +48,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a job past its response_timeout gets 504 and a worker that makes no progress is killed and replaced', async () => {
-    t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
+    t = await startServer({ faults: { echo: 'hang-on-batch' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=1&response_timeout=1`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const hung = (await describeModel(t, 'echo')).workers[0];
@@ -75,7 +74,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('every job stuck on a worker recycled for no progress gets 504, also those whose deadline was later', async () => {
-    t = await startTestServer({ faults: { echo: 'hang-on-batch' } });
+    t = await startServer({ faults: { echo: 'hang-on-batch' } });
     const reg = await call(`${t.management}/models?url=echo&batch_size=4&response_timeout=1`, { method: 'POST' });
     expect(reg.status).toBe(200);
     const server = t;
@@ -98,7 +97,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a worker that crashes on a batch answers 500 "Worker died." and is restarted with backoff', async () => {
-    t = await startTestServer({ faults: { echo: 'crash-on-batch' } });
+    t = await startServer({ faults: { echo: 'crash-on-batch' } });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
     const first = (await describeModel(t, 'echo')).workers[0];
     expect(await predict(t, 'echo', 'poison')).toMatchObject({ status: 500, body: { message: 'Worker died.' } });
@@ -111,7 +110,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a lying worker (batch-done without the items) fails those items with 500, not a hang', async () => {
-    t = await startTestServer({ faults: { echo: 'skip-items' } });
+    t = await startServer({ faults: { echo: 'skip-items' } });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
     expect(await predict(t, 'echo', 'lost')).toMatchObject({
       status: 500,
@@ -120,7 +119,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a handler whose inference throws answers 503 "Prediction failed" (TorchServe), and the worker lives on', async () => {
-    t = await startTestServer({ faults: { echo: 'fail-inference' } });
+    t = await startServer({ faults: { echo: 'fail-inference' } });
     expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
     const pid = (await describeModel(t, 'echo')).workers[0].pid;
     expect(await predict(t, 'echo', 'boom')).toMatchObject({
@@ -135,7 +134,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const impostor = path.join(dir, 'impostor.mjs');
     writeFileSync(impostor, 'process.exit(3);\n');
     try {
-      t = await startTestServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
+      t = await startServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
       const res = await call(`${t.management}/models?url=echo`, { method: 'POST' });
       expect(res).toMatchObject({
         status: 500,
@@ -153,7 +152,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
 
   it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {
     // An engine per model: only broken's workers fail.
-    t = await startTestServer({
+    t = await startServer({
       entries: ['echo', 'broken'],
       faults: { broken: 'fail-load' },
       config: { engineSharing: 'language' },
@@ -174,7 +173,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('/ping turns Unhealthy once a model’s workers have been failing past the threshold, and back when fixed', async () => {
-    t = await startTestServer({
+    t = await startServer({
       entries: ['echo', 'broken'],
       faults: { broken: 'fail-load' },
       config: { engineSharing: 'language' },

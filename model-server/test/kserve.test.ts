@@ -7,13 +7,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
-import { makeDemoModel } from '../tools/demo-model/index.js';
 import { createModelServer } from '../http/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
-import { call, metricValue, NO_CUDA, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import {
+  NO_CUDA,
+  startPerTest,
+  startTestServer,
+  startTinyTranslationServer,
+  type TestServer,
+} from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 const register = (t: TestServer, query: string) => call(`${t.management}/models?${query}`, { method: 'POST' });
@@ -256,13 +262,10 @@ describe('Open Inference Protocol with token authorization (in-process)', () => 
 
 describe('Open Inference Protocol under load and faults (echo, real workers)', () => {
   let t: TestServer | undefined;
-  afterEach(async () => {
-    await t?.close();
-    t = undefined;
-  });
+  const startServer = startPerTest();
 
   it('a full queue: 503 {"error"} with Retry-After', async () => {
-    t = await startTestServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 2 } });
+    t = await startServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 2 } });
     expect((await register(t, 'url=echo&batch_size=64&max_batch_delay=1500')).status).toBe(200);
     const server = t;
     const waiting = infer(server, 'echo', { inputs: [texts(['a', 'b']), lang('en')] });
@@ -280,7 +283,7 @@ describe('Open Inference Protocol under load and faults (echo, real workers)', (
   });
 
   it('a job past its response_timeout: 504 {"error"}', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1200' } });
+    t = await startServer({ faults: { echo: 'slow:1200' } });
     expect((await register(t, 'url=echo&batch_size=4&max_batch_delay=0&response_timeout=1')).status).toBe(200);
     expect(await infer(t, 'echo', { inputs: [texts(['slow']), lang('en')] })).toMatchObject({
       status: 504,
@@ -291,9 +294,10 @@ describe('Open Inference Protocol under load and faults (echo, real workers)', (
   });
 
   it('a client that disconnects cancels its jobs, as on /predictions', async () => {
-    t = await startTestServer({ faults: { echo: 'slow:1500' } });
+    t = await startServer({ faults: { echo: 'slow:1500' } });
     expect((await register(t, 'url=echo&batch_size=1&max_batch_delay=0')).status).toBe(200);
     const controller = new AbortController();
+    // The client gives up after 300 ms, its job still on the slow worker: the disconnect under test.
     const timer = setTimeout(() => controller.abort(), 300);
     await fetch(`${t.inference}/v2/models/echo/infer`, {
       method: 'POST',
@@ -317,23 +321,11 @@ describe('Open Inference Protocol under load and faults (echo, real workers)', (
 
 describe('Open Inference Protocol round trip (generated tiny M2M100)', () => {
   let t: TestServer;
-  let modelRoot: string;
   beforeAll(async () => {
-    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-kserve-'));
-    makeDemoModel('tiny', modelRoot);
-    t = await startTestServer({
-      entries: ['en', 'de'],
-      handler: 'translation',
-      modelDir: modelRoot,
-      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
-    });
-    for (const m of ['en', 'de']) {
-      expect((await register(t, `url=${m}&batch_size=8&max_batch_delay=5`)).status).toBe(200);
-    }
+    t = await startTinyTranslationServer(['en', 'de']);
   });
   afterAll(async () => {
     await t?.close();
-    rmSync(modelRoot, { recursive: true, force: true });
   });
 
   it('translations equal what /predictions answers for the same texts', async () => {

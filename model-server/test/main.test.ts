@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
 import type { ListeningMessage } from '../main.js';
 import { archiveModels } from '../tools/archiver.js';
-import { call } from './helpers.js';
+import { call } from '../../harness/http.js';
 import { until } from '../../harness/polling.js';
 
 const MAIN = resolveEntry(import.meta.url, '../main');

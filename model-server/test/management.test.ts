@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../tools/archiver.js';
 import { HANDLER_NAMES } from '../worker/handlers/index.js';
-import { alive, call, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
+import { alive } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
 
 describe('management API (real server, real workers)', () => {

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SnapshotStore, type SavedModel } from '../wlm/snapshot.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 
 let snapshotDir: string;
 const servers: TestServer[] = [];

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { GpuMonitor } from '../wlm/gpu-monitor.js';
 import type { ServerStatus } from '../translation/status.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 
 let dir: string;
 let modelRoot: string;

@@ -1,32 +1,17 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { call, metricValue, startTestServer, type TestServer } from './helpers.js';
+import { call, metricValue } from '../../harness/http.js';
+import { startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 describe('translation handler behind the model server (generated tiny M2M100)', () => {
   let t: TestServer;
-  let modelRoot: string;
   beforeAll(async () => {
-    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-'));
-    makeDemoModel('tiny', modelRoot);
-    t = await startTestServer({
-      entries: ['ko', 'en', 'fr'],
-      handler: 'translation',
-      modelDir: modelRoot,
+    t = await startTinyTranslationServer(['ko', 'en', 'fr'], {
       setupConfig: { cuda_id: { ko: '0', en: '0', fr: '1' } },
-      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
     });
-    for (const m of ['ko', 'en', 'fr']) {
-      const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
-    }
   });
   afterAll(async () => {
     await t?.close();
-    rmSync(modelRoot, { recursive: true, force: true });
   });
 
   it('translates one text and an array, on one CPU engine shared by every language, and says so', async () => {
@@ -87,24 +72,14 @@ describe('translation handler behind the model server (generated tiny M2M100)', 
 
 describe('documents, not just sentences (generated tiny M2M100 behind the model server)', () => {
   let t: TestServer;
-  let modelRoot: string;
   beforeAll(async () => {
-    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-doc-'));
-    makeDemoModel('tiny', modelRoot);
-    t = await startTestServer({
-      entries: ['ko', 'en', 'de', 'zh'],
-      handler: 'translation',
-      modelDir: modelRoot,
-      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, maxRequestSentences: 40 },
+    t = await startTinyTranslationServer(['ko', 'en', 'de', 'zh'], {
+      batchSize: 16,
+      config: { maxRequestSentences: 40 },
     });
-    for (const m of ['ko', 'en', 'de', 'zh']) {
-      const res = await call(`${t.management}/models?url=${m}&batch_size=16&max_batch_delay=5`, { method: 'POST' });
-      expect(res.status, JSON.stringify(res.body)).toBe(200);
-    }
   });
   afterAll(async () => {
     await t?.close();
-    rmSync(modelRoot, { recursive: true, force: true });
   });
   const translate = async (tgt: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {
     const res = await call(`${t.inference}/predictions/${tgt}`, { body, headers });
@@ -168,23 +143,12 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
 
 describe('fair to everyone else: a single sentence during a long document (generated tiny M2M100)', () => {
   let t: TestServer;
-  let modelRoot: string;
   beforeAll(async () => {
-    modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-fair-'));
-    makeDemoModel('tiny', modelRoot);
     // Every row generates exactly 100 tokens: the order of the answers is the scheduler's, not the model's.
-    t = await startTestServer({
-      entries: ['ko'],
-      handler: 'translation',
-      modelDir: modelRoot,
-      config: { numBeams: 1, maxNewTokens: 100, minNewTokens: 100, intraOpThreads: 1 },
-    });
-    const res = await call(`${t.management}/models?url=ko&batch_size=64&max_batch_delay=5`, { method: 'POST' });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    t = await startTinyTranslationServer(['ko'], { batchSize: 64, config: { maxNewTokens: 100, minNewTokens: 100 } });
   });
   afterAll(async () => {
     await t?.close();
-    rmSync(modelRoot, { recursive: true, force: true });
   });
   /** Nothing from the cache: both answers are the engine's. */
   const post = async (text: string) => {

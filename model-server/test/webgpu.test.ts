@@ -11,7 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { detectWebGpu } from '../wlm/devices.js';
 import type { ServerStatus } from '../translation/status.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 
 const webgpu = detectWebGpu({ allowSoftware: true });
 if (!webgpu.available && process.env.CI !== 'true') {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { pino } from 'pino';
 import { createRouterApp } from '../app.js';
 import { GlossaryClient } from '../glossaries.js';

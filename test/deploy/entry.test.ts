@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { READY_FILE, registrationUrl } from '../../deploy/docker/model-server-entry.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
-import { call } from '../../model-server/test/helpers.js';
+import { call } from '../../harness/http.js';
 import { until } from '../../harness/polling.js';
 
 const entry = fileURLToPath(new URL('../../deploy/docker/model-server-entry.ts', import.meta.url));

@@ -15,7 +15,7 @@ import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../common/config.js';
 import { createLogger } from '../../common/logger.js';
 import { createModelServer } from '../../model-server/http/server.js';
-import { NO_CUDA } from '../../model-server/test/helpers.js';
+import { NO_CUDA } from '../../harness/model-server.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const file = path.join(root, 'deploy/k8s/kserve/inference-service.yaml');

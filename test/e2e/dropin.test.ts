@@ -15,7 +15,7 @@ import { stopAll, type ManagedProcess } from '../../harness/process-registry.js'
 import { findNginx } from '../../front/nginx.js';
 import { hashKey } from '../../router/keys/key-ring.js';
 import { until } from '../../harness/polling.js';
-import { startFront, startStack, type Stack } from '../../harness/stack.js';
+import { startFronts, startStack, type Stack } from '../../harness/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)
@@ -51,16 +51,7 @@ beforeAll(async () => {
     env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
     register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
   });
-  for (const kind of FRONTS) {
-    const front = await startFront({
-      dir: stack.dir,
-      env: stack.env,
-      routerUrl: stack.routerUrls[0]!,
-      kind,
-      name: kind,
-    });
-    fronts[kind] = { proc: front.proc, url: front.url };
-  }
+  for (const front of await startFronts(stack, FRONTS)) fronts[front.kind] = front;
 });
 
 afterAll(async () => {

@@ -1,4 +1,4 @@
-/** start.sh new → pm2 reload router under load → stop.sh, with the built-in proxy as the front (harness/pm2-stack.ts). */
-import { describePm2Stack } from '../../harness/pm2-stack.js';
+/** start.sh new → pm2 reload router under load → stop.sh, with the built-in proxy as the front (pm2-operations.ts). */
+import { describePm2Operations } from './pm2-operations.js';
 
-describePm2Stack('builtin');
+describePm2Operations('builtin');

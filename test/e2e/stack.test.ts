@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
-import { startFront, startStack, type Stack } from '../../harness/stack.js';
+import { startFronts, startStack, type Stack } from '../../harness/stack.js';
 
 const CUDA_IDS = { ko: '0', en: '0', de: '1' };
 const MAX_BODY = 65_536;
@@ -30,16 +30,7 @@ beforeAll(async () => {
     env: { ROUTER_MAX_BODY_BYTES: String(MAX_BODY) },
     register: { batchSize: 8, maxBatchDelayMs: 20, workers: 1 },
   });
-  for (const kind of FRONTS) {
-    const front = await startFront({
-      dir: stack.dir,
-      env: stack.env,
-      routerUrl: stack.routerUrls[0]!,
-      kind,
-      name: kind,
-    });
-    fronts[kind] = { proc: front.proc, url: front.url };
-  }
+  for (const front of await startFronts(stack, FRONTS)) fronts[front.kind] = front;
 });
 
 afterAll(async () => {

@@ -11,10 +11,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
-import { background, send, type Tally } from '../../bench/lib/load.js';
+import { background, send, type Tally } from '../../harness/load.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { rawRequest } from '../../harness/raw-http.js';
-import { startFront, startStack, translateBody, type Stack } from '../../harness/stack.js';
+import { startFronts, startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const ROUTER_MAX = 32_768;
 const MODEL_SERVER_MAX = 65_536;
@@ -56,44 +56,43 @@ const MAX_CHARS = 8_000;
 /** Over MAX_CHARS (and dozens of times the tiny model's 128-token window, which alone is no longer a refusal). */
 const FAR_TOO_LONG = 'the quick brown fox jumps over the lazy dog '.repeat(300);
 
+/** The two size limits both hops enforce (characters of text, bytes of body), for bodies made by `make`. */
+const overLimits = (make: (fields: Record<string, unknown>) => string, maxBytes: number): Case[] => [
+  {
+    name: 'text over the request character limit',
+    body: make({ src_text: FAR_TOO_LONG }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(
+      `^Request has ${FAR_TOO_LONG.length} characters of text; at most ${MAX_CHARS} .*MAX_REQUEST_CHARS`,
+    ),
+  },
+  {
+    name: 'body over the size limit',
+    body: make({ src_text: 'x'.repeat(maxBytes) }),
+    status: 413,
+    type: 'RequestEntityTooLargeException',
+    message: new RegExp(`larger than ${maxBytes} bytes`),
+  },
+];
+
+/** A body the router must refuse as not JSON at all. */
+const notJson = (name: string, body: string): Case => ({
+  name,
+  body,
+  status: 400,
+  type: BAD,
+  message: /not valid JSON/,
+});
+
 /** The router's corpus (also sent through each front: the router's answers pass through untouched). */
 const ROUTER_CASES: Case[] = [
   // Malformed and truncated JSON
-  {
-    name: 'truncated JSON',
-    body: '{"src_lang":"en","src_text":"hi","tgt_lang":"ko"',
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
-  {
-    name: 'JavaScript, not JSON',
-    body: "{src_lang: 'en', src_text: 'hi', tgt_lang: 'ko'}",
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
-  {
-    name: 'trailing comma',
-    body: '{"src_lang":"en","src_text":"hi","tgt_lang":"ko",}',
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
-  {
-    name: 'NaN literal',
-    body: '{"src_lang":"en","src_text":NaN,"tgt_lang":"ko"}',
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
-  {
-    name: 'two JSON documents',
-    body: '{"src_lang":"en"}{"tgt_lang":"ko"}',
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
+  notJson('truncated JSON', '{"src_lang":"en","src_text":"hi","tgt_lang":"ko"'),
+  notJson('JavaScript, not JSON', "{src_lang: 'en', src_text: 'hi', tgt_lang: 'ko'}"),
+  notJson('trailing comma', '{"src_lang":"en","src_text":"hi","tgt_lang":"ko",}'),
+  notJson('NaN literal', '{"src_lang":"en","src_text":NaN,"tgt_lang":"ko"}'),
+  notJson('two JSON documents', '{"src_lang":"en"}{"tgt_lang":"ko"}'),
   { name: 'empty body', body: '', status: 400, type: BAD, message: /body is empty/ },
   { name: 'whitespace body', body: ' \n\t ', status: 400, type: BAD, message: /body is empty/ },
   { name: 'JSON null', body: 'null', status: 400, type: BAD, message: /must be a JSON object.*got null/ },
@@ -255,22 +254,7 @@ const ROUTER_CASES: Case[] = [
     type: 'RequestEntityTooLargeException',
     message: /^Request has more than 1000 sentences; at most 1000 .*MAX_REQUEST_SENTENCES/,
   },
-  {
-    name: 'text over the request character limit',
-    body: body({ src_text: FAR_TOO_LONG }),
-    status: 413,
-    type: 'RequestEntityTooLargeException',
-    message: new RegExp(
-      `^Request has ${FAR_TOO_LONG.length} characters of text; at most ${MAX_CHARS} .*MAX_REQUEST_CHARS`,
-    ),
-  },
-  {
-    name: 'body over the size limit',
-    body: body({ src_text: 'x'.repeat(ROUTER_MAX) }),
-    status: 413,
-    type: 'RequestEntityTooLargeException',
-    message: new RegExp(`larger than ${ROUTER_MAX} bytes`),
-  },
+  ...overLimits(body, ROUTER_MAX),
   // Languages: unknown and malformed codes
   {
     name: 'unknown tgt_lang',
@@ -444,13 +428,7 @@ const MODEL_SERVER_CASES: Case[] = [
   // The body's own fields: this edge parses the contract the router does (common/translation-contract.ts), so the
   // router's cases get the same answers here (a body's tgt_lang is not read: the target is the path's model).
   ...ROUTER_CASES.filter((c) => CONTRACT_CASES.has(c.name)),
-  {
-    name: 'truncated JSON',
-    body: '{"src_lang":"en","src_text":"hi"',
-    status: 400,
-    type: BAD,
-    message: /not valid JSON/,
-  },
+  notJson('truncated JSON', '{"src_lang":"en","src_text":"hi"'),
   {
     name: 'not JSON, no JSON content type',
     headers: { 'content-type': 'text/plain' },
@@ -476,22 +454,7 @@ const MODEL_SERVER_CASES: Case[] = [
     type: BAD,
     message: /not valid UTF-8/,
   },
-  {
-    name: 'text over the request character limit',
-    body: MS({ src_text: FAR_TOO_LONG }),
-    status: 413,
-    type: 'RequestEntityTooLargeException',
-    message: new RegExp(
-      `^Request has ${FAR_TOO_LONG.length} characters of text; at most ${MAX_CHARS} .*MAX_REQUEST_CHARS`,
-    ),
-  },
-  {
-    name: 'body over the size limit',
-    body: MS({ src_text: 'x'.repeat(MODEL_SERVER_MAX) }),
-    status: 413,
-    type: 'RequestEntityTooLargeException',
-    message: new RegExp(`larger than ${MODEL_SERVER_MAX} bytes`),
-  },
+  ...overLimits(MS, MODEL_SERVER_MAX),
   {
     name: 'unknown model',
     path: '/predictions/xx',
@@ -646,17 +609,7 @@ describe('hostile and broken requests (real stack: tiny model, router, fronts)',
       },
       register: { batchSize: 8, maxBatchDelayMs: 5 },
     });
-    for (const kind of nginx ? (['builtin', 'nginx'] as const) : (['builtin'] as const)) {
-      fronts.push(
-        await startFront({
-          dir: stack.dir,
-          env: stack.env,
-          routerUrl: stack.routerUrls[0]!,
-          kind,
-          name: `front-${kind}`,
-        }),
-      );
-    }
+    fronts.push(...(await startFronts(stack, nginx ? ['builtin', 'nginx'] : ['builtin'], 'front-')));
     // Good traffic through the router all along: the bad requests must not disturb it.
     good = background({
       url: () => stack.routerUrls[0]!,

@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/tools/archiver.js';
-import { background, drive, send, Tally, type Outcome } from '../../bench/lib/load.js';
+import { background, drive, send, Tally, type Outcome } from '../../harness/load.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';

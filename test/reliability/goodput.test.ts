@@ -9,10 +9,10 @@
  * test (`npm run bench` runs the same scenario on the real engine). One worker holds at most `BATCH` jobs (the
  * pool's cap), so `BATCH` clients saturate it: `BATCH` jobs per 100 ms.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { drive, type Outcome } from '../../bench/lib/load.js';
+import { drive, type Outcome } from '../../harness/load.js';
+import { statusBytes } from '../../harness/proc-tree.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
@@ -24,11 +24,6 @@ const QUEUE_BUDGET_MS = 300;
 /** Seconds of each level: the first is left out (clients ramping), the rest is measured. */
 const RAMP_S = 1;
 const MEASURE_S = 8;
-
-function rssBytes(pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(match![1]) * 1024;
-}
 
 interface Level {
   clients: number;
@@ -107,7 +102,7 @@ describe('goodput under overload: 2×, 5×, 10× the saturating concurrency, cli
       const worker = await workerPid();
       // Warm: the model learns its service rate.
       await level(url, BATCH);
-      const baseline = pids.map(rssBytes);
+      const baseline = pids.map((pid) => statusBytes(pid, 'VmRSS'));
       const levels: Level[] = [];
       for (const factor of [1, 2, 5, 10]) levels.push(await level(url, factor * BATCH));
       const peak = Math.max(...levels.map((l) => l.goodputPerS));
@@ -139,7 +134,7 @@ describe('goodput under overload: 2×, 5×, 10× the saturating concurrency, cli
       const metrics = await (await fetch(`${stack.metrics}/metrics`)).text();
       expect(metrics).not.toMatch(/^mt_worker_deaths_total\{[^}]*\} [1-9]/m);
       // Memory bounded: a refused request leaves nothing behind.
-      pids.forEach((pid, i) => expect(rssBytes(pid) - baseline[i]!).toBeLessThan(100 * 2 ** 20));
+      pids.forEach((pid, i) => expect(statusBytes(pid, 'VmRSS') - baseline[i]!).toBeLessThan(100 * 2 ** 20));
     });
   }
 });

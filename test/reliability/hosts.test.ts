@@ -29,6 +29,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/tools/archiver.js';
+import type { TimedOutcome } from '../../harness/load.js';
 import { until } from '../../harness/polling.js';
 import { ROOT, TSX } from '../../harness/processes.js';
 
@@ -228,13 +229,7 @@ async function served(name: HostName, lang: string): Promise<number> {
   }
 }
 
-interface Outcome {
-  lang: string;
-  start: number;
-  end: number;
-  status: number;
-  retryAfter: string | undefined;
-}
+type Outcome = TimedOutcome;
 
 const routerUrl = `http://${ROUTER_IP}:8888`;
 const frontUrl = `http://${ROUTER_IP}:7777`;
@@ -282,6 +277,10 @@ async function stopLoad(): Promise<void> {
   await loadDone;
 }
 
+/**
+ * An observation window: the drill measures what the traffic got over a stretch of time (a rate, who served it,
+ * what failed after a kill or a cut), so here the wait is the measurement, not a stand-in for a condition.
+ */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Requests answered in [from, to): those in flight when something happened count in its window. */
 const between = (from: number, to: number) => outcomes.filter((o) => o.end >= from && o.end < to);

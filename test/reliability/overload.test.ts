@@ -5,21 +5,15 @@
  * the latency of accepted jobs must stay bounded by the queue's length, memory must stay flat, and the stack
  * must serve normally as soon as the load drops. Every request is tallied; unanswered must be 0.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { drive, send } from '../../bench/lib/load.js';
+import { drive, send } from '../../harness/load.js';
+import { statusBytes } from '../../harness/proc-tree.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const QUEUE = 32;
 const BATCH = 4;
 const BATCH_MS = 100;
-
-/** Resident memory of a process, bytes (Linux /proc). */
-function rssBytes(pid: number): number {
-  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(match![1]) * 1024;
-}
 
 afterAll(stopAll);
 
@@ -41,13 +35,13 @@ describe('overload far beyond capacity (300 clients against ~80 texts/s)', () =>
     // Warm up, then take the baseline memory of the model server and the router.
     await drive({ url: () => router, body: (i) => translateBody('ko', `warm ${i}`), concurrency: 8, count: 40 });
     const pids = { modelServer: stack.modelServer.pid, router: stack.routers[0]!.pid };
-    const baseline = { modelServer: rssBytes(pids.modelServer), router: rssBytes(pids.router) };
+    const baseline = { modelServer: statusBytes(pids.modelServer, 'VmRSS'), router: statusBytes(pids.router, 'VmRSS') };
     const peak = { ...baseline };
     let maxDepth = 0;
     let stopWatching = false;
     const sampler = setInterval(() => {
-      peak.modelServer = Math.max(peak.modelServer, rssBytes(pids.modelServer));
-      peak.router = Math.max(peak.router, rssBytes(pids.router));
+      peak.modelServer = Math.max(peak.modelServer, statusBytes(pids.modelServer, 'VmRSS'));
+      peak.router = Math.max(peak.router, statusBytes(pids.router, 'VmRSS'));
     }, 100);
     const depthWatch = (async () => {
       for (;;) {
@@ -56,6 +50,7 @@ describe('overload far beyond capacity (300 clients against ~80 texts/s)', () =>
         const [d] = (await res.json()) as [{ jobQueueStatus: { pendingRequests: number } }];
         maxDepth = Math.max(maxDepth, d.jobQueueStatus.pendingRequests);
         if (stopWatching) return;
+        // The sampling period of the depth watch during the burst, not a wait for a condition.
         await new Promise((r) => setTimeout(r, 50));
       }
     })();

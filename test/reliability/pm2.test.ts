@@ -5,55 +5,61 @@
  * flight fails none of them; `npm stop` (scripts/stop.sh) under load answers every request already accepted.
  *
  * The apps are ecosystem.config.js's three, with its pm2 settings (cluster mode, wait_ready, kill_timeout), run
- * from source through tsx so the drill needs no build (harness/pm2-apps.ts); the model server is the fault-drill entry with every
+ * from source through tsx so the drill needs no build (harness/stack.ts under pm2); the model server is the fault-drill entry with every
  * batch slowed to 300 ms, so requests are always in flight when a process goes away. Everything is private to
  * this file: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { background, drive, type Outcome, type Tally } from '../../bench/lib/load.js';
-import { answers, PM2, startPm2Apps, type Pm2Apps } from '../../harness/pm2-apps.js';
+import { background, drive, type Outcome, type Tally } from '../../harness/load.js';
+import { PM2 } from '../../harness/pm2.js';
 import { until } from '../../harness/polling.js';
-import { translateBody } from '../../harness/stack.js';
+import { startStack, translateBody, type Pm2Stack } from '../../harness/stack.js';
 
 const SLOW_MS = 300;
 /** Both fronts where nginx is installed (CI installs it), else the built-in one alone. */
 const FRONTS = findNginx(process.env) ? (['builtin', 'nginx'] as const) : (['builtin'] as const);
 
 describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT) => {
-  let apps: Pm2Apps;
-  let urls: Pm2Apps['urls'];
-  const run = (file: string, args: string[], timeoutMs?: number) => apps.run(file, args, timeoutMs);
-  const routers = async () => (await apps.jlist()).filter((p) => p.name === 'router');
+  let stack: Pm2Stack;
+  let urls: { front: string; router: string };
+  const run = (file: string, args: string[], timeoutMs?: number) => stack.pm2.run(file, args, timeoutMs);
+  const routers = async () => (await stack.pm2.jlist()).filter((p) => p.name === 'router');
 
   beforeAll(async () => {
-    apps = await startPm2Apps({
-      prefix: 'mt-reliability-pm2',
+    // Registered as `npm start` does, once the model server answers; ready when the front answers too.
+    stack = await startStack({
+      supervisor: 'pm2',
+      name: 'reliability-pm2',
+      handler: 'echo',
       front: FRONT,
-      routerInstances: 2,
+      routers: 2,
       languages: ['ko', 'en'],
+      faults: { ko: `slow:${SLOW_MS}`, en: `slow:${SLOW_MS}` },
+      register: { batchSize: 8, maxBatchDelayMs: 5 },
       env: {
         LOG_LEVEL: 'warn',
         // The router's deadline is 5 + 5 s, the front's 10 s more: a request lost with a killed instance ends in 20 s.
         RESPONSE_TIMEOUT_S: '5',
-        MT_TEST_FAULTS: JSON.stringify({ ko: `slow:${SLOW_MS}`, en: `slow:${SLOW_MS}` }),
       },
     });
-    urls = apps.urls;
-    for (const lang of ['ko', 'en']) {
-      const res = await fetch(`${urls.management}/models?url=${lang}&batch_size=8&max_batch_delay=5`, {
-        method: 'POST',
-      });
-      expect(res.status, await res.text()).toBe(200);
-    }
-    await until('the front', () => answers(`${urls.front}/health`), 60_000);
+    urls = { front: stack.frontUrl!, router: stack.routerUrls[0]! };
     expect(await routers()).toHaveLength(2);
   });
 
-  afterAll(() => apps?.kill());
+  afterAll(() => stack?.stop());
 
-  const load = (url: string, concurrency: number) =>
-    background({ url: () => url, body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`), concurrency });
+  /** Background traffic to `url`, counting the requests answered so far (any status). */
+  const load = (url: string, concurrency: number) => {
+    let answered = 0;
+    const traffic = background({
+      url: () => url,
+      body: (i) => translateBody(i % 2 ? 'ko' : 'en', `text ${i}`),
+      concurrency,
+      onOutcome: () => void answered++,
+    });
+    return { ...traffic, answered: () => answered };
+  };
 
   it('SIGKILL of one router instance: pm2 restarts it, the other keeps serving, the front answers every request', async () => {
     const [victim, survivor] = await routers();
@@ -99,10 +105,13 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
     const before = (await routers()).map((p) => p.pid);
     const viaFront = load(urls.front, 16);
     const direct = load(urls.router, 8);
-    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    // Every client has had an answer (its next slow request is in flight) before the reload, and again after it.
+    const servedSince = (from: number[]) => viaFront.answered() >= from[0]! + 16 && direct.answered() >= from[1]! + 8;
+    await until('traffic through both paths before the reload', () => servedSince([0, 0]));
     const reload = await run(PM2, ['reload', 'router'], 120_000);
     expect(reload.code, reload.out).toBe(0);
-    await new Promise((resolve) => setTimeout(resolve, SLOW_MS * 2));
+    const atReload = [viaFront.answered(), direct.answered()];
+    await until('traffic through both paths after the reload', () => servedSince(atReload));
     const [front, router] = await Promise.all([viaFront.stop(), direct.stop()]);
 
     const after = (await routers()).map((p) => p.pid);
@@ -144,6 +153,6 @@ describe.each(FRONTS)('under pm2 (router ×2 in cluster mode, %s front)', (FRONT
       if (x.o.status === 0) expect(['ECONNREFUSED', 'UND_ERR_SOCKET', 'ECONNRESET']).toContain(x.o.kind);
     }
     expect(tally.malformed).toBe(0);
-    expect(await apps.jlist()).toEqual([]);
+    expect(await stack.pm2.jlist()).toEqual([]);
   });
 });

@@ -17,7 +17,8 @@ import { findNginx, spawnNginx, writeNginxConfig } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { BatchQueue } from '../../model-server/wlm/batch-queue.js';
 import { Job } from '../../model-server/wlm/job.js';
-import { call, startTestServer, type TestServer } from '../../model-server/test/helpers.js';
+import { call } from '../../harness/http.js';
+import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { TranslationHandler, type TranslationInput } from '../../model-server/worker/handlers/translation.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream.js';
@@ -25,7 +26,7 @@ import { createServer, type Socket } from 'node:net';
 import { freePort, stopAll } from '../../harness/process-registry.js';
 import { ROOT } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
-import { send } from '../../bench/lib/load.js';
+import { send } from '../../harness/load.js';
 import { startFront } from '../../harness/stack.js';
 import { rawRequest } from '../../harness/raw-http.js';
 

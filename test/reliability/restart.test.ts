@@ -9,14 +9,16 @@
  *
  * The model server is the fault-drill entry with every batch slowed to 40 ms, so requests are in flight when it
  * dies. A client that gets a 503 waits 50 ms (a short Retry-After) and sends again. The apps run as in
- * harness/pm2-apps.ts: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
+ * harness/stack.ts under pm2: a temp PM2_HOME whose daemon is killed at the end, temp folders, free ports.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answers, startPm2Apps, type Pm2Apps, type Pm2Process } from '../../harness/pm2-apps.js';
+import type { TimedOutcome } from '../../harness/load.js';
+import type { Pm2Process } from '../../harness/pm2.js';
 import { until } from '../../harness/polling.js';
+import { startStack, type Pm2Stack } from '../../harness/stack.js';
 
 const LANGUAGES = ['ko', 'en'];
 /** Clients per language, each with one request at a time. */
@@ -26,48 +28,39 @@ const RECOVERY_BOUND_MS = 15_000;
 /** A request with no answer within this is a hang. */
 const HANG_MS = 20_000;
 
-interface Outcome {
-  lang: string;
-  start: number;
-  end: number;
-  status: number;
-  retryAfter: string | undefined;
-  error?: string;
-}
+type Outcome = TimedOutcome;
 
 describe('under pm2: the model server SIGKILLed under load comes back with its models', () => {
-  let apps: Pm2Apps;
-  let urls: Pm2Apps['urls'];
+  let stack: Pm2Stack;
+  let urls: { front: string; management: string };
   let pool: Pool;
-  const modelServer = async (): Promise<Pm2Process> => (await apps.jlist()).find((p) => p.name === 'model-server')!;
+  const modelServer = async (): Promise<Pm2Process> =>
+    (await stack.pm2.jlist()).find((p) => p.name === 'model-server')!;
 
   beforeAll(async () => {
     // One router instance: the drill is about the model server.
-    apps = await startPm2Apps({
-      prefix: 'mt-reliability-restart',
+    // Registered as `npm start` does once (saved to the snapshot as it goes); ready when the front answers.
+    stack = await startStack({
+      supervisor: 'pm2',
+      name: 'reliability-restart',
+      handler: 'echo',
       front: 'builtin',
-      routerInstances: 1,
+      routers: 1,
       languages: LANGUAGES,
-      env: { LOG_LEVEL: 'info', MT_TEST_FAULTS: JSON.stringify({ ko: 'slow:40', en: 'slow:40' }) },
+      faults: { ko: 'slow:40', en: 'slow:40' },
+      register: { batchSize: 8, maxBatchDelayMs: 5 },
+      env: { LOG_LEVEL: 'info' },
     });
-    urls = apps.urls;
-    // What `npm start` does once: register every language (saved to the snapshot as it goes).
-    for (const lang of LANGUAGES) {
-      const res = await fetch(`${urls.management}/models?url=${lang}&batch_size=8&max_batch_delay=5`, {
-        method: 'POST',
-      });
-      expect(res.status, await res.text()).toBe(200);
-    }
+    urls = { front: stack.frontUrl!, management: stack.management };
     // One more change, so the previous snapshot holds both languages too (drill b falls back to it).
     const scaled = await fetch(`${urls.management}/models/ko?min_worker=1&synchronous=true`, { method: 'PUT' });
     expect(scaled.status, await scaled.text()).toBe(200);
-    await until('the front', () => answers(`${urls.front}/health`), 60_000);
     pool = new Pool(urls.front, { connections: 2 * CLIENTS * LANGUAGES.length });
   }, 180_000);
 
   afterAll(async () => {
     await pool?.close();
-    await apps?.kill();
+    await stack?.stop();
   }, 60_000);
 
   /** Load through the front until stopped: every request's outcome. */
@@ -98,6 +91,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
         }
         outcome.end = Date.now();
         outcomes.push(outcome);
+        // The client under test honours the refusal with a short pause before it sends again (the behaviour, not a wait).
         if (outcome.status !== 200) await new Promise((r) => setTimeout(r, 50));
       }
     };
@@ -171,7 +165,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
   }, 120_000);
 
   it('(b) SIGKILL with the current snapshot corrupt: the previous one is restored, the corrupt file set aside', async () => {
-    const snapshots = path.join(apps.dir, 'logs', 'config');
+    const snapshots = path.join(stack.dir, 'logs', 'config');
     const current = path.join(snapshots, 'models.json');
     const text = readFileSync(current, 'utf8');
     writeFileSync(current, text.slice(0, Math.floor(text.length / 2)));
@@ -180,7 +174,7 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
     const listed = (await (await fetch(`${urls.management}/models`)).json()) as { models: { modelName: string }[] };
     expect(listed.models.map((m) => m.modelName)).toEqual(['en', 'ko']);
     expect(readdirSync(snapshots).some((f) => f.startsWith('models.json.corrupt-'))).toBe(true);
-    const log = readFileSync(path.join(apps.dir, 'logs', 'model-server.log'), 'utf8');
+    const log = readFileSync(path.join(stack.dir, 'logs', 'model-server.log'), 'utf8');
     expect(log).toContain('model snapshot not loaded: corrupt; set aside');
   }, 120_000);
 });

@@ -13,12 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENV_DEFAULTS, loadConfig } from '../../common/config.js';
 import { findNginx } from '../../front/nginx.js';
 import { manifestPath } from '../../model-server/store/manifest.js';
-import { send } from '../../bench/lib/load.js';
+import { send } from '../../harness/load.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { ROOT } from '../../harness/processes.js';
 import { rawRequest } from '../../harness/raw-http.js';
-import { apiKeys, startFront, startStack, translateBody, type Stack } from '../../harness/stack.js';
+import { apiKeys, startFronts, startStack, translateBody, type Stack } from '../../harness/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)
@@ -37,17 +37,7 @@ describe('security defaults (echo stack, both fronts)', () => {
       handler: 'echo',
       env: { ROUTER_MAX_BODY_BYTES: String(ROUTER_MAX), MAX_REQUEST_SIZE: String(MODEL_SERVER_MAX) },
     });
-    for (const kind of nginx ? (['builtin', 'nginx'] as const) : (['builtin'] as const)) {
-      fronts.push(
-        await startFront({
-          dir: stack.dir,
-          env: stack.env,
-          routerUrl: stack.routerUrls[0]!,
-          kind,
-          name: `front-${kind}`,
-        }),
-      );
-    }
+    fronts.push(...(await startFronts(stack, nginx ? ['builtin', 'nginx'] : ['builtin'], 'front-')));
   });
   afterAll(async () => {
     for (const f of fronts) await f.proc.stop();

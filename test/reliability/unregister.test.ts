@@ -4,7 +4,7 @@
  * and the DELETE itself returns in bounded time. Every request is tallied; unanswered must be 0.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { background, send, type Tally } from '../../bench/lib/load.js';
+import { background, send, type Tally } from '../../harness/load.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { startStack, translateBody, type Stack } from '../../harness/stack.js';

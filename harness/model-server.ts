@@ -1,7 +1,9 @@
 /**
- * @module model-server/test/helpers — a real model server for integration tests: a temp store of echo entries,
- * the three apps listening on 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff,
- * unhealthy threshold) are shortened and faults injected through the server's `spawn` seam (fault-spawner.ts).
+ * @module harness/model-server — a real model server in this process for integration tests (the model server's,
+ * the router's, the deploy and script tests): a temp store of echo entries, the three apps listening on
+ * 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff, unhealthy threshold) are
+ * shortened and faults injected through the server's `spawn` seam (fault-spawner.ts). A whole stack in fresh
+ * processes is harness/stack.ts.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -9,18 +11,20 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
+import { afterEach } from 'vitest';
 import type { Hono } from 'hono';
-import { loadConfig, type ModelServerConfig, type SetupConfig } from '../../common/config.js';
-import { createLogger } from '../../common/logger.js';
-import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../wlm/devices.js';
-import type { AppEnv } from '../http/error-handler.js';
-import type { GpuMonitor } from '../wlm/gpu-monitor.js';
-import type { ManagerTimings } from '../wlm/model-manager.js';
-import { createModelServer, type ModelServer } from '../http/server.js';
-import type { WorkerSpawner } from '../wlm/worker-handle.js';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { archiveModels } from '../tools/archiver.js';
-import { faultSpawner } from '../../harness/fault-spawner.js';
+import { loadConfig, type ModelServerConfig, type SetupConfig } from '../common/config.js';
+import { createLogger } from '../common/logger.js';
+import { type CudaAvailability, WEBGPU_NOT_PROBED, type WebGpuAvailability } from '../model-server/wlm/devices.js';
+import type { AppEnv } from '../model-server/http/error-handler.js';
+import type { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
+import type { ManagerTimings } from '../model-server/wlm/model-manager.js';
+import { createModelServer, type ModelServer } from '../model-server/http/server.js';
+import type { WorkerSpawner } from '../model-server/wlm/worker-handle.js';
+import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
+import { archiveModels } from '../model-server/tools/archiver.js';
+import { faultSpawner } from './fault-spawner.js';
+import { call } from './http.js';
 
 export interface TestServerOptions {
   /** Overrides of the default model-server config (e.g. batchPolicy, jobQueueSize). */
@@ -115,72 +119,32 @@ function listen(app: Hono<AppEnv>): Promise<Server> {
   });
 }
 
-/** JSON request helper: status, parsed body (or text), headers. */
-export async function call(
-  url: string,
-  init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
-): Promise<{ status: number; body: any; headers: Headers }> {
-  const hasBody = init.body !== undefined;
-  const res = await fetch(url, {
-    method: init.method ?? (hasBody ? 'POST' : 'GET'),
-    headers: { ...(hasBody ? { 'content-type': 'application/json' } : {}), ...init.headers },
-    ...(hasBody ? { body: typeof init.body === 'string' ? init.body : JSON.stringify(init.body) } : {}),
-  });
-  const text = await res.text();
-  let body: unknown = text;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    // not JSON: keep the text
-  }
-  return { status: res.status, body, headers: res.headers };
-}
-
-/** The value of one sample line of Prometheus text, e.g. `mt_batch_size_count{model_name="echo",...}`. */
-export function metricValue(text: string, name: string, labels: Record<string, string>): number | undefined {
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const matches = Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`));
-    if (matches) return Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return undefined;
-}
-
-/** Is a process alive? */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The management API's description of a registered model (its first version). */
 export async function describeModel(t: TestServer, model: string): Promise<any> {
   return (await call(`${t.management}/models/${model}`)).body[0];
 }
 
 /**
- * A model server with the generated tiny M2M100 serving `models` (each registered with a small batch), one CPU
- * engine for all; `close` also removes the generated model.
+ * A model server with the generated tiny M2M100 serving `models` (each registered with `batchSize`, default 8, and
+ * a 5 ms batch delay), one CPU engine for all, greedy 16-token outputs unless `config` says otherwise; `close` also
+ * removes the generated model.
  */
 export async function startTinyTranslationServer(
   models: string[],
-  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> = {},
+  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> & { batchSize?: number } = {},
 ): Promise<TestServer> {
+  const { batchSize = 8, ...serverOptions } = options;
   const modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-'));
   makeDemoModel('tiny', modelRoot);
   const t = await startTestServer({
-    ...options,
+    ...serverOptions,
     entries: models,
     handler: 'translation',
     modelDir: modelRoot,
-    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...options.config },
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...serverOptions.config },
   });
   for (const model of models) {
-    const res = await call(`${t.management}/models?url=${model}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
-    if (res.status !== 200) throw new Error(`registering ${model}: ${JSON.stringify(res.body)}`);
+    await registerModel(t, `url=${model}&batch_size=${batchSize}&max_batch_delay=5`);
   }
   const close = t.close;
   return {
@@ -190,4 +154,31 @@ export async function startTinyTranslationServer(
       rmSync(modelRoot, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * `startTestServer` for servers that live for one test: every server started through the returned function is
+ * closed after the test that started it (vitest's afterEach), pass or fail. Call it in a `describe` body.
+ */
+export function startPerTest(): (options?: TestServerOptions) => Promise<TestServer> {
+  const open: TestServer[] = [];
+  afterEach(async () => {
+    for (const t of open.splice(0)) await t.close();
+  });
+  return async (options) => {
+    const t = await startTestServer(options);
+    open.push(t);
+    return t;
+  };
+}
+
+/** POST `query` to the management API's /models (a registration); throws unless it answers 200. */
+export async function registerModel(t: TestServer, query: string): Promise<void> {
+  const res = await call(`${t.management}/models?${query}`, { method: 'POST' });
+  if (res.status !== 200) throw new Error(`POST /models?${query}: ${res.status} ${JSON.stringify(res.body)}`);
+}
+
+/** The model server's Prometheus metrics page, as text. */
+export async function metricsText(t: TestServer): Promise<string> {
+  return (await call(`${t.metrics}/metrics`)).body as string;
 }

@@ -1,11 +1,25 @@
 /**
- * @module bench/lib/load — traffic for the fault, overload, reload and soak drills, and the tally
+ * @module harness/load — traffic for the fault, overload, reload and soak drills, and the tally
  * they assert on: every request sent ends in exactly one bucket — answered 2xx, answered with an error (by status
  * and TorchServe type), or unanswered (the connection failed, or no answer within the client's deadline).
  * "Nothing lost" is `unanswered === 0`.
  */
 import type { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
+
+/**
+ * One request of a drill's own clients on a timeline (wall-clock ms), for counting what happened in a window around
+ * a kill or a cut: its language, when it was sent and answered, the status (-1: no answer) and Retry-After.
+ */
+export interface TimedOutcome {
+  lang: string;
+  start: number;
+  end: number;
+  status: number;
+  retryAfter: string | undefined;
+  /** The transport error of an unanswered request. */
+  error?: string;
+}
 
 /** One finished request. */
 export interface Outcome {

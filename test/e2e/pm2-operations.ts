@@ -1,40 +1,28 @@
 /**
- * @module harness/pm2-stack — the README's operations, for real, as a suite both fronts run:
+ * The README's operations, for real, as a suite both fronts run (pm2-builtin.test.ts, pm2-nginx.test.ts):
  * `scripts/start.sh new` brings the whole stack up under pm2 (build, demo model, store, registration, front),
  * `pm2 reload router` under steady load loses no request, and `scripts/stop.sh` stops it. Everything is private
  * to the suite: a temp PM2_HOME (its daemon is killed at the end; a user's pm2 is never touched), temp
  * model/store/log/run folders, free ports.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from './process-registry.js';
-import { until } from './polling.js';
-import { ROOT } from './processes.js';
-
-const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
+import { PM2, privatePm2, type CommandResult, type Pm2 } from '../../harness/pm2.js';
+import { until } from '../../harness/polling.js';
+import { fixedAddresses } from '../../harness/stack.js';
 
 /** The pm2 suite with FRONT=`front`. */
-export function describePm2Stack(front: 'nginx' | 'builtin'): void {
+export function describePm2Operations(front: 'nginx' | 'builtin'): void {
   let dir: string;
-  let env: NodeJS.ProcessEnv;
+  let pm2: Pm2 | undefined;
   let frontUrl: string;
   let startOutput = '';
 
-  function run(
-    file: string,
-    args: string[],
-    timeoutMs = 180_000,
-  ): Promise<{ code: number; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      execFile(file, args, { cwd: ROOT, env, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) =>
-        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-      );
-    });
-  }
+  const run = (file: string, args: string[], timeoutMs = 180_000): Promise<CommandResult> =>
+    pm2!.run(file, args, timeoutMs);
 
   async function routerPids(): Promise<number[]> {
     const { stdout } = await run(PM2, ['jlist']);
@@ -45,24 +33,15 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
     dir = mkdtempSync(path.join(tmpdir(), 'mt-pm2-'));
     const setupConfig = path.join(dir, 'setup_config.json');
     writeFileSync(setupConfig, JSON.stringify({ cuda_id: { ko: '0', de: '1' } }));
-    const [inference, management, metrics, router, frontPort] = await Promise.all(
-      [1, 2, 3, 4, 5].map(() => freePort()),
-    );
-    frontUrl = `http://127.0.0.1:${frontPort}`;
-    env = {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      PM2_HOME: path.join(dir, 'pm2'),
+    const addresses = await fixedAddresses();
+    frontUrl = addresses.urls.front;
+    pm2 = privatePm2(path.join(dir, 'pm2'), {
       SETUP_CONFIG: setupConfig,
       MODEL_DIR: path.join(dir, 'models', 'tiny'),
       MODEL_STORE: path.join(dir, 'model_store'),
       LOG_DIR: path.join(dir, 'logs'),
       RUN_DIR: path.join(dir, 'run'),
-      INFERENCE_ADDRESS: `127.0.0.1:${inference}`,
-      MANAGEMENT_ADDRESS: `127.0.0.1:${management}`,
-      METRICS_ADDRESS: `127.0.0.1:${metrics}`,
-      ROUTER_ADDRESS: `127.0.0.1:${router}`,
-      FRONT_ADDRESS: `127.0.0.1:${frontPort}`,
+      ...addresses.env,
       FRONT: front,
       ROUTER_INSTANCES: '2',
       BATCH_SIZE: '8',
@@ -71,14 +50,14 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
       MAX_NEW_TOKENS: '16',
       // info: the routers' drain lines are what proves a reload drained (below).
       LOG_LEVEL: 'info',
-    };
+    });
     const started = await run('bash', ['scripts/start.sh', 'new']);
     startOutput = started.stdout + started.stderr;
     if (started.code !== 0) throw new Error(`start.sh new failed (${started.code}):\n${startOutput}`);
   });
 
   afterAll(async () => {
-    if (env) await run(PM2, ['kill'], 30_000);
+    await pm2?.kill();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -141,7 +120,7 @@ export function describePm2Stack(front: 'nginx' | 'builtin'): void {
       expect(Object.fromEntries(statuses)).toEqual({ '200': done });
       // Every answer was a 200, and not because the front resent what a router dropped: each old instance
       // finished its drain (every request answered, every connection closed by its client) before exiting.
-      const lines = readFileSync(path.join(env.LOG_DIR!, 'router-out.log'), 'utf8')
+      const lines = readFileSync(path.join(pm2!.env.LOG_DIR!, 'router-out.log'), 'utf8')
         .split('\n')
         .filter((line) => line.startsWith('{'))
         .map((line) => JSON.parse(line) as { pid: number; msg: string; clean?: boolean });
