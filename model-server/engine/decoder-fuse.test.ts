@@ -11,7 +11,7 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { Mulberry32 } from '../tools/demo-model/prng.js';
-import { fuseDecoderGraph } from './decoder-fuse.js';
+import { type FuseOptions, floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { joinModel, smallFloatWeights, splitModel, weightName } from './onnx-wire.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
@@ -25,16 +25,22 @@ const layers = config.decoder_layers!;
 const heads = config.decoder_attention_heads!;
 const d = config.d_model!;
 
-/** The merged decoder's step graph, fused or as made, and what the fusion did. */
-function stepGraph(fuse: boolean) {
+/**
+ * The merged decoder's step graph, fused or as made, and what the fusion did; `device`: as the device-state path
+ * prepares it (one query per row, the encoder mask read as float).
+ */
+function stepGraph(fuse: boolean, device = false) {
   const { model, weights } = splitModel(readFileSync(path.join(dir, 'onnx', 'decoder_model_merged.onnx')));
   const split = splitCrossAttention(model, layers);
   if (!split.ok) throw new Error(split.reason);
   const kept = weights.filter((w) => split.step.uses.has(weightName(w)));
   const graph = split.step.model.graph!;
   graph.node = [...(graph.node ?? [])];
-  const result = fuse ? fuseDecoderGraph(graph, heads, smallFloatWeights(kept)) : null;
-  return { bytes: joinModel(split.step.model, kept), result, ops: (graph.node ?? []).map((n) => n.opType) };
+  const options: FuseOptions = device ? { singleQuery: true } : {};
+  const result = fuse ? fuseDecoderGraph(graph, heads, smallFloatWeights(kept, d), options) : null;
+  const floatMask = device && floatMaskInput(graph, 'encoder_attention_mask');
+  const nodes = graph.node ?? [];
+  return { bytes: joinModel(split.step.model, kept), result, floatMask, nodes, ops: nodes.map((n) => n.opType) };
 }
 
 const drivers = webgpuDrivers(true);
@@ -75,13 +81,25 @@ function feeds(names: readonly string[], past: number, source: number): Record<s
 
 describe('decoder-fuse', () => {
   it('makes every attention block one MultiHeadAttention and every residual layer norm one SkipLayerNormalization', () => {
-    const { result, ops } = stepGraph(true);
+    const { result, ops, nodes } = stepGraph(true);
     expect(result!.attention).toBe(2 * layers);
     // Three residual + norm pairs per layer; the first layer's first norm has no residual before it.
     expect(result!.skipLayerNorm).toBe(3 * layers);
     expect(ops.filter((op) => op === 'Softmax')).toHaveLength(0);
     expect(ops.filter((op) => op === 'Transpose')).toHaveLength(0);
     expect(result!.nodesAfter).toBeLessThan(0.7 * result!.nodesBefore);
+    // Self-attention's query/key/value biases ride in the operator's packed bias input.
+    const packed = nodes.filter((n) => n.opType === 'MultiHeadAttention' && (n.input?.[3] ?? '') !== '');
+    expect(packed).toHaveLength(layers);
+  });
+
+  it('for the device path: no self-attention bias arithmetic, no mask Cast', () => {
+    const plain = stepGraph(true);
+    const device = stepGraph(true, true);
+    expect(device.floatMask).toBe(true);
+    for (const op of ['Where', 'LessOrEqual', 'And', 'Range', 'Cast']) {
+      expect(device.ops.filter((o) => o === op).length, op).toBeLessThan(plain.ops.filter((o) => o === op).length);
+    }
   });
 
   for (const [label, provider] of providers) {
@@ -89,6 +107,7 @@ describe('decoder-fuse', () => {
       const options = { executionProviders: [provider], logSeverityLevel: 3 as const };
       const plain = await ort.InferenceSession.create(stepGraph(false).bytes, options);
       const fused = await ort.InferenceSession.create(stepGraph(true).bytes, options);
+      const device = await ort.InferenceSession.create(stepGraph(true, true).bytes, options);
       try {
         for (const [past, source] of [
           [0, 5],
@@ -97,19 +116,26 @@ describe('decoder-fuse', () => {
         ] as const) {
           const input = feeds(plain.inputNames, past, source);
           const a = await plain.run(input);
-          const b = await fused.run(input);
-          for (const name of fused.outputNames) {
-            expect(b[name]!.dims, name).toEqual(a[name]!.dims);
-            const x = a[name]!.data as Float32Array;
-            const y = b[name]!.data as Float32Array;
-            let worst = 0;
-            for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i]! - y[i]!));
-            expect(worst, `${name} at past ${past}, source ${source}`).toBeLessThan(1e-4);
+          const mask = input.encoder_attention_mask!;
+          const floatMask = new ort.Tensor('float32', Float32Array.from(mask.data as BigInt64Array, Number), mask.dims);
+          for (const [variant, out] of [
+            ['fused', await fused.run(input)],
+            ['device', await device.run({ ...input, encoder_attention_mask: floatMask })],
+          ] as const) {
+            for (const name of fused.outputNames) {
+              expect(out[name]!.dims, name).toEqual(a[name]!.dims);
+              const x = a[name]!.data as Float32Array;
+              const y = out[name]!.data as Float32Array;
+              let worst = 0;
+              for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i]! - y[i]!));
+              expect(worst, `${variant} ${name} at past ${past}, source ${source}`).toBeLessThan(1e-4);
+            }
           }
         }
       } finally {
         await plain.release();
         await fused.release();
+        await device.release();
       }
     });
   }

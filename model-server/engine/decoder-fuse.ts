@@ -23,6 +23,17 @@ type INodeProto = onnxProto.onnx.INodeProto;
 const ATTRIBUTE = onnxProto.onnx.AttributeProto.AttributeType;
 const MS_DOMAIN = 'com.microsoft';
 
+export interface FuseOptions {
+  /** Fuse attention blocks (default true); false: layer norms only. */
+  attention?: boolean;
+  /**
+   * Every run feeds one new position per row (the step loop's device path): a cross-attention bias is used as it is
+   * (no expansion over the query length), and without a `decoder_attention_mask` input the self-attention bias (all
+   * zeros for one query that sees every cached key) is dropped with its arithmetic.
+   */
+  singleQuery?: boolean;
+}
+
 export interface FuseResult {
   /** Attention blocks made one `MultiHeadAttention` (self and cross). */
   attention: number;
@@ -222,6 +233,34 @@ function matchAttention(ix: Index, softmax: INodeProto): AttentionMatch | undefi
 }
 
 /**
+ * `Add(MatMul(x, W), b)` for each of `values` (b a constant vector), each read only by nodes in `replaced`: the
+ * MatMul outputs, the Adds and the bias values; null unless all three are so.
+ */
+function projectionBiases(
+  ix: Index,
+  values: string[],
+  replaced: readonly INodeProto[],
+): { inputs: [string, string, string]; values: Float32Array[]; adds: INodeProto[] } | null {
+  const inputs: string[] = [];
+  const found: Float32Array[] = [];
+  const adds: INodeProto[] = [];
+  for (const value of values) {
+    const add = ix.made(value, 'Add');
+    if (!add || ix.outputs.has(value) || !(ix.consumers.get(value) ?? []).every((n) => replaced.includes(n)))
+      return null;
+    const [a, b] = add.input as string[];
+    const matmul = ix.made(a, 'MatMul') ? a! : ix.made(b, 'MatMul') ? b! : undefined;
+    const bias = matmul === a ? b! : a!;
+    const vector = ix.constants.get(bias);
+    if (matmul === undefined || vector === undefined || !ix.private(matmul, add)) return null;
+    inputs.push(matmul);
+    found.push(vector);
+    adds.push(add);
+  }
+  return { inputs: inputs as [string, string, string], values: found, adds };
+}
+
+/**
  * Fuse `graph` in place (see module doc) for a model with `heads` attention heads. The graph must be a decoder step
  * graph whose values are all made before they are read (onnx's node order); new nodes take the replaced ones' place.
  */
@@ -229,8 +268,12 @@ export function fuseDecoderGraph(
   graph: IGraphProto,
   heads: number,
   weights: ReadonlyMap<string, Float32Array> = new Map(),
-  options: { attention: boolean } = { attention: true },
+  options: FuseOptions = {},
 ): FuseResult {
+  const fuseAttention = options.attention ?? true;
+  const single = options.singleQuery === true;
+  // One query per row and no self-attention mask: every cached key is visible, the bias is all zeros.
+  const selfUnmasked = single && !(graph.input ?? []).some((i) => i.name === 'decoder_attention_mask');
   const nodesBefore = graph.node?.length ?? 0;
   let attention = 0;
   let skipLayerNorm = 0;
@@ -248,12 +291,12 @@ export function fuseDecoderGraph(
 
   // The cross-attention bias is [B, 1, 1, T] for every query; MultiHeadAttention wants it [B, 1, S, T].
   const queryLength = new Map<string, string>();
-  for (const softmax of options.attention ? (graph.node ?? []).filter((n) => n.opType === 'Softmax') : []) {
+  for (const softmax of fuseAttention ? (graph.node ?? []).filter((n) => n.opType === 'Softmax') : []) {
     const m = matchAttention(ix, softmax);
     if (!m) continue;
     const name = `mt_serve.fused.attention.${attention}`;
-    let bias = m.bias;
-    if (m.past === null) {
+    let bias = m.past !== null && selfUnmasked ? '' : m.bias;
+    if (m.past === null && !single) {
       // Expand the bias over the query length (a no-op copy when S = 1, the usual step).
       let expanded = queryLength.get(bias);
       if (expanded === undefined) {
@@ -294,11 +337,28 @@ export function fuseDecoderGraph(
       }
       bias = expanded;
     }
+    // Self-attention's query/key/value biases go into the operator's packed bias (three Adds fewer).
+    const biases = m.past === null ? null : projectionBiases(ix, [m.query, m.key, m.value], m.replaced);
+    let [query, key, value] = [m.query, m.key, m.value];
+    let packed = '';
+    if (biases !== null) {
+      [query, key, value] = biases.inputs;
+      packed = `${name}.qkv_bias`;
+      const all = new Float32Array(biases.values.reduce((sum, v) => sum + v.length, 0));
+      let at = 0;
+      for (const v of biases.values) {
+        all.set(v, at);
+        at += v.length;
+      }
+      graph.initializer ??= [];
+      graph.initializer.push({ name: packed, dims: [all.length], dataType: 1, rawData: new Uint8Array(all.buffer) });
+      m.replaced.push(...biases.adds);
+    }
     const mha: INodeProto = {
       opType: 'MultiHeadAttention',
       domain: MS_DOMAIN,
       name,
-      input: [m.query, m.key, m.value, '', '', bias, ...(m.past ? [m.past.key, m.past.value] : [])],
+      input: [query, key, value, packed, '', bias, ...(m.past ? [m.past.key, m.past.value] : [])],
       output: [m.output, ...(m.past ? [m.past.presentKey, m.past.presentValue] : [])],
       attribute: [
         { name: 'num_heads', type: ATTRIBUTE.INT, i: heads },
@@ -378,4 +438,28 @@ function subgraphReads(graph: IGraphProto | null | undefined, into: Set<string>)
       for (const sub of [attr.g, ...(attr.graphs ?? [])]) subgraphReads(sub, into);
   }
   for (const out of graph?.output ?? []) if (out.name) into.add(out.name);
+}
+
+/**
+ * Make graph input `name` (int64 `[n, S]` mask) a float input where every node reading it is `Cast(to float)`: the
+ * Casts go and their readers read the input. Why: the WebGPU provider has no int64 Cast, so onnxruntime ran it on the
+ * CPU, copying the device-held mask to the host and the result back at every step; a float mask uploaded once per
+ * cohort layout stays on the device. Returns whether the graph now takes a float `name` (false: unchanged, or absent);
+ * `check`: only whether it would, the graph unchanged.
+ */
+export function floatMaskInput(graph: IGraphProto, name: string, check = false): boolean {
+  const input = (graph.input ?? []).find((i) => i.name === name);
+  if (!input?.type?.tensorType) return false;
+  const readers = (graph.node ?? []).filter((n) => n.input?.includes(name));
+  const isFloatCast = (n: INodeProto) => n.opType === 'Cast' && intAttr(n, 'to') === 1 && n.input?.length === 1;
+  if (readers.length === 0 || !readers.every(isFloatCast)) return false;
+  if ((graph.node ?? []).some((n) => (n.attribute ?? []).some((a) => a.g || (a.graphs?.length ?? 0) > 0))) return false;
+  const renamed = new Map(readers.map((n) => [n.output![0]!, name]));
+  if ((graph.output ?? []).some((o) => renamed.has(o.name ?? ''))) return false;
+  if (check) return true;
+  graph.node = (graph.node ?? [])
+    .filter((n) => !readers.includes(n))
+    .map((n) => ({ ...n, input: (n.input ?? []).map((i) => renamed.get(i) ?? i) }));
+  input.type = { tensorType: { ...input.type.tensorType, elemType: 1 } };
+  return true;
 }

@@ -119,12 +119,13 @@ export function concatModel(count: number): Uint8Array {
   });
 }
 
-/** `x` int64 [n, L] → `y`, the same values on the device. */
-export function uploadModel(): Uint8Array {
+/** `x` [n, L] (int64, or float32 with `float`) → `y`, the same values on the device. */
+export function uploadModel(float = false): Uint8Array {
+  const type = float ? FLOAT : INT64;
   return model('device_upload', {
     node: [{ opType: 'Identity', input: ['x'], output: ['y'], name: 'identity' }],
-    input: [io('x', INT64, ['n', 'L'])],
-    output: [io('y', INT64, ['n', 'L'])],
+    input: [io('x', type, ['n', 'L'])],
+    output: [io('y', type, ['n', 'L'])],
   });
 }
 
@@ -146,23 +147,31 @@ export class DeviceLayout {
   readonly #gather = new Map<number, Promise<ort.InferenceSession>>();
   readonly #concat = new Map<number, Promise<ort.InferenceSession>>();
   readonly #upload: ort.InferenceSession;
+  readonly #floatMask: boolean;
   /** Bytes fed from the host (row indices, lengths, uploaded masks) since load. */
   hostBytes = 0;
 
-  private constructor(options: ort.InferenceSession.SessionOptions, upload: ort.InferenceSession) {
+  private constructor(options: ort.InferenceSession.SessionOptions, upload: ort.InferenceSession, floatMask: boolean) {
     this.#options = options;
     this.#upload = upload;
+    this.#floatMask = floatMask;
   }
 
-  /** The layout sessions on `provider`, every output kept on the device. */
-  static async create(provider: ort.InferenceSession.ExecutionProviderConfig): Promise<DeviceLayout> {
+  /**
+   * The layout sessions on `provider`, every output kept on the device. `floatMask`: the decoder reads its encoder mask
+   * as float (decoder-fuse.ts `floatMaskInput`), so `upload` sends float32.
+   */
+  static async create(
+    provider: ort.InferenceSession.ExecutionProviderConfig,
+    { floatMask = false }: { floatMask?: boolean } = {},
+  ): Promise<DeviceLayout> {
     const options: ort.InferenceSession.SessionOptions = {
       executionProviders: [provider],
       graphOptimizationLevel: 'all',
       preferredOutputLocation: 'gpu-buffer',
       logSeverityLevel: 3,
     };
-    return new DeviceLayout(options, await ort.InferenceSession.create(uploadModel(), options));
+    return new DeviceLayout(options, await ort.InferenceSession.create(uploadModel(floatMask), options), floatMask);
   }
 
   #session(
@@ -214,10 +223,13 @@ export class DeviceLayout {
     return as.map((_, t) => out[`y${t}`]!);
   }
 
-  /** An int64 `[n, L]` host array as a device tensor. */
+  /** An int64 `[n, L]` host mask as a device tensor, of the type the decoder reads (`create`'s `floatMask`). */
   async upload(data: BigInt64Array, dims: readonly number[]): Promise<ort.Tensor> {
-    this.hostBytes += data.byteLength;
-    return (await this.#upload.run({ x: new ort.Tensor('int64', data, dims) })).y!;
+    const x = this.#floatMask
+      ? new ort.Tensor('float32', Float32Array.from(data, Number), dims)
+      : new ort.Tensor('int64', data, dims);
+    this.hostBytes += (x.data as ArrayBufferView).byteLength;
+    return (await this.#upload.run({ x })).y!;
   }
 
   async release(): Promise<void> {

@@ -12,11 +12,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
+import type onnxProto from 'onnx-proto';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 import { beamHeadModel, greedyHeadModel } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
-import { fuseDecoderGraph } from './decoder-fuse.js';
+import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { type EngineSession, float32Boundary } from './float16.js';
@@ -304,7 +305,7 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const cross = graphs.cross === null ? null : await open(graphs.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
       const greedyHead = device === null ? null : await open(greedyHeadModel(device.vocab, device.eosId));
-      layout = onDevice ? await DeviceLayout.create(provider) : null;
+      layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
       return { encoder, decoder, cross, beamHead, greedyHead, layout, outputs: graphs.outputs };
     } catch (err) {
       await layout?.release();
@@ -406,12 +407,15 @@ function asExported(reason: string): DecoderOutputs {
 interface ModelShape {
   layers: number;
   vocab: number;
+  dModel: number;
   encoderHeads: number;
   decoderHeads: number;
   eosId: number;
 }
 
 /** `decoder_layers`, `vocab_size`, the attention heads and `</s>` from config.json (validated again, with the rest, by model-config.ts). */
+const ENCODER_MASK = 'encoder_attention_mask';
+
 function modelShape(modelDir: string): ModelShape {
   const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const positive = (key: string) => {
@@ -424,6 +428,7 @@ function modelShape(modelDir: string): ModelShape {
   return {
     layers: positive('decoder_layers'),
     vocab: positive('vocab_size'),
+    dModel: positive('d_model'),
     encoderHeads: positive('encoder_attention_heads'),
     decoderHeads: positive('decoder_attention_heads'),
     eosId: typeof config.eos_token_id === 'number' ? config.eos_token_id : 2,
@@ -483,6 +488,8 @@ function deviceGraphs(
   encoder: Uint8Array;
   bytes: Uint8Array;
   cross: Uint8Array;
+  /** The graphs read `encoder_attention_mask` as float (decoder-fuse.ts `floatMaskInput`). */
+  floatMask: boolean;
   outputs: DecoderOutputs;
   vocab: number;
   eosId: number;
@@ -495,7 +502,18 @@ function deviceGraphs(
   const stepWeights = read(split.step.uses);
   const step = split.step.model;
   step.graph!.node = [...(step.graph!.node ?? [])];
-  const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights));
+  const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights, shape.dModel), {
+    singleQuery: true,
+  });
+  const cross = split.cross.model;
+  cross.graph!.node = [...(cross.graph!.node ?? [])];
+  const reads = (g: onnxProto.onnx.IGraphProto) => (g.input ?? []).some((i) => i.name === ENCODER_MASK);
+  // Both graphs read the mask as float, or neither changes (the layout uploads one mask for both).
+  const floatMask =
+    reads(step.graph!) &&
+    (!reads(cross.graph!) || floatMaskInput(cross.graph!, ENCODER_MASK, true)) &&
+    floatMaskInput(step.graph!, ENCODER_MASK) &&
+    (!reads(cross.graph!) || floatMaskInput(cross.graph!, ENCODER_MASK));
   const encoder = splitModel(readFileSync(encoderFile));
   // Layer norms only: onnxruntime 1.30's WebGPU MultiHeadAttention gives wrong results from 32 queries on (checked
   // on lavapipe: 0.5 off at 32 positions, exact at 31), which an encoder reaches; a decoder step has one query.
@@ -507,7 +525,8 @@ function deviceGraphs(
   return {
     encoder: joinModel(encoder.model, encoder.weights),
     bytes: joinModel(step, stepWeights),
-    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    cross: joinModel(cross, read(split.cross.uses)),
+    floatMask,
     outputs: {
       appendedCache: null,
       greedyTop2: null,

@@ -1,0 +1,17 @@
+import { readFileSync } from 'node:fs';
+import * as ort from 'onnxruntime-node';
+import { splitModel, joinModel, weightName, smallFloatWeights } from '../model-server/engine/onnx-wire.js';
+import { splitCrossAttention } from '../model-server/engine/decoder-split.js';
+import { fuseDecoderGraph } from '../model-server/engine/decoder-fuse.js';
+import { webgpuDrivers, restrictVulkanDrivers } from '../model-server/engine/vulkan-drivers.js';
+const dir = process.argv[2]!;
+const cfg = JSON.parse(readFileSync(`${dir}/config.json`, 'utf8'));
+const { model, weights } = splitModel(readFileSync(`${dir}/onnx/decoder_model_merged.onnx`));
+const split = splitCrossAttention(model, cfg.decoder_layers);
+if (!split.ok) throw new Error(split.reason);
+const kept = weights.filter((w) => split.step.uses.has(weightName(w)));
+const g = split.step.model.graph!; g.node = [...g.node!];
+console.log(JSON.stringify(fuseDecoderGraph(g, cfg.decoder_attention_heads, smallFloatWeights(kept))));
+for (const n of g.node!) if (!['MatMul','Add','MultiHeadAttention','SkipLayerNormalization','Relu'].includes(n.opType!)) console.log(n.opType, n.input!.join(','), '->', n.output!.join(','));
+const d = webgpuDrivers(true); if (!d.ok) throw new Error(d.reason); restrictVulkanDrivers(d.manifests);
+await ort.InferenceSession.create(joinModel(split.step.model, kept), { executionProviders: [{ name: 'webgpu' } as any], logSeverityLevel: 0, logVerbosityLevel: 0 });
