@@ -50,6 +50,7 @@ export class ServerMetrics {
   #batchSize: Histogram<(typeof MODEL)[number]>;
   #jobs: Counter<'model_name' | 'model_version' | 'outcome'>;
   #cancelled: Counter<'model_name' | 'model_version' | 'reason' | 'stage'>;
+  #finishedAfterAbandon: Counter<(typeof MODEL)[number]>;
   #workerDeaths: Counter<'engine'>;
   #engineSteps: Counter<'engine'>;
   #engineStepRows: Counter<'engine'>;
@@ -125,6 +126,12 @@ export class ServerMetrics {
       name: 'mt_cancelled_jobs_total',
       help: 'Jobs given up before their answer, by reason (deadline, client-gone) and stage: queued (left the queue) or running (its rows left the engine batch).',
       labelNames: ['model_name', 'model_version', 'reason', 'stage'],
+      registers,
+    });
+    this.#finishedAfterAbandon = new Counter({
+      name: 'mt_jobs_finished_after_abandon_total',
+      help: 'Jobs given up while running whose rows finished on the worker before the cancel reached them (the answer was dropped; neither ok nor a cancelled engine row).',
+      labelNames: MODEL,
       registers,
     });
     this.#workerDeaths = new Counter({
@@ -270,10 +277,12 @@ export class ServerMetrics {
     this.#tsQueueLatency.inc({ ...labels, hostname: this.#hostname }, Math.round(queueMs * 1000));
   }
 
-  batchDone(model: string, version: string, size: number, handlerMs: number): void {
+  /** A batch finished; `finishedAfterAbandon` of its jobs were answered by the worker only after being given up. */
+  batchDone(model: string, version: string, size: number, handlerMs: number, finishedAfterAbandon: number): void {
     const labels = { model_name: model, model_version: version };
     this.#batchSize.observe(labels, size);
     this.#inferenceSeconds.observe(labels, handlerMs / 1000);
+    if (finishedAfterAbandon > 0) this.#finishedAfterAbandon.inc(labels, finishedAfterAbandon);
   }
 
   /** Decoder runs (and their rows) an engine's worker reported since its last report. */

@@ -502,7 +502,7 @@ export class ModelManager {
       unhealthyAfterMs: this.#timings.unhealthyAfterMs,
       nextWorkerId: () => String(this.#nextWorkerId++),
       onBatchDone: (r) => {
-        metrics.batchDone(r.model, r.version, r.size, r.handlerMs);
+        metrics.batchDone(r.model, r.version, r.size, r.handlerMs, r.finishedAfterAbandon);
         metrics.stepsDone(spec.key, r.stepRuns, r.stepRows);
         metrics.rowsDropped(spec.key, { cancelled: r.cancelledRows, capped: r.cappedRows, failed: r.failedRows });
       },

@@ -14,7 +14,9 @@
  *   (timed out) are ignored.
  * - A job abandoned while on this worker (its response timeout passed, or its client went away) is answered by
  *   the job itself; the worker is sent a `cancel` for it (coalesced per event-loop turn), drops its rows at the
- *   next step and still answers the id once, which is when the job stops counting against the worker's room.
+ *   next step and still answers the id once, which is when the job stops counting against the worker's room. If
+ *   its rows finished before the cancel arrived, that answer is ok: it is counted (BatchReport.finishedAfterAbandon),
+ *   not delivered.
  * - A worker is recycled (SIGKILL) only when it is *stuck*: it holds jobs and has shown no progress (a `progress`
  *   heartbeat, an answered item, a finished batch) for `stallTimeoutMs`, the longest response timeout of its
  *   models. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
@@ -64,6 +66,11 @@ export interface BatchReport {
   cancelledRows: number;
   cappedRows: number;
   failedRows: number;
+  /**
+   * Jobs of this batch answered ok by the worker after they were abandoned: their rows finished before the cancel
+   * reached the engine, so they are neither answered ok nor among the cancelled rows.
+   */
+  finishedAfterAbandon: number;
 }
 
 /** One model's batch for `sendRound`. */
@@ -102,6 +109,8 @@ interface InFlightBatch {
   size: number;
   /** Jobs of this batch not answered yet, by id. */
   jobs: Map<string, Job>;
+  /** BatchReport.finishedAfterAbandon so far. */
+  finishedAfterAbandon: number;
 }
 
 let nextBatchId = 0;
@@ -233,7 +242,7 @@ export class WorkerHandle implements JobHolder {
   /** The batch is on its way: its jobs are held by this worker until answered. */
   #record(batchId: number, jobs: readonly Job[], model: string, version: string): void {
     if (this.#jobBatch.size === 0) this.#progressAt = performance.now();
-    const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map() };
+    const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map(), finishedAfterAbandon: 0 };
     for (const job of jobs) {
       record.jobs.set(job.id, job);
       this.#jobBatch.set(job.id, batchId);
@@ -350,13 +359,15 @@ export class WorkerHandle implements JobHolder {
         const batchId = this.#jobBatch.get(message.id);
         if (batchId === undefined) return; // settled already (timed out) or not ours
         this.#jobBatch.delete(message.id);
-        const pending = this.#batches.get(batchId)?.jobs;
-        const job = pending?.get(message.id);
-        pending?.delete(message.id);
-        if (job === undefined) return;
+        const record = this.#batches.get(batchId);
+        const job = record?.jobs.get(message.id);
+        record?.jobs.delete(message.id);
+        if (record === undefined || job === undefined) return;
         if (job.bulk) this.#bulkHeld -= 1;
         if (message.outcome.ok) {
-          job.resolve({ value: message.outcome.value, workerId: this.id, device: this.device! });
+          const answered = job.resolve({ value: message.outcome.value, workerId: this.id, device: this.device! });
+          // Abandoned while its rows ran, and they finished before the cancel reached the engine.
+          if (!answered && job.abandoned !== undefined) record.finishedAfterAbandon += 1;
         } else {
           job.reject(ServeError.fromWire(message.outcome.error));
         }
@@ -394,6 +405,7 @@ export class WorkerHandle implements JobHolder {
           cancelledRows,
           cappedRows,
           failedRows,
+          finishedAfterAbandon: record.finishedAfterAbandon,
         });
         return;
       }
