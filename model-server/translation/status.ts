@@ -13,9 +13,9 @@
  */
 import path from 'node:path';
 import type { GpuMonitor } from '../wlm/gpu-monitor.js';
-import { dtypeOf, type ModelManager } from '../wlm/model-manager.js';
+import type { ModelManager } from '../wlm/model-manager.js';
 import type { ActivityHistory, RecentActivity } from '../wlm/recent-activity.js';
-import type { ModelEntry } from '../wlm/registry.js';
+import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { TranslationCache } from './translation-cache.js';
 import { deviceLabel } from '../wlm/worker-handle.js';
 import type { WorkerPool } from '../wlm/worker-pool.js';
