@@ -5,7 +5,7 @@
 import type { DeviceInfo } from '../protocol.js';
 import type { ModelManager } from '../wlm/model-manager.js';
 import { dtypeOf, entryKey, type ModelEntry } from '../wlm/registry.js';
-import { deviceLabel } from '../wlm/worker-handle.js';
+import { deviceLabel } from '../wlm/devices.js';
 
 /** TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add. */
 export async function describeModel(manager: ModelManager, entry: ModelEntry): Promise<Record<string, unknown>> {

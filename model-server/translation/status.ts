@@ -17,7 +17,7 @@ import type { ModelManager } from '../wlm/model-manager.js';
 import type { ActivityHistory, RecentActivity } from '../wlm/recent-activity.js';
 import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { TranslationCache } from './translation-cache.js';
-import { deviceLabel } from '../wlm/worker-handle.js';
+import { deviceLabel } from '../wlm/devices.js';
 import type { WorkerPool } from '../wlm/worker-pool.js';
 
 export interface WorkerStatus {

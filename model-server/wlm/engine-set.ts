@@ -9,7 +9,8 @@ import type { EngineSharing } from '../../common/config.js';
 import type { Logger } from '../../common/logger.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
 import type { ModelEntry } from './registry.js';
-import { deviceLabel, type WorkerSpawner } from './worker-handle.js';
+import { deviceLabel } from './devices.js';
+import type { WorkerSpawner } from './worker-handle.js';
 import { WorkerPool, type EngineSpec } from './worker-pool.js';
 
 /** Timings with production defaults that tests shorten. */

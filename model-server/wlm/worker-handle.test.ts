@@ -3,7 +3,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { createLogger } from '../../common/logger.js';
 import type { ItemBody } from '../protocol.js';
 import { Job, newJobId } from './job.js';
-import { WorkerHandle, type BatchReport } from './worker-handle.js';
+import type { BatchReport } from './worker-batches.js';
+import { WorkerHandle } from './worker-handle.js';
 
 /**
  * A real worker process that holds every batch until a cancel arrives, then answers each item: a cancelled one
