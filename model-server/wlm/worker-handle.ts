@@ -44,7 +44,7 @@ export interface WorkerEvents {
   /** A batch finished (its slot is free). */
   batchDone(worker: WorkerHandle, report: BatchReport): void;
   /** The process is gone. `expected` when we asked it to stop. */
-  exited(worker: WorkerHandle, info: { expected: boolean; wasReady: boolean; reason: string }): void;
+  exited(worker: WorkerHandle, info: { expected: boolean; reason: string }): void;
 }
 
 export interface WorkerHandleOptions {
@@ -83,7 +83,6 @@ export class WorkerHandle implements JobHolder {
   #started: { resolve: () => void; reject: (err: ServeError) => void } | undefined;
   #startTimer: NodeJS.Timeout | undefined;
   #expectedExit = false;
-  #wasReady = false;
   #exitReason = '';
   /** What in-flight jobs fail with when we killed the worker on purpose (e.g. REQUEST_TIMEOUT). */
   #killError: ServeError | undefined;
@@ -254,7 +253,6 @@ export class WorkerHandle implements JobHolder {
         this.languages = message.languages;
         this.dtype = message.dtype;
         this.capacity = message.capacity ?? Number.POSITIVE_INFINITY;
-        this.#wasReady = true;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
         this.#started?.resolve();
         return;
@@ -295,7 +293,7 @@ export class WorkerHandle implements JobHolder {
     clearTimeout(this.#watchdog);
     this.liveRows = 0;
     this.#setState('dead', reason);
-    this.#options.events.exited(this, { expected: this.#expectedExit, wasReady: this.#wasReady, reason });
+    this.#options.events.exited(this, { expected: this.#expectedExit, reason });
   }
 
   #setState(next: WorkerState, reason: string): void {
