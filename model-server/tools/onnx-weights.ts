@@ -58,11 +58,7 @@ export class WeightReader {
   bytes(proto: ITensorProto): Uint8Array {
     if (proto.dataLocation !== onnx.TensorProto.DataLocation.EXTERNAL) {
       if (proto.rawData && proto.rawData.length > 0) return proto.rawData;
-      if (proto.floatData && proto.floatData.length > 0) {
-        const f = Float32Array.from(proto.floatData);
-        return new Uint8Array(f.buffer);
-      }
-      return new Uint8Array(0);
+      return new Uint8Array(Float32Array.from(proto.floatData ?? []).buffer);
     }
     const info = Object.fromEntries((proto.externalData ?? []).map((e) => [e.key, e.value]));
     const location = info.location;
@@ -105,7 +101,7 @@ export class WeightReader {
   floats(proto: ITensorProto): Float32Array {
     const raw = this.bytes(proto);
     const copy = new Uint8Array(raw.length);
-    copy.set(raw);
+    copy.set(raw); // raw may be a Buffer view into the file: copy it, aligned, into a buffer of its own
     return new Float32Array(copy.buffer);
   }
 
