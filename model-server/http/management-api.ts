@@ -7,7 +7,8 @@ import { Hono, type Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
-import type { ManagementResult, ModelManager, RegisterRequest } from '../wlm/model-manager.js';
+import type { ManagementResult, ModelManager } from '../wlm/model-manager.js';
+import type { RegisterRequest } from '../wlm/registration.js';
 import { describeModel } from './model-description.js';
 import { MANAGEMENT_OPENAPI } from './openapi.js';
 

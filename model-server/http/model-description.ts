@@ -3,9 +3,9 @@
  * (`GET /models/{name}`): TorchServe's JSON shape, built from the manager's registry, its engines and GPU figures.
  */
 import type { DeviceInfo } from '../protocol.js';
-import { dtypeOf, entryKey, type ModelManager } from '../wlm/model-manager.js';
-import type { ModelEntry } from '../wlm/registry.js';
-import { deviceLabel } from '../wlm/worker-handle.js';
+import type { ModelManager } from '../wlm/model-manager.js';
+import { dtypeOf, entryKey, type ModelEntry } from '../wlm/registry.js';
+import { deviceLabel } from '../wlm/devices.js';
 
 /** TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add. */
 export async function describeModel(manager: ModelManager, entry: ModelEntry): Promise<Record<string, unknown>> {

@@ -14,7 +14,7 @@ import type { Job, JobResult } from '../wlm/job.js';
 import type { ServerMetrics } from '../wlm/metrics.js';
 import type { ModelManager } from '../wlm/model-manager.js';
 import type { ModelEntry } from '../wlm/registry.js';
-import { deviceLabel } from '../wlm/worker-handle.js';
+import { deviceLabel } from '../wlm/devices.js';
 
 /** What the job path needs: the models, the metrics, the limits and the translation features. */
 export interface PredictionDeps {

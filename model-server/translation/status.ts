@@ -12,12 +12,12 @@
  * changes nothing — reading it starts no process; GPU figures come from the monitor's short-lived cache.
  */
 import path from 'node:path';
-import type { GpuMonitor } from '../wlm/gpu-monitor.js';
-import { dtypeOf, type ModelManager } from '../wlm/model-manager.js';
+import type { GpuMonitor, GpuStat } from '../wlm/gpu-monitor.js';
+import type { ModelManager } from '../wlm/model-manager.js';
 import type { ActivityHistory, RecentActivity } from '../wlm/recent-activity.js';
-import type { ModelEntry } from '../wlm/registry.js';
+import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { TranslationCache } from './translation-cache.js';
-import { deviceLabel } from '../wlm/worker-handle.js';
+import { deviceLabel } from '../wlm/devices.js';
 import type { WorkerPool } from '../wlm/worker-pool.js';
 
 export interface WorkerStatus {
@@ -69,13 +69,8 @@ export interface ModelStatus {
   cacheMisses: number;
 }
 
-export interface GpuStatus {
-  index: number;
-  name: string;
-  utilizationPercent: number | null;
-  memoryUsedBytes: number | null;
-  memoryTotalBytes: number | null;
-}
+/** One GPU as nvidia-smi reports it. */
+export type GpuStatus = GpuStat;
 
 export interface ServerStatus {
   /** ISO time of the document. */

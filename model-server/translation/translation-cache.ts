@@ -20,8 +20,7 @@
 import { createHash } from 'node:crypto';
 import { ByteLru } from './byte-lru.js';
 import type { ModelFingerprints } from '../wlm/model-fingerprint.js';
-import { dtypeOf } from '../wlm/model-manager.js';
-import type { ModelEntry } from '../wlm/registry.js';
+import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { SentenceItem } from '../protocol.js';
 
 /** What makes two engines answer a sentence the same. */

@@ -19,7 +19,7 @@ import { ALLOW_SOFTWARE_ENV } from '../engine/vulkan-drivers.js';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { DeviceRequest } from '../protocol.js';
+import type { DeviceInfo, DeviceRequest } from '../protocol.js';
 
 /** What the host offers, decided once. */
 export interface CudaAvailability {
@@ -167,4 +167,10 @@ function defaultProviderDir(): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `cpu`, `cuda:0`, `webgpu:0`, `webgpu:0 (software)` (a software adapter, allowed explicitly), as in `x-device`. */
+export function deviceLabel(device: DeviceInfo | DeviceRequest): string {
+  if (device.kind === 'cpu') return 'cpu';
+  return `${device.kind}:${device.id}${'software' in device && device.software === true ? ' (software)' : ''}`;
 }

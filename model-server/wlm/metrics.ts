@@ -50,6 +50,7 @@ export class ServerMetrics {
   #batchSize: Histogram<(typeof MODEL)[number]>;
   #jobs: Counter<'model_name' | 'model_version' | 'outcome'>;
   #cancelled: Counter<'model_name' | 'model_version' | 'reason' | 'stage'>;
+  #finishedAfterAbandon: Counter<(typeof MODEL)[number]>;
   #workerDeaths: Counter<'engine'>;
   #engineSteps: Counter<'engine'>;
   #engineStepRows: Counter<'engine'>;
@@ -63,105 +64,107 @@ export class ServerMetrics {
     this.#hostname = options.hostname ?? osHostname();
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry });
-    this.#tsRequests = new Counter({
+    const counter = <L extends string>(c: { name: string; help: string; labelNames: readonly L[] }) =>
+      new Counter({ ...c, registers });
+    const histogram = (c: { name: string; help: string; buckets: number[] }) =>
+      new Histogram({ ...c, labelNames: MODEL, registers });
+    /** A gauge read at scrape time: `read` gives the value of each label set. */
+    const gauge = <L extends string>(
+      c: { name: string; help: string; labelNames: readonly L[] },
+      read: () => [Partial<Record<L, string>>, number][] | Promise<[Partial<Record<L, string>>, number][]>,
+    ) =>
+      new Gauge({
+        ...c,
+        registers,
+        async collect() {
+          this.reset();
+          for (const [labels, value] of await read()) this.set(labels, value);
+        },
+      });
+    this.#tsRequests = counter({
       name: 'ts_inference_requests_total',
       help: 'Total number of inference requests received (TorchServe name).',
       labelNames: TS_LABELS,
-      registers,
     });
-    this.#tsLatency = new Counter({
+    this.#tsLatency = counter({
       name: 'ts_inference_latency_microseconds',
       help: 'Cumulative inference duration in microseconds, arrival to answer (TorchServe name).',
       labelNames: TS_LABELS,
-      registers,
     });
-    this.#tsQueueLatency = new Counter({
+    this.#tsQueueLatency = counter({
       name: 'ts_queue_latency_microseconds',
       help: 'Cumulative queue duration in microseconds (TorchServe name).',
       labelNames: TS_LABELS,
-      registers,
     });
-    this.#requests = new Counter({
+    this.#requests = counter({
       name: 'mt_requests_total',
       help: 'Inference HTTP requests by model and response status code.',
       labelNames: ['model_name', 'model_version', 'code'],
-      registers,
     });
-    this.#requestSeconds = new Histogram({
+    this.#requestSeconds = histogram({
       name: 'mt_request_duration_seconds',
       help: 'End-to-end inference request latency in the model server, seconds.',
-      labelNames: MODEL,
       buckets: SECONDS,
-      registers,
     });
-    this.#queueSeconds = new Histogram({
+    this.#queueSeconds = histogram({
       name: 'mt_queue_wait_seconds',
       help: 'Time a job waited in its model queue before it left in a batch, seconds.',
-      labelNames: MODEL,
       buckets: SECONDS,
-      registers,
     });
-    this.#inferenceSeconds = new Histogram({
+    this.#inferenceSeconds = histogram({
       name: 'mt_inference_seconds',
       help: 'Handler time of one batch in the worker (preprocess to last postprocess), seconds.',
-      labelNames: MODEL,
       buckets: SECONDS,
-      registers,
     });
-    this.#batchSize = new Histogram({
+    this.#batchSize = histogram({
       name: 'mt_batch_size',
       help: 'Jobs per batch sent to a worker; mean = _sum / _count.',
-      labelNames: MODEL,
       buckets: BATCH_SIZES,
-      registers,
     });
-    this.#jobs = new Counter({
+    this.#jobs = counter({
       name: 'mt_jobs_total',
       help: 'Jobs (one per input text) by outcome: ok or the error code.',
       labelNames: ['model_name', 'model_version', 'outcome'],
-      registers,
     });
-    this.#cancelled = new Counter({
+    this.#cancelled = counter({
       name: 'mt_cancelled_jobs_total',
       help: 'Jobs given up before their answer, by reason (deadline, client-gone) and stage: queued (left the queue) or running (its rows left the engine batch).',
       labelNames: ['model_name', 'model_version', 'reason', 'stage'],
-      registers,
     });
-    this.#workerDeaths = new Counter({
+    this.#finishedAfterAbandon = counter({
+      name: 'mt_jobs_finished_after_abandon_total',
+      help: 'Jobs given up while running whose rows finished on the worker before the cancel reached them (the answer was dropped; neither ok nor a cancelled engine row).',
+      labelNames: MODEL,
+    });
+    this.#workerDeaths = counter({
       name: 'mt_worker_deaths_total',
       help: 'Worker processes that died or failed to load without being asked to stop.',
       labelNames: ['engine'],
-      registers,
     });
-    this.#engineSteps = new Counter({
+    this.#engineSteps = counter({
       name: 'mt_engine_steps_total',
       help: 'Decoder runs of each engine (one generated token for every row it carries).',
       labelNames: ['engine'],
-      registers,
     });
-    this.#engineStepRows = new Counter({
+    this.#engineStepRows = counter({
       name: 'mt_engine_step_rows_total',
       help: "Rows carried by each engine's decoder runs (beams count once each); ÷ mt_engine_steps_total = mean real batch.",
       labelNames: ['engine'],
-      registers,
     });
-    this.#engineRowsEnded = new Counter({
+    this.#engineRowsEnded = counter({
       name: 'mt_engine_rows_ended_early_total',
       help: 'Rows that left an engine before </s>: cancelled (deadline or client gone), capped (stopped at the token cap, the translation may be cut short: logged), failed (a model run failed on them alone).',
       labelNames: ['engine', 'how'],
-      registers,
     });
-    this.#cacheHits = new Counter({
+    this.#cacheHits = counter({
       name: 'mt_cache_hits_total',
       help: 'Sentences answered from the translation cache, without a job.',
       labelNames: MODEL,
-      registers,
     });
-    this.#cacheMisses = new Counter({
+    this.#cacheMisses = counter({
       name: 'mt_cache_misses_total',
       help: 'Sentences looked up in the translation cache and not found (each became a job).',
       labelNames: MODEL,
-      registers,
     });
     const cacheBytes = options.cacheBytes ?? (() => 0);
     new Gauge({
@@ -172,70 +175,38 @@ export class ServerMetrics {
         this.set(cacheBytes());
       },
     });
-    new Gauge({
-      name: 'mt_queue_depth',
-      help: 'Jobs waiting in each model queue.',
-      labelNames: MODEL,
-      registers,
-      collect() {
-        this.reset();
-        for (const q of options.snapshot().queues) this.set({ model_name: q.model, model_version: q.version }, q.depth);
+    gauge({ name: 'mt_queue_depth', help: 'Jobs waiting in each model queue.', labelNames: MODEL }, () =>
+      options.snapshot().queues.map((q) => [{ model_name: q.model, model_version: q.version }, q.depth]),
+    );
+    gauge(
+      {
+        name: 'mt_workers',
+        help: 'Worker processes by state (a worker waiting out its restart backoff counts as backoff).',
+        labelNames: ['state'],
       },
-    });
-    new Gauge({
-      name: 'mt_workers',
-      help: 'Worker processes by state (a worker waiting out its restart backoff counts as backoff).',
-      labelNames: ['state'],
-      registers,
-      collect() {
-        this.reset();
-        for (const [state, count] of Object.entries(options.snapshot().workers)) this.set({ state }, count);
+      () => Object.entries(options.snapshot().workers).map(([state, count]) => [{ state }, count]),
+    );
+    gauge(
+      {
+        name: 'mt_engine_live_rows',
+        help: "Rows each engine is generating, from its workers' last progress heartbeat (cancelled and finished rows have left).",
+        labelNames: ['engine'],
       },
-    });
-    new Gauge({
-      name: 'mt_engine_live_rows',
-      help: "Rows each engine is generating, from its workers' last progress heartbeat (cancelled and finished rows have left).",
-      labelNames: ['engine'],
-      registers,
-      collect() {
-        this.reset();
-        for (const { engine, rows } of options.snapshot().liveRows) this.set({ engine }, rows);
-      },
-    });
-    const gpu = options.gpu;
-    new Gauge({
-      name: 'mt_gpu_utilization_percent',
-      help: 'GPU utilisation per device (nvidia-smi); absent without a GPU.',
-      labelNames: ['device_id'],
-      registers,
-      async collect() {
-        this.reset();
-        for (const s of await gpu.sample())
-          if (s.utilizationPercent !== null) this.set({ device_id: String(s.index) }, s.utilizationPercent);
-      },
-    });
-    new Gauge({
-      name: 'mt_gpu_memory_used_bytes',
-      help: 'GPU memory in use per device (nvidia-smi); absent without a GPU.',
-      labelNames: ['device_id'],
-      registers,
-      async collect() {
-        this.reset();
-        for (const s of await gpu.sample())
-          if (s.memoryUsedBytes !== null) this.set({ device_id: String(s.index) }, s.memoryUsedBytes);
-      },
-    });
-    new Gauge({
-      name: 'mt_gpu_memory_total_bytes',
-      help: 'GPU memory per device (nvidia-smi); absent without a GPU.',
-      labelNames: ['device_id'],
-      registers,
-      async collect() {
-        this.reset();
-        for (const s of await gpu.sample())
-          if (s.memoryTotalBytes !== null) this.set({ device_id: String(s.index) }, s.memoryTotalBytes);
-      },
-    });
+      () => options.snapshot().liveRows.map(({ engine, rows }) => [{ engine }, rows]),
+    );
+    const gpuGauges = [
+      { name: 'mt_gpu_utilization_percent', help: 'GPU utilisation per device', field: 'utilizationPercent' },
+      { name: 'mt_gpu_memory_used_bytes', help: 'GPU memory in use per device', field: 'memoryUsedBytes' },
+      { name: 'mt_gpu_memory_total_bytes', help: 'GPU memory per device', field: 'memoryTotalBytes' },
+    ] as const;
+    for (const { name, help, field } of gpuGauges) {
+      gauge({ name, help: `${help} (nvidia-smi); absent without a GPU.`, labelNames: ['device_id'] }, async () =>
+        (await options.gpu.sample()).flatMap((s) => {
+          const value = s[field];
+          return value === null ? [] : [[{ device_id: String(s.index) }, value] as [{ device_id: string }, number]];
+        }),
+      );
+    }
   }
 
   /** One inference HTTP request answered (any status), with its latency in ms. */
@@ -270,10 +241,12 @@ export class ServerMetrics {
     this.#tsQueueLatency.inc({ ...labels, hostname: this.#hostname }, Math.round(queueMs * 1000));
   }
 
-  batchDone(model: string, version: string, size: number, handlerMs: number): void {
+  /** A batch finished; `finishedAfterAbandon` of its jobs were answered by the worker only after being given up. */
+  batchDone(model: string, version: string, size: number, handlerMs: number, finishedAfterAbandon: number): void {
     const labels = { model_name: model, model_version: version };
     this.#batchSize.observe(labels, size);
     this.#inferenceSeconds.observe(labels, handlerMs / 1000);
+    if (finishedAfterAbandon > 0) this.#finishedAfterAbandon.inc(labels, finishedAfterAbandon);
   }
 
   /** Decoder runs (and their rows) an engine's worker reported since its last report. */

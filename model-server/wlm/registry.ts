@@ -81,11 +81,7 @@ export class ModelRegistry {
 
   /** @throws ServeError MODEL_NOT_FOUND / MODEL_VERSION_NOT_FOUND */
   setDefault(name: string, version: string): void {
-    const record = this.#record(name);
-    if (!record.versions.has(version)) {
-      throw new ServeError('MODEL_VERSION_NOT_FOUND', `Model version: ${version} does not exist for model: ${name}`);
-    }
-    record.defaultVersion = version;
+    this.#record(name).defaultVersion = this.get(name, version).version;
   }
 
   /**
@@ -116,4 +112,14 @@ export class ModelRegistry {
     if (record === undefined) throw new ServeError('MODEL_NOT_FOUND', `Model not found: ${name}`);
     return record;
   }
+}
+
+/** `name@version`, as registrations are named in logs and descriptions. */
+export function entryKey(entry: Pick<ModelEntry, 'name' | 'version'>): string {
+  return `${entry.name}@${entry.version}`;
+}
+
+/** The weights' type the model's engine reports (its first worker that said), undefined until one has. */
+export function dtypeOf(entry: ModelEntry): string | undefined {
+  return entry.pool.workers().find((w) => w.dtype !== undefined)?.dtype;
 }

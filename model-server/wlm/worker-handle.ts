@@ -9,12 +9,8 @@
  *         └──init-failed / exit / startup timeout / kill()──────┘
  *
  * Invariants:
- * - Every job sent to this worker is settled exactly once: by its `item` reply, by `batch-done` when the worker
- *   skipped it (a lying worker: INTERNAL), or by the process exit (WORKER_DIED). Replies for jobs already settled
- *   (timed out) are ignored.
- * - A job abandoned while on this worker (its response timeout passed, or its client went away) is answered by
- *   the job itself; the worker is sent a `cancel` for it (coalesced per event-loop turn), drops its rows at the
- *   next step and still answers the id once, which is when the job stops counting against the worker's room.
+ * - Every job sent to this worker is settled exactly once, by its answer or, when the process exits, with
+ *   WORKER_DIED; a job abandoned while here is cancelled on the worker (worker-batches.ts keeps the jobs).
  * - A worker is recycled (SIGKILL) only when it is *stuck*: it holds jobs and has shown no progress (a `progress`
  *   heartbeat, an answered item, a finished batch) for `stallTimeoutMs`, the longest response timeout of its
  *   models. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
@@ -25,16 +21,10 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import type {
-  BatchMessage,
-  DeviceInfo,
-  DeviceRequest,
-  FromWorker,
-  InitMessage,
-  StepCounters,
-  ToWorker,
-} from '../protocol.js';
+import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
+import { deviceLabel } from './devices.js';
 import type { AbandonReason, Job, JobHolder } from './job.js';
+import { WorkerBatches, type BatchReport, type OutgoingBatch } from './worker-batches.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
 
@@ -50,34 +40,11 @@ export interface SpawnedEngine {
  */
 export type WorkerSpawner = (workerId: string, engine: SpawnedEngine) => ChildProcess;
 
-/** What the pool learns about a finished batch (for metrics and to free the slot). */
-export interface BatchReport {
-  model: string;
-  version: string;
-  size: number;
-  /** Handler time reported by the worker, ms. */
-  handlerMs: number;
-  /** Decoder runs and their rows on this worker since its previous report (0 for handlers without steps). */
-  stepRuns: number;
-  stepRows: number;
-  /** Rows cancelled, stopped at their token cap, and failed alone, since the previous report. */
-  cancelledRows: number;
-  cappedRows: number;
-  failedRows: number;
-}
-
-/** One model's batch for `sendRound`. */
-export interface OutgoingBatch {
-  jobs: readonly Job[];
-  model: string;
-  version: string;
-}
-
 export interface WorkerEvents {
   /** A batch finished (its slot is free). */
   batchDone(worker: WorkerHandle, report: BatchReport): void;
   /** The process is gone. `expected` when we asked it to stop. */
-  exited(worker: WorkerHandle, info: { expected: boolean; wasReady: boolean; reason: string }): void;
+  exited(worker: WorkerHandle, info: { expected: boolean; reason: string }): void;
 }
 
 export interface WorkerHandleOptions {
@@ -96,16 +63,6 @@ export interface WorkerHandleOptions {
   events: WorkerEvents;
 }
 
-interface InFlightBatch {
-  model: string;
-  version: string;
-  size: number;
-  /** Jobs of this batch not answered yet, by id. */
-  jobs: Map<string, Job>;
-}
-
-let nextBatchId = 0;
-
 export class WorkerHandle implements JobHolder {
   readonly id: string;
   /** ISO time the process was spawned (TorchServe's `startTime`). */
@@ -122,26 +79,16 @@ export class WorkerHandle implements JobHolder {
   #child: ChildProcess;
   #options: WorkerHandleOptions;
   #log: Logger;
-  #batches = new Map<number, InFlightBatch>();
-  /** The worker's step counters at its last report (cumulative since it loaded). */
-  #steps: Required<StepCounters> = { runs: 0, rows: 0, cancelledRows: 0, cappedRows: 0, failedRows: 0 };
-  /** Job id → batch id, for every unanswered job on this worker. */
-  #jobBatch = new Map<string, number>();
+  #batches: WorkerBatches;
   #started: { resolve: () => void; reject: (err: ServeError) => void } | undefined;
   #startTimer: NodeJS.Timeout | undefined;
   #expectedExit = false;
-  #wasReady = false;
   #exitReason = '';
   /** What in-flight jobs fail with when we killed the worker on purpose (e.g. REQUEST_TIMEOUT). */
   #killError: ServeError | undefined;
   /** Last sign of progress (`performance.now()`): a heartbeat, an item, a finished batch, or work arriving idle. */
   #progressAt = 0;
   #watchdog: NodeJS.Timeout | undefined;
-  /** Cancels gathered in this event-loop turn, sent as one message per reason. */
-  #cancels = { deadline: [] as string[], 'client-gone': [] as string[] };
-  #cancelFlush: NodeJS.Immediate | undefined;
-  /** Bulk jobs among those in `#jobBatch`. */
-  #bulkHeld = 0;
   /** The engine's rows generating at its last heartbeat (0 for handlers without steps). */
   liveRows = 0;
   #exited: Promise<void>;
@@ -150,6 +97,7 @@ export class WorkerHandle implements JobHolder {
     this.id = options.id;
     this.#options = options;
     this.#log = options.log.child({ workerId: options.id });
+    this.#batches = new WorkerBatches(this.#log, (message) => this.#post(message));
     this.startTime = new Date().toISOString();
     this.#child = options.spawn(options.id);
     this.#exited = new Promise<void>((resolve) => {
@@ -180,12 +128,12 @@ export class WorkerHandle implements JobHolder {
 
   /** Jobs sent and not answered. */
   get inFlightJobs(): number {
-    return this.#jobBatch.size;
+    return this.#batches.jobCount;
   }
 
   /** Of those, the bulk ones (job.ts BULK_REQUEST_JOBS). */
   get bulkInFlightJobs(): number {
-    return this.#bulkHeld;
+    return this.#batches.bulkJobCount;
   }
 
   /** Resident memory of the process in bytes (Linux /proc), 0 when unknown. */
@@ -219,48 +167,20 @@ export class WorkerHandle implements JobHolder {
    */
   sendRound(batches: readonly OutgoingBatch[]): boolean {
     if (this.#state !== 'ready' || batches.length === 0 || batches.some((b) => b.jobs.length === 0)) return false;
-    const messages = batches.map((b) => this.#batchMessage(b.jobs, b.model));
-    if (!this.#post(messages.length === 1 ? messages[0]! : { type: 'round', batches: messages })) return false;
-    batches.forEach((b, i) => this.#record(messages[i]!.batchId, b.jobs, b.model, b.version));
+    const idle = this.#batches.jobCount === 0;
+    if (!this.#batches.send(batches, this)) return false;
+    if (idle) this.#progressAt = performance.now();
+    this.#armWatchdog();
     return true;
   }
 
-  #batchMessage(jobs: readonly Job[], model: string): BatchMessage {
-    const items = jobs.map((job) => ({ id: job.id, model, body: job.body, ...(job.bulk ? { bulk: true } : {}) }));
-    return { type: 'batch', batchId: ++nextBatchId, items };
-  }
-
-  /** The batch is on its way: its jobs are held by this worker until answered. */
-  #record(batchId: number, jobs: readonly Job[], model: string, version: string): void {
-    if (this.#jobBatch.size === 0) this.#progressAt = performance.now();
-    const record: InFlightBatch = { model, version, size: jobs.length, jobs: new Map() };
-    for (const job of jobs) {
-      record.jobs.set(job.id, job);
-      this.#jobBatch.set(job.id, batchId);
-      if (job.bulk) this.#bulkHeld += 1;
-      job.holdBy(this);
-    }
-    this.#batches.set(batchId, record);
-    this.#armWatchdog();
-  }
-
   jobAbandoned(job: Job, reason: AbandonReason): void {
-    if (!this.#jobBatch.has(job.id) || this.#state === 'dead') return;
-    this.#cancels[reason].push(job.id);
-    this.#cancelFlush ??= setImmediate(() => {
-      this.#cancelFlush = undefined;
-      for (const why of ['deadline', 'client-gone'] as const) {
-        const ids = this.#cancels[why];
-        if (ids.length === 0) continue;
-        this.#cancels[why] = [];
-        this.#post({ type: 'cancel', ids, reason: why });
-      }
-    });
+    if (this.#state !== 'dead') this.#batches.cancel(job, reason);
   }
 
   /** Check for a stall when one could next be due; nothing is armed while the worker holds no job. */
   #armWatchdog(): void {
-    if (this.#watchdog !== undefined || this.#jobBatch.size === 0 || this.#state === 'dead') return;
+    if (this.#watchdog !== undefined || this.#batches.jobCount === 0 || this.#state === 'dead') return;
     const dueMs = this.#progressAt + this.#options.stallTimeoutMs() - performance.now();
     this.#watchdog = setTimeout(() => this.#checkStall(), Math.max(0, dueMs) + 1);
     this.#watchdog.unref();
@@ -268,12 +188,12 @@ export class WorkerHandle implements JobHolder {
 
   #checkStall(): void {
     this.#watchdog = undefined;
-    if (this.#jobBatch.size === 0 || this.#state === 'dead') return;
+    if (this.#batches.jobCount === 0 || this.#state === 'dead') return;
     const stallMs = this.#options.stallTimeoutMs();
     const quietMs = performance.now() - this.#progressAt;
     if (quietMs < stallMs) return this.#armWatchdog();
     this.#log.warn(
-      { stuckJobs: this.#jobBatch.size, quietMs: Math.round(quietMs), stallMs },
+      { stuckJobs: this.#batches.jobCount, quietMs: Math.round(quietMs), stallMs },
       'worker holds jobs and made no progress for the response timeout; recycling it',
     );
     this.kill(
@@ -333,7 +253,6 @@ export class WorkerHandle implements JobHolder {
         this.languages = message.languages;
         this.dtype = message.dtype;
         this.capacity = message.capacity ?? Number.POSITIVE_INFINITY;
-        this.#wasReady = true;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
         this.#started?.resolve();
         return;
@@ -345,56 +264,14 @@ export class WorkerHandle implements JobHolder {
         this.#progressAt = performance.now();
         this.liveRows = message.liveRows;
         return;
-      case 'item': {
+      case 'item':
         this.#progressAt = performance.now();
-        const batchId = this.#jobBatch.get(message.id);
-        if (batchId === undefined) return; // settled already (timed out) or not ours
-        this.#jobBatch.delete(message.id);
-        const pending = this.#batches.get(batchId)?.jobs;
-        const job = pending?.get(message.id);
-        pending?.delete(message.id);
-        if (job === undefined) return;
-        if (job.bulk) this.#bulkHeld -= 1;
-        if (message.outcome.ok) {
-          job.resolve({ value: message.outcome.value, workerId: this.id, device: this.device! });
-        } else {
-          job.reject(ServeError.fromWire(message.outcome.error));
-        }
+        this.#batches.answer(message, (value) => ({ value, workerId: this.id, device: this.device! }));
         return;
-      }
       case 'batch-done': {
         this.#progressAt = performance.now();
-        const record = this.#batches.get(message.batchId);
-        if (record === undefined) return;
-        this.#batches.delete(message.batchId);
-        if (record.jobs.size > 0) {
-          this.#log.error({ batchId: message.batchId, missing: record.jobs.size }, 'worker skipped items of a batch');
-          for (const job of record.jobs.values()) {
-            this.#jobBatch.delete(job.id);
-            if (job.bulk) this.#bulkHeld -= 1;
-            job.reject(new ServeError('INTERNAL', 'Worker did not answer every item of its batch.'));
-          }
-        }
-        const steps: Required<StepCounters> = { ...this.#steps, ...message.steps };
-        const delta = (key: keyof StepCounters) => steps[key] - this.#steps[key];
-        const [stepRuns, stepRows] = [delta('runs'), delta('rows')];
-        const [cancelledRows, cappedRows, failedRows] = [
-          delta('cancelledRows'),
-          delta('cappedRows'),
-          delta('failedRows'),
-        ];
-        this.#steps = steps;
-        this.#options.events.batchDone(this, {
-          model: record.model,
-          version: record.version,
-          size: record.size,
-          handlerMs: message.handlerMs,
-          stepRuns,
-          stepRows,
-          cancelledRows,
-          cappedRows,
-          failedRows,
-        });
+        const report = this.#batches.finish(message);
+        if (report !== undefined) this.#options.events.batchDone(this, report);
         return;
       }
     }
@@ -412,16 +289,11 @@ export class WorkerHandle implements JobHolder {
     const how = err ? `spawn failed (${err.message})` : signal ? `killed by ${signal}` : `exited with code ${code}`;
     const reason = this.#exitReason ? `${this.#exitReason}; ${how}` : how;
     this.#fail(`process ${how} before it was ready`);
-    const died = this.#killError ?? new ServeError('WORKER_DIED');
-    for (const record of this.#batches.values()) for (const job of record.jobs.values()) job.reject(died);
-    this.#batches.clear();
-    this.#jobBatch.clear();
-    this.#bulkHeld = 0;
+    this.#batches.failAll(this.#killError ?? new ServeError('WORKER_DIED'));
     clearTimeout(this.#watchdog);
-    if (this.#cancelFlush !== undefined) clearImmediate(this.#cancelFlush);
     this.liveRows = 0;
     this.#setState('dead', reason);
-    this.#options.events.exited(this, { expected: this.#expectedExit, wasReady: this.#wasReady, reason });
+    this.#options.events.exited(this, { expected: this.#expectedExit, reason });
   }
 
   #setState(next: WorkerState, reason: string): void {
@@ -430,11 +302,4 @@ export class WorkerHandle implements JobHolder {
     const level = next === 'dead' && !this.#expectedExit ? 'warn' : 'info';
     this.#log[level]({ from: previous, to: next, pid: this.#child.pid, reason }, `worker ${previous} → ${next}`);
   }
-}
-
-/** `cuda:0` or `cpu`, as in the `x-device` header. */
-/** `cpu`, `cuda:0`, `webgpu:0`, `webgpu:0 (software)` (a software adapter, allowed explicitly). */
-export function deviceLabel(device: DeviceInfo | DeviceRequest): string {
-  if (device.kind === 'cpu') return 'cpu';
-  return `${device.kind}:${device.id}${'software' in device && device.software === true ? ' (software)' : ''}`;
 }

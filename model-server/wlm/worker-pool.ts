@@ -32,7 +32,8 @@ import type { Logger } from '../../common/logger.js';
 import type { DeviceRequest, WorkerOptions } from '../protocol.js';
 import type { Batcher } from './batcher.js';
 import type { Job } from './job.js';
-import { WorkerHandle, type BatchReport, type WorkerSpawner } from './worker-handle.js';
+import type { BatchReport } from './worker-batches.js';
+import { WorkerHandle, type WorkerSpawner } from './worker-handle.js';
 
 /** What one engine loads: the same for every worker of the pool. */
 export interface EngineSpec {

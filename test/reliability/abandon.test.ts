@@ -115,27 +115,35 @@ describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () 
       );
       const drainedMs = quietSince - abortedAt;
 
-      const cancelled = (stage: string) =>
-        sum(after, 'mt_cancelled_jobs_total', { reason: 'client-gone', stage }) -
-        sum(before, 'mt_cancelled_jobs_total', { reason: 'client-gone', stage });
-      const delta = (outcome: string) =>
-        sum(after, 'mt_jobs_total', { outcome }) - sum(before, 'mt_jobs_total', { outcome });
+      const grown = (name: string, labels: Record<string, string> = {}) =>
+        sum(after, name, labels) - sum(before, name, labels);
+      const cancelled = (stage: string) => grown('mt_cancelled_jobs_total', { reason: 'client-gone', stage });
+      const delta = (outcome: string) => grown('mt_jobs_total', { outcome });
       const reached = delta('ok') + delta('CLIENT_CLOSED');
+      const rowsCancelled = grown('mt_engine_rows_ended_early_total', { how: 'cancelled' });
+      const finishedAfterAbandon = grown('mt_jobs_finished_after_abandon_total');
       console.info(
         `abandon via ${via}: ${generating} rows generating when ${REQUESTS} clients left; live rows 0 after ${drainedMs.toFixed(0)} ms; ` +
-          `${cancelled('running')} running and ${cancelled('queued')} queued jobs cancelled, ${delta('ok')} finished first, ${REQUESTS - reached} never reached the model server`,
+          `${cancelled('running')} running and ${cancelled('queued')} queued jobs cancelled, ${delta('ok')} finished first, ` +
+          `${rowsCancelled} engine rows cancelled, ${finishedAfterAbandon} finished before their cancel arrived, ${REQUESTS - reached} never reached the model server`,
       );
       // Every client gave up before an answer: a few were answered first, a few refused at once (503 + Retry-After:
       // 1,000 arrivals at once are more than the queue budget admits); none got an error.
       expect(answered.filter((a) => a.status !== 0 && a.status !== 200 && !(a.status === 503 && a.retryAfter))).toEqual(
         [],
       );
-      // The rows that were generating were cancelled, not finished: the frontend counts the jobs, the engine its rows.
+      // The jobs the model server accepted were cancelled, not answered: every hop passed the disconnect on.
+      expect(delta('CLIENT_CLOSED')).toBeGreaterThan(delta('ok'));
+      // The rows that were generating were cancelled, not finished: the frontend counts the jobs, the engine its rows
+      // (one per job: NUM_BEAMS=1). Each of those rows was answered ok before its client left, left the engine at a
+      // step boundary once its cancel arrived, or finished in the steps before that (its answer dropped). Rows
+      // answered or cancelled that were not generating yet only add to the left side.
       expect(cancelled('running')).toBeGreaterThanOrEqual(generating - delta('ok'));
-      const rowsCancelled =
-        sum(after, 'mt_engine_rows_ended_early_total', { how: 'cancelled' }) -
-        sum(before, 'mt_engine_rows_ended_early_total', { how: 'cancelled' });
-      expect(rowsCancelled).toBeGreaterThanOrEqual(generating - delta('ok'));
+      // How many finish first depends on how long the 1,000 disconnects take to reach the engine (on a loaded machine,
+      // a whole cohort); that cancels reach it at all does not: without them no row would leave early, every row
+      // would finish, and the sum above would hold on finished rows alone.
+      expect(rowsCancelled + finishedAfterAbandon).toBeGreaterThanOrEqual(generating - delta('ok'));
+      expect(rowsCancelled).toBeGreaterThan(0);
       // Every job the model server accepted ended: answered or cancelled, nothing else (no 504, no error).
       expect(sum(after, 'mt_jobs_total') - sum(before, 'mt_jobs_total')).toBe(reached);
       expect(sum(after, 'mt_queue_depth')).toBe(0);
