@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import type { TranslateOptions } from './engine.js';
 import { TranslationEngine } from './engine.js';
+import { BULK_SHARE } from './generate.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-bulk-'));
 let engine: TranslationEngine;
@@ -80,12 +81,15 @@ describe('bulk and interactive work on one engine', () => {
     };
     await Promise.all([client(0), client(5)]);
     await document;
-    // The document finished while interactive work never stopped arriving, within its share of the engine: at a
-    // third of the decoder time its 40 steps of 16 rows take the time of ~12-22 of these sentences (measured on
-    // the tiny model); stepped only when no interactive row is left (starved but for the gaps between the
-    // clients' sentences), it took 82.
+    // The document finished while interactive work never stopped arriving, and while both had rows it got its
+    // share of the decoder time (BULK_SHARE, a third; the scheduler gives it a turn whenever it is below): stepped
+    // only when no interactive row is left, it gets none of that time. The share is a ratio of two times taken by
+    // one clock, so a loaded machine slows both sides alike (a count of sentences did not hold under load).
     expect(documentDoneAt).toBeDefined();
-    expect(documentDoneAt).toBeLessThan(50);
-    expect(engine.stats().decoderRuns - before.decoderRuns).toBeGreaterThan(0);
+    const after = engine.stats();
+    const bulkMs = after.contendedBulkMs - before.contendedBulkMs;
+    const interactiveMs = after.contendedInteractiveMs - before.contendedInteractiveMs;
+    expect(interactiveMs).toBeGreaterThan(0);
+    expect(bulkMs / (bulkMs + interactiveMs)).toBeGreaterThan(0.8 * BULK_SHARE);
   });
 });

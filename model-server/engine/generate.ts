@@ -195,11 +195,15 @@ export class Generator {
         this.#cohorts.push(...(await this.#admit()));
         await this.#dropCancelled();
         const stepping = this.#plan();
+        const contended = this.#cohorts.some((c) => c.bulk) && this.#cohorts.some((c) => !c.bulk);
         for (const cohort of stepping) {
           const started = performance.now();
           await this.#step(cohort);
-          if (cohort.bulk) this.#contention.bulkMs += performance.now() - started;
-          else this.#contention.interactiveMs += performance.now() - started;
+          const ms = performance.now() - started;
+          if (cohort.bulk) this.#contention.bulkMs += ms;
+          else this.#contention.interactiveMs += ms;
+          if (contended && cohort.bulk) this.#stats.contendedBulkMs += ms;
+          else if (contended) this.#stats.contendedInteractiveMs += ms;
         }
         this.#dropEmpty();
         await this.#coalesce();

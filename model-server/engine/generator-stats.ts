@@ -41,6 +41,12 @@ export interface GeneratorStats {
   decoderMs: number;
   searchMs: number;
   layoutMs: number;
+  /**
+   * Step time (ms) of bulk and of interactive cohorts at boundaries where both classes had cohorts: the share the
+   * bulk ones got under contention (generate.ts BULK_SHARE) is bulk ÷ (bulk + interactive).
+   */
+  contendedBulkMs: number;
+  contendedInteractiveMs: number;
 }
 
 /** Counters of an engine that has done nothing yet. */
@@ -58,6 +64,8 @@ export function emptyGeneratorStats(): GeneratorStats {
     cancelledRows: 0,
     failed: 0,
     cappedRows: 0,
+    contendedBulkMs: 0,
+    contendedInteractiveMs: 0,
     encoderMs: 0,
     decoderMs: 0,
     searchMs: 0,

@@ -1,0 +1,169 @@
+/**
+ * @module engine/session-graphs — the graphs the sessions load, prepared in memory from the model folder's files: for
+ * the host path the merged decoder split and given extra outputs (`rewriteDecoder`), for the device-state path
+ * (WebGPU) split, fused and given a float encoder mask (`deviceGraphs`).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type onnxProto from 'onnx-proto';
+import { ServeError } from '../../common/errors.js';
+import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
+import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
+import { splitCrossAttention } from './decoder-split.js';
+import { joinModel, smallFloatWeights, splitModel, weightName } from './onnx-wire.js';
+
+/** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
+export interface DecoderOutputs {
+  /** Outputs of the appended self-attention entries in cache order (layer i key, value, …); null: `present.*.decoder`. */
+  appendedCache: string[] | null;
+  /** Top-2 outputs for all-greedy steps; null: `logits`. */
+  greedyTop2: { values: string; ids: string } | null;
+  /**
+   * The beam head is in the decoder graph (decoder-graph.ts `BEAM_TOPK`: every run feeds its switch and k; beam steps
+   * fetch its outputs instead of the logits); false: beam steps read the logits.
+   */
+  beamTopK: boolean;
+  /** Why a rewrite was not made (empty when all were). */
+  notes: string[];
+}
+
+export function asExported(reason: string): DecoderOutputs {
+  return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
+}
+
+export interface ModelShape {
+  layers: number;
+  vocab: number;
+  dModel: number;
+  encoderHeads: number;
+  decoderHeads: number;
+  eosId: number;
+}
+
+const ENCODER_MASK = 'encoder_attention_mask';
+
+/**
+ * `decoder_layers`, `vocab_size`, `d_model`, the attention heads and `</s>` from config.json (validated again, with
+ * the rest, by model-config.ts).
+ */
+export function modelShape(modelDir: string): ModelShape {
+  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const positive = (key: string) => {
+    const value = config[key];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+      throw new ServeError('WORKER_START_FAILED', `${modelDir}/config.json: ${key} must be a positive integer.`);
+    }
+    return value;
+  };
+  return {
+    layers: positive('decoder_layers'),
+    vocab: positive('vocab_size'),
+    dModel: positive('d_model'),
+    encoderHeads: positive('encoder_attention_heads'),
+    decoderHeads: positive('decoder_attention_heads'),
+    eosId: typeof config.eos_token_id === 'number' ? config.eos_token_id : 2,
+  };
+}
+
+/**
+ * The merged decoder prepared for the step loop, as bytes (null: load the file as is), and what it offers: split
+ * into a step graph and a cross-attention graph where decoder-split.ts recognises it, then the extra outputs of
+ * decoder-graph.ts. Only the graph's nodes and outputs are decoded and re-encoded (onnx-wire.ts): inline weights
+ * are copied through as bytes, each graph taking only those it reads, and external ones stay in their data file,
+ * so a published export with 1.3 GB of inline weights takes the fast path like any other. Editing in memory at
+ * each load, rather than preparing an edited copy once, needs no write access to the model folder and no copy
+ * that could go stale beside it; it costs one transient copy of the file while the sessions are created.
+ */
+export function rewriteDecoder(
+  file: string,
+  shape: ModelShape,
+): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
+  const { model, weights } = splitModel(readFileSync(file));
+  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
+  const split = splitCrossAttention(model, shape.layers);
+  if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
+  const step = split.ok ? split.step.model : model;
+  const appended = exposeCacheAppends(step, shape.layers);
+  if (appended.ok) outputs.appendedCache = appended.outputs;
+  else outputs.notes.push(`whole present cache fetched: ${appended.reason}`);
+  const top2 = exposeGreedyTop2(step, shape.vocab);
+  if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
+  else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
+  const beam = exposeBeamTopK(step, shape.vocab);
+  if (beam.ok) outputs.beamTopK = true;
+  else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
+  if (!split.ok) {
+    const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
+    return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
+  }
+  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
+  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  return {
+    bytes: joinModel(step, read(split.step.uses)),
+    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    outputs,
+  };
+}
+
+/**
+ * The graphs of the device-state path (WebGPU), or null where the decoder cannot take it: the merged decoder split as
+ * for `rewriteDecoder` but with no extra outputs (a step reads the logits through the heads and keeps its cache as
+ * `present.*`), and the step graph and the encoder fused by decoder-fuse.ts (a third of the GPU programs per run).
+ */
+export function deviceGraphs(
+  encoderFile: string,
+  decoderFile: string,
+  shape: ModelShape,
+): {
+  encoder: Uint8Array;
+  bytes: Uint8Array;
+  cross: Uint8Array;
+  /** The graphs read `encoder_attention_mask` as float (decoder-fuse.ts `floatMaskInput`). */
+  floatMask: boolean;
+  outputs: DecoderOutputs;
+  vocab: number;
+  eosId: number;
+} | null {
+  const { model, weights } = splitModel(readFileSync(decoderFile));
+  const split = splitCrossAttention(model, shape.layers);
+  if (!split.ok || logitsUnfit(split.step.model, shape.vocab) !== undefined) return null;
+  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
+  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  const stepWeights = read(split.step.uses);
+  const step = split.step.model;
+  step.graph!.node = [...(step.graph!.node ?? [])];
+  const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights, shape.dModel), {
+    singleQuery: true,
+  });
+  const cross = split.cross.model;
+  cross.graph!.node = [...(cross.graph!.node ?? [])];
+  const reads = (g: onnxProto.onnx.IGraphProto) => (g.input ?? []).some((i) => i.name === ENCODER_MASK);
+  // Both graphs read the mask as float, or neither changes (the layout uploads one mask for both).
+  const floatMask =
+    reads(step.graph!) &&
+    (!reads(cross.graph!) || floatMaskInput(cross.graph!, ENCODER_MASK, true)) &&
+    floatMaskInput(step.graph!, ENCODER_MASK) &&
+    (!reads(cross.graph!) || floatMaskInput(cross.graph!, ENCODER_MASK));
+  const encoder = splitModel(readFileSync(encoderFile));
+  // Layer norms only: onnxruntime 1.30's WebGPU MultiHeadAttention gives wrong results from 32 queries on (checked
+  // on lavapipe: 0.5 off at 32 positions, exact at 31), which an encoder reaches; a decoder step has one query.
+  const encoderFused = fuseDecoderGraph(encoder.model.graph!, shape.encoderHeads, smallFloatWeights(encoder.weights), {
+    attention: false,
+  });
+  const note = (what: string, r: typeof fused) =>
+    `${what}: ${r.attention} attention blocks and ${r.skipLayerNorm} layer norms fused (${r.nodesBefore} → ${r.nodesAfter} nodes)`;
+  return {
+    encoder: joinModel(encoder.model, encoder.weights),
+    bytes: joinModel(step, stepWeights),
+    cross: joinModel(cross, read(split.cross.uses)),
+    floatMask,
+    outputs: {
+      appendedCache: null,
+      greedyTop2: null,
+      beamTopK: false,
+      notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
+    },
+    vocab: shape.vocab,
+    eosId: shape.eosId,
+  };
+}
