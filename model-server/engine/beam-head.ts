@@ -8,6 +8,7 @@
  * 2·numBeams overall are among each beam's 2·numBeams best, and one more (K = 2·numBeams + 1) covers a `</s>`
  * suppressed by minNewTokens. It is its own session, run only on steps with beam rows, so greedy steps pay
  * nothing; it takes the decoder's logits as they are (on the CPU provider, the decoder's output memory itself).
+ * With the state on a GPU every step reads the logits through a head, greedy ones through `greedyHeadModel`.
  */
 import onnxProto from 'onnx-proto';
 
