@@ -10,6 +10,7 @@
  * nothing; it takes the decoder's logits as they are (on the CPU provider, the decoder's output memory itself).
  * With the state on a GPU every step reads the logits through a head, greedy ones through `greedyHeadModel`.
  */
+import type * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 
 const { onnx } = onnxProto;
@@ -22,10 +23,6 @@ const INT64 = 7;
 const ATTRIBUTE_INT = 2;
 const ATTRIBUTE_INTS = 7;
 
-/**
- * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
- * of the last position, the top k sorted best first.
- */
 const int64 = (name: string, values: bigint[]) => ({
   name,
   dims: [values.length],
@@ -107,6 +104,10 @@ function headModel(
  * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
  * of the last position, the top k sorted best first.
  */
+/**
+ * `logits` float32 [n, T, V], `k` int64 [1] → `log_sum_exp` [n, 1, 1], `top_values` / `top_ids` (int32) [n, 1, k]:
+ * of the last position, the top k sorted best first.
+ */
 export function beamHeadModel(): Uint8Array {
   return headModel('beam_head', [
     {
@@ -123,6 +124,35 @@ export function beamHeadModel(): Uint8Array {
   ]);
 }
 
+/** Ids as floats (exact below 2^24: the provider reduces floats, not int64), and `beyond` = vocab for "none". */
+function idTables(vocab: number): onnxProto.onnx.ITensorProto[] {
+  const ids = Float32Array.from({ length: vocab }, (_, i) => i);
+  return [
+    { name: 'ids', dims: [vocab], dataType: FLOAT, rawData: new Uint8Array(ids.buffer) },
+    { name: 'beyond', dims: [], dataType: FLOAT, rawData: new Uint8Array(Float32Array.of(vocab).buffer) },
+  ];
+}
+
+/** The max of `x` (`x.value`; made by headModel for `last`) and the lowest id holding it (`x.id`). */
+function best(x: string): onnxProto.onnx.INodeProto[] {
+  return [
+    ...(x === 'last' ? [] : [reduce('ReduceMax', x, `${x}.value`)]),
+    { opType: 'Equal', input: [x, `${x}.value`], output: [`${x}.is_max`], name: `${x}.is_max` },
+    { opType: 'Where', input: [`${x}.is_max`, 'ids', 'beyond'], output: [`${x}.ids`], name: `${x}.ids` },
+    reduce('ReduceMin', `${x}.ids`, `${x}.id`),
+  ];
+}
+
+function concat(input: string[], output: string): onnxProto.onnx.INodeProto {
+  return {
+    opType: 'Concat',
+    input,
+    output: [output],
+    name: output,
+    attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: -1 }],
+  };
+}
+
 /**
  * The greedy steps' head on a GPU: the outputs of `beamHeadModel` at k = 2 as greedy reads them (decoding.ts: the
  * second candidate is read only when a suppressed `</s>` came first): the best logit, and the best with `</s>`
@@ -135,22 +165,6 @@ export function beamHeadModel(): Uint8Array {
 export function greedyHeadModel(vocab: number, eosId: number): Uint8Array {
   const penalty = new Float32Array(vocab);
   penalty[eosId] = -Infinity;
-  // Ids as floats: exact below 2^24, and the provider reduces floats, not int64.
-  const ids = Float32Array.from({ length: vocab }, (_, i) => i);
-  /** The max of `x` (made by headModel for `last`) and the lowest id holding it. */
-  const best = (x: string): onnxProto.onnx.INodeProto[] => [
-    ...(x === 'last' ? [] : [reduce('ReduceMax', x, `${x}.value`)]),
-    { opType: 'Equal', input: [x, `${x}.value`], output: [`${x}.is_max`], name: `${x}.is_max` },
-    { opType: 'Where', input: [`${x}.is_max`, 'ids', 'beyond'], output: [`${x}.ids`], name: `${x}.ids` },
-    reduce('ReduceMin', `${x}.ids`, `${x}.id`),
-  ];
-  const concat = (input: string[], output: string): onnxProto.onnx.INodeProto => ({
-    opType: 'Concat',
-    input,
-    output: [output],
-    name: output,
-    attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: -1 }],
-  });
   return headModel(
     'greedy_head',
     [
@@ -162,9 +176,94 @@ export function greedyHeadModel(vocab: number, eosId: number): Uint8Array {
     ],
     [
       { name: 'no_eos.penalty', dims: [vocab], dataType: FLOAT, rawData: new Uint8Array(penalty.buffer) },
-      { name: 'ids', dims: [vocab], dataType: FLOAT, rawData: new Uint8Array(ids.buffer) },
-      { name: 'beyond', dims: [], dataType: FLOAT, rawData: new Uint8Array(Float32Array.of(vocab).buffer) },
+      ...idTables(vocab),
     ],
     'top_ids_float',
   );
+}
+
+/**
+ * `beamHeadModel` at a fixed `k` for a GPU: the top k by k rounds of "the max, the lowest id holding it, that id
+ * pushed to the bottom" (TopK's order: best first, ties to the lower id), about 6 reductions and element-wise
+ * programs a round where the WebGPU provider's TopK sorts the whole vocabulary (150 programs). Exact while a row has at
+ * least k logits above -Infinity. `k` is fed as in `beamHeadModel` and must be this k.
+ */
+export function roundsHeadModel(vocab: number, k: number): Uint8Array {
+  const nodes: onnxProto.onnx.INodeProto[] = [];
+  let x = 'last';
+  for (let round = 0; round < k; round++) {
+    nodes.push(...best(x));
+    if (round === k - 1) break;
+    const next = `round${round + 1}`;
+    nodes.push(
+      { opType: 'Equal', input: ['ids', `${x}.id`], output: [`${next}.taken`], name: `${next}.taken` },
+      { opType: 'Where', input: [`${next}.taken`, 'bottom', x], output: [next], name: next },
+    );
+    x = next;
+  }
+  const names = ['last', ...Array.from({ length: k - 1 }, (_, r) => `round${r + 1}`)];
+  nodes.push(
+    concat(
+      names.map((n) => `${n}.value`),
+      BEAM_HEAD_OUTPUTS.values,
+    ),
+    concat(
+      names.map((n) => `${n}.id`),
+      'top_ids_float',
+    ),
+  );
+  return headModel(
+    `rounds_head_${k}`,
+    nodes,
+    [
+      { name: 'bottom', dims: [], dataType: FLOAT, rawData: new Uint8Array(Float32Array.of(-Infinity).buffer) },
+      ...idTables(vocab),
+    ],
+    'top_ids_float',
+  );
+}
+
+/** Widest k the rounds head takes; beyond it a TopK head (its cost does not grow with k). */
+const MAX_ROUNDS = 16;
+
+/**
+ * The heads a device-state engine reads its logits through (every step: the logits never leave the device), one
+ * session per k, made when a step first needs it: k = 2 (greedy steps) `greedyHeadModel`, up to MAX_ROUNDS
+ * `roundsHeadModel`, beyond `beamHeadModel`.
+ */
+export class DeviceHeads {
+  readonly #made = new Map<number, Promise<ort.InferenceSession>>();
+  readonly #open: (model: Uint8Array) => Promise<ort.InferenceSession>;
+  readonly #vocab: number;
+  readonly #eosId: number;
+
+  constructor(open: (model: Uint8Array) => Promise<ort.InferenceSession>, vocab: number, eosId: number) {
+    this.#open = open;
+    this.#vocab = vocab;
+    this.#eosId = eosId;
+  }
+
+  for(k: number): Promise<ort.InferenceSession> {
+    const key = k > MAX_ROUNDS ? 0 : k;
+    let head = this.#made.get(key);
+    if (head === undefined) {
+      const model =
+        key === 2
+          ? greedyHeadModel(this.#vocab, this.#eosId)
+          : key === 0
+            ? beamHeadModel()
+            : roundsHeadModel(this.#vocab, k);
+      head = this.#open(model);
+      // A failed creation is not kept: the next step tries again.
+      head.catch(() => this.#made.delete(key));
+      this.#made.set(key, head);
+    }
+    return head;
+  }
+
+  async release(): Promise<void> {
+    const made = await Promise.allSettled(this.#made.values());
+    this.#made.clear();
+    for (const m of made) if (m.status === 'fulfilled') await m.value.release();
+  }
 }

@@ -365,7 +365,7 @@ export class TranslationEngine {
       await this.#sessions.decoder.release();
       await this.#sessions.cross?.release();
       await this.#sessions.beamHead?.release();
-      await this.#sessions.greedyHead?.release();
+      await this.#sessions.deviceHeads?.release();
       await this.#sessions.layout?.release();
     })();
     return this.#closed;

@@ -13,7 +13,7 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo, DeviceRequest } from '../protocol.js';
-import { beamHeadModel, greedyHeadModel } from './beam-head.js';
+import { beamHeadModel, DeviceHeads } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import {
@@ -83,10 +83,10 @@ export interface EngineSessions {
    * `decoder` is then the merged graph's cache branch alone. Null: `decoder`'s first step makes that cache.
    */
   cross: EngineSession | null;
-  /** beam-head.ts on the decoder's device; null: beam steps scan the logits on the host. */
+  /** beam-head.ts on the host path; null: beam steps scan the logits on the host (or the state is on the device). */
   beamHead: EngineSession | null;
-  /** beam-head.ts' greedy head (k = 2 from reductions), on the device-state path only; else null. */
-  greedyHead: EngineSession | null;
+  /** beam-head.ts' heads per k, on the device-state path only (every step reads its logits through one); else null. */
+  deviceHeads: DeviceHeads | null;
   /**
    * Non-null when the decoder's state stays on the device (WebGPU): the cross graph's outputs and the decoder's
    * `present.*.decoder` and `logits` are `gpu-buffer` tensors, and these sessions re-lay them when rows change.
@@ -193,10 +193,12 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const graphs = device ?? files.rewritten();
       const decoder = await open(graphs.bytes ?? files.decoderFile, 'gpu-buffer');
       const cross = graphs.cross === null ? null : await open(graphs.cross, 'gpu-buffer');
-      const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
-      const greedyHead = device === null ? null : await open(greedyHeadModel(device.vocab, device.eosId));
+      const beamHead = wantsBeamHead && device === null ? await open(beamHeadModel()) : null;
+      const deviceHeads = device === null ? null : new DeviceHeads(open, device.vocab, device.eosId);
+      // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
+      await deviceHeads?.for(2);
       layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
-      return { encoder, decoder, cross, beamHead, greedyHead, layout, outputs: graphs.outputs };
+      return { encoder, decoder, cross, beamHead, deviceHeads, layout, outputs: graphs.outputs };
     } catch (err) {
       await layout?.release();
       for (const session of created) await session.release();
@@ -266,7 +268,7 @@ function finish(
     decoder: ort.InferenceSession;
     cross: ort.InferenceSession | null;
     beamHead: ort.InferenceSession | null;
-    greedyHead: ort.InferenceSession | null;
+    deviceHeads: DeviceHeads | null;
     layout?: DeviceLayout | null;
     outputs: DecoderOutputs;
   },
@@ -279,7 +281,7 @@ function finish(
     decoder: float32Boundary(sessions.decoder),
     cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
     beamHead: sessions.beamHead,
-    greedyHead: sessions.greedyHead,
+    deviceHeads: sessions.deviceHeads,
     layout: sessions.layout ?? null,
     decoderKind: decoder.kind,
     decoderFile: decoder.file,

@@ -248,12 +248,11 @@ async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderR
     for (const [name, tensor] of Object.entries(all))
       if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
     hostBytes += hostBytesOf(Object.values(feeds));
-    // A head reads the logits on the device: the beam head's top-k, or for greedy steps (k = 2) the greedy head.
+    // A head reads the logits on the device: greedy steps k = 2, beam steps their widest k (beam-head.ts DeviceHeads).
     const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-    const head = await (k === 2 && ctx.sessions.greedyHead ? ctx.sessions.greedyHead : ctx.sessions.beamHead!).run(
-      headFeeds,
-    );
+    const headSession = await ctx.sessions.deviceHeads!.for(k);
+    const head = await headSession.run(headFeeds);
     logits.dispose();
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
     const topk: DecoderRun['topk'] = {
