@@ -11,9 +11,10 @@
  * runs a third as many, with the same arithmetic. onnxruntime's own graph optimiser makes none of these fusions for
  * the WebGPU provider (it makes them for CPU and CUDA).
  *
- * Recognised: the attention as Hugging Face's BART/M2M100 export and the project's generated models write it (the
- * query scaled after the head split, the bias added to the scores). A block that does not match is left as it is;
- * the result counts what was fused, so a graph nothing matched says so.
+ * Recognised (decoder-match.ts): the attention as the project's generated models write it (the query scaled after the
+ * head split, the bias added to the scores), and with the query scaled before the split as transformers' BART code
+ * does; the second is written from that code, not checked against a published export (none can be fetched here). A
+ * block that does not match is left as it is, and the result counts what was fused (describe's decoder notes).
  */
 import onnxProto from 'onnx-proto';
 import { Index, intAttr, matchAttention, projectionBiases } from './decoder-match.js';
