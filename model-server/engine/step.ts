@@ -9,39 +9,14 @@
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import { type Cohort, type CohortContext, disposeDevice } from './cohort.js';
+import { copyRows } from './cohort-layout.js';
 import { BEAM_TOPK } from './decoder-graph.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
-import { type Cohort, type CohortContext, type DeviceTensors, disposeDevice } from './cohort.js';
-import { copyRows } from './cohort-layout.js';
+import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
+import { runOnDevice } from './step-device.js';
 
-/** What a decoder run returned, with what the step needs to apply it. */
-export interface DecoderRun {
-  out: ort.InferenceSession.ReturnType;
-  /** The self-attention mask fed (null: the graph takes none); the cohort's mask after this step. */
-  selfMask: BigInt64Array | null;
-  /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
-  top2: { values: string; ids: string } | null;
-  /** The beam head's answer for this step's logits (beam-head.ts); null: the host scans the logits. */
-  topk: Extract<StepScores, { kind: 'topk' }> | null;
-  /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
-  cross: Float32Array[] | null;
-  /** Wall time of the run (ms). */
-  ms: number;
-  /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
-  hostBytes: number;
-  /**
-   * On the device-state path: the cohort's device tensors after this step — the new self-attention cache (made by
-   * this run), and the cross cache and encoder mask (made by this run on the first step, else the cohort's own).
-   */
-  device?: DeviceTensors;
-}
-
-/** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
-function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
-  let bytes = 0;
-  for (const t of tensors) if (t.location === 'cpu') bytes += (t.data as ArrayBufferView).byteLength;
-  return bytes;
-}
+export type { DecoderRun } from './decoder-run.js';
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
 export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
@@ -163,128 +138,6 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
     };
   }
   return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
-}
-
-/**
- * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
- * logits, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
- * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
- */
-async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
-  const { rows } = cohort;
-  const n = rows.length;
-  const S = cohort.encoderLength;
-  const P = cohort.pastLength;
-  const H = ctx.heads;
-  const dh = ctx.headDim;
-  const layout = ctx.sessions.layout!;
-  const start = ctx.config.decoderStartTokenId;
-  const held = cohort.onDevice ?? null;
-  const ids = new BigInt64Array(n);
-  rows.forEach((row, r) => {
-    const tokens = row.hyp.tokens;
-    ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
-  });
-  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, 1]) };
-  let selfMask: BigInt64Array | null = null;
-  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
-    selfMask = new BigInt64Array(n * (P + 1)).fill(1n);
-    if (cohort.selfMask !== null && P > 0) {
-      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
-    }
-    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
-  }
-  const started = performance.now();
-  const uploaded = layout.hostBytes;
-  const made: ort.Tensor[] = [];
-  try {
-    let encoderMask = held?.encoderMask ?? null;
-    if (held === null && ctx.feedsEncoderMask) {
-      encoderMask = await layout.upload(cohort.encoderMask, [n, S]);
-      made.push(encoderMask);
-    }
-    if (encoderMask !== null) feeds.encoder_attention_mask = encoderMask;
-    let hostBytes = 0;
-    let cross = held?.cross ?? null;
-    if (cross === null) {
-      const cross0 = ctx.sessions.cross!;
-      const available: Record<string, ort.Tensor> = {
-        ...feeds,
-        encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, ctx.config.dModel]),
-      };
-      const crossFeeds = Object.fromEntries(
-        Object.entries(available).filter(([name]) => cross0.inputNames.includes(name)),
-      ) as Record<string, ort.Tensor>;
-      const out = await cross0.run(crossFeeds);
-      cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
-        const tensor = out[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]!;
-        made.push(tensor);
-        return tensor;
-      });
-      hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(out));
-    }
-    const presents: string[] = [];
-    const empty = new Float32Array(0);
-    // The graph's own beam outputs are left off here: the beam head session reads the logits on the device.
-    if (ctx.sessions.decoderOutputs.beamTopK) beamSwitch(feeds, 0);
-    for (let i = 0; i < ctx.layers; i++) {
-      ['key', 'value'].forEach((part, j) => {
-        feeds[`past_key_values.${i}.decoder.${part}`] =
-          held?.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
-        feeds[`past_key_values.${i}.encoder.${part}`] = cross![2 * i + j]!;
-        presents.push(`present.${i}.decoder.${part}`);
-      });
-    }
-    // Every output (session.ts): what this step does not keep on the device is freed at once.
-    const all = await ctx.sessions.decoder.run(feeds);
-    const self = presents.map((name) => {
-      const tensor = all[name]!;
-      made.push(tensor);
-      return tensor;
-    });
-    const logits = all.logits;
-    if (logits === undefined) throw new Error('decoder returned no logits');
-    made.push(logits);
-    for (const [name, tensor] of Object.entries(all))
-      if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
-    hostBytes += hostBytesOf(Object.values(feeds));
-    // A head reads the logits on the device: greedy steps k = 2, beam steps their widest k (beam-head.ts DeviceHeads).
-    const k = candidates(ctx, rows);
-    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-    const headSession = await ctx.sessions.deviceHeads!.for(k);
-    const head = await headSession.run(headFeeds);
-    logits.dispose();
-    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
-    const topk: DecoderRun['topk'] = {
-      kind: 'topk',
-      values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-      ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
-      logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
-      k,
-    };
-    hostBytes += layout.hostBytes - uploaded;
-    return {
-      out: head,
-      selfMask,
-      top2: null,
-      topk,
-      cross: null,
-      ms: performance.now() - started,
-      hostBytes,
-      device: { cross, self, encoderMask },
-    };
-  } catch (err) {
-    for (const tensor of made) tensor.dispose();
-    throw err;
-  }
-}
-
-/** K = 2·numBeams + 1 of the widest beam sequence of `rows` (beam-head.ts), at least 2 (greedy rows read two). */
-function candidates(ctx: CohortContext, rows: Cohort['rows']): number {
-  let k = 2;
-  for (const row of rows)
-    if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
-  return Math.min(k, ctx.config.vocabSize);
 }
 
 /** Feed the decoder graph's beam switch: its top-`k` outputs computed (k > 0) or left empty. */

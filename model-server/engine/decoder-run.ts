@@ -1,0 +1,44 @@
+/**
+ * @module engine/decoder-run — what one decoder run returns (either path: step.ts through the host, step-device.ts with
+ * the state on the device), and what both count and read alike.
+ */
+import type * as ort from 'onnxruntime-node';
+import type { Cohort, CohortContext, DeviceTensors } from './cohort.js';
+import type { StepScores } from './decoding.js';
+
+/** What a decoder run returned, with what the step needs to apply it. */
+export interface DecoderRun {
+  out: ort.InferenceSession.ReturnType;
+  /** The self-attention mask fed (null: the graph takes none); the cohort's mask after this step. */
+  selfMask: BigInt64Array | null;
+  /** Output names of the greedy top-2, when this step fetched those instead of the logits. */
+  top2: { values: string; ids: string } | null;
+  /** The beam head's answer for this step's logits (beam-head.ts); null: the host scans the logits. */
+  topk: Extract<StepScores, { kind: 'topk' }> | null;
+  /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
+  cross: Float32Array[] | null;
+  /** Wall time of the run (ms). */
+  ms: number;
+  /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */
+  hostBytes: number;
+  /**
+   * On the device-state path: the cohort's device tensors after this step — the new self-attention cache (made by
+   * this run), and the cross cache and encoder mask (made by this run on the first step, else the cohort's own).
+   */
+  device?: DeviceTensors;
+}
+
+/** Bytes of `tensors` that live in host memory (a GPU-located tensor's data is never touched). */
+export function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
+  let bytes = 0;
+  for (const t of tensors) if (t.location === 'cpu') bytes += (t.data as ArrayBufferView).byteLength;
+  return bytes;
+}
+
+/** K = 2·numBeams + 1 of the widest beam sequence of `rows` (beam-head.ts), at least 2 (greedy rows read two). */
+export function candidates(ctx: CohortContext, rows: Cohort['rows']): number {
+  let k = 2;
+  for (const row of rows)
+    if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+  return Math.min(k, ctx.config.vocabSize);
+}

@@ -1,0 +1,122 @@
+/**
+ * @module engine/step-device — one decoder step with the cohort's state on the device (WebGPU, docs/engine.md "State
+ * stays on the device"): the cross-attention run on a cohort's first step, the decoder run over device-held caches, and
+ * a head's top-k of the logits read back; nothing else crosses to the host.
+ */
+import './ort-env.js';
+import * as ort from 'onnxruntime-node';
+import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import type { Cohort, CohortContext } from './cohort.js';
+import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
+
+/**
+ * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
+ * logits, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
+ * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
+ */
+export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  const { rows } = cohort;
+  const n = rows.length;
+  const S = cohort.encoderLength;
+  const P = cohort.pastLength;
+  const H = ctx.heads;
+  const dh = ctx.headDim;
+  const layout = ctx.sessions.layout!;
+  const start = ctx.config.decoderStartTokenId;
+  const held = cohort.onDevice ?? null;
+  const ids = new BigInt64Array(n);
+  rows.forEach((row, r) => {
+    const tokens = row.hyp.tokens;
+    ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
+  });
+  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, 1]) };
+  let selfMask: BigInt64Array | null = null;
+  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
+    selfMask = new BigInt64Array(n * (P + 1)).fill(1n);
+    if (cohort.selfMask !== null && P > 0) {
+      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
+    }
+    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
+  }
+  const started = performance.now();
+  const uploaded = layout.hostBytes;
+  const made: ort.Tensor[] = [];
+  try {
+    let encoderMask = held?.encoderMask ?? null;
+    if (held === null && ctx.feedsEncoderMask) {
+      encoderMask = await layout.upload(cohort.encoderMask, [n, S]);
+      made.push(encoderMask);
+    }
+    if (encoderMask !== null) feeds.encoder_attention_mask = encoderMask;
+    let hostBytes = 0;
+    let cross = held?.cross ?? null;
+    if (cross === null) {
+      const cross0 = ctx.sessions.cross!;
+      const available: Record<string, ort.Tensor> = {
+        ...feeds,
+        encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, ctx.config.dModel]),
+      };
+      const crossFeeds = Object.fromEntries(
+        Object.entries(available).filter(([name]) => cross0.inputNames.includes(name)),
+      ) as Record<string, ort.Tensor>;
+      const out = await cross0.run(crossFeeds);
+      cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
+        const tensor = out[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]!;
+        made.push(tensor);
+        return tensor;
+      });
+      hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(out));
+    }
+    const presents: string[] = [];
+    const empty = new Float32Array(0);
+    for (let i = 0; i < ctx.layers; i++) {
+      ['key', 'value'].forEach((part, j) => {
+        feeds[`past_key_values.${i}.decoder.${part}`] =
+          held?.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
+        feeds[`past_key_values.${i}.encoder.${part}`] = cross![2 * i + j]!;
+        presents.push(`present.${i}.decoder.${part}`);
+      });
+    }
+    // Every output (session.ts): what this step does not keep on the device is freed at once.
+    const all = await ctx.sessions.decoder.run(feeds);
+    const self = presents.map((name) => {
+      const tensor = all[name]!;
+      made.push(tensor);
+      return tensor;
+    });
+    const logits = all.logits;
+    if (logits === undefined) throw new Error('decoder returned no logits');
+    made.push(logits);
+    for (const [name, tensor] of Object.entries(all))
+      if (name !== 'logits' && !presents.includes(name) && tensor.location === 'gpu-buffer') tensor.dispose();
+    hostBytes += hostBytesOf(Object.values(feeds));
+    // A head reads the logits on the device: greedy steps k = 2, beam steps their widest k (beam-head.ts DeviceHeads).
+    const k = candidates(ctx, rows);
+    const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
+    const headSession = await ctx.sessions.deviceHeads!.for(k);
+    const head = await headSession.run(headFeeds);
+    logits.dispose();
+    hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
+    const topk: DecoderRun['topk'] = {
+      kind: 'topk',
+      values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
+      ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
+      logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
+      k,
+    };
+    hostBytes += layout.hostBytes - uploaded;
+    return {
+      out: head,
+      selfMask,
+      top2: null,
+      topk,
+      cross: null,
+      ms: performance.now() - started,
+      hostBytes,
+      device: { cross, self, encoderMask },
+    };
+  } catch (err) {
+    for (const tensor of made) tensor.dispose();
+    throw err;
+  }
+}
