@@ -2,7 +2,7 @@
  * @module router/apis/deepl-glossaries — DeepL's glossary API (`/v2/glossaries`, `/v2/glossary-language-pairs`)
  * over the model servers' glossaries (router/glossaries.ts), and the glossary a translation names.
  */
-import type { Context, Hono } from 'hono';
+import type { Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
@@ -39,7 +39,8 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
         { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
         owner,
       );
-      return json(c, info, 201);
+      const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+      return new Response(JSON.stringify(info), { status: 201, headers });
     }),
   );
   app.get('/v2/glossaries', (c) =>
@@ -109,12 +110,4 @@ export async function glossaryFor(
     throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
   }
   return glossary.entries;
-}
-
-/** A JSON answer with another status than 200. */
-function json(c: Context<RouterEnv>, value: unknown, status: number): Response {
-  return new Response(JSON.stringify(value), {
-    status,
-    headers: { 'content-type': 'application/json', 'x-request-id': c.get('requestId') },
-  });
 }
