@@ -19,9 +19,8 @@
  *     t=100 timer fires        batch [a b]      leaves partial: a waited exactly maxBatchDelayMs
  *     t=120 c d e f arrive     queue [c d e f]  4 ≥ batchSize → batch [c d e f] leaves at once, no timer
  *
- * Admission: a request is admitted only while the wait it can expect fits the queue budget (`queueBudgetMs`), and
- * while the queue has moved within that budget; else 503 OVERLOADED with a Retry-After (why, and how both are
- * measured: service-rate.ts).
+ * Admission: a request is admitted only while its expected wait fits the queue budget (`queueBudgetMs`) and the
+ * queue has moved within it; else 503 OVERLOADED with a Retry-After (why, and what is measured: service-rate.ts).
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
@@ -95,10 +94,6 @@ export class Batcher {
   /** Jobs waiting plus jobs on a worker. */
   get pending(): number {
     return this.queue.size + this.#dispatched.size;
-  }
-
-  get inFlight(): number {
-    return this.#dispatched.size;
   }
 
   get closing(): boolean {

@@ -3,9 +3,8 @@
  * (handler, model dir, device), shared by every model (language) attached to it. Feeds the attached models'
  * batchers into free worker slots, restarts dead workers with backoff, and reports health.
  *
- * Dispatch: `pump()` hands the attached models' due batches to ready workers with room, one pass at a time
- * (dispatch-pass.ts says how room, order and the interactive reserve are decided), and sends each worker what it
- * got in the pass as ONE message, so the engine starts it all at one step boundary.
+ * Dispatch: `pump()` hands the attached models' due batches to ready workers with room (dispatch-pass.ts), and
+ * sends each worker what it got in a pass as ONE message, so the engine starts it all at one step boundary.
  *
  * Restarts follow TorchServe: a worker that dies (or fails to load) is restarted after a Fibonacci backoff of
  * 1, 1, 2, 3, 5, 8 … units (unit 1 s, capped at 60 units), reset once a worker loads. A slot that has been
