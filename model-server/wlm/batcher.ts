@@ -178,10 +178,8 @@ export class Batcher {
     for (const job of jobs) {
       job.dispatched(now);
       this.#dispatched.add(job);
-      void job.promise.then(
-        () => this.#settled(job),
-        () => this.#settled(job),
-      );
+      const settled = () => this.#settled(job);
+      void job.promise.then(settled, settled);
     }
     // What is left may not be due yet (a full batch taken from a longer queue): keep its timer.
     const nextDueAt = this.dueAt();

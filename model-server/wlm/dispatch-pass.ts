@@ -7,9 +7,8 @@
  * translation engine: its decoder rows ÷ beams). Whenever room may have opened or a batch may be due, `pump()`
  * hands batches out one at a time — to the ready worker holding the fewest jobs, from the attached batchers in
  * round-robin order (so one busy language cannot starve the others on a shared device), each at most the room
- * left — and then sends every worker what it got in this pass as ONE message, so the engine starts it all at
- * one step boundary. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while
- * it generates start at its next boundary and share its decoder runs at once or after catching up.
+ * left. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while it generates
+ * start at its next boundary and share its decoder runs at once or after catching up.
  *
  * Beyond the cap a worker has a small reserve (a quarter of the cap, and no more than the bulk jobs it holds)
  * that only interactive jobs may use, so a long document holding the whole cap does not make a single sentence
