@@ -24,10 +24,7 @@ import type { Job } from './job.js';
 import type { WorkerHandle } from './worker-handle.js';
 
 /** What one worker gets in a pass: the batches, each with the batcher it came from (to put back if unsent). */
-export interface WorkerPass {
-  batches: { batcher: Batcher; jobs: Job[] }[];
-  jobs: number;
-}
+export type WorkerPass = { batches: { batcher: Batcher; jobs: Job[] }[]; jobs: number };
 
 /**
  * Takes due batches from `batchers`, round-robin from `rr`, for the `ready` workers (in slot order) while any has
