@@ -130,29 +130,21 @@ describe('management API (real server, real workers)', () => {
   });
 
   // shared/TORCHSERVE.md: "Its own API tests worth reproducing", plus our parameter checks.
+  const NOT_ALLOWED = [
+    405,
+    'MethodNotAllowedException',
+    'Requested method is not allowed, please refer to API document.',
+  ];
+  const NO_RESOURCE = [
+    404,
+    'ResourceNotFoundException',
+    'Requested resource is not found, please refer to API document.',
+  ];
   it.each([
     ['POST', '/models', 400, 'BadRequestException', 'Parameter url is required.'],
-    [
-      'POST',
-      '/models/echo/1.0',
-      405,
-      'MethodNotAllowedException',
-      'Requested method is not allowed, please refer to API document.',
-    ],
-    [
-      'GET',
-      '/models/echo/1.0/set-default',
-      405,
-      'MethodNotAllowedException',
-      'Requested method is not allowed, please refer to API document.',
-    ],
-    [
-      'GET',
-      '/models/a/b/c',
-      404,
-      'ResourceNotFoundException',
-      'Requested resource is not found, please refer to API document.',
-    ],
+    ['POST', '/models/echo/1.0', ...NOT_ALLOWED],
+    ['GET', '/models/echo/1.0/set-default', ...NOT_ALLOWED],
+    ['GET', '/models/a/b/c', ...NO_RESOURCE],
     ['POST', '/models?url=echo&runtime=python', 400, 'BadRequestException', 'Invalid RuntimeType value: python'],
     ['POST', '/models?url=', 404, 'ModelNotFoundException', 'Model not found at: '],
     ['POST', '/models?url=missing', 404, 'ModelNotFoundException', 'Model not found at: missing'],
@@ -245,21 +237,9 @@ describe('management API (real server, real workers)', () => {
     ['GET', '/models/nope', 404, 'ModelNotFoundException', 'Model not found: nope'],
     ['GET', '/models/nope/1.0', 404, 'ModelNotFoundException', 'Model not found: nope'],
     ['DELETE', '/models/nope', 404, 'ModelNotFoundException', 'Model not found: nope'],
-    ['GET', '/', 405, 'MethodNotAllowedException', 'Requested method is not allowed, please refer to API document.'],
-    [
-      'PATCH',
-      '/models',
-      405,
-      'MethodNotAllowedException',
-      'Requested method is not allowed, please refer to API document.',
-    ],
-    [
-      'GET',
-      '/nothing/here',
-      404,
-      'ResourceNotFoundException',
-      'Requested resource is not found, please refer to API document.',
-    ],
+    ['GET', '/', ...NOT_ALLOWED],
+    ['PATCH', '/models', ...NOT_ALLOWED],
+    ['GET', '/nothing/here', ...NO_RESOURCE],
   ])('%s %s → %i %s', async (method, path, status, type, message) => {
     const res = await call(`${t.management}${path}`, { method });
     expect(res.body).toEqual({ code: status, type, message });
