@@ -4,21 +4,15 @@
  * tensor data, overload and timeout answers, and a round trip through the generated tiny M2M100 whose translations
  * must be what `/predictions` answers.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../common/config.js';
-import { createLogger } from '../../common/logger.js';
-import { createModelServer } from '../http/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
 import { call, metricValue } from '../../harness/http.js';
 import {
-  NO_CUDA,
   startPerTest,
   startTestServer,
   startTinyTranslationServer,
   type TestServer,
+  withTokenServer,
 } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
@@ -226,16 +220,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
 
 describe('Open Inference Protocol with token authorization (in-process)', () => {
   it('health answers without the key, as probes need; everything else wants it and refuses as {"error"}', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-kserve-auth-'));
-    const config = loadConfig({ MODEL_STORE: dir, MODEL_DIR: dir }, dir).modelServer;
-    const server = createModelServer({
-      config,
-      setupConfig: undefined,
-      log: createLogger('test', 'silent'),
-      cuda: NO_CUDA,
-      tokens: { inference: 'infer-key', management: 'manage-key' },
-    });
-    try {
+    await withTokenServer({ inference: 'infer-key', management: 'manage-key' }, async (server, config) => {
       const app = server.inferenceApp;
       expect((await app.request('/v2/health/live')).status).toBe(200);
       expect((await app.request('/v2/health/ready')).status).toBe(400);
@@ -253,10 +238,7 @@ describe('Open Inference Protocol with token authorization (in-process)', () => 
       });
       expect(tooBig.status).toBe(413);
       expect(await tooBig.json()).toEqual({ error: `Request body is larger than ${config.maxRequestBytes} bytes.` });
-    } finally {
-      await server.manager.close(1000);
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 
