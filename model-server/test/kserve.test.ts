@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
-import { call, metricValue } from '../../harness/http.js';
+import { call, metricValue, OPEN_INFERENCE_SPEC_EXAMPLE } from '../../harness/http.js';
 import {
   startPerTest,
   startTestServer,
@@ -117,16 +117,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
   });
 
   it('the spec\'s example request and a bad tensor: 400 {"error"}, counted like any other request', async () => {
-    // kserve/open-inference-protocol specification/protocol/inference_rest.md, "Inference Request Examples".
-    const specExample = {
-      id: '42',
-      inputs: [
-        { name: 'input0', shape: [2, 2], datatype: 'UINT32', data: [1, 2, 3, 4] },
-        { name: 'input1', shape: [3], datatype: 'BOOL', data: [true] },
-      ],
-      outputs: [{ name: 'output0' }],
-    };
-    expect(await infer(t, 'echo', specExample)).toMatchObject({
+    expect(await infer(t, 'echo', OPEN_INFERENCE_SPEC_EXAMPLE)).toMatchObject({
       status: 400,
       body: { error: 'Unexpected input "input0": this model takes "text" and "src_lang".' },
     });
