@@ -32,11 +32,10 @@ async function abandoned(t: TestServer, text: string, abortAfterMs: number): Pro
 }
 
 describe('abandoned work (real worker processes)', () => {
-  let t: TestServer | undefined;
   const startServer = startPerTest();
 
   it('a client that disconnects cancels its jobs: running on the worker and waiting in the queue', async () => {
-    t = await startServer({ faults: { echo: 'slow:1500' } });
+    const t = await startServer({ faults: { echo: 'slow:1500' } });
     await registerModel(t, 'url=echo&batch_size=1&max_batch_delay=0');
     const server = t;
     // The first request occupies the worker (cap 1), the second waits in the queue; both clients give up.
@@ -61,7 +60,7 @@ describe('abandoned work (real worker processes)', () => {
   });
 
   it('a job slower than the response timeout gets 504 and is cancelled; a worker that answers is not recycled', async () => {
-    t = await startServer({ faults: { echo: 'slow:1200' } });
+    const t = await startServer({ faults: { echo: 'slow:1200' } });
     await registerModel(t, 'url=echo&batch_size=4&max_batch_delay=0&response_timeout=1');
     const pid = (await describeModel(t, 'echo')).workers[0].pid;
     const res = await call(`${t.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'slow' } });
