@@ -238,6 +238,17 @@ export function readEnv(root: string, processEnv: NodeJS.ProcessEnv = process.en
   return { ...fromFile, ...processEnv };
 }
 
+/** `read()`'s value, for an entry point: a ConfigError is printed as `<name>: <message>` and the process exits. */
+export function configOrExit<T>(name: string, read: () => T, exitCode = 2): T {
+  try {
+    return read();
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`${name}: ${err.message}\n`);
+    return process.exit(exitCode);
+  }
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const v of Object.values(value)) deepFreeze(v);

@@ -9,65 +9,58 @@
  * Callers switch on `code`, never on message text.
  */
 
+/** One entry of the catalogue, its literal status, type and message kept. */
+function entry<const S extends number, const T extends string, const M extends string>(status: S, type: T, message: M) {
+  return { status, type, message };
+}
+
 /**
  * The catalogue: code → HTTP status, TorchServe exception type, default message.
  * Types follow TorchServe's names where a client could depend on them (see shared/TORCHSERVE.md).
  */
 export const ERRORS = {
-  BAD_REQUEST: { status: 400, type: 'BadRequestException', message: 'Bad request.' },
-  INVALID_JSON: { status: 400, type: 'BadRequestException', message: 'Request body is not valid JSON.' },
-  UNKNOWN_LANGUAGE: { status: 400, type: 'BadRequestException', message: 'Unknown language code.' },
-  UNAUTHORIZED: {
-    status: 401,
-    type: 'InvalidKeyException',
-    message: 'Token Authorization failed. Token either incorrect, expired, or not provided correctly',
-  },
-  RESOURCE_NOT_FOUND: {
-    status: 404,
-    type: 'ResourceNotFoundException',
-    message: 'Requested resource is not found, please refer to API document.',
-  },
-  MODEL_NOT_FOUND: { status: 404, type: 'ModelNotFoundException', message: 'Model not found.' },
-  MODEL_VERSION_NOT_FOUND: {
-    status: 404,
-    type: 'ModelVersionNotFoundException',
-    message: 'Model version not found.',
-  },
-  METHOD_NOT_ALLOWED: {
-    status: 405,
-    type: 'MethodNotAllowedException',
-    message: 'Requested method is not allowed, please refer to API document.',
-  },
-  GLOSSARY_NOT_FOUND: { status: 404, type: 'ResourceNotFoundException', message: 'Glossary not found.' },
-  CONFLICT: { status: 409, type: 'ConflictStatusException', message: 'Conflict.' },
-  OVERLOADED: {
-    status: 503,
-    type: 'ServiceUnavailableException',
-    message: 'Model is overloaded: the expected wait exceeds the queue budget, retry later.',
-  },
-  PAYLOAD_TOO_LARGE: { status: 413, type: 'RequestEntityTooLargeException', message: 'Request body is too large.' },
-  UNSUPPORTED_MEDIA_TYPE: {
-    status: 415,
-    type: 'UnsupportedMediaTypeException',
-    message: 'Content-Type must be application/json.',
-  },
-  INTERNAL: { status: 500, type: 'InternalServerException', message: 'Internal server error.' },
-  WORKER_DIED: { status: 500, type: 'InternalServerException', message: 'Worker died.' },
-  WORKER_START_FAILED: { status: 500, type: 'InternalServerException', message: 'Failed to start workers.' },
-  UPSTREAM_UNAVAILABLE: { status: 502, type: 'BadGatewayException', message: 'Model server is unavailable.' },
-  QUEUE_FULL: {
-    status: 503,
-    type: 'ServiceUnavailableException',
-    message: 'Job queue is full, retry later.',
-  },
-  NO_WORKER: { status: 503, type: 'ServiceUnavailableException', message: 'No worker is available for the model.' },
-  PREDICTION_FAILED: { status: 503, type: 'ServiceUnavailableException', message: 'Prediction failed' },
-  SHUTTING_DOWN: { status: 503, type: 'ServiceUnavailableException', message: 'Server is shutting down.' },
-  REQUEST_TIMEOUT: { status: 504, type: 'RequestTimeoutException', message: 'Request timed out.' },
+  BAD_REQUEST: entry(400, 'BadRequestException', 'Bad request.'),
+  INVALID_JSON: entry(400, 'BadRequestException', 'Request body is not valid JSON.'),
+  UNKNOWN_LANGUAGE: entry(400, 'BadRequestException', 'Unknown language code.'),
+  UNAUTHORIZED: entry(
+    401,
+    'InvalidKeyException',
+    'Token Authorization failed. Token either incorrect, expired, or not provided correctly',
+  ),
+  RESOURCE_NOT_FOUND: entry(
+    404,
+    'ResourceNotFoundException',
+    'Requested resource is not found, please refer to API document.',
+  ),
+  MODEL_NOT_FOUND: entry(404, 'ModelNotFoundException', 'Model not found.'),
+  MODEL_VERSION_NOT_FOUND: entry(404, 'ModelVersionNotFoundException', 'Model version not found.'),
+  METHOD_NOT_ALLOWED: entry(
+    405,
+    'MethodNotAllowedException',
+    'Requested method is not allowed, please refer to API document.',
+  ),
+  GLOSSARY_NOT_FOUND: entry(404, 'ResourceNotFoundException', 'Glossary not found.'),
+  CONFLICT: entry(409, 'ConflictStatusException', 'Conflict.'),
+  OVERLOADED: entry(
+    503,
+    'ServiceUnavailableException',
+    'Model is overloaded: the expected wait exceeds the queue budget, retry later.',
+  ),
+  PAYLOAD_TOO_LARGE: entry(413, 'RequestEntityTooLargeException', 'Request body is too large.'),
+  UNSUPPORTED_MEDIA_TYPE: entry(415, 'UnsupportedMediaTypeException', 'Content-Type must be application/json.'),
+  INTERNAL: entry(500, 'InternalServerException', 'Internal server error.'),
+  WORKER_DIED: entry(500, 'InternalServerException', 'Worker died.'),
+  WORKER_START_FAILED: entry(500, 'InternalServerException', 'Failed to start workers.'),
+  UPSTREAM_UNAVAILABLE: entry(502, 'BadGatewayException', 'Model server is unavailable.'),
+  QUEUE_FULL: entry(503, 'ServiceUnavailableException', 'Job queue is full, retry later.'),
+  NO_WORKER: entry(503, 'ServiceUnavailableException', 'No worker is available for the model.'),
+  PREDICTION_FAILED: entry(503, 'ServiceUnavailableException', 'Prediction failed'),
+  SHUTTING_DOWN: entry(503, 'ServiceUnavailableException', 'Server is shutting down.'),
+  REQUEST_TIMEOUT: entry(504, 'RequestTimeoutException', 'Request timed out.'),
   // nginx's non-standard 499: nobody reads it (the client is gone), but logs and metrics tell it from a failure.
-  CLIENT_CLOSED: { status: 499, type: 'ClientClosedRequestException', message: 'Client closed the request.' },
-  OUT_OF_MEMORY: { status: 507, type: 'InsufficientStorageException', message: 'Worker ran out of memory.' },
-  GLOSSARIES_FULL: { status: 507, type: 'InsufficientStorageException', message: 'Glossary storage is full.' },
+  CLIENT_CLOSED: entry(499, 'ClientClosedRequestException', 'Client closed the request.'),
+  OUT_OF_MEMORY: entry(507, 'InsufficientStorageException', 'Worker ran out of memory.'),
+  GLOSSARIES_FULL: entry(507, 'InsufficientStorageException', 'Glossary storage is full.'),
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

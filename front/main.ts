@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, loadConfig, readEnv, type Config } from '../common/config.js';
+import { configOrExit, loadConfig, readEnv } from '../common/config.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { createLogger, type Logger } from '../common/logger.js';
 import { createBuiltinProxy } from './builtin-proxy.js';
@@ -32,14 +32,7 @@ const ROUTER_TIMEOUT_SLACK_MS = 10_000;
 const NGINX_START_TIMEOUT_MS = 15_000;
 
 const root = process.cwd();
-let config: Readonly<Config>;
-try {
-  config = loadConfig(readEnv(root), root);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`front: ${err.message}\n`);
-  process.exit(2);
-}
+const config = configOrExit('front', () => loadConfig(readEnv(root), root));
 const logger = createLogger('front', config.logLevel);
 const { front } = config;
 const routerTimeoutMs = config.router.upstreamTimeoutMs + ROUTER_TIMEOUT_SLACK_MS;

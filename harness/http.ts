@@ -35,3 +35,13 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   }
   return undefined;
 }
+
+/** kserve/open-inference-protocol specification/protocol/inference_rest.md, "Inference Request Examples". */
+export const OPEN_INFERENCE_SPEC_EXAMPLE = {
+  id: '42',
+  inputs: [
+    { name: 'input0', shape: [2, 2], datatype: 'UINT32', data: [1, 2, 3, 4] },
+    { name: 'input1', shape: [3], datatype: 'BOOL', data: [true] },
+  ],
+  outputs: [{ name: 'output0' }],
+};

@@ -182,3 +182,23 @@ export async function registerModel(t: TestServer, query: string): Promise<void>
 export async function metricsText(t: TestServer): Promise<string> {
   return (await call(`${t.metrics}/metrics`)).body as string;
 }
+
+/**
+ * Runs `use` on a model server built in this process over an empty store (nothing registered, no CUDA, silent,
+ * not listening) with token authorization's `tokens`; closes it and removes the store after, pass or fail.
+ */
+export async function withTokenServer(
+  tokens: { inference: string; management: string },
+  use: (server: ModelServer, config: ModelServerConfig) => Promise<void>,
+): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-tokens-'));
+  const config = loadConfig({ MODEL_STORE: dir, MODEL_DIR: dir }, dir).modelServer;
+  const log = createLogger('test', 'silent');
+  const server = createModelServer({ config, setupConfig: undefined, log, cuda: NO_CUDA, tokens });
+  try {
+    await use(server, config);
+  } finally {
+    await server.manager.close(1000);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -16,7 +16,7 @@
  * recipe) and/or the `_quantized_rows` pair (q8-rows: activations quantized per row) beside the fp32 files.
  */
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ENV_DEFAULTS, readSetupConfig } from '../common/config.js';
 import { quantizeModelDir } from './tools/quantize.js';
 import { archiveModels } from './tools/archiver.js';
@@ -36,26 +36,40 @@ const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--se
 
 const QUANTIZE_DTYPES = { q8: ['tensor'], 'q8-rows': ['row'], all: ['tensor', 'row'] } as const;
 
-function runQuantize(rest: readonly string[], out: (line: string) => void): number {
-  let values;
+/** A subcommand's flags, strictly: an unknown flag or a bad value throws. */
+const flags = <const O extends NonNullable<ParseArgsConfig['options']>>(rest: readonly string[], options: O) =>
+  parseArgs({ args: [...rest], options, strict: true, allowPositionals: false }).values;
+
+/** One subcommand: `parse` reads its flags (a throw: exit 2 with the usage), `act` does the work (a throw: exit 1). */
+function subcommand<T>(command: string, parse: () => T, act: (values: T) => void): number {
+  let values: T;
   try {
-    ({ values } = parseArgs({
-      args: [...rest],
-      options: {
-        'model-dir': { type: 'string', default: ENV_DEFAULTS.MODEL_DIR },
-        dtype: { type: 'string', default: 'q8' },
-        'full-range': { type: 'boolean', default: false },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-    if (!Object.hasOwn(QUANTIZE_DTYPES, values.dtype))
-      throw new Error(`--dtype must be q8, q8-rows or all (got ${values.dtype})`);
+    values = parse();
   } catch (err) {
-    process.stderr.write(`model-server quantize: ${(err as Error).message}\n${USAGE}\n`);
+    process.stderr.write(`model-server ${command}: ${(err as Error).message}\n${USAGE}\n`);
     return 2;
   }
   try {
+    act(values);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`model-server ${command}: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
+function runQuantize(rest: readonly string[], out: (line: string) => void): number {
+  const parse = () => {
+    const values = flags(rest, {
+      'model-dir': { type: 'string', default: ENV_DEFAULTS.MODEL_DIR },
+      dtype: { type: 'string', default: 'q8' },
+      'full-range': { type: 'boolean', default: false },
+    });
+    if (!Object.hasOwn(QUANTIZE_DTYPES, values.dtype))
+      throw new Error(`--dtype must be q8, q8-rows or all (got ${values.dtype})`);
+    return values;
+  };
+  return subcommand('quantize', parse, (values) => {
     for (const activations of QUANTIZE_DTYPES[values.dtype as keyof typeof QUANTIZE_DTYPES]) {
       const started = performance.now();
       const reports = quantizeModelDir(values['model-dir'], { activations, reduceRange: !values['full-range'] });
@@ -67,44 +81,20 @@ function runQuantize(rest: readonly string[], out: (line: string) => void): numb
       }
       out(`(${((performance.now() - started) / 1000).toFixed(1)} s)`);
     }
-    return 0;
-  } catch (err) {
-    process.stderr.write(`model-server quantize: ${(err as Error).message}\n`);
-    return 1;
-  }
+  });
 }
 
-function runCli(argv: readonly string[], out: (line: string) => void = console.log): number {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    out(USAGE);
-    return command === undefined ? 2 : 0;
-  }
-  if (command === 'quantize') return runQuantize(rest, out);
-  if (command !== 'archive') {
-    process.stderr.write(`model-server: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
-    return 2;
-  }
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...rest],
-      options: {
-        'model-dir': { type: 'string', default: ENV_DEFAULTS.MODEL_DIR },
-        store: { type: 'string', default: ENV_DEFAULTS.MODEL_STORE },
-        'setup-config': { type: 'string', default: ENV_DEFAULTS.SETUP_CONFIG },
-        name: { type: 'string', multiple: true },
-        handler: { type: 'string', default: 'translation' },
-        version: { type: 'string', default: '1.0' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    process.stderr.write(`model-server archive: ${(err as Error).message}\n${USAGE}\n`);
-    return 2;
-  }
-  try {
+function runArchive(rest: readonly string[], out: (line: string) => void): number {
+  const parse = () =>
+    flags(rest, {
+      'model-dir': { type: 'string', default: ENV_DEFAULTS.MODEL_DIR },
+      store: { type: 'string', default: ENV_DEFAULTS.MODEL_STORE },
+      'setup-config': { type: 'string', default: ENV_DEFAULTS.SETUP_CONFIG },
+      name: { type: 'string', multiple: true },
+      handler: { type: 'string', default: 'translation' },
+      version: { type: 'string', default: '1.0' },
+    });
+  return subcommand('archive', parse, (values) => {
     const names = values.name ?? Object.keys(readSetupConfig(path.resolve(values['setup-config'])).cuda_id);
     const files = archiveModels({
       modelDir: values['model-dir'],
@@ -114,11 +104,19 @@ function runCli(argv: readonly string[], out: (line: string) => void = console.l
       version: values.version,
     });
     for (const file of files) out(`archived ${file}`);
-    return 0;
-  } catch (err) {
-    process.stderr.write(`model-server archive: ${(err as Error).message}\n`);
-    return 1;
+  });
+}
+
+function runCli(argv: readonly string[], out: (line: string) => void = console.log): number {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    out(USAGE);
+    return command === undefined ? 2 : 0;
   }
+  if (command === 'quantize') return runQuantize(rest, out);
+  if (command === 'archive') return runArchive(rest, out);
+  process.stderr.write(`model-server: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
+  return 2;
 }
 
 process.exitCode = runCli(process.argv.slice(2));

@@ -20,7 +20,14 @@ import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
-import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type SetupConfig } from '../common/config.js';
+import {
+  configOrExit,
+  loadConfig,
+  readEnv,
+  readSetupConfig,
+  type Address,
+  type SetupConfig,
+} from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import type { AppEnv } from './http/error-handler.js';
 import { createModelServer } from './http/server.js';
@@ -45,16 +52,7 @@ export interface ListeningMessage {
 
 async function main(): Promise<void> {
   const root = process.cwd();
-  let config;
-  try {
-    config = loadConfig(readEnv(root), root);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`model-server: ${err.message}\n`);
-      process.exit(1);
-    }
-    throw err;
-  }
+  const config = configOrExit('model-server', () => loadConfig(readEnv(root), root), 1);
   const ms = config.modelServer;
   const log = createLogger('model-server', config.logLevel);
   let setupConfig: SetupConfig | undefined;

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
-import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { configOrExit, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
@@ -31,16 +31,10 @@ const KEEP_ALIVE_TIMEOUT_MS = 75_000;
 const DRAIN_GRACE_MS = 1_000;
 
 const root = process.cwd();
-let config;
-let languages: string[];
-try {
-  config = loadConfig(readEnv(root), root);
-  languages = Object.keys(readSetupConfig(config.router.setupConfigPath).cuda_id);
-} catch (err) {
-  if (!(err instanceof ConfigError)) throw err;
-  process.stderr.write(`router: ${err.message}\n`);
-  process.exit(2);
-}
+const [config, languages] = configOrExit('router', () => {
+  const config = loadConfig(readEnv(root), root);
+  return [config, Object.keys(readSetupConfig(config.router.setupConfigPath).cuda_id)] as const;
+});
 const { router } = config;
 /**
  * common/logger's settings, written in batches: one write per request line cost the router as much CPU as the rest

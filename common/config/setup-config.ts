@@ -1,6 +1,6 @@
 /** @module common/config/setup-config — the seed's setup_config.json: which languages are served, on which device. */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { readJsonFile } from '../atomic-file.js';
 import { ConfigError } from './variables.js';
 
 /** The seed's setup_config.json: language → device id string ("0", "1", …). */
@@ -10,19 +10,15 @@ export interface SetupConfig {
 
 /** Read and validate setup_config.json; errors name the file and the bad entry. */
 export function readSetupConfig(file: string): SetupConfig {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new ConfigError([`SETUP_CONFIG=${file}: cannot read JSON (${(err as Error).message})`]);
-  }
+  const json = readJsonFile(file);
+  if (!json.ok) throw new ConfigError([`SETUP_CONFIG=${file}: cannot read JSON (${json.error})`]);
   const schema = z.object({
     cuda_id: z.record(
       z.string().regex(/^[a-z]{2,3}$/, 'language codes are 2–3 lowercase letters'),
       z.string().regex(/^\d+$/, 'device ids are digit strings'),
     ),
   });
-  const parsed = schema.safeParse(raw);
+  const parsed = schema.safeParse(json.value);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `SETUP_CONFIG=${file}: ${i.path.join('.')}: ${i.message}`));
   }

@@ -25,7 +25,7 @@ import { fork } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigError, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
+import { configOrExit, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
 import { resolveEntry } from '../../common/entry.js';
 import { createLogger, type Logger } from '../../common/logger.js';
 import { archiveModels } from '../../model-server/tools/archiver.js';
@@ -74,16 +74,10 @@ async function register(config: Readonly<Config>, languages: string[], managemen
 
 function main(): void {
   const root = process.cwd();
-  let config: Readonly<Config>;
-  let languages: string[];
-  try {
-    config = loadConfig(readEnv(root), root);
-    languages = Object.keys(readSetupConfig(config.modelServer.setupConfigPath).cuda_id);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`model-server-entry: ${err.message}\n`);
-    process.exit(2);
-  }
+  const [config, languages] = configOrExit('model-server-entry', () => {
+    const config = loadConfig(readEnv(root), root);
+    return [config, Object.keys(readSetupConfig(config.modelServer.setupConfigPath).cuda_id)] as const;
+  });
   const log = createLogger('model-server-entry', config.logLevel);
   const ms = config.modelServer;
   const readyFile = path.join(config.runDir, READY_FILE);

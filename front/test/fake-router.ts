@@ -6,8 +6,9 @@
  * request that arrives on a reused connection (a router instance that died with all its pooled connections),
  * `/hold` never answers and records the request id in `abandoned` when its connection closes.
  */
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { until } from '../../harness/polling.js';
 
 export interface Received {
   method: string;
@@ -80,4 +81,20 @@ export async function startFakeRouter(port = 0): Promise<FakeRouter> {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * Sends a request the router holds (`/hold`) through the front on `port`, closes the client once the router has
+ * it, and resolves with the ms from that close until the router saw the request abandoned.
+ */
+export async function abandonThroughFront(port: number, router: FakeRouter, id: string): Promise<number> {
+  const req = request({ host: '127.0.0.1', port, path: '/hold', method: 'POST', headers: { 'x-request-id': id } });
+  req.on('error', () => undefined);
+  req.end('{}');
+  const received = () => router.received.some((r) => r.headers['x-request-id'] === id);
+  await until('the router to receive the request', received, 5_000, 5);
+  const closedAt = performance.now();
+  req.destroy();
+  await until('the router to see it abandoned', () => router.abandoned.includes(id), 5_000, 5);
+  return performance.now() - closedAt;
 }

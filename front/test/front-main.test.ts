@@ -15,8 +15,7 @@ import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
 import { freePort, type ManagedProcess } from '../../harness/process-registry.js';
 import { isListening, ROOT, startEntry } from '../../harness/processes.js';
-import { startFakeRouter, type FakeRouter } from './fake-router.js';
-import { until } from '../../harness/polling.js';
+import { abandonThroughFront, startFakeRouter, type FakeRouter } from './fake-router.js';
 
 const MAX = 4096;
 const nginx = findNginx(process.env);
@@ -173,26 +172,7 @@ describe.each([
 
   it.skipIf(!available)('a client that disconnects cancels its request at the router at once', async () => {
     for (let i = 0; i < 3; i++) {
-      const id = `${kind}-gone-${i}`;
-      const req = http.request({
-        host: '127.0.0.1',
-        port: frontPort,
-        path: '/hold',
-        method: 'POST',
-        headers: { 'x-request-id': id },
-      });
-      req.on('error', () => undefined);
-      req.end('{}');
-      await until(
-        'the router to receive the request',
-        () => router.received.some((r) => r.headers['x-request-id'] === id),
-        5_000,
-        5,
-      );
-      const closedAt = performance.now();
-      req.destroy();
-      await until('the router to see it abandoned', () => router.abandoned.includes(id), 5_000, 5);
-      expect(performance.now() - closedAt).toBeLessThan(1_000);
+      expect(await abandonThroughFront(frontPort, router, `${kind}-gone-${i}`)).toBeLessThan(1_000);
     }
   });
 

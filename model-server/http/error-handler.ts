@@ -18,12 +18,7 @@ import { requestIdFrom } from '../../common/request-id.js';
 export type AppEnv = { Variables: { requestId: string } };
 
 /** Refusals that shed load by design (logged at debug, not warn). */
-const LOAD_SHEDDING: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
-  'QUEUE_FULL',
-  'OVERLOADED',
-  'NO_WORKER',
-  'SHUTTING_DOWN',
-]);
+const LOAD_SHEDDING = new Set<ErrorCode>(['QUEUE_FULL', 'OVERLOADED', 'NO_WORKER', 'SHUTTING_DOWN']);
 
 export interface CommonOptions {
   log: Logger;

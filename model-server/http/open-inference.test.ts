@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { OPEN_INFERENCE_SPEC_EXAMPLE } from '../../harness/http.js';
 import { ServeError } from '../../common/errors.js';
 import {
   decodeBytesElements,
@@ -34,15 +35,7 @@ const srcLang = (lang: string) => ({ name: 'src_lang', datatype: 'BYTES', shape:
 
 describe('Open Inference Protocol tensors for a translation model', () => {
   it("the spec's example request (inference_rest.md, Inference Request Examples) is refused: not this model's inputs", () => {
-    // kserve/open-inference-protocol specification/protocol/inference_rest.md, "Inference Request Examples".
-    const specExample = {
-      id: '42',
-      inputs: [
-        { name: 'input0', shape: [2, 2], datatype: 'UINT32', data: [1, 2, 3, 4] },
-        { name: 'input1', shape: [3], datatype: 'BOOL', data: [true] },
-      ],
-      outputs: [{ name: 'output0' }],
-    };
+    const specExample = OPEN_INFERENCE_SPEC_EXAMPLE;
     expect(refusal(() => decodeInferRequest(json(specExample), undefined))).toEqual({
       code: 'BAD_REQUEST',
       message: 'Unexpected input "input0": this model takes "text" and "src_lang".',

@@ -5,9 +5,10 @@
  * An entry refers to the shared model folder (`model.modelDir`) instead of holding weights: 14 languages are
  * 14 small manifests and one copy of the model.
  */
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { readJsonFile } from '../../common/atomic-file.js';
 import { ServeError } from '../../common/errors.js';
 
 /** Model names and versions: what TorchServe accepts, and safe as a single path segment. */
@@ -95,13 +96,9 @@ export function resolveStoreEntry(store: string, url: string): StoreEntry {
 
 /** Read and validate one MANIFEST.json (a missing version means 1.0). @throws ServeError BAD_REQUEST */
 export function readManifest(file: string): Manifest {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    throw new ServeError('BAD_REQUEST', `Invalid manifest ${file}: ${(err as Error).message}`);
-  }
-  const parsed = manifestSchema.safeParse(raw);
+  const json = readJsonFile(file);
+  if (!json.ok) throw new ServeError('BAD_REQUEST', `Invalid manifest ${file}: ${json.error}`);
+  const parsed = manifestSchema.safeParse(json.value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new ServeError('BAD_REQUEST', `Invalid manifest ${file}: ${issue.path.join('.')}: ${issue.message}`);

@@ -6,7 +6,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { call, metricValue } from '../../harness/http.js';
-import { describeModel, metricsText, startPerTest, type TestServer } from '../../harness/model-server.js';
+import {
+  describeModel,
+  metricsText,
+  registerModel,
+  startPerTest,
+  type TestServer,
+} from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 /** POST a prediction that the client abandons after `abortAfterMs`; resolves once the client side is closed. */
@@ -26,13 +32,11 @@ async function abandoned(t: TestServer, text: string, abortAfterMs: number): Pro
 }
 
 describe('abandoned work (real worker processes)', () => {
-  let t: TestServer | undefined;
   const startServer = startPerTest();
 
   it('a client that disconnects cancels its jobs: running on the worker and waiting in the queue', async () => {
-    t = await startServer({ faults: { echo: 'slow:1500' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=1&max_batch_delay=0`, { method: 'POST' });
-    expect(reg.status).toBe(200);
+    const t = await startServer({ faults: { echo: 'slow:1500' } });
+    await registerModel(t, 'url=echo&batch_size=1&max_batch_delay=0');
     const server = t;
     // The first request occupies the worker (cap 1), the second waits in the queue; both clients give up.
     const running = abandoned(server, 'running', 300);
@@ -56,11 +60,8 @@ describe('abandoned work (real worker processes)', () => {
   });
 
   it('a job slower than the response timeout gets 504 and is cancelled; a worker that answers is not recycled', async () => {
-    t = await startServer({ faults: { echo: 'slow:1200' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=4&max_batch_delay=0&response_timeout=1`, {
-      method: 'POST',
-    });
-    expect(reg.status).toBe(200);
+    const t = await startServer({ faults: { echo: 'slow:1200' } });
+    await registerModel(t, 'url=echo&batch_size=4&max_batch_delay=0&response_timeout=1');
     const pid = (await describeModel(t, 'echo')).workers[0].pid;
     const res = await call(`${t.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'slow' } });
     expect(res).toMatchObject({

@@ -7,11 +7,10 @@ const predict = (t: TestServer, model: string, body: unknown, headers?: Record<s
   call(`${t.inference}/predictions/${model}`, { body, ...(headers ? { headers } : {}) });
 
 describe('batching (real server, real workers)', () => {
-  let t: TestServer | undefined;
   const startServer = startPerTest();
 
   it('64 concurrent requests to batch_size 64 arrive at the worker as ONE batch (torchserve policy)', async () => {
-    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
     const server = t;
     const first = Array.from({ length: 63 }, (_, i) => predict(server, 'echo', { src_lang: 'en', src_text: `t${i}` }));
@@ -33,7 +32,7 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('a lone request is answered within max_batch_delay plus a small margin, not before the window closes', async () => {
-    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=200');
     await predict(t, 'echo', { src_text: 'warm-up' });
     const labels = { model_name: 'echo', model_version: '1.0' };
@@ -52,7 +51,7 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('two concurrent requests with batch_size 2 and a long delay arrive in one batch (TorchServe test)', async () => {
-    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=2&max_batch_delay=30000');
     // One good and one bad input in the same batch: the bad one fails alone (pytorch/serve#1329).
     const [good, bad] = await Promise.all([
@@ -77,7 +76,7 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('a full queue answers 503 with Retry-After, distinct from "no worker", and every accepted job is answered', async () => {
-    t = await startServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
+    const t = await startServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=1500');
     const server = t;
     const accepted = Array.from({ length: 6 }, (_, i) => predict(server, 'echo', { src_text: `a${i}` }));
@@ -128,7 +127,7 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('unregistering a model finishes its queued jobs before it answers', async () => {
-    t = await startServer({ config: { batchPolicy: 'torchserve' } });
+    const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
     const server = t;
     const queued = ['u0', 'u1', 'u2'].map((text) => predict(server, 'echo', { src_text: text }));
@@ -144,7 +143,7 @@ describe('batching (real server, real workers)', () => {
   });
 
   it('splits src_text arrays into jobs and answers in order; says who served in headers', async () => {
-    t = await startServer({
+    const t = await startServer({
       setupConfig: { cuda_id: { ko: '0', ru: '1' } },
       entries: ['ko', 'ru'],
       cuda: { gpus: [0], unavailableReason: undefined },
@@ -208,7 +207,7 @@ describe('batching (real server, real workers)', () => {
   it('languages pinned to one device share one engine; ENGINE_SHARING=language gives one each', async () => {
     const setupConfig = { cuda_id: { ko: '0', en: '0', ru: '1' } };
     for (const engineSharing of ['device', 'language'] as const) {
-      t = await startServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
+      const t = await startServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
       for (const m of ['ko', 'en', 'ru']) await registerModel(t, `url=${m}`);
       const pids = new Set<number>();
       for (const m of ['ko', 'en', 'ru']) {
@@ -220,7 +219,6 @@ describe('batching (real server, real workers)', () => {
       // All CPU-fallback languages share ONE CPU engine, whichever GPU they asked for.
       expect(pids.size).toBe(engineSharing === 'device' ? 1 : 3);
       await t.close();
-      t = undefined;
     }
   });
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { call, metricValue } from '../../harness/http.js';
-import { startPerTest, type TestServer, describeModel } from '../../harness/model-server.js';
+import { describeModel, registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { alive } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
 
@@ -12,13 +12,11 @@ const predict = (t: TestServer, model: string, text: string) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });
 
 describe('worker faults (real worker processes with injected faults)', () => {
-  let t: TestServer | undefined;
   const startServer = startPerTest();
 
   it('SIGKILL of a worker fails only its in-flight jobs; queued jobs wait for the restarted worker', async () => {
-    t = await startServer({ faults: { echo: 'slow:1500' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=2&max_batch_delay=0`, { method: 'POST' });
-    expect(reg.status).toBe(200);
+    const t = await startServer({ faults: { echo: 'slow:1500' } });
+    await registerModel(t, 'url=echo&batch_size=2&max_batch_delay=0');
     const before = (await describeModel(t, 'echo')).workers[0];
     const server = t;
     // Two jobs in flight on the worker (its cap: batch_size), two more waiting in the queue.
@@ -48,9 +46,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a job past its response_timeout gets 504 and a worker that makes no progress is killed and replaced', async () => {
-    t = await startServer({ faults: { echo: 'hang-on-batch' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=1&response_timeout=1`, { method: 'POST' });
-    expect(reg.status).toBe(200);
+    const t = await startServer({ faults: { echo: 'hang-on-batch' } });
+    await registerModel(t, 'url=echo&batch_size=1&response_timeout=1');
     const hung = (await describeModel(t, 'echo')).workers[0];
     const started = performance.now();
     const res = await predict(t, 'echo', 'stuck');
@@ -74,9 +71,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('every job stuck on a worker recycled for no progress gets 504, also those whose deadline was later', async () => {
-    t = await startServer({ faults: { echo: 'hang-on-batch' } });
-    const reg = await call(`${t.management}/models?url=echo&batch_size=4&response_timeout=1`, { method: 'POST' });
-    expect(reg.status).toBe(200);
+    const t = await startServer({ faults: { echo: 'hang-on-batch' } });
+    await registerModel(t, 'url=echo&batch_size=4&response_timeout=1');
     const server = t;
     // The first request hangs the worker; the next ones, 300 ms later (the age gap under test: the first is long
     // on the worker by then), reach it in a second batch and still have 300 ms of their deadline left when the
@@ -97,8 +93,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a worker that crashes on a batch answers 500 "Worker died." and is restarted with backoff', async () => {
-    t = await startServer({ faults: { echo: 'crash-on-batch' } });
-    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const t = await startServer({ faults: { echo: 'crash-on-batch' } });
+    await registerModel(t, 'url=echo');
     const first = (await describeModel(t, 'echo')).workers[0];
     expect(await predict(t, 'echo', 'poison')).toMatchObject({ status: 500, body: { message: 'Worker died.' } });
     const server = t;
@@ -110,8 +106,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a lying worker (batch-done without the items) fails those items with 500, not a hang', async () => {
-    t = await startServer({ faults: { echo: 'skip-items' } });
-    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const t = await startServer({ faults: { echo: 'skip-items' } });
+    await registerModel(t, 'url=echo');
     expect(await predict(t, 'echo', 'lost')).toMatchObject({
       status: 500,
       body: { code: 500, type: 'InternalServerException', message: 'Worker did not answer every item of its batch.' },
@@ -119,8 +115,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('a handler whose inference throws answers 503 "Prediction failed" (TorchServe), and the worker lives on', async () => {
-    t = await startServer({ faults: { echo: 'fail-inference' } });
-    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    const t = await startServer({ faults: { echo: 'fail-inference' } });
+    await registerModel(t, 'url=echo');
     const pid = (await describeModel(t, 'echo')).workers[0].pid;
     expect(await predict(t, 'echo', 'boom')).toMatchObject({
       status: 503,
@@ -134,7 +130,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const impostor = path.join(dir, 'impostor.mjs');
     writeFileSync(impostor, 'process.exit(3);\n');
     try {
-      t = await startServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
+      const t = await startServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
       const res = await call(`${t.management}/models?url=echo`, { method: 'POST' });
       expect(res).toMatchObject({
         status: 500,
@@ -152,12 +148,12 @@ describe('worker faults (real worker processes with injected faults)', () => {
 
   it('a model whose workers fail to load → 500, it is unregistered again, other models keep serving', async () => {
     // An engine per model: only broken's workers fail.
-    t = await startServer({
+    const t = await startServer({
       entries: ['echo', 'broken'],
       faults: { broken: 'fail-load' },
       config: { engineSharing: 'language' },
     });
-    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    await registerModel(t, 'url=echo');
     const res = await call(`${t.management}/models?url=broken`, { method: 'POST' });
     expect(res).toMatchObject({
       status: 500,
@@ -173,13 +169,13 @@ describe('worker faults (real worker processes with injected faults)', () => {
   });
 
   it('/ping turns Unhealthy once a model’s workers have been failing past the threshold, and back when fixed', async () => {
-    t = await startServer({
+    const t = await startServer({
       entries: ['echo', 'broken'],
       faults: { broken: 'fail-load' },
       config: { engineSharing: 'language' },
       timings: { unhealthyAfterMs: 300, backoffUnitMs: 20 },
     });
-    expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
+    await registerModel(t, 'url=echo');
     const res = await call(`${t.management}/models?url=broken&synchronous=false`, { method: 'POST' });
     expect(res).toMatchObject({ status: 202, body: { status: 'Processing worker updates...' } });
     const server = t;

@@ -4,21 +4,15 @@
  * tensor data, overload and timeout answers, and a round trip through the generated tiny M2M100 whose translations
  * must be what `/predictions` answers.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../common/config.js';
-import { createLogger } from '../../common/logger.js';
-import { createModelServer } from '../http/server.js';
 import { decodeBytesElements, encodeBytesElements } from '../http/open-inference.js';
-import { call, metricValue } from '../../harness/http.js';
+import { call, metricValue, OPEN_INFERENCE_SPEC_EXAMPLE } from '../../harness/http.js';
 import {
-  NO_CUDA,
   startPerTest,
   startTestServer,
   startTinyTranslationServer,
   type TestServer,
+  withTokenServer,
 } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
@@ -123,16 +117,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
   });
 
   it('the spec\'s example request and a bad tensor: 400 {"error"}, counted like any other request', async () => {
-    // kserve/open-inference-protocol specification/protocol/inference_rest.md, "Inference Request Examples".
-    const specExample = {
-      id: '42',
-      inputs: [
-        { name: 'input0', shape: [2, 2], datatype: 'UINT32', data: [1, 2, 3, 4] },
-        { name: 'input1', shape: [3], datatype: 'BOOL', data: [true] },
-      ],
-      outputs: [{ name: 'output0' }],
-    };
-    expect(await infer(t, 'echo', specExample)).toMatchObject({
+    expect(await infer(t, 'echo', OPEN_INFERENCE_SPEC_EXAMPLE)).toMatchObject({
       status: 400,
       body: { error: 'Unexpected input "input0": this model takes "text" and "src_lang".' },
     });
@@ -226,16 +211,7 @@ describe('Open Inference Protocol routes (echo models, real workers)', () => {
 
 describe('Open Inference Protocol with token authorization (in-process)', () => {
   it('health answers without the key, as probes need; everything else wants it and refuses as {"error"}', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-kserve-auth-'));
-    const config = loadConfig({ MODEL_STORE: dir, MODEL_DIR: dir }, dir).modelServer;
-    const server = createModelServer({
-      config,
-      setupConfig: undefined,
-      log: createLogger('test', 'silent'),
-      cuda: NO_CUDA,
-      tokens: { inference: 'infer-key', management: 'manage-key' },
-    });
-    try {
+    await withTokenServer({ inference: 'infer-key', management: 'manage-key' }, async (server, config) => {
       const app = server.inferenceApp;
       expect((await app.request('/v2/health/live')).status).toBe(200);
       expect((await app.request('/v2/health/ready')).status).toBe(400);
@@ -253,10 +229,7 @@ describe('Open Inference Protocol with token authorization (in-process)', () => 
       });
       expect(tooBig.status).toBe(413);
       expect(await tooBig.json()).toEqual({ error: `Request body is larger than ${config.maxRequestBytes} bytes.` });
-    } finally {
-      await server.manager.close(1000);
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
 

@@ -45,18 +45,10 @@ export function isSeparatorChar(char: string): boolean {
 }
 
 /** The index just past the separator characters (whitespace, bidi controls) that start `text`. */
-export function leadingSeparatorEnd(text: string): number {
-  let i = 0;
-  while (i < text.length && isSeparatorChar(text[i]!)) i++;
-  return i;
-}
+export const leadingSeparatorEnd = (text: string): number => leadingEnd(text, isSeparatorChar);
 
 /** The index where the separator characters that end `text` start (`text.length` when there are none). */
-export function trailingSeparatorStart(text: string): number {
-  let i = text.length;
-  while (i > 0 && isSeparatorChar(text[i - 1]!)) i--;
-  return i;
-}
+export const trailingSeparatorStart = (text: string): number => trailingStart(text, isSeparatorChar);
 
 // Whitespace is found by scanning from an end rather than with `/\s*$/`-style expressions: those retry
 // from every position and take quadratic time on a long run of spaces inside the text (a request body
@@ -68,16 +60,20 @@ export function isWhitespace(char: string): boolean {
 }
 
 /** The index just past the whitespace that starts `text`. */
-export function leadingWhitespaceEnd(text: string): number {
+export const leadingWhitespaceEnd = (text: string): number => leadingEnd(text, isWhitespace);
+
+/** The index where the whitespace that ends `text` starts (`text.length` when there is none). */
+export const trailingWhitespaceStart = (text: string): number => trailingStart(text, isWhitespace);
+
+function leadingEnd(text: string, is: (char: string) => boolean): number {
   let i = 0;
-  while (i < text.length && isWhitespace(text[i]!)) i++;
+  while (i < text.length && is(text[i]!)) i++;
   return i;
 }
 
-/** The index where the whitespace that ends `text` starts (`text.length` when there is none). */
-export function trailingWhitespaceStart(text: string): number {
+function trailingStart(text: string, is: (char: string) => boolean): number {
   let i = text.length;
-  while (i > 0 && isWhitespace(text[i - 1]!)) i--;
+  while (i > 0 && is(text[i - 1]!)) i--;
   return i;
 }
 

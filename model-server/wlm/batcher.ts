@@ -19,30 +19,8 @@
  *     t=100 timer fires        batch [a b]      leaves partial: a waited exactly maxBatchDelayMs
  *     t=120 c d e f arrive     queue [c d e f]  4 ≥ batchSize → batch [c d e f] leaves at once, no timer
  *
- * Admission (why not a bounded FIFO alone): a queue that admits whatever fits lets a flood wait longer than its
- * clients' deadlines, so under overload the engine spends its time on answers nobody will use and goodput
- * collapses. A request is admitted only while the wait it can expect fits the queue budget (`queueBudgetMs`): the
- * jobs that leave before its first one (one per waiting request: the queue is fair between requests,
- * batch-queue.ts) ÷ this model's service rate, measured in jobs per *busy* millisecond (time with jobs on a worker,
- * so idle gaps do not make the engine look slow). Otherwise it is refused at once, 503 OVERLOADED with a
- * `Retry-After` of the time the queue needs to drain back into budget, plus the time the clients refused before it
- * and still waiting to return take to be admitted (Retry-After below). A second check catches a wrong estimate:
- * while the queue has not moved (no job left it) for the whole budget, nothing new is admitted (CoDel's sojourn
- * signal, on the queue's head rather than its oldest job, which may be the tail of a long document).
- * Among the queue policies we considered this is Triton's REJECT timeout made predictive (refused at arrival
- * instead of after waiting), with CoDel's signal as the backstop; adaptive LIFO serves the newest first, which
- * keeps goodput but breaks the order a client sending a document's sentences expects.
- * Until the rate is known (a model's first completions) only the bound of the queue and the sojourn check apply:
- * a guess would refuse the first burst a model ever sees for no reason it could state.
- *
- * Retry-After under sustained overload: a refused client comes back after its Retry-After and competes for a place
- * with every other refused client, and places open at the service rate. Telling each one only when the queue is
- * back in budget sends them all back at once, to be refused again: at 10× the saturating load, clients bounced
- * every 1–2 s and answering their refusals took a tenth of a core from the engine on two cores (bench figure 7).
- * So the hint adds the clients refused within the last hint's span — those still waiting to return, if they honour
- * it — divided by the service rate, capped at the queue budget: the queue holds that much work, so the engine
- * never runs dry before they are back even if nobody else comes. In steady state refusals then come at about the
- * service rate, whatever the number of clients.
+ * Admission: a request is admitted only while its expected wait fits the queue budget (`queueBudgetMs`) and the
+ * queue has moved within it; else 503 OVERLOADED with a Retry-After (why, and what is measured: service-rate.ts).
  *
  * Invariants (checked by batcher.test.ts, including a fast-check property over random schedules):
  * - `nextBatch({ max })` returns null or 1…min(batchSize, max) unsettled jobs in arrival order; it never returns
@@ -56,6 +34,7 @@ import type { BatchPolicy } from '../../common/config.js';
 import { ServeError } from '../../common/errors.js';
 import { BatchQueue } from './batch-queue.js';
 import type { Job } from './job.js';
+import { clampRetryS, Refusals, ServiceRate } from './service-rate.js';
 
 /** Per-model batch settings (TorchServe's registration parameters), data on the registry entry. */
 export interface BatchSettings {
@@ -77,13 +56,6 @@ export interface BatcherOptions extends BatchSettings {
   now?: () => number;
 }
 
-/** Completions remembered to estimate the service rate (admission and `Retry-After`). */
-const RATE_WINDOW = 256;
-/** Completions needed before the rate is trusted. */
-const RATE_MIN_SAMPLES = 8;
-/** Refusals remembered to estimate how many refused clients are waiting to return (Retry-After). */
-const REFUSALS_REMEMBERED = 4096;
-
 export class Batcher {
   readonly policy: BatchPolicy;
   readonly batchSize: number;
@@ -101,19 +73,10 @@ export class Batcher {
   #dispatched = new Set<Job>();
   #closing = false;
   #drained: { promise: Promise<void>; resolve: () => void } | undefined;
-  /** The busy clock (below) at each recent completion, oldest first; at most RATE_WINDOW. */
-  #completions: number[] = [];
-  /** Busy clock: ms during which this model had jobs on a worker, up to `#busySince`. */
-  #busyMs = 0;
-  /** When the current busy period began (a first job dispatched), or undefined while none is out. */
-  #busySince: number | undefined;
+  #rate = new ServiceRate();
   /** Last time the queue moved: a job left it, or it went from empty to waiting. */
   #movedAt = 0;
-  /** When recent OVERLOADED refusals were given, oldest first (`#refusalsFrom` on); at most REFUSALS_REMEMBERED. */
-  #refusedAt: number[] = [];
-  #refusalsFrom = 0;
-  /** The last Retry-After given with OVERLOADED, ms: how far back refused clients may still be waiting. */
-  #lastRetryAfterMs = 0;
+  #refusals = new Refusals();
 
   constructor(options: BatcherOptions) {
     if (!Number.isInteger(options.batchSize) || options.batchSize < 1) throw new RangeError('batchSize must be ≥ 1');
@@ -131,10 +94,6 @@ export class Batcher {
   /** Jobs waiting plus jobs on a worker. */
   get pending(): number {
     return this.queue.size + this.#dispatched.size;
-  }
-
-  get inFlight(): number {
-    return this.#dispatched.size;
   }
 
   get closing(): boolean {
@@ -163,7 +122,7 @@ export class Batcher {
    */
   expectedWaitMs(): number | undefined {
     if (this.queue.size === 0) return 0;
-    const perMs = this.#serviceRate();
+    const perMs = this.#rate.perMs();
     return perMs === undefined ? undefined : this.queue.groups / perMs;
   }
 
@@ -181,55 +140,13 @@ export class Batcher {
       if (expectedMs <= budget && stillMs <= budget) return;
       overMs = Math.max(expectedMs - budget, stillMs - budget);
     }
-    const retryAfterS = this.#overloadedRetryAfterS(overMs, budget);
+    const retryAfterS = this.#refusals.retryAfterS(this.#now(), overMs, budget, this.#rate.perMs());
     const expected = expectedMs === undefined ? 'unknown' : `${Math.round(expectedMs)} ms`;
     throw new ServeError(
       'OVERLOADED',
       `Model ${jobs[0]?.model ?? '?'} is overloaded: ${this.queue.groups} requests wait (expected wait ${expected}, the queue last moved ${Math.round(stillMs)} ms ago; budget ${budget} ms), retry in ${retryAfterS} s.`,
       { retryAfterS },
     );
-  }
-
-  /**
-   * Retry-After of an OVERLOADED refusal given now (module doc: Retry-After under sustained overload): the time the
-   * queue needs to be back in budget (`overMs`), plus the clients refused within the last hint's span ÷ the
-   * service rate, at most `budgetMs`. Records the refusal.
-   */
-  #overloadedRetryAfterS(overMs: number, budgetMs: number): number {
-    const now = this.#now();
-    const refused = this.#refusedAt;
-    const since = now - this.#lastRetryAfterMs;
-    while (this.#refusalsFrom < refused.length && refused[this.#refusalsFrom]! < since) this.#refusalsFrom += 1;
-    if (this.#refusalsFrom > REFUSALS_REMEMBERED) {
-      refused.splice(0, this.#refusalsFrom);
-      this.#refusalsFrom = 0;
-    }
-    const waiting = refused.length - this.#refusalsFrom;
-    const perMs = this.#serviceRate();
-    const othersMs = perMs === undefined ? 0 : Math.min(waiting / perMs, budgetMs);
-    if (waiting < REFUSALS_REMEMBERED) refused.push(now);
-    else refused[refused.length - 1] = now;
-    const retryAfterS = clampRetryS((overMs + othersMs) / 1000);
-    this.#lastRetryAfterMs = retryAfterS * 1000;
-    return retryAfterS;
-  }
-
-  /** Jobs completed per busy ms over the recent window, or undefined with too few completions. */
-  #serviceRate(): number | undefined {
-    const done = this.#completions;
-    if (done.length < RATE_MIN_SAMPLES) return undefined;
-    const first = done[0]!;
-    const spanMs = done[done.length - 1]! - first;
-    if (!(spanMs > 0)) return undefined;
-    // Jobs finished after the first sample, over the busy time since it: the first sample's batch-mates finished
-    // at the same instant, and counting them would make batched work look twice as fast as it is.
-    let after = done.length;
-    for (let i = 0; i < done.length && done[i] === first; i += 1) after -= 1;
-    return after / spanMs;
-  }
-
-  #busyClock(now: number): number {
-    return this.#busyMs + (this.#busySince === undefined ? 0 : now - this.#busySince);
   }
 
   /** When the waiting jobs form a batch: now (≤ now), a later time, or Infinity when nothing waits. */
@@ -257,14 +174,12 @@ export class Batcher {
     const jobs = this.queue.take(Math.min(this.batchSize, options.max ?? Infinity), options.interactiveOnly);
     if (jobs.length === 0) return null;
     this.#movedAt = now;
-    if (this.#dispatched.size === 0) this.#busySince = now;
+    if (this.#dispatched.size === 0) this.#rate.busy(now);
     for (const job of jobs) {
       job.dispatched(now);
       this.#dispatched.add(job);
-      void job.promise.then(
-        () => this.#settled(job),
-        () => this.#settled(job),
-      );
+      const settled = () => this.#settled(job);
+      void job.promise.then(settled, settled);
     }
     // What is left may not be due yet (a full batch taken from a longer queue): keep its timer.
     const nextDueAt = this.dueAt();
@@ -315,20 +230,14 @@ export class Batcher {
   #settled(job: Job): void {
     if (!this.#dispatched.delete(job)) return;
     // An abandoned job's early end says nothing about how fast the engine serves.
-    if (job.abandoned === undefined) {
-      const done = this.#completions;
-      done.push(this.#busyClock(this.#now()));
-      if (done.length > RATE_WINDOW) done.shift();
-    }
+    if (job.abandoned === undefined) this.#rate.completed(this.#now());
     this.#maybeIdle();
     this.#checkDrained();
   }
 
   /** Close the busy period when the last dispatched job is gone. */
   #maybeIdle(): void {
-    if (this.#dispatched.size > 0 || this.#busySince === undefined) return;
-    this.#busyMs += this.#now() - this.#busySince;
-    this.#busySince = undefined;
+    if (this.#dispatched.size === 0) this.#rate.idle(this.#now());
   }
 
   #checkDrained(): void {
@@ -355,9 +264,4 @@ export class Batcher {
     this.#timer = undefined;
     this.#timerDueAt = Infinity;
   }
-}
-
-/** Retry-After seconds: whole, 1…60. */
-function clampRetryS(seconds: number): number {
-  return Math.min(60, Math.max(1, Math.ceil(seconds)));
 }

@@ -36,38 +36,108 @@ const BATCH_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 const MODEL = ['model_name', 'model_version'] as const;
 const TS_LABELS = ['model_name', 'model_version', 'hostname'] as const;
 
+/** A registry with prom-client's process metrics (CPU, memory, event loop) registered first. */
+function registryWithDefaults(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
 export class ServerMetrics {
-  readonly registry = new Registry();
+  readonly registry = registryWithDefaults();
   readonly contentType = this.registry.contentType;
   #hostname: string;
-  #tsRequests: Counter<(typeof TS_LABELS)[number]>;
-  #tsLatency: Counter<(typeof TS_LABELS)[number]>;
-  #tsQueueLatency: Counter<(typeof TS_LABELS)[number]>;
-  #requests: Counter<'model_name' | 'model_version' | 'code'>;
-  #requestSeconds: Histogram<(typeof MODEL)[number]>;
-  #queueSeconds: Histogram<(typeof MODEL)[number]>;
-  #inferenceSeconds: Histogram<(typeof MODEL)[number]>;
-  #batchSize: Histogram<(typeof MODEL)[number]>;
-  #jobs: Counter<'model_name' | 'model_version' | 'outcome'>;
-  #cancelled: Counter<'model_name' | 'model_version' | 'reason' | 'stage'>;
-  #finishedAfterAbandon: Counter<(typeof MODEL)[number]>;
-  #workerDeaths: Counter<'engine'>;
-  #engineSteps: Counter<'engine'>;
-  #engineStepRows: Counter<'engine'>;
-  #engineRowsEnded: Counter<'engine' | 'how'>;
-  #cacheHits: Counter<(typeof MODEL)[number]>;
-  #cacheMisses: Counter<(typeof MODEL)[number]>;
+  #tsRequests = this.#counter({
+    name: 'ts_inference_requests_total',
+    help: 'Total number of inference requests received (TorchServe name).',
+    labelNames: TS_LABELS,
+  });
+  #tsLatency = this.#counter({
+    name: 'ts_inference_latency_microseconds',
+    help: 'Cumulative inference duration in microseconds, arrival to answer (TorchServe name).',
+    labelNames: TS_LABELS,
+  });
+  #tsQueueLatency = this.#counter({
+    name: 'ts_queue_latency_microseconds',
+    help: 'Cumulative queue duration in microseconds (TorchServe name).',
+    labelNames: TS_LABELS,
+  });
+  #requests = this.#counter({
+    name: 'mt_requests_total',
+    help: 'Inference HTTP requests by model and response status code.',
+    labelNames: ['model_name', 'model_version', 'code'],
+  });
+  #requestSeconds = this.#histogram({
+    name: 'mt_request_duration_seconds',
+    help: 'End-to-end inference request latency in the model server, seconds.',
+    buckets: SECONDS,
+  });
+  #queueSeconds = this.#histogram({
+    name: 'mt_queue_wait_seconds',
+    help: 'Time a job waited in its model queue before it left in a batch, seconds.',
+    buckets: SECONDS,
+  });
+  #inferenceSeconds = this.#histogram({
+    name: 'mt_inference_seconds',
+    help: 'Handler time of one batch in the worker (preprocess to last postprocess), seconds.',
+    buckets: SECONDS,
+  });
+  #batchSize = this.#histogram({
+    name: 'mt_batch_size',
+    help: 'Jobs per batch sent to a worker; mean = _sum / _count.',
+    buckets: BATCH_SIZES,
+  });
+  #jobs = this.#counter({
+    name: 'mt_jobs_total',
+    help: 'Jobs (one per input text) by outcome: ok or the error code.',
+    labelNames: ['model_name', 'model_version', 'outcome'],
+  });
+  #cancelled = this.#counter({
+    name: 'mt_cancelled_jobs_total',
+    help: 'Jobs given up before their answer, by reason (deadline, client-gone) and stage: queued (left the queue) or running (its rows left the engine batch).',
+    labelNames: ['model_name', 'model_version', 'reason', 'stage'],
+  });
+  #finishedAfterAbandon = this.#counter({
+    name: 'mt_jobs_finished_after_abandon_total',
+    help: 'Jobs given up while running whose rows finished on the worker before the cancel reached them (the answer was dropped; neither ok nor a cancelled engine row).',
+    labelNames: MODEL,
+  });
+  #workerDeaths = this.#counter({
+    name: 'mt_worker_deaths_total',
+    help: 'Worker processes that died or failed to load without being asked to stop.',
+    labelNames: ['engine'],
+  });
+  #engineSteps = this.#counter({
+    name: 'mt_engine_steps_total',
+    help: 'Decoder runs of each engine (one generated token for every row it carries).',
+    labelNames: ['engine'],
+  });
+  #engineStepRows = this.#counter({
+    name: 'mt_engine_step_rows_total',
+    help: "Rows carried by each engine's decoder runs (beams count once each); ÷ mt_engine_steps_total = mean real batch.",
+    labelNames: ['engine'],
+  });
+  #engineRowsEnded = this.#counter({
+    name: 'mt_engine_rows_ended_early_total',
+    help: 'Rows that left an engine before </s>: cancelled (deadline or client gone), capped (stopped at the token cap, the translation may be cut short: logged), failed (a model run failed on them alone).',
+    labelNames: ['engine', 'how'],
+  });
+  #cacheHits = this.#counter({
+    name: 'mt_cache_hits_total',
+    help: 'Sentences answered from the translation cache, without a job.',
+    labelNames: MODEL,
+  });
+  #cacheMisses = this.#counter({
+    name: 'mt_cache_misses_total',
+    help: 'Sentences looked up in the translation cache and not found (each became a job).',
+    labelNames: MODEL,
+  });
   /** The same events over the last minutes, for the status page (recent-activity.ts). */
   readonly recent = new RecentActivity();
 
   constructor(options: ServerMetricsOptions) {
     this.#hostname = options.hostname ?? osHostname();
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry });
-    const counter = <L extends string>(c: { name: string; help: string; labelNames: readonly L[] }) =>
-      new Counter({ ...c, registers });
-    const histogram = (c: { name: string; help: string; buckets: number[] }) =>
-      new Histogram({ ...c, labelNames: MODEL, registers });
     /** A gauge read at scrape time: `read` gives the value of each label set. */
     const gauge = <L extends string>(
       c: { name: string; help: string; labelNames: readonly L[] },
@@ -81,91 +151,6 @@ export class ServerMetrics {
           for (const [labels, value] of await read()) this.set(labels, value);
         },
       });
-    this.#tsRequests = counter({
-      name: 'ts_inference_requests_total',
-      help: 'Total number of inference requests received (TorchServe name).',
-      labelNames: TS_LABELS,
-    });
-    this.#tsLatency = counter({
-      name: 'ts_inference_latency_microseconds',
-      help: 'Cumulative inference duration in microseconds, arrival to answer (TorchServe name).',
-      labelNames: TS_LABELS,
-    });
-    this.#tsQueueLatency = counter({
-      name: 'ts_queue_latency_microseconds',
-      help: 'Cumulative queue duration in microseconds (TorchServe name).',
-      labelNames: TS_LABELS,
-    });
-    this.#requests = counter({
-      name: 'mt_requests_total',
-      help: 'Inference HTTP requests by model and response status code.',
-      labelNames: ['model_name', 'model_version', 'code'],
-    });
-    this.#requestSeconds = histogram({
-      name: 'mt_request_duration_seconds',
-      help: 'End-to-end inference request latency in the model server, seconds.',
-      buckets: SECONDS,
-    });
-    this.#queueSeconds = histogram({
-      name: 'mt_queue_wait_seconds',
-      help: 'Time a job waited in its model queue before it left in a batch, seconds.',
-      buckets: SECONDS,
-    });
-    this.#inferenceSeconds = histogram({
-      name: 'mt_inference_seconds',
-      help: 'Handler time of one batch in the worker (preprocess to last postprocess), seconds.',
-      buckets: SECONDS,
-    });
-    this.#batchSize = histogram({
-      name: 'mt_batch_size',
-      help: 'Jobs per batch sent to a worker; mean = _sum / _count.',
-      buckets: BATCH_SIZES,
-    });
-    this.#jobs = counter({
-      name: 'mt_jobs_total',
-      help: 'Jobs (one per input text) by outcome: ok or the error code.',
-      labelNames: ['model_name', 'model_version', 'outcome'],
-    });
-    this.#cancelled = counter({
-      name: 'mt_cancelled_jobs_total',
-      help: 'Jobs given up before their answer, by reason (deadline, client-gone) and stage: queued (left the queue) or running (its rows left the engine batch).',
-      labelNames: ['model_name', 'model_version', 'reason', 'stage'],
-    });
-    this.#finishedAfterAbandon = counter({
-      name: 'mt_jobs_finished_after_abandon_total',
-      help: 'Jobs given up while running whose rows finished on the worker before the cancel reached them (the answer was dropped; neither ok nor a cancelled engine row).',
-      labelNames: MODEL,
-    });
-    this.#workerDeaths = counter({
-      name: 'mt_worker_deaths_total',
-      help: 'Worker processes that died or failed to load without being asked to stop.',
-      labelNames: ['engine'],
-    });
-    this.#engineSteps = counter({
-      name: 'mt_engine_steps_total',
-      help: 'Decoder runs of each engine (one generated token for every row it carries).',
-      labelNames: ['engine'],
-    });
-    this.#engineStepRows = counter({
-      name: 'mt_engine_step_rows_total',
-      help: "Rows carried by each engine's decoder runs (beams count once each); ÷ mt_engine_steps_total = mean real batch.",
-      labelNames: ['engine'],
-    });
-    this.#engineRowsEnded = counter({
-      name: 'mt_engine_rows_ended_early_total',
-      help: 'Rows that left an engine before </s>: cancelled (deadline or client gone), capped (stopped at the token cap, the translation may be cut short: logged), failed (a model run failed on them alone).',
-      labelNames: ['engine', 'how'],
-    });
-    this.#cacheHits = counter({
-      name: 'mt_cache_hits_total',
-      help: 'Sentences answered from the translation cache, without a job.',
-      labelNames: MODEL,
-    });
-    this.#cacheMisses = counter({
-      name: 'mt_cache_misses_total',
-      help: 'Sentences looked up in the translation cache and not found (each became a job).',
-      labelNames: MODEL,
-    });
     const cacheBytes = options.cacheBytes ?? (() => 0);
     new Gauge({
       name: 'mt_cache_bytes',
@@ -270,5 +255,13 @@ export class ServerMetrics {
 
   render(): Promise<string> {
     return this.registry.metrics();
+  }
+
+  #counter<L extends string>(c: { name: string; help: string; labelNames: readonly L[] }): Counter<L> {
+    return new Counter({ ...c, registers: [this.registry] });
+  }
+
+  #histogram(c: { name: string; help: string; buckets: number[] }): Histogram<(typeof MODEL)[number]> {
+    return new Histogram({ ...c, labelNames: MODEL, registers: [this.registry] });
   }
 }

@@ -195,11 +195,10 @@ export class ModelManager {
       for (const job of jobs) job.reject(refusal); // clears their timers; nobody else ever saw them
       throw refusal;
     }
-    for (const job of jobs)
-      void job.promise.then(
-        () => this.#options.metrics.jobDone(job),
-        () => this.#options.metrics.jobDone(job),
-      );
+    for (const job of jobs) {
+      const done = () => this.#options.metrics.jobDone(job);
+      void job.promise.then(done, done);
+    }
     return { entry, jobs };
   }
 

@@ -10,10 +10,10 @@
  * loaded: it is moved aside (`models.json.corrupt-<time>`, kept for a look) and the previous file is loaded.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { syncPath } from '../../common/atomic-file.js';
+import { readJsonFile, syncPath } from '../../common/atomic-file.js';
 
 const FORMAT = 'mt-serve-models/1';
 const CURRENT = 'models.json';
@@ -93,13 +93,9 @@ export class SnapshotStore {
 }
 
 function readSnapshot(file: string): { ok: true; models: SavedModel[] } | { ok: false; reason: string } {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (err) {
-    return { ok: false, reason: `not JSON (${(err as Error).message})` };
-  }
-  const parsed = snapshotFile.safeParse(raw);
+  const json = readJsonFile(file);
+  if (!json.ok) return { ok: false, reason: `not JSON (${json.error})` };
+  const parsed = snapshotFile.safeParse(json.value);
   if (!parsed.success) return { ok: false, reason: `bad shape (${parsed.error.issues[0]?.message ?? 'invalid'})` };
   if (parsed.data.checksum !== checksum(parsed.data.models)) return { ok: false, reason: 'checksum mismatch' };
   return { ok: true, models: parsed.data.models };

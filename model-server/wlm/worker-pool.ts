@@ -3,23 +3,8 @@
  * (handler, model dir, device), shared by every model (language) attached to it. Feeds the attached models'
  * batchers into free worker slots, restarts dead workers with backoff, and reports health.
  *
- * Dispatch: a worker has room while it holds fewer jobs than its cap, the sum of its attached models' batch sizes
- * (what they would hold on workers of their own, TorchServe's layout) bounded by the worker's own capacity (the
- * translation engine: its decoder rows ÷ beams). Whenever room may have opened or a batch may be due, `pump()`
- * hands batches out one at a time — to the ready worker holding the fewest jobs, from the attached batchers in
- * round-robin order (so one busy language cannot starve the others on a shared device), each at most the room
- * left — and then sends every worker what it got in this pass as ONE message, so the engine starts it all at
- * one step boundary. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while
- * it generates start at its next boundary and share its decoder runs at once or after catching up.
- *
- * Beyond the cap a worker has a small reserve (a quarter of the cap, and no more than the bulk jobs it holds)
- * that only interactive jobs may use, so a long document holding the whole cap does not make a single sentence
- * wait for one of its rows to finish; traffic without bulk jobs keeps the plain cap.
- *
- * Why a cap in jobs, not batches: under the immediate policy every arrival is a batch of its own while a worker
- * has room, and clients answered together come back a few milliseconds apart; a cap of a few batches kept all
- * but the first of them in the queue until a whole generation had finished. With the cap in jobs they reach the
- * engine at once and batches grow in the queue only once the worker is full.
+ * Dispatch: `pump()` hands the attached models' due batches to ready workers with room (dispatch-pass.ts), and
+ * sends each worker what it got in a pass as ONE message, so the engine starts it all at one step boundary.
  *
  * Restarts follow TorchServe: a worker that dies (or fails to load) is restarted after a Fibonacci backoff of
  * 1, 1, 2, 3, 5, 8 … units (unit 1 s, capped at 60 units), reset once a worker loads. A slot that has been
@@ -31,7 +16,7 @@
 import type { Logger } from '../../common/logger.js';
 import type { DeviceRequest, WorkerOptions } from '../protocol.js';
 import type { Batcher } from './batcher.js';
-import type { Job } from './job.js';
+import { dispatchPass } from './dispatch-pass.js';
 import type { BatchReport } from './worker-batches.js';
 import { WorkerHandle, type WorkerSpawner } from './worker-handle.js';
 
@@ -216,49 +201,9 @@ export class WorkerPool {
   #pumpOnce(): void {
     const batchers = [...this.#batchers.values()];
     if (batchers.length === 0) return;
-    const attachedCap = batchers.reduce((sum, b) => sum + b.batchSize, 0);
-    // What each worker gets in this pass, and its job count so far (held = in flight + given).
-    const given = new Map<WorkerHandle, { batches: { batcher: Batcher; jobs: Job[] }[]; jobs: number }>();
-    const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w)?.jobs ?? 0);
-    // Beyond its cap a worker keeps a reserve for interactive jobs (job.ts BULK_REQUEST_JOBS): a sentence that
-    // arrives while a document fills the worker starts at the engine's next step boundary, where the engine
-    // steps it apart from the document's rows (engine/generate.ts), instead of waiting for a document row to end.
-    const reserve = Math.max(1, Math.ceil(attachedCap / 4));
-    const pick = (limit: (w: WorkerHandle) => number) => {
-      let best: { worker: WorkerHandle; room: number } | undefined;
-      for (const slot of this.#slots) {
-        const w = slot.worker;
-        if (w?.state !== 'ready' || this.#refused.has(w)) continue;
-        const left = limit(w) - held(w);
-        if (left > 0 && (best === undefined || held(w) < held(best.worker))) best = { worker: w, room: left };
-      }
-      return best;
-    };
-    const take = (room: number, interactiveOnly: boolean) => {
-      for (let i = 0; i < batchers.length; i += 1) {
-        const index = (this.#rr + i) % batchers.length;
-        const jobs = batchers[index]!.nextBatch({ max: room, interactiveOnly });
-        if (jobs === null) continue;
-        this.#rr = (index + 1) % batchers.length;
-        return { batcher: batchers[index]!, jobs };
-      }
-      return undefined;
-    };
-    for (;;) {
-      let chosen = pick((w) => Math.min(attachedCap, w.capacity));
-      let taken = chosen && take(chosen.room, false);
-      if (taken === undefined) {
-        // Only while bulk jobs hold the worker: all-interactive traffic keeps the plain cap.
-        chosen = pick((w) => Math.min(attachedCap + Math.min(reserve, w.bulkInFlightJobs), w.capacity));
-        taken = chosen && take(chosen.room, true);
-      }
-      if (chosen === undefined || taken === undefined) break;
-      const worker = chosen.worker;
-      const pass = given.get(worker) ?? { batches: [], jobs: 0 };
-      pass.batches.push(taken);
-      pass.jobs += taken.jobs.length;
-      given.set(worker, pass);
-    }
+    const ready = this.#slots.flatMap(({ worker: w }) => (w?.state === 'ready' && !this.#refused.has(w) ? [w] : []));
+    const { given, rr } = dispatchPass(ready, batchers, this.#rr);
+    this.#rr = rr;
     for (const [worker, { batches }] of given) {
       const round = batches.map(({ jobs }) => ({ jobs, model: jobs[0]!.model, version: jobs[0]!.version }));
       if (worker.sendRound(round)) continue;

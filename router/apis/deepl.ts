@@ -1,8 +1,8 @@
 /**
  * @module router/apis/deepl — DeepL API v2 on the public port, for DeepL's own clients (`serverUrl`):
  * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`, and the glossary API (`/v2/glossaries`,
- * `/v2/glossary-language-pairs`; glossaries are kept by the model servers, router/glossaries.ts). Texts go through the router's translation
- * path (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
+ * `/v2/glossary-language-pairs`, ./deepl-glossaries.ts). Texts go through the router's translation path
+ * (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
  * clients parse: `{"translations": [{"detected_source_language", "text"}]}`, errors `{"message"}` with 400, 403
  * (key), 413, 429 (+ Retry-After), 456 (quota), 5xx.
  *
@@ -10,27 +10,12 @@
  * as DeepL ignores it, or refused as DeepL refuses a value it does not support (docs/compatible-apis.md prints it).
  */
 import type { Context, Hono } from 'hono';
-import type { ServeError } from '../../common/errors.js';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
-import type { ApiKey, Refusal } from '../keys/api-access.js';
-import { deeplLanguages, type DeepLLanguages } from './deepl-languages.js';
-import {
-  answerApi,
-  ApiAnswerError,
-  type ApiContext,
-  type ApiDialect,
-  characterCount,
-  param,
-  type Params,
-  readParams,
-  translateTexts,
-} from './translate-texts.js';
-
-/** DeepL's answer: a status and `{"message"}`. */
-export class DeepLError extends ApiAnswerError {}
-
-const unsupported = (name: string) => new DeepLError(400, `Value for '${name}' not supported.`);
+import { deeplLanguages } from './deepl-languages.js';
+import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
+import { glossaryFor, mountGlossaries } from './deepl-glossaries.js';
+import { type ApiContext, characterCount, param, translateTexts } from './translate-texts.js';
 
 /** How `/v2/translate` treats one parameter. */
 export interface ParameterRule {
@@ -197,169 +182,4 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   for (const path of ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'])
     app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
   app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
-}
-
-/** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
-function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, languages: DeepLLanguages): void {
-  const client = () => {
-    if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
-    return context.glossaries;
-  };
-  const notFound = () => new DeepLError(404, 'Glossary not found');
-
-  app.post('/v2/glossaries', (c) =>
-    answer(context, c, async () => {
-      const params = await requestParams(c, context);
-      const owner = authorize(c, params, context)?.id;
-      const field = (name: string) => {
-        const value = param(params, name);
-        if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${name}' not specified.`);
-        return value;
-      };
-      const [name, source, target, entries] = ['name', 'source_lang', 'target_lang', 'entries'].map(field);
-      const format = param(params, 'entries_format') ?? 'tsv';
-      if (format !== 'tsv' && format !== 'csv') throw unsupported('entries_format');
-      const sourceLang = languages.sourceOf(source!);
-      const targetLang = languages.targetOf(target!);
-      if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
-        throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
-      }
-      const info = await client().create(
-        { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
-        owner,
-      );
-      return json(c, info, 201);
-    }),
-  );
-  app.get('/v2/glossaries', (c) =>
-    answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
-      return { glossaries: await client().list(owner) };
-    }),
-  );
-  app.get('/v2/glossaries/:id', (c) =>
-    answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
-      return (await client().info(c.req.param('id'), owner)) ?? Promise.reject(notFound());
-    }),
-  );
-  app.get('/v2/glossaries/:id/entries', (c) =>
-    answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
-      const accept = c.req.header('accept');
-      if (accept !== undefined && !/text\/tab-separated-values|\*\/\*/.test(accept)) {
-        throw new DeepLError(415, 'Unsupported Media Type');
-      }
-      const tsv = await client().entries(c.req.param('id'), owner);
-      if (tsv === undefined) throw notFound();
-      return new Response(tsv, {
-        status: 200,
-        headers: { 'content-type': 'text/tab-separated-values; charset=utf-8', 'x-request-id': c.get('requestId') },
-      });
-    }),
-  );
-  app.delete('/v2/glossaries/:id', (c) =>
-    answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
-      if (!(await client().delete(c.req.param('id'), owner))) throw notFound();
-      return new Response(null, { status: 204, headers: { 'x-request-id': c.get('requestId') } });
-    }),
-  );
-  app.get('/v2/glossary-language-pairs', (c) =>
-    answer(context, c, async () => {
-      authorize(c, await requestParams(c, context), context);
-      const codes = context.languages;
-      return {
-        supported_languages: codes.flatMap((s) =>
-          codes.filter((t) => t !== s).map((t) => ({ source_lang: s, target_lang: t })),
-        ),
-      };
-    }),
-  );
-}
-
-/**
- * The entries of the glossary a translation names, checked against its language pair (DeepL needs source_lang
- * with a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
- */
-async function glossaryFor(
-  context: ApiContext,
-  id: string | undefined,
-  srcLang: string,
-  tgtLang: string,
-  key: ApiKey | undefined,
-): Promise<Record<string, string> | undefined> {
-  if (id === undefined) return undefined;
-  if (srcLang === AUTO_LANGUAGE) throw new DeepLError(400, "Use of a glossary requires the 'source_lang' parameter.");
-  if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
-  const glossary = await context.glossaries.resolve(id, key?.id);
-  if (glossary === undefined) throw new DeepLError(404, 'Glossary not found');
-  if (glossary.info.source_lang !== srcLang || glossary.info.target_lang !== tgtLang) {
-    throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
-  }
-  return glossary.entries;
-}
-
-/** A JSON answer with another status than 200. */
-function json(c: Context<RouterEnv>, value: unknown, status: number): Response {
-  return new Response(JSON.stringify(value), {
-    status,
-    headers: { 'content-type': 'application/json', 'x-request-id': c.get('requestId') },
-  });
-}
-
-async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promise<Params> {
-  const body = await context.readBody(c);
-  return readParams(c.req.url, c.req.header('content-type'), body);
-}
-
-/**
- * The request's key when keys are on (undefined when off). DeepL takes the key in `Authorization: DeepL-Auth-Key`
- * only: a legacy `auth_key` parameter is refused with DeepL's 403 whether keys are on or off.
- */
-function authorize(c: Context<RouterEnv>, params: Params, context: ApiContext): ApiKey | undefined {
-  const header = c.req.header('authorization');
-  if (header === undefined && params.has('auth_key')) {
-    const where = new URL(c.req.url).searchParams.has('auth_key') ? 'query parameter' : 'form body';
-    throw new DeepLError(
-      403,
-      `Legacy authentication method '${where}' is no longer supported. Please update to header-based authentication.`,
-    );
-  }
-  if (context.access === undefined) return undefined;
-  const match = /^DeepL-Auth-Key\s+(\S+)\s*$/i.exec(header ?? '');
-  const check = context.access.check(match?.[1]);
-  if (!check.ok) throw new DeepLError(403, 'Forbidden');
-  c.set('keyId', check.key.id);
-  return check.key;
-}
-
-async function admit(context: ApiContext, key: ApiKey, characters: number): Promise<void> {
-  const admission = await context.access!.admit(key, characters);
-  if (!admission.ok) throw refusalError(admission);
-}
-
-function refusalError(refusal: Refusal): DeepLError {
-  if (refusal.reason === 'quota') return new DeepLError(456, 'Quota Exceeded');
-  return new DeepLError(429, 'Too many requests', refusal.retryAfterS);
-}
-
-const DIALECT: ApiDialect = {
-  name: 'DEEPL',
-  errorBody: (message) => ({ message: message }),
-  fromServeError,
-};
-
-/** Runs a route and answers its value, or its error in DeepL's shape. */
-const answer = (context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>) =>
-  answerApi(DIALECT, context, c, run);
-
-/** The router's own errors as DeepL answers them: a refusal under load is DeepL's 429, a client error its 400. */
-function fromServeError(error: ServeError): DeepLError {
-  if (error.status === 503 && error.retryAfterS !== undefined)
-    return new DeepLError(429, `Too many requests: ${error.message}`, error.retryAfterS);
-  if (error.status === 401 || error.status === 403) return new DeepLError(403, error.message);
-  if (error.status === 404) return new DeepLError(503, error.message, error.retryAfterS);
-  if (error.status === 415) return new DeepLError(400, error.message);
-  return new DeepLError(error.status, error.message, error.retryAfterS);
 }

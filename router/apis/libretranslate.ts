@@ -17,10 +17,9 @@ import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
 import {
-  answerApi,
+  apiAnswerer,
   ApiAnswerError,
   type ApiContext,
-  type ApiDialect,
   characterCount,
   param,
   type Params,
@@ -183,15 +182,8 @@ async function admit(context: ApiContext, key: ApiKey, characters: number): Prom
   throw new LibreTranslateError(429, `Slowdown: ${what}`, admission.retryAfterS);
 }
 
-const DIALECT: ApiDialect = {
-  name: 'LIBRETRANSLATE',
-  errorBody: (message) => ({ error: message }),
-  fromServeError,
-};
-
 /** Runs a route and answers its value, or its error in LibreTranslate's shape. */
-const answer = (context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>) =>
-  answerApi(DIALECT, context, c, run);
+const answer = apiAnswerer({ name: 'LIBRETRANSLATE', errorBody: (message) => ({ error: message }), fromServeError });
 
 /** The router's own errors as LibreTranslate answers them: a refusal under load is its 429, a client error its 400. */
 function fromServeError(error: ServeError): LibreTranslateError {

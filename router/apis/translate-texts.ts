@@ -188,27 +188,24 @@ export interface ApiDialect {
   fromServeError(error: ServeError): ApiAnswerError;
 }
 
-/** Runs a route and answers its value as JSON (a Response as it is), or its error as `dialect` words it. */
-export async function answerApi(
-  dialect: ApiDialect,
-  context: ApiContext,
-  c: Context<RouterEnv>,
-  run: () => Promise<unknown>,
-): Promise<Response> {
-  const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
-  try {
-    const value = await run();
-    if (value instanceof Response) return value;
-    return new Response(JSON.stringify(value), { status: 200, headers });
-  } catch (err) {
-    const own = err instanceof ApiAnswerError;
-    if (!own && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
-      context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
-    const error = own ? err : dialect.fromServeError(toServeError(err));
-    c.set('errorCode', own ? `${dialect.name}_${error.status}` : toServeError(err).code);
-    return new Response(JSON.stringify(dialect.errorBody(error.message)), {
-      status: error.status,
-      headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
-    });
-  }
-}
+/** One API's route runner: a route's value answered as JSON (a Response as it is), its error as `dialect` words it. */
+export const apiAnswerer =
+  (dialect: ApiDialect) =>
+  async (context: ApiContext, c: Context<RouterEnv>, run: () => Promise<unknown>): Promise<Response> => {
+    const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+    try {
+      const value = await run();
+      if (value instanceof Response) return value;
+      return new Response(JSON.stringify(value), { status: 200, headers });
+    } catch (err) {
+      const own = err instanceof ApiAnswerError;
+      if (!own && !(err instanceof ServeError) && !c.req.raw.signal.aborted)
+        context.logger?.error({ reqId: c.get('requestId'), err }, 'unhandled error');
+      const error = own ? err : dialect.fromServeError(toServeError(err));
+      c.set('errorCode', own ? `${dialect.name}_${error.status}` : toServeError(err).code);
+      return new Response(JSON.stringify(dialect.errorBody(error.message)), {
+        status: error.status,
+        headers: { ...headers, ...retryAfterHeader(error.retryAfterS) },
+      });
+    }
+  };

@@ -14,9 +14,10 @@
  * `scripts/api-key.ts` makes a key and prints its entry.
  */
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { readJsonFile } from '../../common/atomic-file.js';
 import type { Logger } from '../../common/logger.js';
 import type { ApiKey, KeyCheck } from './api-access.js';
 
@@ -103,13 +104,9 @@ export class KeyRing {
     const byHash = new Map<string, ApiKey>();
     const ids = new Set<string>();
     for (const file of this.#files()) {
-      let raw: unknown;
-      try {
-        raw = JSON.parse(readFileSync(file, 'utf8'));
-      } catch (err) {
-        throw new Error(`API_KEYS ${file}: cannot read JSON (${(err as Error).message})`);
-      }
-      const parsed = fileSchema.safeParse(raw);
+      const json = readJsonFile(file);
+      if (!json.ok) throw new Error(`API_KEYS ${file}: cannot read JSON (${json.error})`);
+      const parsed = fileSchema.safeParse(json.value);
       if (!parsed.success)
         throw new Error(
           `API_KEYS ${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,

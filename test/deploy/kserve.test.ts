@@ -6,16 +6,13 @@
  * applies (pkg/apis/serving/v1beta1: predictor_custom.go, inference_service_validation.go). Then against the
  * code: the environment loads with the real config loader and the probe paths are answered by the real app.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { PodSpec } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
 import { loadConfig } from '../../common/config.js';
-import { createLogger } from '../../common/logger.js';
-import { createModelServer } from '../../model-server/http/server.js';
-import { NO_CUDA } from '../../harness/model-server.js';
+import { withTokenServer } from '../../harness/model-server.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const file = path.join(root, 'deploy/k8s/kserve/inference-service.yaml');
@@ -179,24 +176,13 @@ describe('KServe InferenceService example (deploy/k8s/kserve)', () => {
     for (const probe of [container.startupProbe, container.readinessProbe, container.livenessProbe]) {
       expect(probe.httpGet.port).toBe(container.ports[0].containerPort);
     }
-    const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-kserve-probe-'));
-    const server = createModelServer({
-      config: loadConfig({ MODEL_STORE: dir, MODEL_DIR: dir }, dir).modelServer,
-      setupConfig: undefined,
-      log: createLogger('test', 'silent'),
-      cuda: NO_CUDA,
-      // Probes carry no key: they must pass with token authorization on.
-      tokens: { inference: 'k', management: 'm' },
-    });
-    try {
+    // Probes carry no key: they must pass with token authorization on.
+    await withTokenServer({ inference: 'k', management: 'm' }, async (server) => {
       const app = server.inferenceApp;
       expect((await app.request(container.livenessProbe.httpGet.path)).status).toBe(200);
       // Nothing registered yet: not ready, so the startup probe holds the pod back until the languages are loaded.
       expect(container.startupProbe.httpGet.path).toBe(container.readinessProbe.httpGet.path);
       expect((await app.request(container.readinessProbe.httpGet.path)).status).toBe(400);
-    } finally {
-      await server.manager.close(1000);
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });

@@ -23,6 +23,9 @@ const REQUESTS = 1_000;
 /** Long enough that a row generates for many steps (the source-length cap is 2 × its tokens + 10). */
 const SENTENCE = 'the committee will meet again next week to review the budget and the schedule for the new building';
 
+/** Counters that move while anything is in flight: engine steps, jobs and requests ending, batches coming back. */
+const ACTIVITY = ['mt_engine_steps_total', 'mt_jobs_total', 'mt_requests_total', 'mt_batch_size_count'];
+
 function sum(metrics: string, name: string, labels: Record<string, string> = {}): number {
   let total = 0;
   for (const line of metrics.split('\n')) {
@@ -96,19 +99,21 @@ describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () 
       const abortedAt = performance.now();
       for (const c of controllers) c.abort();
       const answered = await Promise.all(outcomes);
-      // The rows leave at the engine's next step boundary once each cancel arrives, and the engine stops stepping:
-      // no live rows, and no step for half a second (a request the router held in its lane may still reach the
-      // model server as its neighbours leave, and be cancelled in turn: that is the tail this waits out).
+      // The rows leave at the engine's next step boundary once each cancel arrives, and the model server goes quiet:
+      // no live rows, no job queued, and for half a second none of ACTIVITY moving (a request the router held in its
+      // lane may still reach the model server as its neighbours leave, and be cancelled in turn: that is the tail
+      // this waits out, so that none of it lands in the next case's before/after numbers).
       let quietSince = performance.now();
-      let steps = -1;
+      let activity = '';
       let after = '';
       await until(
-        'the engine idle',
+        'the model server idle',
         async () => {
           after = await scrape();
           const now = performance.now();
-          const stepsNow = sum(after, 'mt_engine_steps_total');
-          if (stepsNow !== steps || sum(after, 'mt_engine_live_rows') > 0) [steps, quietSince] = [stepsNow, now];
+          const activityNow = ACTIVITY.map((name) => sum(after, name)).join();
+          const busy = sum(after, 'mt_engine_live_rows') > 0 || sum(after, 'mt_queue_depth') > 0;
+          if (busy || activityNow !== activity) [activity, quietSince] = [activityNow, now];
           return now - quietSince >= 500;
         },
         10_000,

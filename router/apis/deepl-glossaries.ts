@@ -1,0 +1,113 @@
+/**
+ * @module router/apis/deepl-glossaries — DeepL's glossary API (`/v2/glossaries`, `/v2/glossary-language-pairs`)
+ * over the model servers' glossaries (router/glossaries.ts), and the glossary a translation names.
+ */
+import type { Hono } from 'hono';
+import type { RouterEnv } from '../router-env.js';
+import { AUTO_LANGUAGE } from '../translate-request.js';
+import type { ApiKey } from '../keys/api-access.js';
+import type { DeepLLanguages } from './deepl-languages.js';
+import { answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
+import { type ApiContext, param } from './translate-texts.js';
+
+/** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
+export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, languages: DeepLLanguages): void {
+  const client = () => {
+    if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
+    return context.glossaries;
+  };
+  const notFound = () => new DeepLError(404, 'Glossary not found');
+
+  app.post('/v2/glossaries', (c) =>
+    answer(context, c, async () => {
+      const params = await requestParams(c, context);
+      const owner = authorize(c, params, context)?.id;
+      const field = (name: string) => {
+        const value = param(params, name);
+        if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${name}' not specified.`);
+        return value;
+      };
+      const [name, source, target, entries] = ['name', 'source_lang', 'target_lang', 'entries'].map(field);
+      const format = param(params, 'entries_format') ?? 'tsv';
+      if (format !== 'tsv' && format !== 'csv') throw unsupported('entries_format');
+      const sourceLang = languages.sourceOf(source!);
+      const targetLang = languages.targetOf(target!);
+      if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
+        throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
+      }
+      const info = await client().create(
+        { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
+        owner,
+      );
+      const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
+      return new Response(JSON.stringify(info), { status: 201, headers });
+    }),
+  );
+  app.get('/v2/glossaries', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      return { glossaries: await client().list(owner) };
+    }),
+  );
+  app.get('/v2/glossaries/:id', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      return (await client().info(c.req.param('id'), owner)) ?? Promise.reject(notFound());
+    }),
+  );
+  app.get('/v2/glossaries/:id/entries', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const accept = c.req.header('accept');
+      if (accept !== undefined && !/text\/tab-separated-values|\*\/\*/.test(accept)) {
+        throw new DeepLError(415, 'Unsupported Media Type');
+      }
+      const tsv = await client().entries(c.req.param('id'), owner);
+      if (tsv === undefined) throw notFound();
+      return new Response(tsv, {
+        status: 200,
+        headers: { 'content-type': 'text/tab-separated-values; charset=utf-8', 'x-request-id': c.get('requestId') },
+      });
+    }),
+  );
+  app.delete('/v2/glossaries/:id', (c) =>
+    answer(context, c, async () => {
+      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      if (!(await client().delete(c.req.param('id'), owner))) throw notFound();
+      return new Response(null, { status: 204, headers: { 'x-request-id': c.get('requestId') } });
+    }),
+  );
+  app.get('/v2/glossary-language-pairs', (c) =>
+    answer(context, c, async () => {
+      authorize(c, await requestParams(c, context), context);
+      const codes = context.languages;
+      return {
+        supported_languages: codes.flatMap((s) =>
+          codes.filter((t) => t !== s).map((t) => ({ source_lang: s, target_lang: t })),
+        ),
+      };
+    }),
+  );
+}
+
+/**
+ * The entries of the glossary a translation names, checked against its language pair (DeepL needs source_lang
+ * with a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
+ */
+export async function glossaryFor(
+  context: ApiContext,
+  id: string | undefined,
+  srcLang: string,
+  tgtLang: string,
+  key: ApiKey | undefined,
+): Promise<Record<string, string> | undefined> {
+  if (id === undefined) return undefined;
+  if (srcLang === AUTO_LANGUAGE) throw new DeepLError(400, "Use of a glossary requires the 'source_lang' parameter.");
+  if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
+  const glossary = await context.glossaries.resolve(id, key?.id);
+  if (glossary === undefined) throw new DeepLError(404, 'Glossary not found');
+  if (glossary.info.source_lang !== srcLang || glossary.info.target_lang !== tgtLang) {
+    throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
+  }
+  return glossary.entries;
+}
