@@ -48,55 +48,42 @@ function model(name: string, graph: Omit<onnxProto.onnx.IGraphProto, 'name'>): U
 
 /**
  * `x0 … x{count-1}` [n, A, L, B] (each its own A, L, B), `rows` int64 [m], `starts`/`ends` int64 [1] on L, `pads`
- * int64 [8] → `y0 …` [m, A, L', B]: one run, one feed of indices, for every cache tensor of a cohort.
+ * int64 [8] → `y0 …` [m, A, L', B]: one run, one feed of indices, for every cache tensor of a cohort. Without `cut`
+ * (a beam reorder: the length stays) only the Gather, and no `starts`/`ends`/`pads`: one copy per tensor, not three.
  */
-export function rowsModel(count: number): Uint8Array {
+export function rowsModel(count: number, cut = true): Uint8Array {
   const each = Array.from({ length: count }, (_, t) => t);
-  return model('device_rows', {
-    initializer: [{ name: 'axis2', dims: [1], dataType: INT64, rawData: new Uint8Array(BigInt64Array.of(2n).buffer) }],
+  const gathered = (t: number) => (cut ? `gathered${t}` : `y${t}`);
+  return model(cut ? 'device_rows' : 'device_gather', {
+    initializer: cut
+      ? [{ name: 'axis2', dims: [1], dataType: INT64, rawData: new Uint8Array(BigInt64Array.of(2n).buffer) }]
+      : [],
     node: each.flatMap((t) => [
       {
         opType: 'Gather',
         input: [`x${t}`, 'rows'],
-        output: [`gathered${t}`],
+        output: [gathered(t)],
         name: `gather${t}`,
         attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
       },
-      {
-        opType: 'Slice',
-        input: [`gathered${t}`, 'starts', 'ends', 'axis2'],
-        output: [`sliced${t}`],
-        name: `slice${t}`,
-      },
-      { opType: 'Pad', input: [`sliced${t}`, 'pads'], output: [`y${t}`], name: `pad${t}` },
+      ...(cut
+        ? [
+            {
+              opType: 'Slice',
+              input: [gathered(t), 'starts', 'ends', 'axis2'],
+              output: [`sliced${t}`],
+              name: `slice${t}`,
+            },
+            { opType: 'Pad', input: [`sliced${t}`, 'pads'], output: [`y${t}`], name: `pad${t}` },
+          ]
+        : []),
     ]),
     input: [
       ...each.map((t) => io(`x${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`])),
       io('rows', INT64, ['m']),
-      io('starts', INT64, [1]),
-      io('ends', INT64, [1]),
-      io('pads', INT64, [8]),
+      ...(cut ? [io('starts', INT64, [1]), io('ends', INT64, [1]), io('pads', INT64, [8])] : []),
     ],
-    output: each.map((t) => io(`y${t}`, FLOAT, ['m', `A${t}`, `L2_${t}`, `B${t}`])),
-  });
-}
-
-/**
- * `x0 …` [n, A, L, B], `rows` int64 [m] → `y{t}` = rows `rows` of `x{t}`: the re-layout of a beam reorder, where the
- * length stays (one copy per tensor, where `rowsModel`'s Slice and Pad would copy it twice more).
- */
-export function gatherModel(count: number): Uint8Array {
-  const each = Array.from({ length: count }, (_, t) => t);
-  return model('device_gather', {
-    node: each.map((t) => ({
-      opType: 'Gather',
-      input: [`x${t}`, 'rows'],
-      output: [`y${t}`],
-      name: `gather${t}`,
-      attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
-    })),
-    input: [...each.map((t) => io(`x${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`])), io('rows', INT64, ['m'])],
-    output: each.map((t) => io(`y${t}`, FLOAT, ['m', `A${t}`, `L${t}`, `B${t}`])),
+    output: each.map((t) => io(`y${t}`, FLOAT, ['m', `A${t}`, cut ? `L2_${t}` : `L${t}`, `B${t}`])),
   });
 }
 
@@ -192,23 +179,20 @@ export class DeviceLayout {
     const pad = to - keep;
     const int64 = (values: number[]) =>
       new ort.Tensor('int64', BigInt64Array.from(values.map(BigInt)), [values.length]);
-    if (keep === length && pad === 0) {
-      const feeds: Record<string, ort.Tensor> = { rows: int64([...pick.rows]) };
-      xs.forEach((x, t) => (feeds[`x${t}`] = x));
-      this.hostBytes += 8 * pick.rows.length;
-      const out = await (await this.#session(this.#gather, xs.length, gatherModel)).run(feeds);
-      return xs.map((_, t) => out[`y${t}`]!);
-    }
-    const feeds: Record<string, ort.Tensor> = {
-      rows: int64([...pick.rows]),
-      starts: int64([start]),
-      ends: int64([start + keep]),
+    const cut = keep !== length || pad !== 0;
+    const feeds: Record<string, ort.Tensor> = { rows: int64([...pick.rows]) };
+    if (cut) {
+      feeds.starts = int64([start]);
+      feeds.ends = int64([start + keep]);
       // [begin of n, A, L, B, end of n, A, L, B]: padding goes before a right-aligned row, after a left-aligned one.
-      pads: int64([0, 0, align === 'end' ? pad : 0, 0, 0, 0, align === 'start' ? pad : 0, 0]),
-    };
+      feeds.pads = int64([0, 0, align === 'end' ? pad : 0, 0, 0, 0, align === 'start' ? pad : 0, 0]);
+    }
     xs.forEach((x, t) => (feeds[`x${t}`] = x));
-    this.hostBytes += 8 * (pick.rows.length + 2 + 8);
-    const out = await (await this.#session(this.#rows, xs.length, rowsModel)).run(feeds);
+    this.hostBytes += 8 * (pick.rows.length + (cut ? 2 + 8 : 0));
+    const session = cut
+      ? this.#session(this.#rows, xs.length, rowsModel)
+      : this.#session(this.#gather, xs.length, (count) => rowsModel(count, false));
+    const out = await (await session).run(feeds);
     return xs.map((_, t) => out[`y${t}`]!);
   }
 

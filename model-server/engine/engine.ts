@@ -35,15 +35,7 @@ import {
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
-export {
-  DEFAULT_MAX_BATCH_ROWS,
-  type EngineOptions,
-  type PreparedRow,
-  sourceLengthCap,
-  type TranslateOptions,
-  type TranslateRow,
-  type Translation,
-} from './engine-options.js';
+export * from './engine-options.js';
 
 export class TranslationEngine {
   readonly #config: ModelConfig;
