@@ -16,25 +16,12 @@
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
+import { valueInfo as io } from './onnx-wire.js';
 
 const { onnx } = onnxProto;
 const FLOAT = 1;
 const INT64 = 7;
 const ATTRIBUTE_INT = 2;
-
-type Dim = number | string;
-
-function io(name: string, elemType: number, dims: Dim[]) {
-  return {
-    name,
-    type: {
-      tensorType: {
-        elemType,
-        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
-      },
-    },
-  };
-}
 
 function model(name: string, graph: Omit<onnxProto.onnx.IGraphProto, 'name'>): Uint8Array {
   const proto = onnx.ModelProto.create({

@@ -12,6 +12,22 @@ import onnxProto from 'onnx-proto';
 
 type IModelProto = onnxProto.onnx.IModelProto;
 
+/** A dimension: a number, or a symbolic name (`batch_size`). */
+export type Dim = number | string;
+
+/** A graph input or output: a tensor of ONNX element type `elemType` (1 float, 7 int64, …) and shape `dims`. */
+export function valueInfo(name: string, elemType: number, dims: Dim[]): onnxProto.onnx.IValueInfoProto {
+  return {
+    name,
+    type: {
+      tensorType: {
+        elemType,
+        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
+      },
+    },
+  };
+}
+
 const WIRE_VARINT = 0;
 const WIRE_FIXED64 = 1;
 const WIRE_BYTES = 2;

@@ -5,6 +5,7 @@
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import onnxProto from 'onnx-proto';
+import { type Dim, valueInfo } from '../../engine/onnx-wire.js';
 import { Mulberry32, streamSeed } from './prng.js';
 
 const { onnx } = onnxProto;
@@ -17,8 +18,9 @@ type IAttributeProto = onnxProto.onnx.IAttributeProto;
 export const ElemType = { FLOAT: 1, INT64: 7, BOOL: 9 } as const;
 export type ElemTypeId = (typeof ElemType)[keyof typeof ElemType];
 
-/** A dimension: a number, or a symbolic name (`batch_size`). */
-export type Dim = number | string;
+/** A dimension (a number, or a symbolic name) and a graph input/output: one copy, in engine/onnx-wire.ts. */
+export type { Dim } from '../../engine/onnx-wire.js';
+export { valueInfo };
 
 /** Tagged attribute values: ONNX needs the type spelled out (a float 1 is not an int 1). */
 export type Attr = { i: number } | { f: number } | { ints: number[] } | { g: IGraphProto };
@@ -95,18 +97,6 @@ export class WeightSink {
         return;
     }
   }
-}
-
-export function valueInfo(name: string, elemType: ElemTypeId, dims: Dim[]): IValueInfoProto {
-  return {
-    name,
-    type: {
-      tensorType: {
-        elemType,
-        shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) },
-      },
-    },
-  };
 }
 
 /**
