@@ -5,11 +5,11 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ServeError } from '../../common/errors.js';
-import { Mulberry32 } from '../tools/demo-model/prng.js';
 import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
 import type { Hypothesis } from './decoding.js';
 import { sourceLengthCap, type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
 import { MAX_PACKED_TOKENS } from './encode.js';
+import { seededRows, transformersReference } from '../test/engine-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-'));
 const tinyDir = path.join(root, 'tiny');
@@ -41,15 +41,7 @@ const WORDS =
   );
 
 /** `count` rows of 1–40 words, mixed source and target languages, from a fixed seed. */
-function rows(count: number, seed = 7): TranslateRow[] {
-  const rng = new Mulberry32(seed);
-  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
-  return Array.from({ length: count }, () => ({
-    srcLang: pick(DEMO_LANGUAGES),
-    tgtLang: pick(DEMO_LANGUAGES),
-    text: Array.from({ length: 1 + Math.floor(rng.next() * 40) }, () => pick(WORDS)).join(' '),
-  }));
-}
+const rows = (count: number, seed = 7): TranslateRow[] => seededRows(count, seed, WORDS, 40);
 
 async function oneByOne(engine: TranslationEngine, list: TranslateRow[], options: TranslateOptions) {
   const out: number[][] = [];
@@ -75,35 +67,19 @@ describe('TranslationEngine', () => {
   });
 
   it('greedy output equals transformers.js token for token (one string at a time)', async () => {
-    const { env, AutoTokenizer, AutoModelForSeq2SeqLM } = await import('@huggingface/transformers');
-    env.allowRemoteModels = false;
-    env.allowLocalModels = true;
-    env.localModelPath = root;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- M2M100Tokenizer's translation helper is not in the types
-    const tokenizer: any = await AutoTokenizer.from_pretrained('tiny');
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const model: any = await AutoModelForSeq2SeqLM.from_pretrained('tiny', { dtype: 'fp32' });
+    const transformers = await transformersReference(root, 'tiny', 'fp32');
     const cases = rows(10, 11);
     let nontrivial = 0;
     for (const row of cases) {
-      const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      const inputs = tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs);
-      const output = await model.generate({
-        ...inputs,
-        forced_bos_token_id: kwargs.forced_bos_token_id,
-        max_new_tokens: 40,
-        num_beams: 1,
-        do_sample: false,
-      });
-      const reference = Array.from(output.data as BigInt64Array, Number);
+      const reference = await transformers.translate(row, 40);
       const [ours] = await tiny.translate([row], { numBeams: 1, maxNewTokens: 40 });
-      expect(Array.from(inputs.input_ids.data as BigInt64Array, Number)).toEqual(tiny.prepare(row).inputIds);
-      expect([2, ...ours!.tokenIds]).toEqual(reference);
-      expect(ours!.text).toBe(tokenizer.decode(reference, { skip_special_tokens: true }));
+      expect(reference.inputIds).toEqual(tiny.prepare(row).inputIds);
+      expect([2, ...ours!.tokenIds]).toEqual(reference.tokenIds);
+      expect(ours!.text).toBe(reference.text);
       if (ours!.tokenIds.length > 3) nontrivial++;
     }
     expect(nontrivial).toBeGreaterThan(5);
-    await model.dispose();
+    await transformers.dispose();
   });
 
   it('a row in a batch of 64 mixed-length texts gives exactly the tokens it gives alone; finished rows leave at once', async () => {

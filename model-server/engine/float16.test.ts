@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
-import { Mulberry32 } from '../tools/demo-model/prng.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { type TranslateRow, TranslationEngine } from './engine.js';
+import { seededRows } from '../test/engine-fixtures.js';
 import { convertModelToFloat16, float16Bits, float16Value, fromFloat16, toFloat16 } from './float16.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'float16-'));
@@ -28,16 +28,8 @@ async function load(extra: Partial<Parameters<typeof TranslationEngine.load>[0]>
   return engine;
 }
 
-function rows(count: number, seed: number): TranslateRow[] {
-  const rng = new Mulberry32(seed);
-  const words = 'the of and to in is hello world good morning thank you please quick brown fox 42 , . !'.split(' ');
-  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
-  return Array.from({ length: count }, () => ({
-    srcLang: pick(DEMO_LANGUAGES),
-    tgtLang: pick(DEMO_LANGUAGES),
-    text: Array.from({ length: 1 + Math.floor(rng.next() * 30) }, () => pick(words)).join(' '),
-  }));
-}
+const WORDS = 'the of and to in is hello world good morning thank you please quick brown fox 42 , . !'.split(' ');
+const rows = (count: number, seed: number): TranslateRow[] => seededRows(count, seed, WORDS, 30);
 
 describe('float16', () => {
   it('converts to and from IEEE half exactly where half can hold the value, rounding to nearest even', () => {

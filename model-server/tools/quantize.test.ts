@@ -17,12 +17,12 @@ import '../engine/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
-import { DEMO_LANGUAGES, makeDemoModel, PRESETS } from './demo-model/index.js';
+import { makeDemoModel, PRESETS } from './demo-model/index.js';
 import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
-import { Mulberry32 } from './demo-model/prng.js';
 import { type TranslateRow, TranslationEngine } from '../engine/engine.js';
 import { quantizeModelDir, quantizeModelFile } from './quantize.js';
 import { chooseDtype, dtypeOfFile } from '../engine/session.js';
+import { seededRows, transformersReference } from '../test/engine-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'quantize-'));
 const tinyDir = path.join(root, 'tiny');
@@ -45,15 +45,7 @@ afterAll(async () => {
 const WORDS =
   'the of and to in is hello world good morning thank you please translate quick brown fox 42 , . ! ?'.split(' ');
 
-function rows(count: number, seed: number): TranslateRow[] {
-  const rng = new Mulberry32(seed);
-  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
-  return Array.from({ length: count }, () => ({
-    srcLang: pick(DEMO_LANGUAGES),
-    tgtLang: pick(DEMO_LANGUAGES),
-    text: Array.from({ length: 1 + Math.floor(rng.next() * 40) }, () => pick(WORDS)).join(' '),
-  }));
-}
+const rows = (count: number, seed: number): TranslateRow[] => seededRows(count, seed, WORDS, 40);
 
 const GREEDY = { numBeams: 1, maxNewTokens: 40 };
 
@@ -269,37 +261,21 @@ describe('MODEL_DTYPE', () => {
   });
 
   it('q8 equals transformers.js with dtype q8 on the same files, text for text (one string at a time)', async () => {
-    const { env, AutoTokenizer, AutoModelForSeq2SeqLM } = await import('@huggingface/transformers');
-    env.allowRemoteModels = false;
-    env.allowLocalModels = true;
-    env.localModelPath = root;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- M2M100Tokenizer's translation helper is not in the types
-    const tokenizer: any = await AutoTokenizer.from_pretrained('tiny');
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const model: any = await AutoModelForSeq2SeqLM.from_pretrained('tiny', { dtype: 'q8' });
+    const transformers = await transformersReference(root, 'tiny', 'q8');
     const ours = await load(tinyDir, { dtype: 'q8' });
     const fp32 = await load(tinyDir, { dtype: 'fp32' });
     let differsFromFp32 = 0;
     for (const row of rows(16, 29)) {
-      const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      const inputs = tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs);
-      const output = await model.generate({
-        ...inputs,
-        forced_bos_token_id: kwargs.forced_bos_token_id,
-        max_new_tokens: 40,
-        num_beams: 1,
-        do_sample: false,
-      });
-      const reference = Array.from(output.data as BigInt64Array, Number);
+      const reference = await transformers.translate(row, 40);
       const [served] = await ours.translate([row], GREEDY);
-      expect([2, ...served!.tokenIds]).toEqual(reference);
-      expect(served!.text).toBe(tokenizer.decode(reference, { skip_special_tokens: true }));
+      expect([2, ...served!.tokenIds]).toEqual(reference.tokenIds);
+      expect(served!.text).toBe(reference.text);
       const [float] = await fp32.translate([row], GREEDY);
       if (float!.text !== served!.text) differsFromFp32++;
     }
     // The q8 files really are another model: some answers differ from fp32's (random weights amplify it).
     expect(differsFromFp32).toBeGreaterThan(0);
-    await model.dispose();
+    await transformers.dispose();
   });
 
   it('q8-rows: a row in a batch of 64 gives exactly what it gives alone', async () => {
