@@ -124,6 +124,15 @@ const logitsModel = (width: number) => {
   return onnx.ModelProto.decode(encodeModel(g.graph('logits'), 'test'));
 };
 
+/** The same refusal from each head that reads the logits. */
+const refusesAWrongVocabulary = (expose: typeof exposeBeamTopK | typeof exposeGreedyTop2) =>
+  it('refuses logits whose last axis is not exactly the vocabulary', () => {
+    expect(expose(logitsModel(6), 5)).toEqual({
+      ok: false,
+      reason: "logits' last axis is 6, not vocab_size 5",
+    });
+  });
+
 describe('exposeBeamTopK', () => {
   it("switched on, gives beam-head.ts' top-k (int32 ids, ties to the lower id) and log-softmax normaliser; off, nothing", async () => {
     const model = logitsModel(5);
@@ -155,12 +164,7 @@ describe('exposeBeamTopK', () => {
     }
   });
 
-  it('refuses logits whose last axis is not exactly the vocabulary', () => {
-    expect(exposeBeamTopK(logitsModel(6), 5)).toEqual({
-      ok: false,
-      reason: "logits' last axis is 6, not vocab_size 5",
-    });
-  });
+  refusesAWrongVocabulary(exposeBeamTopK);
 });
 
 describe('exposeGreedyTop2', () => {
@@ -182,10 +186,5 @@ describe('exposeGreedyTop2', () => {
     }
   });
 
-  it('refuses logits whose last axis is not exactly the vocabulary', () => {
-    expect(exposeGreedyTop2(logitsModel(6), 5)).toEqual({
-      ok: false,
-      reason: "logits' last axis is 6, not vocab_size 5",
-    });
-  });
+  refusesAWrongVocabulary(exposeGreedyTop2);
 });

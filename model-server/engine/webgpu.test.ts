@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Hypothesis } from './decoding.js';
-import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
-import { Mulberry32 } from '../tools/demo-model/prng.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
 import { TranslationEngine, type TranslateOptions, type TranslateRow } from './engine.js';
+import { seededRows } from '../test/engine-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'webgpu-'));
 const tinyDir = path.join(root, 'tiny');
@@ -43,15 +43,7 @@ const WORDS = 'the of and to in is hello world good morning thank you please tra
 );
 
 /** `count` rows of 1–20 words, mixed languages, from a fixed seed. */
-function rows(count: number, seed: number): TranslateRow[] {
-  const rng = new Mulberry32(seed);
-  const pick = <T>(list: readonly T[]) => list[Math.floor(rng.next() * list.length)]!;
-  return Array.from({ length: count }, () => ({
-    srcLang: pick(DEMO_LANGUAGES),
-    tgtLang: pick(DEMO_LANGUAGES),
-    text: Array.from({ length: 1 + Math.floor(rng.next() * 20) }, () => pick(WORDS)).join(' '),
-  }));
-}
+const rows = (count: number, seed: number): TranslateRow[] => seededRows(count, seed, WORDS, 20);
 
 const GREEDY: TranslateOptions = { numBeams: 1, maxNewTokens: 16 };
 const BEAM: TranslateOptions = { numBeams: 2, maxNewTokens: 16 };
@@ -69,12 +61,17 @@ describe('WebGPU through lavapipe', () => {
       expect(gpu.dtype).toBe('fp32');
     });
 
-    it('greedy: a batch gives the CPU provider tokens, row for row, with its state on the device or through the host', async () => {
-      const list = rows(6, 3);
-      const expected = await ids(cpu, list, GREEDY);
-      expect(await ids(gpu, list, GREEDY)).toEqual(expected);
-      expect(await ids(throughHost, list, GREEDY)).toEqual(expected);
-    });
+    it.each<[string, TranslateOptions, TranslateRow[]]>([
+      ['greedy', GREEDY, rows(6, 3)],
+      ['beam 2', BEAM, rows(4, 5)],
+    ])(
+      '%s: a batch gives the CPU provider tokens, row for row, with its state on the device or through the host',
+      async (_mode, options, list) => {
+        const expected = await ids(cpu, list, options);
+        expect(await ids(gpu, list, options)).toEqual(expected);
+        expect(await ids(throughHost, list, options)).toEqual(expected);
+      },
+    );
 
     it('state on the device: a greedy step moves at most 64 bytes per row between host and device (the host path: the caches)', async () => {
       const list = rows(6, 3);
@@ -109,13 +106,6 @@ describe('WebGPU through lavapipe', () => {
       expect(beam.bytes).toBeLessThanOrEqual(60 + 105 / 12);
       // Through the host, at least the self-attention cache (2 per layer) crosses every step.
       expect(viaHost.bytes).toBeGreaterThan(2 * gpu.config.decoderLayers * gpu.config.dModel * 4);
-    });
-
-    it('beam 2: a batch gives the CPU provider tokens, row for row, with its state on the device or through the host', async () => {
-      const list = rows(4, 5);
-      const expected = await ids(cpu, list, BEAM);
-      expect(await ids(gpu, list, BEAM)).toEqual(expected);
-      expect(await ids(throughHost, list, BEAM)).toEqual(expected);
     });
 
     it('rows joining mid-generation give the CPU provider tokens', async () => {
