@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expectErrorBody } from '../../harness/error-body.js';
 import { createRouterApp } from '../app.js';
 import { Upstream } from '../upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
@@ -80,12 +81,12 @@ describe('routing', () => {
     expect(res.status).toBe(200);
     expect(fake.seen.at(-1)!.body).toEqual({ src_lang: 'auto', src_text: 'Hello. Bye.', split: 'none' });
     const bad = await post({ src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko', split: 'words' });
-    expect(bad.status).toBe(400);
-    expect(await bad.json()).toEqual({
-      code: 400,
-      type: 'BadRequestException',
-      message: 'Field "split" must be "sentences" (the default) or "none", got "words".',
-    });
+    await expectErrorBody(
+      bad,
+      400,
+      'BadRequestException',
+      'Field "split" must be "sentences" (the default) or "none", got "words".',
+    );
   });
 
   it('passes format and ignore_tags on; an unknown format is a 400 naming the formats', async () => {
@@ -252,12 +253,12 @@ describe('bad input gets a 4xx naming the field', () => {
 
   it('wrong content type → 415', async () => {
     const res = await post(ok, { 'content-type': 'multipart/form-data; boundary=x' });
-    expect(res.status).toBe(415);
-    expect(await res.json()).toEqual({
-      code: 415,
-      type: 'UnsupportedMediaTypeException',
-      message: 'Content-Type multipart/form-data is not accepted; send the JSON body as application/json.',
-    });
+    await expectErrorBody(
+      res,
+      415,
+      'UnsupportedMediaTypeException',
+      'Content-Type multipart/form-data is not accepted; send the JSON body as application/json.',
+    );
   });
 
   const tooLarge = {
@@ -292,77 +293,61 @@ describe('bad input gets a 4xx naming the field', () => {
 
   it('unknown path → 404, wrong method → 405', async () => {
     const notFound = await router.app.request('/predictions/ko', { method: 'POST' });
-    expect(notFound.status).toBe(404);
-    expect(await notFound.json()).toEqual({
-      code: 404,
-      type: 'ResourceNotFoundException',
-      message: 'Requested resource is not found, please refer to API document.',
-    });
+    await expectErrorBody(
+      notFound,
+      404,
+      'ResourceNotFoundException',
+      'Requested resource is not found, please refer to API document.',
+    );
     const wrongMethod = await router.app.request('/');
-    expect(wrongMethod.status).toBe(405);
-    expect(await wrongMethod.json()).toEqual({
-      code: 405,
-      type: 'MethodNotAllowedException',
-      message: 'Requested method is not allowed, please refer to API document.',
-    });
+    await expectErrorBody(
+      wrongMethod,
+      405,
+      'MethodNotAllowedException',
+      'Requested method is not allowed, please refer to API document.',
+    );
   });
 });
 
 describe('upstream failures become clear JSON', () => {
   const send = (text: string, app = router.app) => post({ src_lang: 'en', src_text: text, tgt_lang: 'ko' }, {}, app);
 
-  it('model server 400 (unknown src_lang) passes through with its message', async () => {
-    const res = await send('!status 400');
-    expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ code: 400, type: 'BadRequestException', message: 'fake 400' });
-  });
-
-  it('queue full: 503 passes through with its Retry-After', async () => {
-    const res = await send('!status 503 7');
-    expect(res.status).toBe(503);
-    expect(res.headers.get('retry-after')).toBe('7');
-    expect(res.headers.get('x-error-code')).toBe('QUEUE_FULL');
-    expect(await res.json()).toEqual({ code: 503, type: 'ServiceUnavailableException', message: 'fake 503' });
-  });
-
-  it('model server 504 stays a 504', async () => {
-    const res = await send('!status 504');
-    expect(res.status).toBe(504);
-    expect(await res.json()).toEqual({ code: 504, type: 'RequestTimeoutException', message: 'fake 504' });
-  });
-
-  it('an error page without an error code is the model server failing: 502, not its status', async () => {
-    const res = await send('!garbage');
-    expect(res.status).toBe(502);
-    expect(res.headers.get('x-error-code')).toBe('UPSTREAM_UNAVAILABLE');
-    expect(await res.json()).toEqual({
-      code: 502,
-      type: 'BadGatewayException',
-      message: 'Model server answered 500 without an error code.',
+  /** Each case: its name, what the fake model server is told to do, the answer (status, type, message), its headers. */
+  const cases: [string, string, [number, string, string], Record<string, string>?][] = [
+    [
+      'model server 400 (unknown src_lang) passes through with its message',
+      '!status 400',
+      [400, 'BadRequestException', 'fake 400'],
+    ],
+    [
+      'queue full: 503 passes through with its Retry-After',
+      '!status 503 7',
+      [503, 'ServiceUnavailableException', 'fake 503'],
+      { 'retry-after': '7', 'x-error-code': 'QUEUE_FULL' },
+    ],
+    ['model server 504 stays a 504', '!status 504', [504, 'RequestTimeoutException', 'fake 504']],
+    [
+      'an error page without an error code is the model server failing: 502, not its status',
+      '!garbage',
+      [502, 'BadGatewayException', 'Model server answered 500 without an error code.'],
+      { 'x-error-code': 'UPSTREAM_UNAVAILABLE' },
+    ],
+    ['a reset connection → 502', '!reset', [502, 'BadGatewayException', 'Model server is unavailable.']],
+  ];
+  for (const [name, text, answer, headers = {}] of cases) {
+    it(name, async () => {
+      const res = await send(text);
+      for (const [header, value] of Object.entries(headers)) expect(res.headers.get(header)).toBe(value);
+      await expectErrorBody(res, ...answer);
     });
-  });
-
-  it('a reset connection → 502', async () => {
-    const res = await send('!reset');
-    expect(res.status).toBe(502);
-    expect(await res.json()).toEqual({
-      code: 502,
-      type: 'BadGatewayException',
-      message: 'Model server is unavailable.',
-    });
-  });
+  }
 
   it('no answer within the timeout → 504', async () => {
     const slow = makeApp(fake.url, { timeoutMs: 300 });
     try {
       const started = performance.now();
       const res = await send('!slow 3000', slow.app);
-      expect(res.status).toBe(504);
-      expect(await res.json()).toEqual({
-        code: 504,
-        type: 'RequestTimeoutException',
-        message: 'Model server did not answer within 0.3 s.',
-      });
+      await expectErrorBody(res, 504, 'RequestTimeoutException', 'Model server did not answer within 0.3 s.');
       expect(performance.now() - started).toBeLessThan(2_500);
     } finally {
       await slow.upstream.close();
@@ -376,12 +361,7 @@ describe('upstream failures become clear JSON', () => {
       const started = performance.now();
       const res = await send('Hello', down.app);
       expect(performance.now() - started).toBeLessThan(1_000);
-      expect(res.status).toBe(502);
-      expect(await res.json()).toEqual({
-        code: 502,
-        type: 'BadGatewayException',
-        message: 'Model server is unavailable.',
-      });
+      await expectErrorBody(res, 502, 'BadGatewayException', 'Model server is unavailable.');
       const health = await down.app.request('/health');
       expect(health.status).toBe(503);
       expect(await health.json()).toEqual({ status: 'Unhealthy', modelServer: 'Unreachable' });

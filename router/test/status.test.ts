@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectErrorBody } from '../../harness/error-body.js';
 import { createRouterApp } from '../app.js';
 import { StatusSource } from '../status.js';
 import { Upstream } from '../upstream.js';
@@ -115,12 +116,7 @@ describe('GET /status.json', () => {
     const r = router('http://127.0.0.1:1');
     try {
       const res = await r.app.request('/status.json');
-      expect(res.status).toBe(502);
-      expect(await res.json()).toEqual({
-        code: 502,
-        type: 'BadGatewayException',
-        message: 'Model server status is unavailable.',
-      });
+      await expectErrorBody(res, 502, 'BadGatewayException', 'Model server status is unavailable.');
     } finally {
       await r.close();
     }

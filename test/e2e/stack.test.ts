@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
+import { expectErrorBody } from '../../harness/error-body.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { startFronts, startStack, type Stack } from '../../harness/stack.js';
 
@@ -186,12 +187,12 @@ describe.each(FRONTS)('through the %s front', (kind) => {
   it('never reaches the management or metrics API', async () => {
     for (const path of ['/models', '/metrics', '/ping', '/predictions/ko']) {
       const res = await fetch(`${url()}${path}`);
-      expect(res.status).toBe(404);
-      expect(await res.json()).toEqual({
-        code: 404,
-        type: 'ResourceNotFoundException',
-        message: 'Requested resource is not found, please refer to API document.',
-      });
+      await expectErrorBody(
+        res,
+        404,
+        'ResourceNotFoundException',
+        'Requested resource is not found, please refer to API document.',
+      );
     }
   });
 });

@@ -17,6 +17,7 @@ import { findNginx, spawnNginx, writeNginxConfig } from '../../front/nginx.js';
 import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { BatchQueue } from '../../model-server/wlm/batch-queue.js';
 import { Job } from '../../model-server/wlm/job.js';
+import { expectErrorBody } from '../../harness/error-body.js';
 import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { TranslationHandler, type TranslationInput } from '../../model-server/worker/handlers/translation.js';
@@ -69,12 +70,7 @@ describe('bug: a body of invalid UTF-8 was decoded with U+FFFD in place of the b
       body: invalidUtf8,
       headers: { 'content-type': 'application/json' },
     });
-    expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({
-      code: 400,
-      type: 'BadRequestException',
-      message: 'Request body is not valid UTF-8.',
-    });
+    await expectErrorBody(res, 400, 'BadRequestException', 'Request body is not valid UTF-8.');
     await upstream.close();
   });
 
@@ -83,12 +79,7 @@ describe('bug: a body of invalid UTF-8 was decoded with U+FFFD in place of the b
     try {
       expect((await call(`${t.management}/models?url=echo`, { method: 'POST' })).status).toBe(200);
       const res = await fetch(`${t.inference}/predictions/echo`, { method: 'POST', body: invalidUtf8 });
-      expect(res.status).toBe(400);
-      expect(await res.json()).toEqual({
-        code: 400,
-        type: 'BadRequestException',
-        message: 'Request body is not valid UTF-8.',
-      });
+      await expectErrorBody(res, 400, 'BadRequestException', 'Request body is not valid UTF-8.');
     } finally {
       await t.close();
     }
