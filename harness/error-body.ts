@@ -9,3 +9,11 @@ export async function expectErrorBody(res: Response, status: number, type: strin
   expect(res.status).toBe(status);
   expect(await res.json()).toEqual({ code: status, type, message });
 }
+
+/**
+ * What harness/http.ts `call` reads back from an error answer: `{status, body: {code: status, type, message}}`,
+ * to compare with `toEqual`/`toMatchObject` (the latter lets headers through).
+ */
+export function errorAnswer(status: number, type: string, message: string) {
+  return { status, body: { code: status, type, message } };
+}

@@ -5,6 +5,7 @@
  * stands in for a long generation (the engine's own row cancellation is tested in engine/ and worker/).
  */
 import { describe, expect, it } from 'vitest';
+import { errorAnswer } from '../../harness/error-body.js';
 import { call, metricValue } from '../../harness/http.js';
 import {
   describeModel,
@@ -64,15 +65,13 @@ describe('abandoned work (real worker processes)', () => {
     await registerModel(t, 'url=echo&batch_size=4&max_batch_delay=0&response_timeout=1');
     const pid = (await describeModel(t, 'echo')).workers[0].pid;
     const res = await call(`${t.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'slow' } });
-    expect(res).toMatchObject({
-      status: 504,
-      body: {
-        code: 504,
-        type: 'RequestTimeoutException',
-        message:
-          'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
-      },
-    });
+    expect(res).toMatchObject(
+      errorAnswer(
+        504,
+        'RequestTimeoutException',
+        'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
+      ),
+    );
     const server = t;
     // The worker is alive and busy (its heartbeat goes on while the handler works), so it is not recycled: it
     // answers the cancelled item at 1.2 s, and the job stops counting against its room then.

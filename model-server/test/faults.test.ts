@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { errorAnswer } from '../../harness/error-body.js';
 import { call, metricValue } from '../../harness/http.js';
 import { describeModel, registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { alive } from '../../harness/processes.js';
@@ -51,15 +52,13 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const hung = (await describeModel(t, 'echo')).workers[0];
     const started = performance.now();
     const res = await predict(t, 'echo', 'stuck');
-    expect(res).toMatchObject({
-      status: 504,
-      body: {
-        code: 504,
-        type: 'RequestTimeoutException',
-        message:
-          'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
-      },
-    });
+    expect(res).toMatchObject(
+      errorAnswer(
+        504,
+        'RequestTimeoutException',
+        'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
+      ),
+    );
     expect(performance.now() - started).toBeGreaterThanOrEqual(990);
     await until('the hung worker to be killed', () => !alive(hung.pid));
     const server = t;
@@ -132,14 +131,9 @@ describe('worker faults (real worker processes with injected faults)', () => {
     try {
       const t = await startServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
       const res = await call(`${t.management}/models?url=echo`, { method: 'POST' });
-      expect(res).toMatchObject({
-        status: 500,
-        body: {
-          code: 500,
-          type: 'InternalServerException',
-          message: 'Failed to start workers for model echo version: 1.0',
-        },
-      });
+      expect(res).toMatchObject(
+        errorAnswer(500, 'InternalServerException', 'Failed to start workers for model echo version: 1.0'),
+      );
       expect((await call(`${t.management}/models/echo`)).status).toBe(404);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -155,14 +149,9 @@ describe('worker faults (real worker processes with injected faults)', () => {
     });
     await registerModel(t, 'url=echo');
     const res = await call(`${t.management}/models?url=broken`, { method: 'POST' });
-    expect(res).toMatchObject({
-      status: 500,
-      body: {
-        code: 500,
-        type: 'InternalServerException',
-        message: 'Failed to start workers for model broken version: 1.0',
-      },
-    });
+    expect(res).toMatchObject(
+      errorAnswer(500, 'InternalServerException', 'Failed to start workers for model broken version: 1.0'),
+    );
     expect((await call(`${t.management}/models/broken`)).status).toBe(404);
     expect(await predict(t, 'echo', 'still here')).toMatchObject({ status: 200, body: { translated: 'still here' } });
     expect((await call(`${t.inference}/ping`)).body).toEqual({ status: 'Healthy' });
