@@ -5,7 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, metricValue } from '../../harness/http.js';
-import { startTestServer, startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
+import {
+  startTestServer,
+  startTinyTranslationServer,
+  type TestServer,
+  type TestServerOptions,
+} from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 let t: TestServer;
@@ -16,6 +21,15 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
 });
+
+/** Another server on the same generated model, serving `ko` (not yet registered) with `config` on its settings. */
+const startKoServer = (config: TestServerOptions['config'] = {}) =>
+  startTestServer({
+    entries: ['ko'],
+    handler: 'translation',
+    modelDir: t.modelDir,
+    config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, ...config },
+  });
 
 /** The raw answer: status, body bytes as text, the cache header. */
 async function translate(model: string, body: unknown, headers: Record<string, string> = {}) {
@@ -130,12 +144,7 @@ describe('translation cache', () => {
 
 describe('without CACHE_DISCLOSE', () => {
   it('answers from the cache without saying so: no x-cache for strangers, the counters for operators', async () => {
-    const quiet = await startTestServer({
-      entries: ['ko'],
-      handler: 'translation',
-      modelDir: t.modelDir,
-      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
-    });
+    const quiet = await startKoServer();
     try {
       expect((await call(`${quiet.management}/models?url=ko`, { method: 'POST' })).status).toBe(200);
       const body = JSON.stringify({ src_lang: 'en', src_text: 'Hello there, stranger.' });
@@ -156,12 +165,7 @@ describe('without CACHE_DISCLOSE', () => {
 
 describe('CACHE_MAX_BYTES=0', () => {
   it('turns the cache off: every request runs, nothing is counted', async () => {
-    const off = await startTestServer({
-      entries: ['ko'],
-      handler: 'translation',
-      modelDir: t.modelDir,
-      config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1, cacheMaxBytes: 0 },
-    });
+    const off = await startKoServer({ cacheMaxBytes: 0 });
     try {
       expect((await call(`${off.management}/models?url=ko`, { method: 'POST' })).status).toBe(200);
       const body = { src_lang: 'en', src_text: 'Hello world.' };

@@ -82,6 +82,15 @@ const libre = (apiKey: string | undefined, q = 'Hello') =>
 const usage = async (secret: string) =>
   (await app.request('/v2/usage', { headers: { authorization: `DeepL-Auth-Key ${secret}` } })).json();
 
+/** Sends one request at a time, at most 20, until one is not a 200: that one (undefined if none was). */
+async function firstRefusal(send: () => Response | Promise<Response>): Promise<Response | undefined> {
+  for (let i = 0; i < 20; i++) {
+    const res = await send();
+    if (res.status !== 200) return res;
+  }
+  return undefined;
+}
+
 describe('DeepL with keys on', () => {
   it('answers 403 without a key or with a wrong one, and translates with a good one', async () => {
     for (const secret of [undefined, 'wrong']) {
@@ -111,11 +120,7 @@ describe('DeepL with keys on', () => {
   });
 
   it('answers 429 with Retry-After: 1 to the request past the requests per second', async () => {
-    let refused: Response | undefined;
-    for (let i = 0; i < 20 && refused === undefined; i++) {
-      const res = await deepl(SECRETS.rate);
-      if (res.status !== 200) refused = res;
-    }
+    const refused = await firstRefusal(() => deepl(SECRETS.rate));
     expect(refused!.status).toBe(429);
     expect(refused!.headers.get('retry-after')).toBe('1');
   });
@@ -133,11 +138,7 @@ describe('LibreTranslate with keys on', () => {
   });
 
   it('answers 429 Slowdown with Retry-After past the requests per second', async () => {
-    let refused: Response | undefined;
-    for (let i = 0; i < 20 && refused === undefined; i++) {
-      const res = await libre(SECRETS.rate);
-      if (res.status !== 200) refused = res;
-    }
+    const refused = await firstRefusal(() => libre(SECRETS.rate));
     expect(refused!.status).toBe(429);
     expect(refused!.headers.get('retry-after')).toBe('1');
     expect(await refused!.json()).toEqual({ error: 'Slowdown: 1 per 1 second' });
