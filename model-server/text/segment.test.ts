@@ -34,54 +34,37 @@ describe('segmentDocument: abbreviations, initials and numbers do not end a sent
     expect(raw.map((s) => s.segment)).toEqual(['Mr. ', 'Smith is here.']);
   });
 
-  it.each([
-    [
-      'en',
-      'Mr. Smith met Dr. Jones and Prof. Lee. They talked.',
-      ['Mr. Smith met Dr. Jones and Prof. Lee.', 'They talked.'],
-    ],
-    ['en', 'Take fruit, e.g. Apples or pears. Fine.', ['Take fruit, e.g. Apples or pears.', 'Fine.']],
-    ['en', 'The U.S. Army and the U.K. Navy met. Done.', ['The U.S. Army and the U.K. Navy met.', 'Done.']],
-    ['en', 'J. K. Rowling wrote it. See No. 5 on the list.', ['J. K. Rowling wrote it.', 'See No. 5 on the list.']],
-    [
-      'en',
-      'It cost $3.14 at 10:30 today. Version 2.0.1 is out.',
-      ['It cost $3.14 at 10:30 today.', 'Version 2.0.1 is out.'],
-    ],
-    ['en', '(Mr. Brown) arrived. Good.', ['(Mr. Brown) arrived.', 'Good.']],
-    ['de', 'Das ist z. B. Obst. Es gibt d. h. Äpfel. Gut.', ['Das ist z. B. Obst.', 'Es gibt d. h. Äpfel.', 'Gut.']],
-    [
-      'de',
-      'Er zahlte 1.000,50 Euro. Am 3. Oktober ist Feiertag.',
-      ['Er zahlte 1.000,50 Euro.', 'Am 3. Oktober ist Feiertag.'],
-    ],
-    [
-      'de',
-      'Im 19. Jahrhundert war es so. Die Antwort ist 42. Danke.',
-      ['Im 19. Jahrhundert war es so.', 'Die Antwort ist 42.', 'Danke.'],
-    ],
-    ['de', 'Frau Dr. Müller kommt um 10:30 Uhr. Gut.', ['Frau Dr. Müller kommt um 10:30 Uhr.', 'Gut.']],
-    ['fr', 'M. Dupont et Mme Martin, p. ex. Paul. Oui.', ['M. Dupont et Mme Martin, p. ex. Paul.', 'Oui.']],
-    ['es', 'El Sr. García y la Sra. López llegaron. Bien.', ['El Sr. García y la Sra. López llegaron.', 'Bien.']],
-    [
-      'it',
-      'Il Sig. Rossi e la Dott.ssa Bianchi sono qui. Bene.',
-      ['Il Sig. Rossi e la Dott.ssa Bianchi sono qui.', 'Bene.'],
-    ],
-    ['pt', 'O Sr. Silva e a Dra. Souza chegaram. Tudo bem.', ['O Sr. Silva e a Dra. Souza chegaram.', 'Tudo bem.']],
-    [
-      'ru',
-      'Это т. е. Тест. А. С. Пушкин дома. Цена 3,14 руб.',
-      ['Это т. е. Тест.', 'А. С. Пушкин дома.', 'Цена 3,14 руб.'],
-    ],
-    ['id', 'Saya bertemu Dr. Budi dan Bpk. Joko. Baik.', ['Saya bertemu Dr. Budi dan Bpk. Joko.', 'Baik.']],
-    ['vi', 'Tôi sống ở TP. Hồ Chí Minh. Còn bạn?', ['Tôi sống ở TP. Hồ Chí Minh.', 'Còn bạn?']],
-    ['hi', 'डॉ. शर्मा घर पर हैं। ठीक है।', ['डॉ. शर्मा घर पर हैं।', 'ठीक है।']],
-    ['ar', 'وصل د. أحمد إلى المستشفى. شكرا.', ['وصل د. أحمد إلى المستشفى.', 'شكرا.']],
-    ['ko', 'Mr. Kim은 회의에 갔습니다. 좋아요.', ['Mr. Kim은 회의에 갔습니다.', '좋아요.']],
-  ])('%s: %s', (lang, text, expected) => {
-    expect(pieces(text, lang)).toEqual(expected);
-  });
+  /** Each case: a language and the sentences expected; the text is those sentences joined by one space. */
+  const cases: [string, string[]][] = [
+    // Two sentences.
+    ['en', ['Mr. Smith met Dr. Jones and Prof. Lee.', 'They talked.']],
+    ['en', ['Take fruit, e.g. Apples or pears.', 'Fine.']],
+    ['en', ['The U.S. Army and the U.K. Navy met.', 'Done.']],
+    ['en', ['J. K. Rowling wrote it.', 'See No. 5 on the list.']],
+    ['en', ['It cost $3.14 at 10:30 today.', 'Version 2.0.1 is out.']],
+    ['en', ['(Mr. Brown) arrived.', 'Good.']],
+    ['de', ['Er zahlte 1.000,50 Euro.', 'Am 3. Oktober ist Feiertag.']],
+    ['de', ['Frau Dr. Müller kommt um 10:30 Uhr.', 'Gut.']],
+    ['fr', ['M. Dupont et Mme Martin, p. ex. Paul.', 'Oui.']],
+    ['es', ['El Sr. García y la Sra. López llegaron.', 'Bien.']],
+    ['it', ['Il Sig. Rossi e la Dott.ssa Bianchi sono qui.', 'Bene.']],
+    ['pt', ['O Sr. Silva e a Dra. Souza chegaram.', 'Tudo bem.']],
+    ['id', ['Saya bertemu Dr. Budi dan Bpk. Joko.', 'Baik.']],
+    ['vi', ['Tôi sống ở TP. Hồ Chí Minh.', 'Còn bạn?']],
+    ['hi', ['डॉ. शर्मा घर पर हैं।', 'ठीक है।']],
+    ['ar', ['وصل د. أحمد إلى المستشفى.', 'شكرا.']],
+    ['ko', ['Mr. Kim은 회의에 갔습니다.', '좋아요.']],
+    // Three sentences.
+    ['de', ['Das ist z. B. Obst.', 'Es gibt d. h. Äpfel.', 'Gut.']],
+    ['de', ['Im 19. Jahrhundert war es so.', 'Die Antwort ist 42.', 'Danke.']],
+    ['ru', ['Это т. е. Тест.', 'А. С. Пушкин дома.', 'Цена 3,14 руб.']],
+  ];
+  it.each(cases.map(([lang, expected]) => [lang, expected.join(' '), expected] as const))(
+    '%s: %s',
+    (lang, text, expected) => {
+      expect(pieces(text, lang)).toEqual(expected);
+    },
+  );
 
   it('keeps a zh/ja sentence whole when it goes on right after a closing quote', () => {
     expect(pieces('「こんにちは。」と彼は言った。それから帰った。', 'ja')).toEqual([
