@@ -5,7 +5,7 @@
  * "Nothing lost" is `unanswered === 0`.
  */
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { Agent, type Dispatcher, request } from 'undici';
 
 /**
  * One request of a drill's own clients on a timeline (wall-clock ms), for counting what happened in a window around
@@ -17,8 +17,58 @@ export interface TimedOutcome {
   end: number;
   status: number;
   retryAfter: string | undefined;
-  /** The transport error of an unanswered request. */
+  /** The transport error of an unanswered request, or the start of an unexpected answer's body. */
   error?: string;
+}
+
+/**
+ * A drill's own clients through `dispatcher` until stopped: `clients[lang]` clients per language, each sending one
+ * translation (de → lang) at a time and recording its {@link TimedOutcome} (with what an answer other than 200 or
+ * 503 said, for the failure message). A refused client pauses 50 ms before it sends again, as one honouring
+ * Retry-After would: the drills need no flood of 503s. `stop()` lets every client finish its request.
+ */
+export function startTimedLoad(
+  dispatcher: Dispatcher,
+  clients: Record<string, number>,
+  timeouts: { headersTimeout: number; bodyTimeout?: number },
+): { outcomes: TimedOutcome[]; stop: () => Promise<TimedOutcome[]> } {
+  const outcomes: TimedOutcome[] = [];
+  let running = true;
+  const client = async (lang: string, i: number) => {
+    for (let n = 0; running; n++) {
+      const outcome: TimedOutcome = { lang, start: Date.now(), end: 0, status: 0, retryAfter: undefined };
+      try {
+        const res = await dispatcher.request({
+          method: 'POST',
+          path: '/',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ src_lang: 'de', src_text: `${lang} ${i} ${n}`, tgt_lang: lang }),
+          ...timeouts,
+        });
+        outcome.status = res.statusCode;
+        outcome.retryAfter = res.headers['retry-after'] as string | undefined;
+        const body = await res.body.text();
+        if (outcome.status !== 200 && outcome.status !== 503) outcome.error = body.slice(0, 300);
+      } catch (err) {
+        outcome.status = -1;
+        outcome.error = (err as Error).message;
+      }
+      outcome.end = Date.now();
+      outcomes.push(outcome);
+      if (outcome.status !== 200) await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  const done = Promise.all(
+    Object.entries(clients).flatMap(([lang, count]) => Array.from({ length: count }, (_, i) => client(lang, i))),
+  );
+  return {
+    outcomes,
+    stop: async () => {
+      running = false;
+      await done;
+      return outcomes;
+    },
+  };
 }
 
 /** One finished request. */

@@ -29,7 +29,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/tools/archiver.js';
-import type { TimedOutcome } from '../../harness/load.js';
+import { startTimedLoad, type TimedOutcome } from '../../harness/load.js';
 import { until } from '../../harness/polling.js';
 import { ROOT, TSX } from '../../harness/processes.js';
 
@@ -237,44 +237,13 @@ const frontUrl = `http://${ROUTER_IP}:7777`;
 let pool: Pool;
 /** Straight to the router, for the hop measurement. */
 let routerPool: Pool;
-const outcomes: Outcome[] = [];
-let loadRunning = false;
-let loadDone: Promise<void> | undefined;
+let load: ReturnType<typeof startTimedLoad> | undefined;
+/** Every request's outcome since the load started. */
+let outcomes: Outcome[] = [];
 
 function startLoad(): void {
-  loadRunning = true;
-  const client = async (lang: string, i: number) => {
-    for (let n = 0; loadRunning; n++) {
-      const start = Date.now();
-      let status = 0;
-      let retryAfter: string | undefined;
-      try {
-        const res = await pool.request({
-          method: 'POST',
-          path: '/',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ src_lang: 'de', src_text: `${lang} ${i} ${n}`, tgt_lang: lang }),
-          headersTimeout: 30_000,
-        });
-        status = res.statusCode;
-        retryAfter = res.headers['retry-after'] as string | undefined;
-        await res.body.dump();
-      } catch {
-        status = -1;
-      }
-      outcomes.push({ lang, start, end: Date.now(), status, retryAfter });
-      // A refused client waits a little, as one honouring Retry-After would; the drill needs no flood of 503s.
-      if (status !== 200) await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-  loadDone = Promise.all(
-    LANGUAGES.flatMap((lang) => Array.from({ length: CLIENTS[lang]! }, (_, i) => client(lang, i))),
-  ).then(() => undefined);
-}
-
-async function stopLoad(): Promise<void> {
-  loadRunning = false;
-  await loadDone;
+  load = startTimedLoad(pool, CLIENTS, { headersTimeout: 30_000 });
+  outcomes = load.outcomes;
 }
 
 /**
@@ -404,8 +373,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
   }, 120_000);
 
   afterAll(async () => {
-    loadRunning = false;
-    await loadDone;
+    await load?.stop();
     await pool?.close();
     await routerPool?.close();
     await Promise.all([...processes].map(killGroup));
@@ -556,7 +524,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     );
     const healMs = Date.now() - healedAt;
     const spread2 = await spreadOver(1_500);
-    await stopLoad();
+    await load!.stop();
     console.info(
       'hosts drill (b) link restored: ko served again after',
       healMs,

@@ -15,7 +15,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TimedOutcome } from '../../harness/load.js';
+import { startTimedLoad, type TimedOutcome } from '../../harness/load.js';
 import type { Pm2Process } from '../../harness/pm2.js';
 import { until } from '../../harness/polling.js';
 import { startStack, type Pm2Stack } from '../../harness/stack.js';
@@ -64,47 +64,11 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
   }, 60_000);
 
   /** Load through the front until stopped: every request's outcome. */
-  function startLoad(): { outcomes: Outcome[]; stop: () => Promise<Outcome[]> } {
-    const outcomes: Outcome[] = [];
-    let running = true;
-    const client = async (lang: string, i: number) => {
-      for (let n = 0; running; n++) {
-        const start = Date.now();
-        const outcome: Outcome = { lang, start, end: 0, status: 0, retryAfter: undefined };
-        try {
-          const res = await pool.request({
-            method: 'POST',
-            path: '/',
-            headers: { 'content-type': 'application/json' },
-            body: JSON.stringify({ src_lang: 'de', src_text: `${lang} ${i} ${n}`, tgt_lang: lang }),
-            headersTimeout: HANG_MS,
-            bodyTimeout: HANG_MS,
-          });
-          outcome.status = res.statusCode;
-          outcome.retryAfter = res.headers['retry-after'] as string | undefined;
-          const body = await res.body.text();
-          // What an unexpected answer said, for the failure message.
-          if (outcome.status !== 200 && outcome.status !== 503) outcome.error = body.slice(0, 300);
-        } catch (err) {
-          outcome.status = -1;
-          outcome.error = (err as Error).message;
-        }
-        outcome.end = Date.now();
-        outcomes.push(outcome);
-        // The client under test honours the refusal with a short pause before it sends again (the behaviour, not a wait).
-        if (outcome.status !== 200) await new Promise((r) => setTimeout(r, 50));
-      }
-    };
-    const done = Promise.all(LANGUAGES.flatMap((lang) => Array.from({ length: CLIENTS }, (_, i) => client(lang, i))));
-    return {
-      outcomes,
-      stop: async () => {
-        running = false;
-        await done;
-        return outcomes;
-      },
-    };
-  }
+  const startLoad = () =>
+    startTimedLoad(pool, Object.fromEntries(LANGUAGES.map((lang) => [lang, CLIENTS])), {
+      headersTimeout: HANG_MS,
+      bodyTimeout: HANG_MS,
+    });
 
   /**
    * SIGKILL the model server under load; wait for every language to answer 200 again on requests sent after the
