@@ -358,6 +358,32 @@ export async function startFronts(
   return fronts;
 }
 
+/** A stack of child processes with fronts before it: each front by its kind. */
+export type StackWithFronts = Stack & { fronts: Record<string, { proc: ManagedProcess; url: string; kind: string }> };
+
+/**
+ * `startStack(options)` with a front of each of `kinds` before its first router (startFronts); its `stop()` stops
+ * the fronts first. A front that fails to start stops the stack again.
+ */
+export async function startStackWithFronts(
+  options: StackOptions & { supervisor?: 'children' },
+  kinds: readonly ('builtin' | 'nginx')[],
+): Promise<StackWithFronts> {
+  const stack = await startStack(options);
+  try {
+    const fronts = await startFronts(stack, kinds);
+    const stopStack = stack.stop;
+    stack.stop = async () => {
+      await Promise.all(fronts.map(({ proc }) => proc.stop()));
+      await stopStack();
+    };
+    return Object.assign(stack, { fronts: Object.fromEntries(fronts.map((front) => [front.kind, front])) });
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+}
+
 /** The pm2 half of startStack: free ports fixed beforehand, the apps file, `pm2 start`, registration. */
 async function startUnderPm2(
   options: StackOptions,

@@ -11,19 +11,18 @@ import path from 'node:path';
 import * as deepl from 'deepl-node';
 import { Translate } from 'translate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
+import { stopAll } from '../../harness/process-registry.js';
 import { findNginx } from '../../front/nginx.js';
 import { hashKey } from '../../router/keys/key-ring.js';
 import { until } from '../../harness/polling.js';
-import { startFronts, startStack, type Stack } from '../../harness/stack.js';
+import { startStackWithFronts, type StackWithFronts } from '../../harness/stack.js';
 
 const nginx = findNginx(process.env);
 if (!nginx)
   console.warn('dropin.test: nginx is not installed; the nginx front is NOT tested here (apt-get install nginx-light)');
 const FRONTS = nginx ? (['nginx', 'builtin'] as const) : (['builtin'] as const);
 
-let stack: Stack;
-const fronts: Record<string, { proc: ManagedProcess; url: string }> = {};
+let stack: StackWithFronts;
 const keysDir = mkdtempSync(path.join(tmpdir(), 'mt-dropin-keys-'));
 /** The keys, each front its own quota key (a quota, once used up, stays used up). */
 const KEYS = {
@@ -42,20 +41,21 @@ beforeAll(async () => {
   };
   const keys = Object.entries(KEYS).map(([id, secret]) => ({ id, sha256: hashKey(secret), ...limits[id] }));
   writeFileSync(path.join(keysDir, 'keys.json'), JSON.stringify({ keys }));
-  stack = await startStack({
-    languages: ['en', 'de', 'ko'],
-    handler: 'translation',
-    demoModel: 'tiny',
-    routers: 2,
-    // info: the router's request lines, which must name the key id and never the key.
-    env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
-    register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
-  });
-  for (const front of await startFronts(stack, FRONTS)) fronts[front.kind] = front;
+  stack = await startStackWithFronts(
+    {
+      languages: ['en', 'de', 'ko'],
+      handler: 'translation',
+      demoModel: 'tiny',
+      routers: 2,
+      // info: the router's request lines, which must name the key id and never the key.
+      env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
+      register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
+    },
+    FRONTS,
+  );
 });
 
 afterAll(async () => {
-  await Promise.all(Object.values(fronts).map(({ proc }) => proc.stop()));
   await stack?.stop();
   await stopAll();
   rmSync(keysDir, { recursive: true, force: true });
@@ -77,7 +77,7 @@ async function firstRefusal(call: (i: number) => Promise<unknown>): Promise<unkn
 const ENGLISH = 'The weather is very nice today, and we are going to the park together.';
 
 describe.each(FRONTS)('through the %s front', (kind) => {
-  const url = () => fronts[kind]!.url;
+  const url = () => stack.fronts[kind]!.url;
   // maxRetries 0: a refusal reaches the test as the client's error at once instead of after its back-off.
   const translator = (key = KEYS.main, serverUrl = url()) => new deepl.Translator(key, { serverUrl, maxRetries: 0 });
 
@@ -202,7 +202,7 @@ describe.each(FRONTS)('through the %s front', (kind) => {
 
 describe('keys in the logs', () => {
   it('the router logs key ids and nginx the request, neither the key, even one sent in the query string', async () => {
-    for (const { url } of Object.values(fronts)) {
+    for (const { url } of Object.values(stack.fronts)) {
       const res = await fetch(`${url}/translate?api_key=${encodeURIComponent(KEYS.main)}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },

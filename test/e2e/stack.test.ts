@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
 import { expectErrorBody } from '../../harness/error-body.js';
-import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
-import { startFronts, startStack, type Stack } from '../../harness/stack.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { startStackWithFronts, type StackWithFronts } from '../../harness/stack.js';
 
 const CUDA_IDS = { ko: '0', en: '0', de: '1' };
 const MAX_BODY = 65_536;
@@ -17,25 +17,25 @@ if (!nginx)
   console.warn('stack.test: nginx is not installed; the nginx front is NOT tested here (apt-get install nginx-light)');
 const FRONTS = nginx ? (['nginx', 'builtin'] as const) : (['builtin'] as const);
 
-let stack: Stack;
-const fronts: Record<string, { proc: ManagedProcess; url: string }> = {};
+let stack: StackWithFronts;
 
 beforeAll(async () => {
   // The tiny model generated and the store archived by the real CLIs; languages registered through the real API.
-  stack = await startStack({
-    languages: Object.keys(CUDA_IDS),
-    devices: CUDA_IDS,
-    handler: 'translation',
-    demoModel: 'tiny',
-    archiveWithCli: true,
-    env: { ROUTER_MAX_BODY_BYTES: String(MAX_BODY) },
-    register: { batchSize: 8, maxBatchDelayMs: 20, workers: 1 },
-  });
-  for (const front of await startFronts(stack, FRONTS)) fronts[front.kind] = front;
+  stack = await startStackWithFronts(
+    {
+      languages: Object.keys(CUDA_IDS),
+      devices: CUDA_IDS,
+      handler: 'translation',
+      demoModel: 'tiny',
+      archiveWithCli: true,
+      env: { ROUTER_MAX_BODY_BYTES: String(MAX_BODY) },
+      register: { batchSize: 8, maxBatchDelayMs: 20, workers: 1 },
+    },
+    FRONTS,
+  );
 });
 
 afterAll(async () => {
-  await Promise.all(Object.values(fronts).map(({ proc }) => proc.stop()));
   await stack?.stop();
   await stopAll();
 });
@@ -48,7 +48,7 @@ const translate = (url: string, body: unknown, headers: Record<string, string> =
   });
 
 describe.each(FRONTS)('through the %s front', (kind) => {
-  const url = () => fronts[kind]!.url;
+  const url = () => stack.fronts[kind]!.url;
 
   it('routes each tgt_lang to its own model, on the device setup_config.json pins it to', async () => {
     const workers: Record<string, string> = {};
@@ -211,7 +211,7 @@ describe('model server stopped', () => {
     await stack.modelServer.exited;
     for (const kind of FRONTS) {
       const started = performance.now();
-      const res = await translate(fronts[kind]!.url, { src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko' });
+      const res = await translate(stack.fronts[kind]!.url, { src_lang: 'en', src_text: 'Hello', tgt_lang: 'ko' });
       expect(performance.now() - started).toBeLessThan(1_000);
       // The first request may meet the refusal itself; either way the router then knows ko's host is down.
       expect(res.status).toBe(503);
