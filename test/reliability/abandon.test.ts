@@ -7,13 +7,9 @@
  * Real processes, the generated tiny model, four target languages (each its own lane at the router and queue at
  * the model server), sentences long enough that their generation takes many steps.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Agent, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { startStack, type Stack } from '../../harness/stack.js';
@@ -39,14 +35,11 @@ afterAll(stopAll);
 
 describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () => {
   let stack: Stack;
-  let modelDir: string;
   beforeAll(async () => {
-    modelDir = mkdtempSync(path.join(tmpdir(), 'mt-abandon-tiny-'));
-    makeDemoModel('tiny', modelDir);
     stack = await startStack({
       languages: LANGS,
       handler: 'translation',
-      modelDir,
+      demoModel: 'tiny',
       front: findNginx(process.env) ? 'nginx' : 'builtin',
       env: { MAX_NEW_TOKENS: '200', RESPONSE_TIMEOUT_S: '120' },
       register: { batchSize: 64, maxBatchDelayMs: 5 },
@@ -54,7 +47,6 @@ describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () 
   });
   afterAll(async () => {
     await stack?.stop();
-    rmSync(modelDir, { recursive: true, force: true });
   });
   const scrape = async () => (await (await fetch(`${stack.metrics}/metrics`)).text()) as string;
 

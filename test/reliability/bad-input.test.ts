@@ -5,12 +5,8 @@
  * whose message names the problem — never a stack trace, never an HTML page, never a hang — while a stream of
  * good requests keeps succeeding on the same processes.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findNginx } from '../../front/nginx.js';
-import { makeDemoModel } from '../../model-server/tools/demo-model/index.js';
 import { background, send, type Tally } from '../../harness/load.js';
 import { stopAll, type ManagedProcess } from '../../harness/process-registry.js';
 import { rawRequest } from '../../harness/raw-http.js';
@@ -416,6 +412,15 @@ const RAW_CASES: RawCase[] = [
 const STACK_TRACE = /\n\s+at |node_modules|\.ts:\d+|\.js:\d+/;
 
 /** Runs `check`, collecting its assertion failure instead of stopping at the first: one run shows every bad answer. */
+/** One case sent to `url` (its method, headers and body), answered within 10 s. */
+const sendCase = (url: string, c: Case) =>
+  send(url, {
+    method: c.method ?? 'POST',
+    headers: { 'content-type': 'application/json', ...c.headers },
+    ...(c.body === undefined ? {} : { body: c.body }),
+    deadlineMs: 10_000,
+  });
+
 function collect(problems: string[], check: () => void): void {
   try {
     check();
@@ -445,18 +450,15 @@ function expectErrorBody(
 }
 
 describe('hostile and broken requests (real stack: tiny model, router, fronts)', () => {
-  let modelDir: string;
   let stack: Stack;
   const fronts: { kind: string; url: string; proc: ManagedProcess }[] = [];
   let good: ReturnType<typeof background>;
 
   beforeAll(async () => {
-    modelDir = mkdtempSync(path.join(tmpdir(), 'mt-reliability-tiny-'));
-    makeDemoModel('tiny', modelDir);
     stack = await startStack({
       languages: LANGS,
       handler: 'translation',
-      modelDir,
+      demoModel: 'tiny',
       env: {
         ROUTER_MAX_BODY_BYTES: String(ROUTER_MAX),
         MAX_REQUEST_SIZE: String(MODEL_SERVER_MAX),
@@ -478,7 +480,6 @@ describe('hostile and broken requests (real stack: tiny model, router, fronts)',
     for (const f of fronts) await f.proc.stop();
     await stack?.stop();
     await stopAll();
-    rmSync(modelDir, { recursive: true, force: true });
   });
 
   it(`has at least 40 distinct cases for the router and more for the model server`, () => {
@@ -497,12 +498,7 @@ describe('hostile and broken requests (real stack: tiny model, router, fronts)',
     const problems: string[] = [];
     for (const target of targets()) {
       for (const c of ROUTER_CASES) {
-        const o = await send(`${target.url}${c.path ?? '/'}`, {
-          method: c.method ?? 'POST',
-          headers: { 'content-type': 'application/json', ...c.headers },
-          ...(c.body === undefined ? {} : { body: c.body }),
-          deadlineMs: 10_000,
-        });
+        const o = await sendCase(`${target.url}${c.path ?? '/'}`, c);
         collect(problems, () => expectErrorBody(`${target.name} ← ${c.name}`, o.status, o.body, c));
       }
     }
@@ -512,12 +508,7 @@ describe('hostile and broken requests (real stack: tiny model, router, fronts)',
   it('model server inference API: every case gets its 4xx and a JSON error naming the problem', async () => {
     const problems: string[] = [];
     for (const c of MODEL_SERVER_CASES) {
-      const o = await send(`${stack.inference}${c.path ?? '/predictions/ko'}`, {
-        method: c.method ?? 'POST',
-        headers: { 'content-type': 'application/json', ...c.headers },
-        ...(c.body === undefined ? {} : { body: c.body }),
-        deadlineMs: 10_000,
-      });
+      const o = await sendCase(`${stack.inference}${c.path ?? '/predictions/ko'}`, c);
       collect(problems, () => expectErrorBody(`model server ← ${c.name}`, o.status, o.body, c));
     }
     expect(problems).toEqual([]);
