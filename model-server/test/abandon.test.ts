@@ -38,25 +38,24 @@ describe('abandoned work (real worker processes)', () => {
   it('a client that disconnects cancels its jobs: running on the worker and waiting in the queue', async () => {
     const t = await startServer({ faults: { echo: 'slow:1500' } });
     await registerModel(t, 'url=echo&batch_size=1&max_batch_delay=0');
-    const server = t;
     // The first request occupies the worker (cap 1), the second waits in the queue; both clients give up.
-    const running = abandoned(server, 'running', 300);
-    const worker = () => server.server.manager.registry.get('echo').pool.workers()[0];
+    const running = abandoned(t, 'running', 300);
+    const worker = () => t.server.manager.registry.get('echo').pool.workers()[0];
     await until('the first job on the worker', () => worker()?.inFlightJobs === 1);
-    const queued = abandoned(server, 'queued', 300);
+    const queued = abandoned(t, 'queued', 300);
     await Promise.all([running, queued]);
     await until('both jobs cancelled', async () => {
-      const text = await metricsText(server);
+      const text = await metricsText(t);
       const get = (stage: string) =>
         metricValue(text, 'mt_cancelled_jobs_total', { model_name: 'echo', reason: 'client-gone', stage }) ?? 0;
       return get('running') === 1 && get('queued') === 1;
     });
-    expect((await describeModel(server, 'echo')).jobQueueStatus.pendingRequests).toBe(0);
-    const text = await metricsText(server);
+    expect((await describeModel(t, 'echo')).jobQueueStatus.pendingRequests).toBe(0);
+    const text = await metricsText(t);
     expect(metricValue(text, 'mt_jobs_total', { model_name: 'echo', outcome: 'CLIENT_CLOSED' })).toBe(2);
     // Nobody was recycled for it, and the worker still serves.
     expect(metricValue(text, 'mt_worker_deaths_total', {}) ?? 0).toBe(0);
-    const after = await call(`${server.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'next' } });
+    const after = await call(`${t.inference}/predictions/echo`, { body: { src_lang: 'en', src_text: 'next' } });
     expect(after).toMatchObject({ status: 200, body: { translated: 'next' } });
   });
 
@@ -72,13 +71,12 @@ describe('abandoned work (real worker processes)', () => {
         'Request timed out: inference took longer than the response timeout (1000 ms); its work was cancelled.',
       ),
     );
-    const server = t;
     // The worker is alive and busy (its heartbeat goes on while the handler works), so it is not recycled: it
     // answers the cancelled item at 1.2 s, and the job stops counting against its room then.
     await until('the cancelled item to be answered by the worker', async () => {
-      const text = await metricsText(server);
+      const text = await metricsText(t);
       return metricValue(text, 'mt_cancelled_jobs_total', { model_name: 'echo', reason: 'deadline', stage: 'running' });
     });
-    expect((await describeModel(server, 'echo')).workers[0].pid).toBe(pid);
+    expect((await describeModel(t, 'echo')).workers[0].pid).toBe(pid);
   });
 });

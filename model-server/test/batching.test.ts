@@ -12,14 +12,13 @@ describe('batching (real server, real workers)', () => {
   it('64 concurrent requests to batch_size 64 arrive at the worker as ONE batch (torchserve policy)', async () => {
     const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
-    const server = t;
-    const first = Array.from({ length: 63 }, (_, i) => predict(server, 'echo', { src_lang: 'en', src_text: `t${i}` }));
+    const first = Array.from({ length: 63 }, (_, i) => predict(t, 'echo', { src_lang: 'en', src_text: `t${i}` }));
     // All 63 wait for company: describe shows them queued (the window is 30 s, so nothing has left).
     await until('63 queued jobs', async () => {
-      const d = (await call(`${server.management}/models/echo`)).body[0];
+      const d = (await call(`${t.management}/models/echo`)).body[0];
       return d.jobQueueStatus.pendingRequests === 63 && d.jobQueueStatus.remainingCapacity === 4096 - 63;
     });
-    const last = predict(server, 'echo', { src_lang: 'en', src_text: 't63' });
+    const last = predict(t, 'echo', { src_lang: 'en', src_text: 't63' });
     const answers = await Promise.all([...first, last]);
     answers.forEach((a, i) => expect(a).toMatchObject({ status: 200, body: { translated: `t${i}` } }));
     const text = await metricsText(t);
@@ -65,9 +64,8 @@ describe('batching (real server, real workers)', () => {
     });
     const labels = { model_name: 'echo', model_version: '1.0' };
     // The worker reports the batch's end after its items, so the clients can have their answers first.
-    const server = t;
     const text = await until('the batch reported', async () => {
-      const scraped = await metricsText(server);
+      const scraped = await metricsText(t);
       return metricValue(scraped, 'mt_batch_size_count', labels) === undefined ? undefined : scraped;
     });
     expect(metricValue(text, 'mt_batch_size_count', labels)).toBe(1);
@@ -78,11 +76,10 @@ describe('batching (real server, real workers)', () => {
   it('a full queue answers 503 with Retry-After, distinct from "no worker", and every accepted job is answered', async () => {
     const t = await startServer({ config: { batchPolicy: 'torchserve', jobQueueSize: 8 } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=1500');
-    const server = t;
-    const accepted = Array.from({ length: 6 }, (_, i) => predict(server, 'echo', { src_text: `a${i}` }));
+    const accepted = Array.from({ length: 6 }, (_, i) => predict(t, 'echo', { src_text: `a${i}` }));
     await until(
       '6 queued',
-      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 6,
+      async () => (await call(`${t.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 6,
     );
     // An array of 3 does not fit in the 2 places left: refused whole, nothing of it enqueued.
     const refusedArray = await predict(t, 'echo', { src_text: ['x', 'y', 'z'] });
@@ -95,7 +92,7 @@ describe('batching (real server, real workers)', () => {
     const fits = predict(t, 'echo', { src_text: ['b0', 'b1'] });
     await until(
       '8 queued',
-      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 8,
+      async () => (await call(`${t.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 8,
     );
     const refused = await predict(t, 'echo', { src_text: 'one too many' });
     expect(refused.status).toBe(503);
@@ -129,11 +126,10 @@ describe('batching (real server, real workers)', () => {
   it('unregistering a model finishes its queued jobs before it answers', async () => {
     const t = await startServer({ config: { batchPolicy: 'torchserve' } });
     await registerModel(t, 'url=echo&batch_size=64&max_batch_delay=30000');
-    const server = t;
-    const queued = ['u0', 'u1', 'u2'].map((text) => predict(server, 'echo', { src_text: text }));
+    const queued = ['u0', 'u1', 'u2'].map((text) => predict(t, 'echo', { src_text: text }));
     await until(
       '3 queued',
-      async () => (await call(`${server.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 3,
+      async () => (await call(`${t.management}/models/echo`)).body[0].jobQueueStatus.pendingRequests === 3,
     );
     const gone = await call(`${t.management}/models/echo`, { method: 'DELETE' });
     expect(gone).toMatchObject({ status: 200, body: { status: 'Model "echo" unregistered' } });

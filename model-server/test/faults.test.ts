@@ -19,12 +19,11 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const t = await startServer({ faults: { echo: 'slow:1500' } });
     await registerModel(t, 'url=echo&batch_size=2&max_batch_delay=0');
     const before = (await describeModel(t, 'echo')).workers[0];
-    const server = t;
     // Two jobs in flight on the worker (its cap: batch_size), two more waiting in the queue.
-    const requests = ['f0', 'f1', 'q0', 'q1'].map((text) => predict(server, 'echo', text));
+    const requests = ['f0', 'f1', 'q0', 'q1'].map((text) => predict(t, 'echo', text));
     await until(
       '2 queued behind 2 in flight',
-      async () => (await describeModel(server, 'echo')).jobQueueStatus.pendingRequests === 2,
+      async () => (await describeModel(t, 'echo')).jobQueueStatus.pendingRequests === 2,
     );
     process.kill(before.pid, 'SIGKILL');
     const [f0, f1, q0, q1] = await Promise.all(requests);
@@ -61,9 +60,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
     );
     expect(performance.now() - started).toBeGreaterThanOrEqual(990);
     await until('the hung worker to be killed', () => !alive(hung.pid));
-    const server = t;
     const replacement = await until('a replacement worker', async () => {
-      const w = (await describeModel(server, 'echo')).workers[0];
+      const w = (await describeModel(t, 'echo')).workers[0];
       return w?.status === 'READY' && w.pid !== hung.pid ? w : undefined;
     });
     expect(alive(replacement.pid)).toBe(true);
@@ -72,13 +70,12 @@ describe('worker faults (real worker processes with injected faults)', () => {
   it('every job stuck on a worker recycled for no progress gets 504, also those whose deadline was later', async () => {
     const t = await startServer({ faults: { echo: 'hang-on-batch' } });
     await registerModel(t, 'url=echo&batch_size=4&response_timeout=1');
-    const server = t;
     // The first request hangs the worker; the next ones, 300 ms later (the age gap under test: the first is long
     // on the worker by then), reach it in a second batch and still have 300 ms of their deadline left when the
     // worker, silent for the response timeout since the first arrived, is recycled.
-    const first = predict(server, 'echo', 'hangs');
+    const first = predict(t, 'echo', 'hangs');
     await new Promise((resolve) => setTimeout(resolve, 300));
-    const later = ['l0', 'l1'].map((text) => predict(server, 'echo', text));
+    const later = ['l0', 'l1'].map((text) => predict(t, 'echo', text));
     const answers = await Promise.all([first, ...later]);
     expect(answers.map((a) => a.status)).toEqual([504, 504, 504]);
     expect(answers[0]!.body.message).toBe(
@@ -96,9 +93,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
     await registerModel(t, 'url=echo');
     const first = (await describeModel(t, 'echo')).workers[0];
     expect(await predict(t, 'echo', 'poison')).toMatchObject({ status: 500, body: { message: 'Worker died.' } });
-    const server = t;
     await until('a restarted worker', async () => {
-      const w = (await describeModel(server, 'echo')).workers[0];
+      const w = (await describeModel(t, 'echo')).workers[0];
       return w?.status === 'READY' && w.pid !== first.pid;
     });
     expect((await call(`${t.inference}/ping`)).body).toEqual({ status: 'Healthy' });
@@ -167,9 +163,8 @@ describe('worker faults (real worker processes with injected faults)', () => {
     await registerModel(t, 'url=echo');
     const res = await call(`${t.management}/models?url=broken&synchronous=false`, { method: 'POST' });
     expect(res).toMatchObject({ status: 202, body: { status: 'Processing worker updates...' } });
-    const server = t;
     const ping = await until('Unhealthy', async () => {
-      const p = await call(`${server.inference}/ping`);
+      const p = await call(`${t.inference}/ping`);
       return p.status === 500 ? p : undefined;
     });
     expect(ping.body).toEqual({ status: 'Unhealthy' });
