@@ -5,42 +5,35 @@
  * usage reads the same figures from either. Skipped, saying so, only where redis-server is not installed (CI
  * installs it).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as deepl from 'deepl-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, stopAll } from '../../harness/process-registry.js';
+import { stopAll } from '../../harness/process-registry.js';
+import { REDIS_SERVER, startRedisServer } from '../../harness/redis.js';
 import { hashKey } from '../../router/keys/key-ring.js';
-import { RedisUsageStore } from '../../router/keys/redis-usage-store.js';
 import { startStack, type Stack } from '../../harness/stack.js';
 
-const REDIS = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));
-if (REDIS === undefined)
+if (REDIS_SERVER === undefined)
   console.warn('dropin-redis.test: redis-server is not installed; NOT tested here (apt-get install redis-server)');
 
 // .ci/run installs redis-server: on CI a missing one is a failure, not a skip.
-it.runIf(REDIS === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
+it.runIf(REDIS_SERVER === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
   expect.fail('redis-server is not installed: .ci/run installs it (apt-get install redis-server)');
 });
 
-describe.skipIf(REDIS === undefined)('API keys counted in Redis across router instances', () => {
+describe.skipIf(REDIS_SERVER === undefined)('API keys counted in Redis across router instances', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-dropin-redis-'));
   const KEY = 'shared-quota-key-0123456789';
   let redis: ChildProcess;
   let stack: Stack;
 
   beforeAll(async () => {
-    const port = await freePort();
-    redis = spawn(REDIS!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    });
-    const url = `redis://127.0.0.1:${port}`;
-    // Answers once the server is up (the client connects and retries on its own).
-    const probe = new RedisUsageStore(url);
-    await probe.usage('probe');
-    await probe.close();
+    const started = await startRedisServer();
+    redis = started.server;
+    const url = started.url;
     writeFileSync(
       path.join(dir, 'keys.json'),
       JSON.stringify({ id: 'shared', sha256: hashKey(KEY), character_quota: 20 }),

@@ -4,14 +4,13 @@
  * the property that makes a limit hold for a pm2 cluster instead of per instance. The Redis store runs against a
  * real redis-server (skipped, saying so, only where it is not installed; CI installs it).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../../harness/process-registry.js';
-import { until } from '../../../harness/polling.js';
+import { REDIS_SERVER, startRedisServer } from '../../../harness/redis.js';
 import { ROOT, TSX } from '../../../harness/processes.js';
 import type { ApiKey } from '../api-access.js';
 import { FileUsageStore } from '../file-usage-store.js';
@@ -19,8 +18,7 @@ import { RedisUsageStore } from '../redis-usage-store.js';
 import { decide, EMPTY_STATE } from '../usage-store.js';
 
 const run = promisify(execFile);
-const REDIS = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));
-if (REDIS === undefined)
+if (REDIS_SERVER === undefined)
   console.warn(
     'usage-store.test: redis-server is not installed; the Redis store is NOT tested here (apt-get install redis-server)',
   );
@@ -81,30 +79,15 @@ describe('FileUsageStore', () => {
 });
 
 // .ci/run installs redis-server: on CI a missing one is a failure, not a skip.
-it.runIf(REDIS === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
+it.runIf(REDIS_SERVER === undefined && process.env.CI === 'true')('redis-server is installed on CI', () => {
   expect.fail('redis-server is not installed: .ci/run installs it (apt-get install redis-server)');
 });
 
-describe.skipIf(REDIS === undefined)('RedisUsageStore (a real redis-server)', () => {
+describe.skipIf(REDIS_SERVER === undefined)('RedisUsageStore (a real redis-server)', () => {
   let server: ChildProcess;
   let url: string;
   beforeAll(async () => {
-    const port = await freePort();
-    server = spawn(REDIS!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    });
-    url = `redis://127.0.0.1:${port}`;
-    await until('redis-server to answer', async () => {
-      const probe = new RedisUsageStore(url);
-      try {
-        await probe.usage('probe');
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await probe.close().catch(() => {});
-      }
-    });
+    ({ server, url } = await startRedisServer());
   });
   afterAll(() => {
     server?.kill();
