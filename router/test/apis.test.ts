@@ -28,11 +28,18 @@ afterAll(async () => {
   await fake.close();
 });
 
-const form = (path: string, fields: [string, string][], headers: Record<string, string> = {}) =>
+/** A form POST; `fields` as pairs in order, or as a record (an array value repeats its field, in order). */
+const form = (
+  path: string,
+  fields: [string, string][] | Record<string, string | string[]>,
+  headers: Record<string, string> = {},
+) =>
   app.request(path, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
-    body: new URLSearchParams(fields).toString(),
+    body: new URLSearchParams(
+      Array.isArray(fields) ? fields : Object.entries(fields).flatMap(([k, v]) => [v].flat().map((x) => [k, x])),
+    ).toString(),
   });
 const json = (path: string, body: unknown, headers: Record<string, string> = {}) =>
   app.request(path, {
@@ -44,13 +51,12 @@ const last = () => fake.seen.at(-1)!;
 
 describe('DeepL /v2/translate', () => {
   it('translates repeated form texts into a regional target, the source given', async () => {
-    const res = await form('/v2/translate', [
-      ['text', 'Hello'],
-      ['text', 'World'],
-      ['source_lang', 'EN'],
-      ['target_lang', 'PT-BR'],
-      ['show_billed_characters', '1'],
-    ]);
+    const res = await form('/v2/translate', {
+      text: ['Hello', 'World'],
+      source_lang: 'EN',
+      target_lang: 'PT-BR',
+      show_billed_characters: '1',
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/json');
     expect(await res.json()).toEqual({
@@ -144,13 +150,13 @@ describe('DeepL /v2/translate', () => {
   });
 
   it('passes tag_handling on as the format, with ignore_tags', async () => {
-    const res = await form('/v2/translate', [
-      ['text', '<p>Hi <code>x</code></p>'],
-      ['source_lang', 'EN'],
-      ['target_lang', 'DE'],
-      ['tag_handling', 'html'],
-      ['ignore_tags', 'code, pre'],
-    ]);
+    const res = await form('/v2/translate', {
+      text: '<p>Hi <code>x</code></p>',
+      source_lang: 'EN',
+      target_lang: 'DE',
+      tag_handling: 'html',
+      ignore_tags: 'code, pre',
+    });
     expect(res.status).toBe(200);
     expect(last().body).toEqual({
       src_lang: 'en',
@@ -174,21 +180,14 @@ describe('DeepL /v2/translate', () => {
   });
 
   it("answers the model server's refusal under load as DeepL's 429 with Retry-After", async () => {
-    const res = await form('/v2/translate', [
-      ['text', '!status 503 7'],
-      ['source_lang', 'EN'],
-      ['target_lang', 'DE'],
-    ]);
+    const res = await form('/v2/translate', { text: '!status 503 7', source_lang: 'EN', target_lang: 'DE' });
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toBe('7');
     expect(((await res.json()) as { message: string }).message).toMatch(/^Too many requests/);
   });
 
   it('answers a body past the limit with 413 and a GET with 405, in its shape', async () => {
-    const big = await form('/v2/translate', [
-      ['text', 'x'.repeat(5000)],
-      ['target_lang', 'DE'],
-    ]);
+    const big = await form('/v2/translate', { text: 'x'.repeat(5000), target_lang: 'DE' });
     expect(big.status).toBe(413);
     expect(await big.json()).toEqual({ message: 'Request body is larger than 4096 bytes.' });
     const get = await app.request('/v2/translate');
@@ -267,11 +266,7 @@ describe('LibreTranslate', () => {
   });
 
   it('takes a form body', async () => {
-    const res = await form('/translate', [
-      ['q', 'Hi'],
-      ['source', 'en'],
-      ['target', 'ko'],
-    ]);
+    const res = await form('/translate', { q: 'Hi', source: 'en', target: 'ko' });
     expect(await res.json()).toEqual({ translatedText: 'ko:iH' });
   });
 
