@@ -251,6 +251,8 @@ function startLoad(): void {
  * what failed after a kill or a cut), so here the wait is the measurement, not a stand-in for a condition.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The first ko request sent after `since` (ms) that was answered 200, if any yet. */
+const koAnsweredAfter = (since: number) => outcomes.find((o) => o.lang === 'ko' && o.start > since && o.status === 200);
 /** Requests answered in [from, to): those in flight when something happened count in its window. */
 const between = (from: number, to: number) => outcomes.filter((o) => o.end >= from && o.end < to);
 const tally = (list: Outcome[]) => {
@@ -455,15 +457,10 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     // is readmitted (at first with nothing ready), ko answers again and en spreads over both hosts.
     const restartedAt = Date.now();
     await startModelServer('a', false);
-    await until(
-      'ko answers again',
-      () => outcomes.some((o) => o.lang === 'ko' && o.start > restartedAt && o.status === 200),
-      30_000,
-      50,
-    );
+    await until('ko answers again', () => koAnsweredAfter(restartedAt) !== undefined, 30_000, 50);
     const readmitMs = Date.now() - restartedAt;
     // Until a served ko again, ko got only 503/502 — never a 404 from a host readmitted before it had ko ready.
-    const koBackAt = outcomes.find((o) => o.lang === 'ko' && o.start > restartedAt && o.status === 200)!.end;
+    const koBackAt = koAnsweredAfter(restartedAt)!.end;
     const koDown = between(killedAt, koBackAt).filter((o) => o.lang === 'ko' && o.status !== 200);
     expect(
       koDown.every((o) => o.status === 503 || o.status === 502),
@@ -516,12 +513,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     // The link back: readmitted, and traffic spreads again.
     const healedAt = Date.now();
     ip('-n', ns('a'), 'link', 'set', 'eth0', 'up');
-    await until(
-      'ko answers again',
-      () => outcomes.some((o) => o.lang === 'ko' && o.start > healedAt && o.status === 200),
-      15_000,
-      50,
-    );
+    await until('ko answers again', () => koAnsweredAfter(healedAt) !== undefined, 15_000, 50);
     const healMs = Date.now() - healedAt;
     const spread2 = await spreadOver(1_500);
     await load!.stop();
