@@ -19,6 +19,15 @@
 import type { Server, ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 
+/**
+ * Connections a public-facing listener (the built-in front, each router) keeps waiting to be accepted, as the nginx
+ * front's `listen … backlog=4096`: with Node's default of 511 a burst of thousands overflowed the accept queue while
+ * the event loop was busy — the built-in front's clients waited out their connect timeouts, and nginx answered 502 for
+ * the router connections refused (512 of 10,000 clients in one loaded run of bench figure 11). The kernel caps it at
+ * net.core.somaxconn.
+ */
+export const LISTEN_BACKLOG = 4096;
+
 export interface DrainOptions {
   /** How long connections idle at the start of the drain are left for their client to close, in ms. */
   graceMs: number;

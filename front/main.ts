@@ -15,7 +15,7 @@ import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { configOrExit, loadConfig, readEnv } from '../common/config.js';
-import { HttpDrain } from '../common/http-drain.js';
+import { HttpDrain, LISTEN_BACKLOG } from '../common/http-drain.js';
 import { createLogger, type Logger } from '../common/logger.js';
 import { createBuiltinProxy } from './builtin-proxy.js';
 import { checkNginxConfig, findNginx, spawnNginx, writeNginxConfig, type NginxFiles } from './nginx.js';
@@ -50,9 +50,6 @@ const announce = (kind: 'nginx' | 'builtin', port: number) => {
   process.send?.({ type: 'listening', front: kind, host: front.host, port });
 };
 
-/** Connections waiting to be accepted, as the nginx front's `listen … backlog=4096`. */
-const LISTEN_BACKLOG = 4096;
-
 if (nginxBinary !== undefined) runNginx(nginxBinary, logger);
 else runBuiltin(logger);
 
@@ -66,9 +63,6 @@ function runBuiltin(log: Logger): void {
     log.fatal({ err }, 'front cannot listen');
     process.exit(1);
   });
-  // The accept queue holds a burst of connections while the event loop is busy, as nginx's `backlog=4096` does:
-  // with Node's default of 511, clients of a burst of thousands wait out their connect timeout in SYN queues
-  // instead of getting an answer or a 503 (the kernel caps the value at net.core.somaxconn).
   server.listen({ port: front.port, host: front.host, backlog: LISTEN_BACKLOG }, () =>
     announce('builtin', (server.address() as AddressInfo).port),
   );

@@ -15,7 +15,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { configOrExit, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
 import { answerClientErrors } from '../common/client-error.js';
-import { HttpDrain } from '../common/http-drain.js';
+import { HttpDrain, LISTEN_BACKLOG } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
 import { KeyedAccess } from './keys/keyed-access.js';
 import { StatusSource } from './status.js';
@@ -118,7 +118,7 @@ server.once('error', (err) => {
   logger.fatal({ err, address: router.address }, 'router cannot listen');
   process.exit(1);
 });
-server.listen(router.address.port, router.address.host, () => {
+server.listen({ port: router.address.port, host: router.address.host, backlog: LISTEN_BACKLOG }, () => {
   const { address, port } = server.address() as AddressInfo;
   logger.info({ address, port, modelServers: router.modelServers, languages: languages.length }, 'router listening');
   process.send?.('ready');
