@@ -309,6 +309,39 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
 }
 
 /**
+ * A free TCP port the kernel never hands out for a bind to port 0: below its ephemeral range
+ * (/proc/sys/net/ipv4/ip_local_port_range). For a port a test leaves unbound a while (a server started later, or one
+ * that must refuse connections meanwhile): a `freePort` would be free again for any parallel test's servers, and one
+ * of them took it (the router then found a 404 where it expected "connection refused").
+ */
+const reservedRangeGiven = new Set<number>();
+
+export async function reservedRangePort(host = '127.0.0.1'): Promise<number> {
+  let low = 32_768;
+  try {
+    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
+  } catch {
+    // Not Linux: the common default.
+  }
+  const from = Math.min(20_000, low - 1_000);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = from + Math.floor(Math.random() * (low - from));
+    if (reservedRangeGiven.has(port)) continue;
+    reservedRangeGiven.add(port);
+    const server = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, host, () => resolve(true));
+    });
+    if (!bound) continue;
+    server.close();
+    await once(server, 'close');
+    return port;
+  }
+  throw new Error(`no free port below ${low} on ${host}`);
+}
+
+/**
  * Poll `url` until it answers with a status for which `ready` is true. Fails fast, with the process's last
  * output, when `proc` exits first; fails after `timeoutMs`.
  */
