@@ -40,6 +40,10 @@ const run = async (session: ort.InferenceSession, x: ort.Tensor, k: number) => {
 };
 
 describe('beam-head', () => {
+  it.runIf(!drivers.ok && process.env.CI === 'true')('has its WebGPU part on CI', () => {
+    expect.fail(`CI must run the WebGPU part: ${drivers.ok ? '' : drivers.reason}`);
+  });
+
   for (const [label, provider] of providers) {
     it(`${label}: the rounds and greedy heads give the TopK head's answers`, async () => {
       const options = { executionProviders: [provider], logSeverityLevel: 3 as const };

@@ -80,6 +80,10 @@ function feeds(names: readonly string[], past: number, source: number): Record<s
 }
 
 describe('decoder-fuse', () => {
+  it.runIf(!drivers.ok && process.env.CI === 'true')('has its WebGPU part on CI', () => {
+    expect.fail(`CI must run the WebGPU part: ${drivers.ok ? '' : drivers.reason}`);
+  });
+
   it('makes every attention block one MultiHeadAttention and every residual layer norm one SkipLayerNormalization', () => {
     const { result, ops, nodes } = stepGraph(true);
     expect(result!.attention).toBe(2 * layers);
