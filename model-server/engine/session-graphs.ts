@@ -96,13 +96,18 @@ export function rewriteDecoder(
     const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
     return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
   }
-  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
-  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  const read = weightsReader(weights);
   return {
     bytes: joinModel(step, read(split.step.uses)),
     cross: joinModel(split.cross.model, read(split.cross.uses)),
     outputs,
   };
+}
+
+/** The weights of `weights` a graph reads, by the names it `uses` (decoder-split.ts `SplitGraph.uses`). */
+function weightsReader(weights: readonly Uint8Array[]): (uses: ReadonlySet<string>) => Uint8Array[] {
+  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
+  return (uses) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
 }
 
 /**
@@ -127,8 +132,7 @@ export function deviceGraphs(
   const { model, weights } = splitModel(readFileSync(decoderFile));
   const split = splitCrossAttention(model, shape.layers);
   if (!split.ok || logitsUnfit(split.step.model, shape.vocab) !== undefined) return null;
-  const named = weights.map((entry) => ({ entry, name: weightName(entry) }));
-  const read = (uses: ReadonlySet<string>) => named.filter((w) => uses.has(w.name)).map((w) => w.entry);
+  const read = weightsReader(weights);
   const stepWeights = read(split.step.uses);
   const step = split.step.model;
   step.graph!.node = [...(step.graph!.node ?? [])];

@@ -24,7 +24,7 @@ describe('a GPU-pinned language on WebGPU (lavapipe) behind the model server', (
     expect.fail(`CI must run the WebGPU tests: ${webgpu.unavailableReason}`);
   });
 
-  describe.skipIf(!webgpu.available)('', () => {
+  describe.skipIf(!webgpu.available)('on lavapipe', () => {
     let t: TestServer;
     let modelRoot: string;
     afterAll(async () => {
