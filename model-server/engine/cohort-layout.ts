@@ -165,17 +165,21 @@ function layOut(
   ): RowSource<T>[] =>
     parts.flatMap(({ cohort, rows }) => rows.map((row) => ({ data: get(cohort), row, length: length(cohort) })));
   const rows = parts.reduce((sum, p) => sum + p.rows.length, 0);
-  const encoderStates = relayoutRows(
-    pick(
-      (c) => c.encoderStates,
-      (c) => c.encoderLength,
-    ),
-    1,
-    d,
-    S,
-    'start',
-    into(rows * S * d),
-  );
+  // The device-state path keeps no encoder states on the host (encode-device.ts).
+  const encoderStates =
+    ctx.sessions.layout !== null
+      ? new Float32Array(0)
+      : relayoutRows(
+          pick(
+            (c) => c.encoderStates,
+            (c) => c.encoderLength,
+          ),
+          1,
+          d,
+          S,
+          'start',
+          into(rows * S * d),
+        );
   const encoderMask = relayoutRows(
     pick(
       (c) => c.encoderMask,
@@ -257,6 +261,8 @@ async function layOutDevice(
     to: number,
     align: 'start' | 'end',
   ): Promise<ort.Tensor[]> => {
+    // A cohort before its first step has no self cache yet.
+    if (get(like.onDevice!).length === 0) return [];
     let stacked: ort.Tensor[] | null = null;
     for (const { cohort, rows } of parts) {
       const picked = await layout.rows(get(cohort.onDevice!), { rows, length: length(cohort), to, align });

@@ -44,7 +44,12 @@ export async function encodeCohort(
   const encoderStates = ctx.memory.pooled(n * S * d).fill(0);
   const failedRows = new Map<number, Error>();
   for (const group of sourceBuckets(lengths)) {
-    await encodeGroup(ctx, admitted, group, S, encoderStates, failedRows);
+    await encodeGroup(ctx, admitted, group, failedRows, (rows, out, Sg) => {
+      const states = out.last_hidden_state?.data as Float32Array | undefined;
+      if (states === undefined) throw new Error('encoder returned no last_hidden_state');
+      // Real positions only; the padding stays zero (masked everywhere downstream).
+      rows.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[r]!) * d), r * S * d));
+    });
   }
   const encoded = lengths.flatMap((_, r) => (failedRows.has(r) ? [] : [r]));
   const crossCache = crossAtEncoding(ctx) ? await crossCohort(ctx, encoded, lengths, S, encoderStates) : null;
@@ -85,20 +90,29 @@ export async function encodeCohort(
 }
 
 /**
- * Encode rows `group` (indices into `admitted`) into their places of `encoderStates`. When the run fails, each
- * half is encoded on its own, down to single rows: a row that fails alone goes into `failed`, and the rows beside
- * it are encoded all the same (about 2·log2(m) extra runs per bad row). A failed run writes nothing, so rows
- * encoded later are exactly what they would have been.
+ * What a group's encoder run is for: `place` takes its output (`[m, Sg, d]` states of rows `rows`, right-padded to
+ * `Sg`, with their `[m, Sg]` mask) where the cohort keeps it. A throw from `place` fails the group as a failed run does.
  */
-async function encodeGroup(
+export type PlaceGroup = (
+  rows: readonly number[],
+  out: ort.InferenceSession.ReturnType,
+  Sg: number,
+  mask: BigInt64Array,
+) => void | Promise<void>;
+
+/**
+ * Encode rows `group` (indices into `admitted`) and hand the output to `place`. When the run fails, each half is
+ * encoded on its own, down to single rows: a row that fails alone goes into `failed`, and the rows beside it are
+ * encoded all the same (about 2·log2(m) extra runs per bad row). A failed run places nothing, so rows encoded later
+ * are exactly what they would have been.
+ */
+export async function encodeGroup(
   ctx: CohortContext,
   admitted: readonly Admitted[],
   group: readonly number[],
-  S: number,
-  encoderStates: Float32Array,
   failed: Map<number, Error>,
+  place: PlaceGroup,
 ): Promise<void> {
-  const d = ctx.config.dModel;
   const lengths = group.map((r) => admitted[r]!.inputIds.length);
   const m = group.length;
   const Sg = Math.max(...lengths);
@@ -109,32 +123,26 @@ async function encodeGroup(
     groupMask.fill(1n, j * Sg, j * Sg + lengths[j]!);
   });
   const started = performance.now();
-  let out: ort.InferenceSession.ReturnType | null = null;
   let error: unknown = null;
   try {
-    out = await ctx.sessions.encoder.run({
+    const out = await ctx.sessions.encoder.run({
       input_ids: new ort.Tensor('int64', ids, [m, Sg]),
       attention_mask: new ort.Tensor('int64', groupMask, [m, Sg]),
     });
+    await place(group, out, Sg, groupMask);
   } catch (err) {
     error = err;
   }
   ctx.stats.encoderMs += performance.now() - started;
   ctx.stats.encoderCalls++;
-  if (out === null) {
-    if (m === 1) {
-      failed.set(group[0]!, error instanceof Error ? error : new Error(String(error)));
-      return;
-    }
-    const half = Math.ceil(m / 2);
-    await encodeGroup(ctx, admitted, group.slice(0, half), S, encoderStates, failed);
-    await encodeGroup(ctx, admitted, group.slice(half), S, encoderStates, failed);
+  if (error === null) return;
+  if (m === 1) {
+    failed.set(group[0]!, error instanceof Error ? error : new Error(String(error)));
     return;
   }
-  const states = out.last_hidden_state?.data as Float32Array | undefined;
-  if (states === undefined) throw new Error('encoder returned no last_hidden_state');
-  // Real positions only; the padding stays zero (masked everywhere downstream).
-  group.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[j]!) * d), r * S * d));
+  const half = Math.ceil(m / 2);
+  await encodeGroup(ctx, admitted, group.slice(0, half), failed, place);
+  await encodeGroup(ctx, admitted, group.slice(half), failed, place);
 }
 
 /** What an encoder run gives the cross-attention graph. */
@@ -143,7 +151,7 @@ const CROSS_INPUTS: ReadonlySet<string> = new Set(['encoder_hidden_states', 'enc
 /** Whether the cross graph runs at encoding: there is one, and it reads nothing but what an encoder run gives. */
 function crossAtEncoding(ctx: CohortContext): boolean {
   const cross = ctx.sessions.cross;
-  // On the device-state path the first step makes the cache on the device instead.
+  // The device-state path makes its cache on the device (encode-device.ts).
   return cross !== null && ctx.sessions.layout === null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
 }
 

@@ -53,6 +53,7 @@ import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
 import { gatherRows, mergeCohorts, removeRows } from './cohort-layout.js';
 import { encodeCohort } from './encode.js';
+import { encodeOnDevice } from './encode-device.js';
 import { emptyGeneratorStats, type GeneratorStats } from './generator-stats.js';
 import type { ModelConfig } from './model-config.js';
 import { type GenerationRequest, Sequences, type SubmitOptions } from './sequences.js';
@@ -257,7 +258,8 @@ export class Generator {
       const admitted = this.#sequences.admit(this.#maxBatchRows - live, live === 0, bulk);
       if (admitted.length === 0) continue;
       live += admitted.reduce((n, a) => n + a.state.settings.numBeams, 0);
-      const { cohort, failed } = await encodeCohort(this.#ctx, admitted, this.#catchUpSteps);
+      const encode = this.#ctx.sessions.layout === null ? encodeCohort : encodeOnDevice;
+      const { cohort, failed } = await encode(this.#ctx, admitted, this.#catchUpSteps);
       for (const { state, error } of failed) this.#sequences.reject(state, error);
       if (cohort === null) continue;
       cohort.bulk = bulk;

@@ -187,7 +187,8 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       return session;
     };
     try {
-      const encoder = await open(device?.encoder ?? files.encoderFile);
+      // On the device path the encoder's states go straight to the cross graph (encode-device.ts).
+      const encoder = await open(device?.encoder ?? files.encoderFile, 'gpu-buffer');
       // Every decoder output stays on the device and a step fetches them all (onnxruntime-node 1.30 mislays output
       // locations when a run fetches some only): the host reads a head's top-k of the logits, greedy steps included.
       const graphs = device ?? files.rewritten();

@@ -1,7 +1,7 @@
 /**
  * @module engine/step-device — one decoder step with the cohort's state on the device (WebGPU, docs/engine.md "State
- * stays on the device"): the cross-attention run on a cohort's first step, the decoder run over device-held caches, and
- * a head's top-k of the logits read back; nothing else crosses to the host.
+ * stays on the device"): the decoder run over device-held caches (the cross-attention cache made at encoding), and a
+ * head's top-k of the logits read back; nothing else crosses to the host.
  */
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
@@ -10,20 +10,20 @@ import type { Cohort, CohortContext } from './cohort.js';
 import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
 
 /**
- * `runDecoder` on the device-state path: the cross-attention graph (first step) and the decoder's caches, and the
- * logits, stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
+ * `runDecoder` on the device-state path: the decoder's caches and the logits stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
  * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
  */
 export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
   const { rows } = cohort;
   const n = rows.length;
-  const S = cohort.encoderLength;
   const P = cohort.pastLength;
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const layout = ctx.sessions.layout!;
   const start = ctx.config.decoderStartTokenId;
-  const held = cohort.onDevice ?? null;
+  // Made at encoding (encode-device.ts) and kept through every re-layout (cohort-layout.ts).
+  const held = cohort.onDevice;
+  if (held === null || held === undefined) throw new Error('a device-state cohort holds no device tensors');
+  const { cross, encoderMask } = held;
   const ids = new BigInt64Array(n);
   rows.forEach((row, r) => {
     const tokens = row.hyp.tokens;
@@ -39,41 +39,17 @@ export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<D
     feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
   }
   const started = performance.now();
-  const uploaded = layout.hostBytes;
   const made: ort.Tensor[] = [];
   try {
-    let encoderMask = held?.encoderMask ?? null;
-    if (held === null && ctx.feedsEncoderMask) {
-      encoderMask = await layout.upload(cohort.encoderMask, [n, S]);
-      made.push(encoderMask);
-    }
     if (encoderMask !== null) feeds.encoder_attention_mask = encoderMask;
     let hostBytes = 0;
-    let cross = held?.cross ?? null;
-    if (cross === null) {
-      const cross0 = ctx.sessions.cross!;
-      const available: Record<string, ort.Tensor> = {
-        ...feeds,
-        encoder_hidden_states: new ort.Tensor('float32', cohort.encoderStates, [n, S, ctx.config.dModel]),
-      };
-      const crossFeeds = Object.fromEntries(
-        Object.entries(available).filter(([name]) => cross0.inputNames.includes(name)),
-      ) as Record<string, ort.Tensor>;
-      const out = await cross0.run(crossFeeds);
-      cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
-        const tensor = out[`present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`]!;
-        made.push(tensor);
-        return tensor;
-      });
-      hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(out));
-    }
     const presents: string[] = [];
     const empty = new Float32Array(0);
     for (let i = 0; i < ctx.layers; i++) {
       ['key', 'value'].forEach((part, j) => {
         feeds[`past_key_values.${i}.decoder.${part}`] =
-          held?.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
-        feeds[`past_key_values.${i}.encoder.${part}`] = cross![2 * i + j]!;
+          held.self[2 * i + j] ?? new ort.Tensor('float32', empty, [n, H, 0, dh]);
+        feeds[`past_key_values.${i}.encoder.${part}`] = cross[2 * i + j]!;
         presents.push(`present.${i}.decoder.${part}`);
       });
     }
@@ -104,7 +80,6 @@ export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<D
       logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
       k,
     };
-    hostBytes += layout.hostBytes - uploaded;
     return {
       out: head,
       selfMask,

@@ -148,11 +148,7 @@ function beamSwitch(feeds: Record<string, ort.Tensor>, k: number): void {
 
 /** Free what a trial run of the copy `trial` made on the device, and the copy's own device tensors. */
 function releaseTrial(trial: Cohort, run: DecoderRun | null): void {
-  if (run?.device !== undefined) {
-    for (const tensor of run.device.self) tensor.dispose();
-    if (trial.onDevice === null || trial.onDevice === undefined)
-      disposeDevice({ cross: run.device.cross, self: [], encoderMask: run.device.encoderMask });
-  }
+  if (run?.device !== undefined) for (const tensor of run.device.self) tensor.dispose();
   disposeDevice(trial.onDevice);
 }
 

@@ -73,6 +73,16 @@ describe('WebGPU through lavapipe', () => {
       },
     );
 
+    it('rows encoded in several groups (similar source lengths together) give the CPU provider tokens', async () => {
+      // Sorted by length into groups, each padded to the longest source and put back in admission order on the device.
+      const list = seededRows(40, 31, WORDS, 40);
+      const before = gpu.stats();
+      expect(await ids(gpu, list, GREEDY)).toEqual(await ids(cpu, list, GREEDY));
+      const after = gpu.stats();
+      expect(after.encoderCalls - before.encoderCalls).toBeGreaterThanOrEqual(2);
+      expect(after.encoderRuns - before.encoderRuns).toBe(1);
+    });
+
     it('state on the device: a greedy step moves at most 64 bytes per row between host and device (the host path: the caches)', async () => {
       const list = rows(6, 3);
       /** Host bytes per row-step beyond the first steps: two generations of fixed lengths, differenced. */
@@ -89,7 +99,11 @@ describe('WebGPU through lavapipe', () => {
         };
         const short = await run(6);
         const long = await run(16);
-        return { out: long.out, bytes: (long.bytes - short.bytes) / (long.rows - short.rows) };
+        return {
+          out: long.out,
+          bytes: (long.bytes - short.bytes) / (long.rows - short.rows),
+          whole: long.bytes / long.rows,
+        };
       };
       const onDevice = await perRowStep(gpu, GREEDY);
       const viaHost = await perRowStep(throughHost, GREEDY);
@@ -99,6 +113,9 @@ describe('WebGPU through lavapipe', () => {
       // A greedy row's step: its last token (8 bytes) in, its top-2 values, ids and normaliser (20 bytes) out; per
       // step k (8 bytes) and the decoder graph's beam switch left off (9 bytes), shared by the rows.
       expect(onDevice.bytes).toBeLessThanOrEqual(64);
+      // The first steps too: the encoder's states go to the cross graph on the device (encode-device.ts); what
+      // crosses once per row is its encoder mask (4 bytes a source token) and its group's mask for the cross graph.
+      expect(onDevice.whole).toBeLessThanOrEqual(64);
       // Beam 2 (12 rows): per row its token in and its top-5 out (8 + 5·8 + 4), the parents to reorder by (8); per
       // step k, the switch and the re-layout's lengths (8 + 9 + 88), shared by the rows.
       const beam = await perRowStep(gpu, BEAM);
