@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { ROOT, TSX } from './processes.js';
+import { ROOT, tsx } from './processes.js';
 
 export const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 
@@ -80,7 +80,7 @@ export function pm2Apps(options: Pm2AppsOptions): { apps: object[] } {
     script: path.join(ROOT, 'harness/pm2-entry.js'),
     env: { ...options.env, MT_ENTRY: path.join(ROOT, file) },
     cwd: dir,
-    node_args: ['--import', TSX],
+    node_args: ['--import', tsx()],
     merge_logs: true,
     out_file: path.join(dir, 'logs', `${name}.log`),
     error_file: path.join(dir, 'logs', `${name}.log`),

@@ -15,8 +15,11 @@ import { killAll, startProcess, type ManagedProcess } from './process-registry.j
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
-/** The tsx loader by absolute URL (`--import tsx` would resolve against the child's cwd). */
-export const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+/**
+ * The tsx loader by absolute URL (`--import tsx` would resolve against the child's cwd), found when first needed: the
+ * compiled harness also runs where only the production modules are (bench/gpu/served.ts on a GPU machine).
+ */
+export const tsx = (): string => pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 export interface EntryOptions {
   /** Entry point relative to the repository root: `router/main.ts` (through tsx) or `dist/router/main.js`. */
@@ -59,7 +62,7 @@ export function startEntry(options: EntryOptions): ManagedProcess {
     name,
     file: path.join(ROOT, options.entry),
     ...(options.args ? { args: options.args } : {}),
-    execArgv: options.entry.endsWith('.ts') ? ['--import', TSX] : [],
+    execArgv: options.entry.endsWith('.ts') ? ['--import', tsx()] : [],
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
     logFile: options.logFile ?? defaultLogFile(name),

@@ -24,7 +24,7 @@ import { jsonOrText } from './http.js';
 import { privatePm2, pm2Apps, PM2, type Pm2 } from './pm2.js';
 import { until } from './polling.js';
 import { freePort, type ManagedProcess } from './process-registry.js';
-import { isListening, ROOT, startEntry, TSX } from './processes.js';
+import { isListening, ROOT, startEntry, tsx } from './processes.js';
 
 /** Entries run from source (tsx) when the harness does, compiled when it runs from dist/. */
 const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
@@ -172,7 +172,7 @@ export async function startStack(options: StackOptions): Promise<Stack | Pm2Stac
   const cudaId = Object.fromEntries(options.languages.map((l) => [l, options.devices?.[l] ?? '0']));
   writeFileSync(setupConfig, JSON.stringify({ cuda_id: cudaId }));
   const cli = (script: string, args: string[]) =>
-    execFileSync(process.execPath, ['--import', TSX, path.join(ROOT, script), ...args], { cwd: dir, stdio: 'pipe' });
+    execFileSync(process.execPath, ['--import', tsx(), path.join(ROOT, script), ...args], { cwd: dir, stdio: 'pipe' });
   if (options.demoModel) cli('scripts/make-demo-model.ts', [options.demoModel, modelDir, '--no-check']);
   else mkdirSync(modelDir, { recursive: true });
   if (options.archiveWithCli) {

@@ -15,7 +15,7 @@ import { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
 import type { ModelStatus, ServerStatus } from '../model-server/translation/status.js';
 import { call } from '../harness/http.js';
 import { startTestServer } from '../harness/model-server.js';
-import { ROOT, TSX } from '../harness/processes.js';
+import { ROOT, tsx } from '../harness/processes.js';
 
 const MIB = 2 ** 20;
 let dir: string;
@@ -87,7 +87,7 @@ function gpuWatch(
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', TSX, path.join(ROOT, 'scripts/gpu-watch.ts'), '--once'],
+      ['--import', tsx(), path.join(ROOT, 'scripts/gpu-watch.ts'), '--once'],
       {
         cwd: dir,
         env: {

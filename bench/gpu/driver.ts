@@ -12,8 +12,9 @@
  *       step), and the last run's token ids. The JSON is rewritten after every part (a deadline keeps the parts done).
  *       --profile: onnxruntime's per-node profile of every session, summarised into the JSON (`profile`: runs, kernels
  *       per run by provider and operator, their summed durations) and the raw files deleted; slows the timed calls.
- *   driver summary --webgpu A.json --cpu B.json [--torch T.json] --out S.json
- *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu
+ *   driver summary --webgpu A.json --cpu B.json [--torch T.json] [--served V.json] --out S.json
+ *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu; with
+ *       the served arm's JSON (bench/gpu/served.ts), served tokens/s per concurrency ÷ the engine's at that batch
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -264,7 +265,7 @@ interface TorchResult {
 }
 
 /** Engine ÷ torch ratios per part, and rows whose tokens are equal on both engines. */
-function summary(files: { webgpu: string; cpu: string; torch?: string }) {
+function summary(files: { webgpu: string; cpu: string; torch?: string; served?: string }) {
   const read = <T>(file: string) => JSON.parse(readFileSync(file, 'utf8')) as T;
   const webgpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.webgpu);
   const cpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.cpu);
@@ -279,7 +280,6 @@ function summary(files: { webgpu: string; cpu: string; torch?: string }) {
     const g = webgpu.parts[part];
     const c = cpu.parts[part];
     const equal = g && c ? g.ids.filter((ids, i) => JSON.stringify(ids) === JSON.stringify(c.ids[i])).length : null;
-    const ratio = (a: number | undefined, b: number | undefined) => (a && b ? a / b : null);
     parts[part] = {
       webgpuTokensPerS: g?.tokensPerS ?? null,
       cpuTokensPerS: c?.tokensPerS ?? null,
@@ -293,8 +293,27 @@ function summary(files: { webgpu: string; cpu: string; torch?: string }) {
       rowsEqualWebgpuCpu: equal === null ? null : `${equal}/${g!.ids.length}`,
     };
   }
-  return { parts, torch };
+  const served =
+    files.served === undefined
+      ? null
+      : read<{ device: unknown; levels: { concurrency: number; tokensPerS: number }[]; errors: string[] }>(
+          files.served,
+        );
+  const servedLevels = served?.levels.map(({ concurrency, tokensPerS }) => ({
+    concurrency,
+    tokensPerS,
+    overEngineWebgpu: ratio(tokensPerS, webgpu.tokensPerS[`${concurrency}x1`]),
+    // Beyond 64 against torch at 64, as the issue's best-batch target reads.
+    overTorchFp16: ratio(tokensPerS, torchAt('fp16', `${Math.min(concurrency, 64)}x1`)),
+  }));
+  return {
+    parts,
+    torch,
+    ...(served === null ? {} : { served: { device: served.device, levels: servedLevels, errors: served.errors } }),
+  };
 }
+
+const ratio = (a: number | undefined, b: number | undefined) => (a && b ? a / b : null);
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -316,6 +335,7 @@ const { values, positionals } = parseArgs({
     webgpu: { type: 'string' },
     cpu: { type: 'string' },
     torch: { type: 'string' },
+    served: { type: 'string' },
   },
 });
 const need = (name: keyof typeof values) => {
@@ -350,9 +370,15 @@ if (mode === 'prep') {
   });
 } else if (mode === 'summary') {
   const torch = values.torch;
-  const result = summary({ webgpu: need('webgpu'), cpu: need('cpu'), ...(torch ? { torch } : {}) });
+  const served = values.served;
+  const result = summary({
+    webgpu: need('webgpu'),
+    cpu: need('cpu'),
+    ...(torch ? { torch } : {}),
+    ...(served ? { served } : {}),
+  });
   writeFileSync(need('out'), `${JSON.stringify(result, null, 1)}\n`);
-  console.log(JSON.stringify(result.parts, null, 1));
+  console.log(JSON.stringify({ parts: result.parts, served: result.served ?? null }, null, 1));
 } else {
   console.error('usage: driver prep|graph|bench|summary … (see bench/gpu/driver.ts)');
   process.exit(2);

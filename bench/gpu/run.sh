@@ -9,7 +9,10 @@
 #      step by operator and program (onnxruntime's profile)                                    -> $OUT/gpu-profile-webgpu.json
 #   4. the engine on the CPU provider (every core; GPU_CPU_PARTS, default 64x1,64x2, one timed call: the rows whose
 #      tokens WebGPU must equal)                                                                -> $OUT/gpu-engine-cpu.json
-#   5. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu), rows with equal tokens, host bytes per row-step
+#   5. served: the whole stack (built-in front, router cluster, model server, a worker on GPU 0 by setup_config.json)
+#      from the kit's compiled tree (stack.tar.xz), closed-loop clients through the front at GPU_SERVED_LEVELS
+#      (default 1,64,256)                                                                      -> $OUT/gpu-served.json
+#   6. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu, served ÷ engine), rows with equal tokens, host bytes per row-step
 #                                                                                                -> $OUT/gpu-summary.json
 # Each step is bounded by `timeout`; a part past its arm's deadline is skipped and named in the JSON.
 set -uo pipefail
@@ -21,12 +24,15 @@ NEW_TOKENS="${GPU_NEW_TOKENS:-16}"
 RUNS="${GPU_RUNS:-2}"
 PROFILE_PARTS="${GPU_PROFILE_PARTS:-64x1}"
 CPU_PARTS="${GPU_CPU_PARTS:-64x1,64x2}"
+SERVED_LEVELS="${GPU_SERVED_LEVELS:-1,64,256}"
 # A smoke test on a CPU-only machine: GPU_PRESET=tiny GPU_SOFTWARE=1 (lavapipe) with a kit whose kit-env.sh points at
 # this machine's node.
 PRESET="${GPU_PRESET:-m2m100-418m}"
 SOFTWARE=()
 [[ "${GPU_SOFTWARE:-0}" == 1 ]] && SOFTWARE=(--software)
 mkdir -p "$OUT"
+# Absolute: the served arm runs from the unpacked stack's folder.
+OUT="$(cd "$OUT" && pwd)"
 exec > >(tee -a "$OUT/gpu-bench.log") 2>&1
 t0=$(date +%s)
 step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
@@ -70,8 +76,17 @@ step "engine on the CPU"
 timeout 120 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts "$CPU_PARTS" \
   --new-tokens "$NEW_TOKENS" --runs 1 --threads 0 --deadline-s 70 --out "$OUT/gpu-engine-cpu.json"
 
+step "served through the front"
+STACK="$KIT_WORK/stack"
+rm -rf "$STACK" && mkdir -p "$STACK" && xz -dc "$KIT_DIR/stack.tar.xz" | tar -C "$STACK" -xf - &&
+  ln -s "$KIT_NODE_MODULES/onnxruntime-node" "$KIT_NODE_MODULES/onnxruntime-common" "$STACK/node_modules/" &&
+  (cd "$STACK" && timeout 240 "$KIT_NODE" dist/bench/gpu/served.js --model "$MODEL" --out "$OUT/gpu-served.json" \
+    --concurrency "$SERVED_LEVELS" --new-tokens "$NEW_TOKENS" --deadline-s 200 "${SOFTWARE[@]}")
+SERVED=()
+[[ -f "$OUT/gpu-served.json" ]] && SERVED=(--served "$OUT/gpu-served.json")
+
 step "summary"
 "${ENGINE[@]}" summary --webgpu "$OUT/gpu-engine-webgpu.json" --cpu "$OUT/gpu-engine-cpu.json" \
-  --torch "$OUT/gpu-torch.json" --out "$OUT/gpu-summary.json"
+  --torch "$OUT/gpu-torch.json" "${SERVED[@]}" --out "$OUT/gpu-summary.json"
 rm -f "$OUT/gpu-prep.json"
 step "done"

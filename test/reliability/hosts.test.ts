@@ -31,7 +31,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/tools/archiver.js';
 import { startTimedLoad, type TimedOutcome } from '../../harness/load.js';
 import { until } from '../../harness/polling.js';
-import { ROOT, TSX } from '../../harness/processes.js';
+import { ROOT, tsx } from '../../harness/processes.js';
 
 const PREFIX = 'mthosts';
 const NET = '10.231.77';
@@ -139,7 +139,7 @@ async function startInNamespace(
   logFile: string,
 ): Promise<NsProcess> {
   const fd = openSync(logFile, 'a');
-  const child = spawn('ip', ['netns', 'exec', namespace, process.execPath, '--import', TSX, path.join(ROOT, entry)], {
+  const child = spawn('ip', ['netns', 'exec', namespace, process.execPath, '--import', tsx(), path.join(ROOT, entry)], {
     cwd: dir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     detached: true,

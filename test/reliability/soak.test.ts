@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { SoakReport } from '../../scripts/soak.js';
-import { ROOT, TSX } from '../../harness/processes.js';
+import { ROOT, tsx } from '../../harness/processes.js';
 
 describe('npm run soak (short)', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-soak-test-'));
@@ -21,7 +21,17 @@ describe('npm run soak (short)', () => {
     const run = await new Promise<{ code: number; out: string }>((resolve) =>
       execFile(
         process.execPath,
-        ['--import', TSX, path.join(ROOT, 'scripts/soak.ts'), '--seconds', '20', '--concurrency', '16', '--json', json],
+        [
+          '--import',
+          tsx(),
+          path.join(ROOT, 'scripts/soak.ts'),
+          '--seconds',
+          '20',
+          '--concurrency',
+          '16',
+          '--json',
+          json,
+        ],
         { cwd: ROOT, timeout: 120_000, maxBuffer: 16 << 20, env: { PATH: process.env.PATH, HOME: process.env.HOME } },
         (err, stdout, stderr) =>
           resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),

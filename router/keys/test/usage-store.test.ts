@@ -11,7 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REDIS_SERVER, startRedisServer } from '../../../harness/redis.js';
-import { ROOT, TSX } from '../../../harness/processes.js';
+import { ROOT, tsx } from '../../../harness/processes.js';
 import type { ApiKey } from '../api-access.js';
 import { FileUsageStore } from '../file-usage-store.js';
 import { RedisUsageStore } from '../redis-usage-store.js';
@@ -58,7 +58,7 @@ async function race(store: string): Promise<number> {
   const worker = path.join(ROOT, 'router/keys/test/usage-worker.ts');
   const counts = await Promise.all(
     Array.from({ length: 4 }, () =>
-      run(process.execPath, ['--import', TSX, worker, store, '20', '10'], {
+      run(process.execPath, ['--import', tsx(), worker, store, '20', '10'], {
         env: { ...process.env, RACE_QUOTA: '300' },
         timeout: 60_000,
       }).then(({ stdout }) => Number(stdout.trim())),
