@@ -13,7 +13,7 @@ import { makeDemoModel } from '../tools/demo-model/index.js';
 import { Mulberry32 } from '../tools/demo-model/prng.js';
 import { type FuseOptions, floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { splitCrossAttention } from './decoder-split.js';
-import { joinModel, smallFloatWeights, splitModel, weightName } from './onnx-wire.js';
+import { joinModel, smallFloatWeights, splitModel, weightDims, weightName } from './onnx-wire.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'decoder-fuse-'));
@@ -27,7 +27,7 @@ const d = config.d_model!;
 
 /**
  * The merged decoder's step graph, fused or as made, and what the fusion did; `device`: as the device-state path
- * prepares it (one query per row, the encoder mask read as float).
+ * prepares it (one query per row, one q/k/v projection, the encoder mask read as float).
  */
 function stepGraph(fuse: boolean, device = false) {
   const { model, weights } = splitModel(readFileSync(path.join(dir, 'onnx', 'decoder_model_merged.onnx')));
@@ -36,7 +36,7 @@ function stepGraph(fuse: boolean, device = false) {
   const kept = weights.filter((w) => split.step.uses.has(weightName(w)));
   const graph = split.step.model.graph!;
   graph.node = [...(graph.node ?? [])];
-  const options: FuseOptions = device ? { singleQuery: true } : {};
+  const options: FuseOptions = device ? { singleQuery: true, weightDims: weightDims(kept) } : {};
   const result = fuse ? fuseDecoderGraph(graph, heads, smallFloatWeights(kept, d), options) : null;
   const floatMask = device && floatMaskInput(graph, 'encoder_attention_mask');
   const nodes = graph.node ?? [];
@@ -97,10 +97,14 @@ describe('decoder-fuse', () => {
     expect(packed).toHaveLength(layers);
   });
 
-  it('for the device path: no self-attention bias arithmetic, no mask Cast', () => {
+  it('for the device path: no self-attention bias arithmetic, no mask Cast, one q/k/v projection per layer', () => {
     const plain = stepGraph(true);
     const device = stepGraph(true, true);
     expect(device.floatMask).toBe(true);
+    expect(device.result!.packedProjections).toBe(layers);
+    const count = (ops: readonly unknown[], op: string) => ops.filter((o) => o === op).length;
+    expect(count(device.ops, 'MatMul')).toBe(count(plain.ops, 'MatMul') - 2 * layers);
+    expect(count(device.ops, 'Split')).toBe(layers);
     for (const op of ['Where', 'LessOrEqual', 'And', 'Range', 'Cast']) {
       expect(device.ops.filter((o) => o === op).length, op).toBeLessThan(plain.ops.filter((o) => o === op).length);
     }

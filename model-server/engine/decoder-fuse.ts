@@ -34,6 +34,11 @@ export interface FuseOptions {
    * zeros for one query that sees every cached key) is dropped with its arithmetic.
    */
   singleQuery?: boolean;
+  /**
+   * The weights' dims by name (onnx-wire.ts `weightDims`): given, each self-attention block's query, key and value
+   * projections of one input become one MatMul over the three weights side by side and a Split (`packProjections`).
+   */
+  weightDims?: ReadonlyMap<string, readonly number[]>;
 }
 
 export interface FuseResult {
@@ -41,6 +46,8 @@ export interface FuseResult {
   attention: number;
   /** Residual + layer norm pairs made one `SkipLayerNormalization`. */
   skipLayerNorm: number;
+  /** Self-attention blocks whose three projections are one MatMul. */
+  packedProjections: number;
   /** Nodes before and after (dead nodes removed). */
   nodesBefore: number;
   nodesAfter: number;
@@ -156,6 +163,18 @@ export function fuseDecoderGraph(
     ix = new Index(graph, weights);
   }
 
+  let packedProjections = 0;
+  const dims = options.weightDims ?? new Map<string, number[]>();
+  for (const mha of options.weightDims === undefined ? [] : (graph.node ?? []).filter(isSelfAttention)) {
+    const packed = packProjections(ix, mha, dims);
+    if (packed === null) continue;
+    replace(packed.replaced, packed.nodes, packed.replaced[0]!);
+    graph.initializer ??= [];
+    graph.initializer.push(packed.sizes);
+    packedProjections += 1;
+    ix = new Index(graph, weights);
+  }
+
   // LayerNormalization(x1) with x1 = Add(x0, Add(MatMul(…), b)), b a constant vector.
   for (const ln of (graph.node ?? []).filter((n) => n.opType === 'LayerNormalization')) {
     const axis = intAttr(ln, 'axis') ?? -1;
@@ -195,7 +214,57 @@ export function fuseDecoderGraph(
   }
 
   removeDeadNodes(graph);
-  return { attention, skipLayerNorm, nodesBefore, nodesAfter: graph.node?.length ?? 0 };
+  return { attention, skipLayerNorm, packedProjections, nodesBefore, nodesAfter: graph.node?.length ?? 0 };
+}
+
+/** A fused self-attention block: a `MultiHeadAttention` with a past. */
+const isSelfAttention = (n: INodeProto) =>
+  n.domain === MS_DOMAIN && n.opType === 'MultiHeadAttention' && (n.input?.length ?? 0) > 6 && n.input![6] !== '';
+
+/**
+ * `MatMul(x, Wq)`, `MatMul(x, Wk)`, `MatMul(x, Wv)` read only by `mha` → `Split(MatMul(x, Concat(Wq, Wk, Wv)))`. Why:
+ * at a step's batch (M = 64 rows) one projection is a GEMM too narrow to fill a GPU (the WebGPU provider's tiled
+ * MatMul runs 64 workgroups for N = 1024); the three side by side run as one dispatch three times as wide, and a node
+ * fewer. The Concat reads only weights: onnxruntime folds it into one weight when it loads the graph. Null when the
+ * projections are not three MatMuls of one input by `[K, N]` weights of one K.
+ */
+function packProjections(
+  ix: Index,
+  mha: INodeProto,
+  dims: ReadonlyMap<string, readonly number[]>,
+): { replaced: INodeProto[]; nodes: INodeProto[]; sizes: onnxProto.onnx.ITensorProto } | null {
+  const outputs = mha.input!.slice(0, 3);
+  const matmuls = outputs.map((name) => ix.made(name, 'MatMul'));
+  if (matmuls.some((m, i) => m === undefined || !ix.private(outputs[i]!, mha))) return null;
+  const [x, ...others] = matmuls.map((m) => m!.input![0]!);
+  const w = matmuls.map((m) => m!.input![1]!);
+  const shapes = w.map((name) => (ix.producer.has(name) ? undefined : dims.get(name)));
+  if (others.some((o) => o !== x) || shapes.some((d) => d?.length !== 2 || d[0] !== shapes[0]![0])) return null;
+  const name = `mt_serve.fused.qkv.${mha.name ?? outputs[0]}`;
+  const sizes = {
+    name: `${name}.sizes`,
+    dims: [3],
+    dataType: 7,
+    rawData: new Uint8Array(BigInt64Array.from(shapes.map((d) => BigInt(d![1]!))).buffer),
+  };
+  const nodes: INodeProto[] = [
+    {
+      opType: 'Concat',
+      input: w,
+      output: [`${name}.weight`],
+      name: `${name}/weight`,
+      attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: 1 }],
+    },
+    { opType: 'MatMul', input: [x!, `${name}.weight`], output: [`${name}.out`], name: `${name}/matmul` },
+    {
+      opType: 'Split',
+      input: [`${name}.out`, sizes.name],
+      output: outputs,
+      name: `${name}/split`,
+      attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: -1 }],
+    },
+  ];
+  return { replaced: matmuls.map((m) => m!), nodes, sizes };
 }
 
 /** Drop nodes none of whose outputs is read or a graph output (the shape arithmetic of the replaced blocks). */

@@ -202,3 +202,32 @@ export function smallFloatWeights(weights: readonly Uint8Array[], maxValues = 16
   }
   return out;
 }
+
+/** TensorProto.dims. */
+const TENSOR_DIMS = 1;
+
+/** The dims of each dense weight of `SplitModel.weights`, by name (reads only the entries' small fields). */
+export function weightDims(weights: readonly Uint8Array[]): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  for (const entry of weights) {
+    const [outer] = wireFields(entry);
+    if (outer === undefined || outer.field !== GRAPH_INITIALIZER || outer.wire !== WIRE_BYTES) continue;
+    const dims: number[] = [];
+    let name = '';
+    for (const f of wireFields(entry, outer.value, outer.end)) {
+      if (f.field === TENSOR_NAME && f.wire === WIRE_BYTES)
+        name = new TextDecoder().decode(entry.subarray(f.value, f.end));
+      if (f.field !== TENSOR_DIMS) continue;
+      if (f.wire === WIRE_VARINT) dims.push(readVarint(entry, f.value).value);
+      // Packed: the varints back to back.
+      else if (f.wire === WIRE_BYTES)
+        for (let at = f.value; at < f.end;) {
+          const v = readVarint(entry, at);
+          dims.push(v.value);
+          at = v.next;
+        }
+    }
+    if (name !== '') out.set(name, dims);
+  }
+  return out;
+}

@@ -10,7 +10,7 @@ import { ServeError } from '../../common/errors.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
-import { joinModel, smallFloatWeights, splitModel, weightName } from './onnx-wire.js';
+import { joinModel, smallFloatWeights, splitModel, weightDims, weightName } from './onnx-wire.js';
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
 export interface DecoderOutputs {
@@ -138,6 +138,7 @@ export function deviceGraphs(
   step.graph!.node = [...(step.graph!.node ?? [])];
   const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights, shape.dModel), {
     singleQuery: true,
+    weightDims: weightDims(stepWeights),
   });
   const cross = split.cross.model;
   cross.graph!.node = [...(cross.graph!.node ?? [])];
@@ -155,7 +156,7 @@ export function deviceGraphs(
     attention: false,
   });
   const note = (what: string, r: typeof fused) =>
-    `${what}: ${r.attention} attention blocks and ${r.skipLayerNorm} layer norms fused (${r.nodesBefore} → ${r.nodesAfter} nodes)`;
+    `${what}: ${r.attention} attention blocks (${r.packedProjections} with one q/k/v projection) and ${r.skipLayerNorm} layer norms fused (${r.nodesBefore} → ${r.nodesAfter} nodes)`;
   return {
     encoder: joinModel(encoder.model, encoder.weights),
     bytes: joinModel(step, stepWeights),
