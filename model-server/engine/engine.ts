@@ -12,7 +12,7 @@
  * and join the running batch at once (decoders with a self-attention mask) or once they have caught up with it
  * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
-import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import type { DeviceInfo } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
 import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
@@ -74,17 +74,7 @@ export class TranslationEngine {
       eosTokenId: config.eosTokenId,
       maxInputTokens: config.maxInputTokens,
     });
-    const sessions = await loadSessions({
-      modelDir: options.modelDir,
-      device: options.device ?? { kind: 'cpu' },
-      dtype: options.dtype ?? 'auto',
-      intraOpThreads: options.intraOpThreads ?? 0,
-      decoder: options.decoder ?? 'auto',
-      decoderGraph: options.decoderGraph ?? 'rewritten',
-      ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
-      ...(options.deviceState === undefined ? {} : { deviceState: options.deviceState }),
-      ...(options.profilePrefix === undefined ? {} : { profilePrefix: options.profilePrefix }),
-    });
+    const sessions = await loadSessions(options);
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
 
