@@ -69,13 +69,18 @@ export interface EngineOptions {
    * that started after it catch up and share its decoder runs; 0 turns catch-up off. Default 8 (see catch-up.ts).
    */
   catchUpSteps?: number;
-  /** Decoders without a self-attention mask: most cohorts generating at once (default 2, see generate.ts). */
+  /**
+   * Decoders without a self-attention mask: most cohorts generating at once; rows that can neither start nor catch
+   * up wait at the boundary. Default 2: a second cohort lets new rows start while a long one finishes, at the price
+   * of one more decoder run per step (see generate.ts).
+   */
   maxCohorts?: number;
   /** Defaults for every call, over generation_config.json's. */
   defaults?: TranslateOptions;
   /**
-   * Called after each step boundary where the decoder ran (see `stats()` and `liveRows` for what it did): a
-   * progress signal. It runs inside the generation loop, so it must be cheap and must not throw.
+   * Called after each step boundary where the decoder ran, once its finished and cancelled rows have left (see
+   * `stats()`, and `liveRows`, current then): a progress signal for watchdogs. It runs inside the generation loop,
+   * so it must be cheap and must not throw.
    */
   onStep?: () => void;
 }

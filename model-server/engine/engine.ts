@@ -57,14 +57,7 @@ export class TranslationEngine {
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
-    this.#generator = new Generator({
-      sessions,
-      config,
-      maxBatchRows: this.#maxBatchRows,
-      catchUpSteps: options.catchUpSteps,
-      maxCohorts: options.maxCohorts,
-      onStep: options.onStep,
-    });
+    this.#generator = new Generator({ ...options, sessions, config, maxBatchRows: this.#maxBatchRows });
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
