@@ -50,14 +50,11 @@ export interface ScoredHypothesis {
 
 /** A translation in progress: its live rows are `Row`s of one cohort; `finished` collects beam results. */
 export class SearchState {
-  readonly settings: SearchSettings;
   /** Finished hypotheses with their length-normalised scores, best first, at most numBeams. */
   readonly finished: ScoredHypothesis[] = [];
   done = false;
 
-  constructor(settings: SearchSettings) {
-    this.settings = settings;
-  }
+  constructor(readonly settings: SearchSettings) {}
 
   /** The answer once `done`. */
   best(): Hypothesis {
