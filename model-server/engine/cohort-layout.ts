@@ -248,7 +248,5 @@ async function uploadMask(
 }
 
 function sameValues(a: BigInt64Array, b: BigInt64Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+  return a.length === b.length && a.every((value, i) => value === b[i]);
 }
