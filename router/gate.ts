@@ -19,11 +19,9 @@ export type Release = () => void;
 export type GateRefusal = 'full' | 'aborted';
 
 export class GateRefusedError extends Error {
-  readonly reason: GateRefusal;
-  constructor(reason: GateRefusal) {
+  constructor(readonly reason: GateRefusal) {
     super(reason === 'full' ? 'gate full' : 'aborted while waiting');
     this.name = 'GateRefusedError';
-    this.reason = reason;
   }
 }
 

@@ -10,19 +10,15 @@ import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES } from './upstream-errors.js
 
 /** An attempt that failed before the request reached a worker: it may be sent to another replica. */
 export class NotReached extends Error {
-  readonly error: unknown;
-  constructor(error: unknown) {
+  constructor(readonly error: unknown) {
     super('not reached');
-    this.error = error;
   }
 }
 
 /** An attempt whose connection was torn down after the request was sent: its host may have died with it. */
 export class LostWithHost extends Error {
-  readonly error: ServeError;
-  constructor(error: ServeError) {
+  constructor(readonly error: ServeError) {
     super('lost with its host');
-    this.error = error;
   }
 }
 

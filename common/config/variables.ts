@@ -54,11 +54,9 @@ const bool = z
 const nonEmpty = z.string().min(1);
 
 export class ConfigError extends Error {
-  readonly problems: string[];
-  constructor(problems: string[]) {
+  constructor(readonly problems: string[]) {
     super(`invalid configuration:\n  ${problems.join('\n  ')}`);
     this.name = 'ConfigError';
-    this.problems = problems;
   }
 }
 

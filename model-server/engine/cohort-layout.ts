@@ -37,15 +37,9 @@ export async function removeRows(
   leaving: { has(state: SearchState): boolean },
 ): Promise<number> {
   const sources = cohort.rows.flatMap((row, i) => (leaving.has(row.state) ? [] : [i]));
-  const removed = cohort.rows.length - sources.length;
-  if (removed > 0) {
-    await gatherRows(
-      ctx,
-      cohort,
-      sources,
-      sources.map((i) => cohort.rows[i]!),
-    );
-  }
+  const kept = sources.map((i) => cohort.rows[i]!);
+  const removed = cohort.rows.length - kept.length;
+  if (removed > 0) await gatherRows(ctx, cohort, sources, kept);
   return removed;
 }
 
@@ -84,15 +78,25 @@ export async function mergeCohorts(ctx: CohortContext, running: Cohort, joining:
   const all = [running, ...joining];
   const S = Math.max(...all.map((c) => c.encoderLength));
   const P = Math.max(...all.map((c) => c.pastLength));
-  await relayout(
-    ctx,
-    running,
-    all.map((cohort) => ({ cohort, rows: cohort.rows.map((_, i) => i) })),
-    S,
-    P,
-  );
+  const parts = all.map((cohort) => ({ cohort, rows: cohort.rows.map((_, i) => i) }));
+  await relayout(ctx, running, parts, S, P);
   running.rows = all.flatMap((c) => c.rows);
   running.encoderLengths = all.flatMap((c) => c.encoderLengths);
+}
+
+/** A padded axis rows are re-laid along, to length `to` (row-layout.ts `align`). */
+interface Axis {
+  length: (c: Cohort) => number;
+  to: number;
+  align: 'start' | 'end';
+}
+
+/** The encoder's axis (right-padded, to S) and the caches' (left-padded, to P). */
+function axes(S: number, P: number): { encoder: Axis; past: Axis } {
+  return {
+    encoder: { length: (c) => c.encoderLength, to: S, align: 'start' },
+    past: { length: (c) => c.pastLength, to: P, align: 'end' },
+  };
 }
 
 /** Rows of some cohorts, as `layOut` lays them out. */
@@ -155,86 +159,31 @@ function layOut(
   P: number,
   pooled: boolean,
 ): RowTensors {
-  const d = ctx.config.dModel;
-  const H = ctx.heads;
-  const dh = ctx.headDim;
-  const into = (length: number) => (pooled ? ctx.memory.pooled(length) : undefined);
-  const pick = <T extends Float32Array | BigInt64Array>(
-    get: (c: Cohort) => T,
-    length: (c: Cohort) => number,
-  ): RowSource<T>[] =>
-    parts.flatMap(({ cohort, rows }) => rows.map((row) => ({ data: get(cohort), row, length: length(cohort) })));
+  const { encoder, past } = axes(S, P);
   const rows = parts.reduce((sum, p) => sum + p.rows.length, 0);
+  const pick = <T extends Float32Array | BigInt64Array>(get: (c: Cohort) => T, axis: Axis): RowSource<T>[] =>
+    parts.flatMap(({ cohort, rows }) => rows.map((row) => ({ data: get(cohort), row, length: axis.length(cohort) })));
+  const floats = (get: (c: Cohort) => Float32Array, axis: Axis, outer: number, inner: number) => {
+    const into = pooled ? ctx.memory.pooled(rows * outer * axis.to * inner) : undefined;
+    return relayoutRows(pick(get, axis), outer, inner, axis.to, axis.align, into);
+  };
+  const mask = (get: (c: Cohort) => BigInt64Array, axis: Axis) =>
+    relayoutRows(pick(get, axis), 1, 1, axis.to, axis.align);
   // The device-state path keeps no encoder states on the host (encode-device.ts).
   const encoderStates =
-    ctx.sessions.layout !== null
-      ? new Float32Array(0)
-      : relayoutRows(
-          pick(
-            (c) => c.encoderStates,
-            (c) => c.encoderLength,
-          ),
-          1,
-          d,
-          S,
-          'start',
-          into(rows * S * d),
-        );
-  const encoderMask = relayoutRows(
-    pick(
-      (c) => c.encoderMask,
-      (c) => c.encoderLength,
-    ),
-    1,
-    1,
-    S,
-    'start',
-  );
+    ctx.sessions.layout !== null ? new Float32Array(0) : floats((c) => c.encoderStates, encoder, 1, ctx.config.dModel);
+  const encoderMask = mask((c) => c.encoderMask, encoder);
   let crossCache: Float32Array[] | null = null;
   let selfCache: Float32Array[] | null = null;
   let selfMask: BigInt64Array | null = null;
   /** Each tensor of a `[rows, H, length, dh]` cache the cohorts hold (null when `like` has none). */
-  const cache = (
-    get: (c: Cohort) => Float32Array[] | null,
-    at: (c: Cohort) => number,
-    length: number,
-    align: 'start' | 'end',
-  ) =>
-    get(like)?.map((_, k) =>
-      relayoutRows(
-        pick((c) => get(c)![k]!, at),
-        H,
-        dh,
-        length,
-        align,
-        into(rows * H * length * dh),
-      ),
-    ) ?? null;
+  const cache = (get: (c: Cohort) => Float32Array[] | null, axis: Axis) =>
+    get(like)?.map((_, k) => floats((c) => get(c)![k]!, axis, ctx.heads, ctx.headDim)) ?? null;
   if (like.crossCache !== null || (like.onDevice ?? null) !== null) {
-    crossCache = cache(
-      (c) => c.crossCache,
-      (c) => c.encoderLength,
-      S,
-      'start',
-    );
+    crossCache = cache((c) => c.crossCache, encoder);
     // A cohort encoded with its cross cache has no self cache before its first step.
-    selfCache = cache(
-      (c) => c.selfCache,
-      (c) => c.pastLength,
-      P,
-      'end',
-    );
-    if (like.selfMask !== null)
-      selfMask = relayoutRows(
-        pick(
-          (c) => c.selfMask!,
-          (c) => c.pastLength,
-        ),
-        1,
-        1,
-        P,
-        'end',
-      );
+    selfCache = cache((c) => c.selfCache, past);
+    if (like.selfMask !== null) selfMask = mask((c) => c.selfMask!, past);
   }
   return { encoderStates, encoderMask, crossCache, selfCache, selfMask };
 }
@@ -255,11 +204,10 @@ async function layOutDevice(
   const layout = ctx.sessions.layout;
   if (layout === null || (like.onDevice ?? null) === null) return null;
   const uploaded = layout.hostBytes;
+  const { encoder, past } = axes(S, P);
   const cache = async (
     get: (held: DeviceTensors) => ort.Tensor[],
-    length: (c: Cohort) => number,
-    to: number,
-    align: 'start' | 'end',
+    { length, to, align }: Axis,
   ): Promise<ort.Tensor[]> => {
     // A cohort before its first step has no self cache yet.
     if (get(like.onDevice!).length === 0) return [];
@@ -276,21 +224,8 @@ async function layOutDevice(
     }
     return stacked!;
   };
-  const cross =
-    crossKept !== null
-      ? crossKept
-      : await cache(
-          (held) => held.cross,
-          (c) => c.encoderLength,
-          S,
-          'start',
-        );
-  const self = await cache(
-    (held) => held.self,
-    (c) => c.pastLength,
-    P,
-    'end',
-  );
+  const cross = crossKept ?? (await cache((held) => held.cross, encoder));
+  const self = await cache((held) => held.self, past);
   ctx.stats.decoderHostBytes += layout.hostBytes - uploaded;
   return { cross, self, encoderMask: null };
 }
@@ -317,7 +252,5 @@ async function uploadMask(
 }
 
 function sameValues(a: BigInt64Array, b: BigInt64Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+  return a.length === b.length && a.every((value, i) => value === b[i]);
 }

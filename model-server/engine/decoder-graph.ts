@@ -181,23 +181,27 @@ export function exposeGreedyTop2(model: IModelProto, vocab: number): Top2Result 
     dataType: INT64,
     rawData: new Uint8Array(BigInt64Array.of(2n).buffer),
   });
-  graph.node!.push({
+  graph.node!.push(topK('mt_serve.top2/topk', k, [TOP2_OUTPUTS.values, TOP2_OUTPUTS.ids]));
+  graph.output!.push(
+    tensorOutput(TOP2_OUTPUTS.values, outputElemType(graph, 'logits')),
+    tensorOutput(TOP2_OUTPUTS.ids, INT64),
+  );
+  return { ok: true, ...TOP2_OUTPUTS };
+}
+
+/** `TopK(logits, k)` over the last axis, best first (ties: lower index first). */
+function topK(name: string, k: string, output: string[]): INodeProto {
+  return {
     opType: 'TopK',
     input: ['logits', k],
-    output: [TOP2_OUTPUTS.values, TOP2_OUTPUTS.ids],
-    name: 'mt_serve.top2/topk',
+    output,
+    name,
     attribute: [
       { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
       { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
       { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
     ],
-  });
-  graph.output!.push({
-    name: TOP2_OUTPUTS.values,
-    type: { tensorType: { elemType: outputElemType(graph, 'logits') } },
-  });
-  graph.output!.push({ name: TOP2_OUTPUTS.ids, type: { tensorType: { elemType: INT64 } } });
-  return { ok: true, ...TOP2_OUTPUTS };
+  };
 }
 
 /** Inputs and outputs of the in-graph beam head (`exposeBeamTopK`). */
@@ -254,17 +258,7 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
         : [],
     node: [
       reduce,
-      {
-        opType: 'TopK',
-        input: ['logits', BEAM_TOPK.k],
-        output: [`${BEAM_TOPK.values}.then`, 'mt_serve.beam.ids64'],
-        name: 'mt_serve.beam/topk',
-        attribute: [
-          { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
-          { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
-          { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
-        ],
-      },
+      topK('mt_serve.beam/topk', BEAM_TOPK.k, [`${BEAM_TOPK.values}.then`, 'mt_serve.beam.ids64']),
       {
         opType: 'Cast',
         input: ['mt_serve.beam.ids64'],

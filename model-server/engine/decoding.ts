@@ -13,19 +13,13 @@
  * the tokens they allow: a started term is forced to its end, and `</s>` becomes the start of an unmet term.
  */
 import { NO_PROGRESS, type ConstraintProgress, type Constraints } from './constraints.js';
+import type { TranslateOptions } from './engine-options.js';
 
-/** Per-sequence generation settings, resolved (no undefined). */
-export interface SearchSettings {
+type ResolvedOption = 'strategy' | 'numBeams' | 'maxNewTokens' | 'minNewTokens' | 'lengthPenalty' | 'earlyStopping';
+
+/** Per-sequence generation settings, resolved (no undefined; the engine's `#settings`). */
+export interface SearchSettings extends Required<Pick<TranslateOptions, ResolvedOption>> {
   forcedTokenId: number;
-  /** `beam` with numBeams 1 runs the beam code path (tests compare it with greedy). */
-  strategy: 'greedy' | 'beam';
-  numBeams: number;
-  /** Tokens generated after the decoder start token, the forced language token and `</s>` included. */
-  maxNewTokens: number;
-  /** `</s>` is suppressed while fewer tokens than this were generated. */
-  minNewTokens: number;
-  lengthPenalty: number;
-  earlyStopping: boolean;
   /** Token sequences every hypothesis must contain before it ends; absent for most rows. */
   constraints?: Constraints;
 }
@@ -50,14 +44,11 @@ export interface ScoredHypothesis {
 
 /** A translation in progress: its live rows are `Row`s of one cohort; `finished` collects beam results. */
 export class SearchState {
-  readonly settings: SearchSettings;
   /** Finished hypotheses with their length-normalised scores, best first, at most numBeams. */
   readonly finished: ScoredHypothesis[] = [];
   done = false;
 
-  constructor(settings: SearchSettings) {
-    this.settings = settings;
-  }
+  constructor(readonly settings: SearchSettings) {}
 
   /** The answer once `done`. */
   best(): Hypothesis {

@@ -75,17 +75,12 @@ export async function encodeCohort(
   };
   const failed = [...failedRows].map(([r, error]) => ({ state: admitted[r]!.state, error }));
   if (failed.length === 0) return { cohort, failed };
-  const kept = rows.flatMap((_, r) => (failedRows.has(r) ? [] : [r]));
-  if (kept.length === 0) {
+  if (encoded.length === 0) {
     ctx.memory.retire(cohort);
     return { cohort: null, failed };
   }
-  await gatherRows(
-    ctx,
-    cohort,
-    kept,
-    kept.map((r) => rows[r]!),
-  );
+  const kept = encoded.map((r) => rows[r]!);
+  await gatherRows(ctx, cohort, encoded, kept);
   return { cohort, failed };
 }
 
@@ -240,12 +235,7 @@ async function crossChunk(
   if (session.inputNames.includes('encoder_attention_mask'))
     feeds.encoder_attention_mask = new ort.Tensor('int64', new BigInt64Array(T).fill(1n), [1, T]);
   const started = performance.now();
-  let made: ort.InferenceSession.ReturnType | null = null;
-  try {
-    made = await session.run(feeds);
-  } catch {
-    made = null;
-  }
+  const made = await session.run(feeds).catch(() => null);
   ctx.stats.encoderMs += performance.now() - started;
   ctx.memory.recycle(packed);
   const outputs = crossCacheOutputs(ctx.layers).map((name) => made?.[name]);

@@ -33,7 +33,10 @@ export interface EngineOptions {
   dtype?: DtypeRequest;
   /** onnxruntime intra-op threads; 0 (default) lets onnxruntime use every core. */
   intraOpThreads?: number;
-  /** `no-cache` recomputes the whole prefix every step (for tests); default `auto`. */
+  /**
+   * `auto` (default): the merged decoder, or `decoder_model.onnx` when the folder has no merged one; `no-cache`
+   * recomputes the whole prefix every step (tests compare it with the cache).
+   */
   decoder?: 'auto' | 'no-cache';
   /**
    * `rewritten` (default): the merged decoder gets extra outputs where its graph allows (only the appended
@@ -49,11 +52,15 @@ export interface EngineOptions {
   beamHead?: boolean;
   /**
    * On WebGPU, the decoder's caches, encoder mask and logits stay on the device between steps (only tokens and
-   * scores cross to the host: `stats().decoderHostBytes`). Default true; false: everything through the host (tests
-   * and measurements compare the two).
+   * scores cross to the host: `stats().decoderHostBytes`; re-layouts by device-layout.ts). Taken only with a split
+   * decoder (decoder-split.ts) in float32. Default true; false: everything through the host (tests and measurements
+   * compare the two).
    */
   deviceState?: boolean;
-  /** onnxruntime profiles of the sessions (session.ts `profilePrefix`); for measurements only. */
+  /**
+   * onnxruntime's per-node profile of every session, written as `{prefix}_{date}.json` files when the sessions are
+   * released (bench/gpu/driver.ts counts kernels per decoder step from them). Off by default: it costs time.
+   */
   profilePrefix?: string;
   /** Most decoder rows (beams included) in one step; more wait at the boundary. Default DEFAULT_MAX_BATCH_ROWS. */
   maxBatchRows?: number;
@@ -62,13 +69,18 @@ export interface EngineOptions {
    * that started after it catch up and share its decoder runs; 0 turns catch-up off. Default 8 (see catch-up.ts).
    */
   catchUpSteps?: number;
-  /** Decoders without a self-attention mask: most cohorts generating at once (default 2, see generate.ts). */
+  /**
+   * Decoders without a self-attention mask: most cohorts generating at once; rows that can neither start nor catch
+   * up wait at the boundary. Default 2: a second cohort lets new rows start while a long one finishes, at the price
+   * of one more decoder run per step (see generate.ts).
+   */
   maxCohorts?: number;
   /** Defaults for every call, over generation_config.json's. */
   defaults?: TranslateOptions;
   /**
-   * Called after each step boundary where the decoder ran (see `stats()` and `liveRows` for what it did): a
-   * progress signal. It runs inside the generation loop, so it must be cheap and must not throw.
+   * Called after each step boundary where the decoder ran, once its finished and cancelled rows have left (see
+   * `stats()`, and `liveRows`, current then): a progress signal for watchdogs. It runs inside the generation loop,
+   * so it must be cheap and must not throw.
    */
   onStep?: () => void;
 }

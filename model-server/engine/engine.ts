@@ -12,7 +12,7 @@
  * and join the running batch at once (decoders with a self-attention mask) or once they have caught up with it
  * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
-import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import type { DeviceInfo } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
 import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
@@ -57,14 +57,7 @@ export class TranslationEngine {
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
-    this.#generator = new Generator({
-      sessions,
-      config,
-      maxBatchRows: this.#maxBatchRows,
-      catchUpSteps: options.catchUpSteps,
-      maxCohorts: options.maxCohorts,
-      onStep: options.onStep,
-    });
+    this.#generator = new Generator({ ...options, sessions, config, maxBatchRows: this.#maxBatchRows });
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
@@ -74,17 +67,7 @@ export class TranslationEngine {
       eosTokenId: config.eosTokenId,
       maxInputTokens: config.maxInputTokens,
     });
-    const sessions = await loadSessions({
-      modelDir: options.modelDir,
-      device: options.device ?? { kind: 'cpu' },
-      dtype: options.dtype ?? 'auto',
-      intraOpThreads: options.intraOpThreads ?? 0,
-      decoder: options.decoder ?? 'auto',
-      decoderGraph: options.decoderGraph ?? 'rewritten',
-      ...(options.beamHead === undefined ? {} : { beamHead: options.beamHead }),
-      ...(options.deviceState === undefined ? {} : { deviceState: options.deviceState }),
-      ...(options.profilePrefix === undefined ? {} : { profilePrefix: options.profilePrefix }),
-    });
+    const sessions = await loadSessions(options);
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
 

@@ -54,6 +54,7 @@ import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
 import { gatherRows, mergeCohorts, removeRows } from './cohort-layout.js';
 import { encodeCohort } from './encode.js';
 import { encodeOnDevice } from './encode-device.js';
+import type { EngineOptions } from './engine-options.js';
 import { emptyGeneratorStats, type GeneratorStats } from './generator-stats.js';
 import type { ModelConfig } from './model-config.js';
 import { type GenerationRequest, Sequences, type SubmitOptions } from './sequences.js';
@@ -63,27 +64,11 @@ import { type DecoderRun, failingSequences, runDecoder, stepCohort } from './ste
 export type { GeneratorStats } from './generator-stats.js';
 export type { GenerationRequest, SubmitOptions } from './sequences.js';
 
-export interface GeneratorOptions {
+export interface GeneratorOptions extends Pick<EngineOptions, 'catchUpSteps' | 'maxCohorts' | 'onStep'> {
   sessions: EngineSessions;
   config: ModelConfig;
   /** Most decoder rows (beams included) stepped at once; later sequences wait at the boundary. */
   maxBatchRows: number;
-  /**
-   * Non-joinable graphs: most steps a row may pause in all so that younger rows catch up and share its decoder
-   * runs (catch-up.ts); 0 turns catch-up off. Default 8.
-   */
-  catchUpSteps?: number;
-  /**
-   * Non-joinable graphs: most cohorts generating at once; rows that can neither start nor catch up wait at the
-   * boundary. Default 2: a second cohort lets new rows start while a long one finishes, at the price of one more
-   * decoder run per step.
-   */
-  maxCohorts?: number;
-  /**
-   * Called at each step boundary where the decoder ran, once its finished and cancelled rows have left (so
-   * `liveRows` is current): a progress signal for watchdogs. Runs inside the loop: it must be cheap and not throw.
-   */
-  onStep?: () => void;
 }
 
 /** Most of the decoder time bulk cohorts take while interactive rows generate. */
@@ -313,18 +298,14 @@ export class Generator {
     const n = cohort.rows.length;
     const decision = stepCohort(ctx, cohort, run);
     for (const state of decision.done) this.#sequences.finish(state);
-    const identity = decision.next.length === n && decision.next.every((s, i) => s.source === i);
-    if (identity) {
-      cohort.rows = decision.next.map((s) => s.row);
+    const sources = decision.next.map((s) => s.source);
+    const rows = decision.next.map((s) => s.row);
+    if (sources.length === n && sources.every((source, i) => source === i)) {
+      cohort.rows = rows;
       return;
     }
     const gathering = performance.now();
-    await gatherRows(
-      ctx,
-      cohort,
-      decision.next.map((s) => s.source),
-      decision.next.map((s) => s.row),
-    );
+    await gatherRows(ctx, cohort, sources, rows);
     this.#stats.layoutMs += performance.now() - gathering;
   }
 }

@@ -1,30 +1,20 @@
 /** @module engine/generator-stats — the step loop's counters since load, read by benchmarks and metrics. */
 
-export interface GeneratorStats {
+/** The counters, as an engine that has done nothing yet has them: every one a number, starting at 0. */
+const EMPTY = {
   /** Decoder runs. */
-  decoderRuns: number;
+  decoderRuns: 0,
   /** Sum over decoder runs of the rows in the run (beams count once each). */
-  decoderRows: number;
+  decoderRows: 0,
   /** Admitted groups encoded (each starts one cohort). */
-  encoderRuns: number;
+  encoderRuns: 0,
   /** onnxruntime encoder calls (an admitted group is encoded in groups of similar source length). */
-  encoderCalls: number;
-  encodedRows: number;
+  encoderCalls: 0,
+  encodedRows: 0,
   /** Cohorts merged into another (rows that joined mid-generation, or caught up with an older cohort). */
-  merges: number;
-  /** Sequences cancelled by their caller (waiting or generating; each once). */
-  cancelled: number;
-  /** Decoder rows gathered out of their cohort because their sequence was cancelled (beams count once each). */
-  cancelledRows: number;
-  /**
-   * Sequences rejected because a model run failed on them alone (an onnxruntime error on their rows, e.g. an id
-   * outside the vocabulary), while the rest of their batch went on.
-   */
-  failed: number;
-  /** Sequences answered at their token cap (maxNewTokens, or the source-length cap) before `</s>`: maybe cut short. */
-  cappedRows: number;
+  merges: 0,
   /** Cohort-steps skipped so that a younger cohort could catch up (catch-up.ts). */
-  pauses: number;
+  pauses: 0,
   /**
    * Bytes that crossed between the host and the device in decoder steps (their cross-attention and beam head runs
    * included) and in re-layouts on the device: every input fed from and every output returned to host memory. On
@@ -32,43 +22,37 @@ export interface GeneratorStats {
    * the state on the device (docs/engine.md, "Devices and threads") only tokens, scores, indices and lengths. Per
    * row per step: ÷ decoderRows.
    */
-  decoderHostBytes: number;
+  decoderHostBytes: 0,
+  /** Sequences cancelled by their caller (waiting or generating; each once). */
+  cancelled: 0,
+  /** Decoder rows gathered out of their cohort because their sequence was cancelled (beams count once each). */
+  cancelledRows: 0,
   /**
-   * Wall time inside encoder runs (with the cross-attention runs over the encoded tokens, encode.ts), decoder runs,
-   * search decisions and tensor re-layouts, cache appends included (ms).
+   * Sequences rejected because a model run failed on them alone (an onnxruntime error on their rows, e.g. an id
+   * outside the vocabulary), while the rest of their batch went on.
    */
-  encoderMs: number;
-  decoderMs: number;
-  searchMs: number;
-  layoutMs: number;
+  failed: 0,
+  /** Sequences answered at their token cap (maxNewTokens, or the source-length cap) before `</s>`: maybe cut short. */
+  cappedRows: 0,
   /**
    * Step time (ms) of bulk and of interactive cohorts at boundaries where both classes had cohorts: the share the
    * bulk ones got under contention (generate.ts BULK_SHARE) is bulk ÷ (bulk + interactive).
    */
-  contendedBulkMs: number;
-  contendedInteractiveMs: number;
-}
+  contendedBulkMs: 0,
+  contendedInteractiveMs: 0,
+  /**
+   * Wall time inside encoder runs (with the cross-attention runs over the encoded tokens, encode.ts), decoder runs,
+   * search decisions and tensor re-layouts, cache appends included (ms).
+   */
+  encoderMs: 0,
+  decoderMs: 0,
+  searchMs: 0,
+  layoutMs: 0,
+};
+
+export type GeneratorStats = typeof EMPTY;
 
 /** Counters of an engine that has done nothing yet. */
 export function emptyGeneratorStats(): GeneratorStats {
-  return {
-    decoderRuns: 0,
-    decoderRows: 0,
-    encoderRuns: 0,
-    encoderCalls: 0,
-    encodedRows: 0,
-    merges: 0,
-    pauses: 0,
-    decoderHostBytes: 0,
-    cancelled: 0,
-    cancelledRows: 0,
-    failed: 0,
-    cappedRows: 0,
-    contendedBulkMs: 0,
-    contendedInteractiveMs: 0,
-    encoderMs: 0,
-    decoderMs: 0,
-    searchMs: 0,
-    layoutMs: 0,
-  };
+  return { ...EMPTY };
 }

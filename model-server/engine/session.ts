@@ -12,9 +12,10 @@ import path from 'node:path';
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { ServeError } from '../../common/errors.js';
-import type { DeviceInfo, DeviceRequest } from '../protocol.js';
+import type { DeviceInfo } from '../protocol.js';
 import { beamHeadModel, DeviceHeads } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
+import type { EngineOptions } from './engine-options.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import {
   chooseDecoder,
@@ -22,7 +23,6 @@ import {
   type DecoderKind,
   DTYPE_SUFFIX,
   type DtypeChoice,
-  type DtypeRequest,
   type ModelDtype,
 } from './model-files.js';
 import { asExported, type DecoderOutputs, deviceGraphs, modelShape, rewriteDecoder } from './session-graphs.js';
@@ -41,38 +41,6 @@ export {
   type DtypeRequest,
   type ModelDtype,
 } from './model-files.js';
-
-export interface SessionOptions {
-  modelDir: string;
-  /** Weight type (default `auto`). @see DtypeRequest */
-  dtype?: DtypeRequest;
-  device: DeviceRequest;
-  /** onnxruntime intra-op threads; 0 lets onnxruntime choose (all cores). */
-  intraOpThreads: number;
-  /**
-   * `auto` (default): the merged decoder, or `decoder_model.onnx` when the folder has no merged one.
-   * `no-cache`: full recompute every step (tests compare it with the cache).
-   */
-  decoder?: 'auto' | 'no-cache';
-  /**
-   * `rewritten` (default): the merged decoder gets extra outputs where its graph is recognised
-   * (decoder-graph.ts: appended cache entries, greedy top-2); `as-exported`: the graph as is (tests
-   * compare the two).
-   */
-  decoderGraph?: 'rewritten' | 'as-exported';
-  /** Beam steps take their top candidates from the beam head (beam-head.ts); default: with a rewritten decoder. */
-  beamHead?: boolean;
-  /**
-   * On WebGPU, keep the decoder's state on the device between steps (`gpu-buffer` outputs fed back; re-layouts by
-   * device-layout.ts). Default true; taken only with a split decoder (decoder-split.ts) in float32.
-   */
-  deviceState?: boolean;
-  /**
-   * onnxruntime's per-node profile of every session, written as `{prefix}_{date}.json` files when the sessions are
-   * released (bench/gpu/driver.ts counts kernels per decoder step from them). Off by default: it costs time.
-   */
-  profilePrefix?: string;
-}
 
 export interface EngineSessions {
   /** Float32 at their boundary whatever the graph's float type (float16.ts). */
@@ -120,12 +88,12 @@ function sessionOptions(
 }
 
 /**
- * Create the encoder and decoder sessions.
+ * Create the encoder and decoder sessions (of the engine's options, those about its files and device).
  * @throws ServeError WORKER_START_FAILED when the files are missing or onnxruntime rejects them on the CPU.
  */
-export async function loadSessions(options: SessionOptions): Promise<EngineSessions> {
-  const { modelDir, device, profilePrefix } = options;
-  const threads = Math.max(0, Math.floor(options.intraOpThreads));
+export async function loadSessions(options: EngineOptions): Promise<EngineSessions> {
+  const { modelDir, device = { kind: 'cpu' }, profilePrefix } = options;
+  const threads = Math.max(0, Math.floor(options.intraOpThreads ?? 0));
   const prepared = new Map<ModelDtype, ReturnType<typeof prepare>>();
   const prepare = (dtype: ModelDtype) => {
     const suffix = DTYPE_SUFFIX[dtype];
@@ -157,9 +125,11 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   const wantsBeamHead = options.beamHead ?? (options.decoderGraph ?? 'rewritten') === 'rewritten';
   const create = async (
     files: ReturnType<typeof prepare>,
+    choice: DtypeChoice,
+    info: DeviceInfo,
     provider: ort.InferenceSession.ExecutionProviderConfig,
     deviceState = false,
-  ) => {
+  ): Promise<EngineSessions> => {
     const created: ort.InferenceSession[] = [];
     let layout: DeviceLayout | null = null;
     // The device-state path needs the cross-attention graph apart, and the heads to read the logits (exactly
@@ -199,7 +169,20 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
       await deviceHeads?.for(2);
       layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
-      return { encoder, decoder, cross, beamHead, deviceHeads, layout, outputs: graphs.outputs };
+      return {
+        encoder: float32Boundary(encoder),
+        decoder: float32Boundary(decoder),
+        cross: cross === null ? null : float32Boundary(cross),
+        beamHead,
+        deviceHeads,
+        layout,
+        decoderKind: files.decoder.kind,
+        decoderFile: files.decoder.file,
+        decoderInputs: new Set(decoder.inputNames),
+        decoderOutputs: graphs.outputs,
+        device: info,
+        dtype: choice,
+      };
     } catch (err) {
       await layout?.release();
       for (const session of created) await session.release();
@@ -211,10 +194,8 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   if (device.kind === 'cuda') {
     const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'cuda');
     try {
-      const files = filesFor(choice.dtype);
-      const sessions = await create(files, { name: 'cuda', deviceId: device.id });
       const info: DeviceInfo = { kind: 'cuda', id: device.id, provider: 'cuda' };
-      return finish(sessions, files.decoder, info, choice);
+      return await create(filesFor(choice.dtype), choice, info, { name: 'cuda', deviceId: device.id });
     } catch (err) {
       fallbackReason = `CUDA device ${device.id} unavailable: ${(err as Error).message}`;
     }
@@ -227,16 +208,16 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
       const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'webgpu');
       try {
         restrictVulkanDrivers(drivers.manifests);
-        const files = filesFor(choice.dtype);
-        const sessions = await create(
-          files,
+        const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
+        if (device.software === true) info.software = true;
+        return await create(
+          filesFor(choice.dtype),
+          choice,
+          info,
           // Dawn's validation of every GPU call costs host time per program; onnxruntime's kernels are what calls it.
           { name: 'webgpu', validationMode: 'disabled' } as ort.InferenceSession.ExecutionProviderConfig,
           choice.dtype !== 'fp16' && options.deviceState !== false,
         );
-        const info: DeviceInfo = { kind: 'webgpu', id: device.id, provider: 'webgpu' };
-        if (device.software === true) info.software = true;
-        return finish(sessions, files.decoder, info, choice);
       } catch (err) {
         fallbackReason = `WebGPU on GPU ${device.id} unavailable: ${firstLine((err as Error).message)}`;
       }
@@ -245,10 +226,9 @@ export async function loadSessions(options: SessionOptions): Promise<EngineSessi
   const choice = chooseDtype(modelDir, options.dtype ?? 'auto', 'cpu');
   const files = filesFor(choice.dtype);
   try {
-    const sessions = await create(files, 'cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
     const info: DeviceInfo = { kind: 'cpu', id: null, provider: 'cpu' };
     if (fallbackReason !== undefined) info.fallbackReason = fallbackReason;
-    return finish(sessions, files.decoder, info, choice);
+    return await create(files, choice, info, 'cpu' as unknown as ort.InferenceSession.ExecutionProviderConfig);
   } catch (err) {
     throw new ServeError('WORKER_START_FAILED', `onnxruntime could not load ${modelDir}: ${(err as Error).message}`, {
       cause: err,
@@ -261,34 +241,4 @@ function firstLine(message: string): string {
   const line = message.split('\n')[0] ?? message;
   const reason = /(Failed to [^\n]*|No supported adapters[^\n]*)$/.exec(line);
   return reason?.[1] ?? line;
-}
-
-function finish(
-  sessions: {
-    encoder: ort.InferenceSession;
-    decoder: ort.InferenceSession;
-    cross: ort.InferenceSession | null;
-    beamHead: ort.InferenceSession | null;
-    deviceHeads: DeviceHeads | null;
-    layout?: DeviceLayout | null;
-    outputs: DecoderOutputs;
-  },
-  decoder: { file: string; kind: DecoderKind },
-  device: DeviceInfo,
-  dtype: DtypeChoice,
-): EngineSessions {
-  return {
-    encoder: float32Boundary(sessions.encoder),
-    decoder: float32Boundary(sessions.decoder),
-    cross: sessions.cross === null ? null : float32Boundary(sessions.cross),
-    beamHead: sessions.beamHead,
-    deviceHeads: sessions.deviceHeads,
-    layout: sessions.layout ?? null,
-    decoderKind: decoder.kind,
-    decoderFile: decoder.file,
-    decoderInputs: new Set(sessions.decoder.inputNames),
-    decoderOutputs: sessions.outputs,
-    device,
-    dtype,
-  };
 }

@@ -49,12 +49,9 @@ export function installGlossaries(app: Hono<AppEnv>, store: GlossaryStore): void
 }
 
 async function glossaryFields(c: Context<AppEnv>) {
-  let body: Record<string, unknown>;
-  try {
-    body = (await c.req.json()) as Record<string, unknown>;
-  } catch {
+  const body = (await c.req.json().catch(() => {
     throw new ServeError('INVALID_JSON');
-  }
+  })) as Record<string, unknown>;
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new ServeError('BAD_REQUEST', 'A glossary is a JSON object {name, source_lang, target_lang, entries}.');
   }

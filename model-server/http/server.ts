@@ -26,7 +26,7 @@ import { createMetricsApp } from './metrics-api.js';
 import { ServerMetrics } from '../wlm/metrics.js';
 import { buildStatus } from '../translation/status.js';
 import { ModelFingerprints } from '../wlm/model-fingerprint.js';
-import type { ManagerTimings } from '../wlm/engine-set.js';
+import type { ManagerTimings } from '../wlm/worker-pool.js';
 import { ModelManager } from '../wlm/model-manager.js';
 import { TranslationCache } from '../translation/translation-cache.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';

@@ -109,10 +109,8 @@ export function segmentDocument(text: string, lang: string, maxSentences = Infin
 
 /** A document has more sentences than the caller allows (`segmentDocument`'s `maxSentences`). */
 export class TooManySentencesError extends RangeError {
-  readonly maxSentences: number;
-  constructor(maxSentences: number) {
+  constructor(readonly maxSentences: number) {
     super(`more than ${maxSentences} sentences`);
-    this.maxSentences = maxSentences;
   }
 }
 

@@ -14,7 +14,7 @@
 import path from 'node:path';
 import type { GpuMonitor, GpuStat } from '../wlm/gpu-monitor.js';
 import type { ModelManager } from '../wlm/model-manager.js';
-import type { ActivityHistory, RecentActivity } from '../wlm/recent-activity.js';
+import type { ActivityHistory, ModelWindow, RecentActivity } from '../wlm/recent-activity.js';
 import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { TranslationCache } from './translation-cache.js';
 import { deviceLabel } from '../wlm/devices.js';
@@ -47,30 +47,17 @@ export interface EngineStatus {
   gpuIndex: number | null;
 }
 
-export interface ModelStatus {
+/** A language: its engine's figures, and its own over the window (rounded). */
+export interface ModelStatus
+  extends Pick<EngineStatus, 'device' | 'deviceFallback' | 'dtype' | 'workers' | 'rowsPerStep'>, ModelWindow {
   name: string;
   version: string;
   /** EngineStatus.id of the engine serving it. */
   engine: string;
   /** Where setup_config.json pins it (`cuda:0`), or `cpu`. */
   requestedDevice: string;
-  device: string;
-  deviceFallback?: string;
-  dtype: string | null;
-  workers: WorkerStatus[];
   queueDepth: number;
-  requestsPerS: number;
-  errorsPerS: number;
-  p50Ms: number | null;
-  p99Ms: number | null;
-  rowsPerStep: number | null;
-  cacheHitRatio: number | null;
-  cacheHits: number;
-  cacheMisses: number;
 }
-
-/** One GPU as nvidia-smi reports it. */
-export type GpuStatus = GpuStat;
 
 export interface ServerStatus {
   /** ISO time of the document. */
@@ -81,7 +68,8 @@ export interface ServerStatus {
   sampleS: number;
   models: ModelStatus[];
   engines: EngineStatus[];
-  gpus: GpuStatus[];
+  /** Each GPU as nvidia-smi reports it. */
+  gpus: GpuStat[];
   /** Why `gpus` is empty: nvidia-smi missing or failing. */
   gpuError?: string;
   cache: { enabled: boolean; maxBytes: number; bytes: number; entries: number };

@@ -11,17 +11,7 @@ import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
 import type { ModelEntry } from './registry.js';
 import { deviceLabel } from './devices.js';
 import type { WorkerSpawner } from './worker-handle.js';
-import { WorkerPool, type EngineSpec } from './worker-pool.js';
-
-/** Timings with production defaults that tests shorten. */
-export interface ManagerTimings {
-  /** One restart backoff unit, ms (1000). */
-  backoffUnitMs: number;
-  /** A worker failing this long makes `/ping` unhealthy, ms (300 000). */
-  unhealthyAfterMs: number;
-  /** Grace for a worker to finish its batches when stopped, ms (30 000). */
-  stopTimeoutMs: number;
-}
+import { WorkerPool, type EngineSpec, type ManagerTimings } from './worker-pool.js';
 
 export const DEFAULT_TIMINGS: ManagerTimings = {
   backoffUnitMs: 1000,

@@ -52,11 +52,7 @@ export interface LoadedSnapshot {
 }
 
 export class SnapshotStore {
-  readonly dir: string;
-
-  constructor(dir: string) {
-    this.dir = dir;
-  }
+  constructor(readonly dir: string) {}
 
   /** The last good snapshot, or undefined when there is none (a clean start). Never throws on a bad file. */
   load(): LoadedSnapshot | undefined {

@@ -32,18 +32,22 @@ export interface EngineSpec {
   options: WorkerOptions;
 }
 
-export interface WorkerPoolOptions {
+/** Timings with production defaults (engine-set.ts `DEFAULT_TIMINGS`) that tests shorten. */
+export interface ManagerTimings {
+  /** One restart backoff unit, ms (1000). */
+  backoffUnitMs: number;
+  /** A slot failing this long is unhealthy: `/ping` answers 500, ms (TorchServe: 300 000). */
+  unhealthyAfterMs: number;
+  /** Grace for a worker to finish its batches between asking it to stop and killing it, ms (30 000). */
+  stopTimeoutMs: number;
+}
+
+export interface WorkerPoolOptions extends ManagerTimings {
   spec: EngineSpec;
   spawn: WorkerSpawner;
   log: Logger;
   /** Longest a worker may take to load, ms. */
   startupTimeoutMs: number;
-  /** Grace between asking a worker to stop and killing it, ms. */
-  stopTimeoutMs: number;
-  /** One backoff unit, ms (1000; tests shorten it). */
-  backoffUnitMs: number;
-  /** A slot failing this long is unhealthy, ms (TorchServe: 300 s). */
-  unhealthyAfterMs: number;
   /** Worker ids are unique across the server; the pool asks for one per spawn. */
   nextWorkerId: () => string;
   onBatchDone?: (report: BatchReport) => void;

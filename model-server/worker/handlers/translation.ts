@@ -202,17 +202,13 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
         const controller = this.#running.get(id) ?? new AbortController();
         this.#running.set(id, controller);
         try {
-          // A long text's parts generate side by side; one cancel stops them all.
+          // A long text's parts generate side by side; one cancel stops them all. No constraints ([]) and no
+          // alternatives (0) are what the engine takes for none.
           const translations = await Promise.all(
             rows.map((row, r) =>
               engine.generate(
                 row,
-                {
-                  ...this.#options,
-                  bulk,
-                  ...(constraints[r]!.length > 0 ? { constraints: constraints[r] } : {}),
-                  ...(alternatives > 0 ? { alternatives } : {}),
-                },
+                { ...this.#options, bulk, constraints: constraints[r], alternatives },
                 controller.signal,
               ),
             ),
