@@ -14,9 +14,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { configOrExit, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { configOrExit, loadConfig, localUrl, readEnv, readSetupConfig } from '../common/config.js';
 import type { ServerStatus } from '../model-server/translation/status.js';
-import { localUrl } from './config-env.js';
 
 export interface GpuStats {
   index: number;
