@@ -28,6 +28,7 @@ import { pathToFileURL } from 'node:url';
 import { configOrExit, loadConfig, localUrl, readEnv, readSetupConfig, type Config } from '../../common/config.js';
 import { resolveEntry } from '../../common/entry.js';
 import { createLogger, type Logger } from '../../common/logger.js';
+import type { ListeningMessage } from '../../model-server/main.js';
 import { archiveModels } from '../../model-server/tools/archiver.js';
 
 /** The file the startupProbe checks, relative to RUN_DIR. */
@@ -44,11 +45,6 @@ export function registrationUrl(managementUrl: string, language: string, config:
     synchronous: 'true',
   });
   return `${managementUrl}/models?${query}`;
-}
-
-interface ListeningMessage {
-  type: 'listening';
-  ports: { inference: number; management: number; metrics: number };
 }
 
 async function register(config: Readonly<Config>, languages: string[], managementPort: number, log: Logger) {
