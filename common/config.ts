@@ -136,11 +136,11 @@ export interface Config {
   runDir: string;
 }
 
-/** Where a client on this host reaches a server bound to `a` (a wildcard bind is reached on loopback). */
-const loopbackIfAny = (a: Address): Address =>
-  a.host === '0.0.0.0' ? { ...a, host: '127.0.0.1' } : a.host === '::' ? { ...a, host: '::1' } : a;
-
 const url = (a: Address) => `http://${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
+
+/** Where a client on this host reaches a server bound to `a` (a wildcard bind is reached on loopback). */
+export const localUrl = (a: Address): string =>
+  url({ ...a, host: a.host === '0.0.0.0' ? '127.0.0.1' : a.host === '::' ? '::1' : a.host });
 
 /**
  * Validate `env` (variables not set take their defaults) into a frozen Config.
@@ -208,7 +208,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
       maxUpstreamBytes: e.ROUTER_MAX_UPSTREAM_BYTES || 8 * e.ROUTER_MAX_BODY_BYTES,
       upstreamTimeoutMs: responseTimeoutMs + 5_000,
-      statusUrl: url(loopbackIfAny(e.METRICS_ADDRESS)),
+      statusUrl: localUrl(e.METRICS_ADDRESS),
       logBodies: e.LOG_BODIES,
       apiKeys: e.API_KEYS === '' ? undefined : abs(e.API_KEYS),
       usageStore: /^rediss?:\/\//.test(e.USAGE_STORE)

@@ -37,10 +37,6 @@ export interface BuiltinProxyConfig {
   timeoutMs: number;
 }
 
-export interface BuiltinProxyDeps {
-  logger: Logger;
-}
-
 export interface BuiltinProxy {
   /** Not listening yet; `main.ts` listens. */
   server: http.Server;
@@ -57,6 +53,7 @@ const CLIENT_KEEP_ALIVE_MS = 75_000;
 /** After a refusal, how long the rest of a body may take between two reads, and in all (nginx's lingering_*). */
 const LINGER_IDLE_MS = 5_000;
 const LINGER_MAX_MS = 30_000;
+const FORWARDED_HEADERS = ['x-forwarded-for', 'x-forwarded-port', 'x-forwarded-proto', 'x-forwarded-host'];
 
 interface Attempt {
   body: Buffer;
@@ -68,7 +65,7 @@ interface Attempt {
   forwarded: Record<string, string | string[] | undefined>;
 }
 
-export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProxyDeps): BuiltinProxy {
+export function createBuiltinProxy(config: BuiltinProxyConfig, deps: { logger: Logger }): BuiltinProxy {
   const errors = frontErrors(config.maxBodyBytes);
   const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 64, timeout: AGENT_IDLE_MS, scheduling: 'lifo' });
   // No keep-alive: a resend always gets a connection of its own.
@@ -131,12 +128,7 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: BuiltinProx
     });
     req.on('end', () => {
       if (res.headersSent || res.writableEnded) return;
-      const forwarded = Object.fromEntries(
-        ['x-forwarded-for', 'x-forwarded-port', 'x-forwarded-proto', 'x-forwarded-host'].map((h) => [
-          h,
-          req.headers[h],
-        ]),
-      );
+      const forwarded = Object.fromEntries(FORWARDED_HEADERS.map((h) => [h, req.headers[h]]));
       const attempt: Attempt = {
         body: Buffer.concat(chunks),
         tries: 0,

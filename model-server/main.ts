@@ -20,14 +20,7 @@ import { serve } from '@hono/node-server';
 import type { Hono } from 'hono';
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain } from '../common/http-drain.js';
-import {
-  configOrExit,
-  loadConfig,
-  readEnv,
-  readSetupConfig,
-  type Address,
-  type SetupConfig,
-} from '../common/config.js';
+import { configOrExit, loadConfig, readEnv, readSetupConfig, type Address } from '../common/config.js';
 import { createLogger } from '../common/logger.js';
 import type { AppEnv } from './http/error-handler.js';
 import { createModelServer } from './http/server.js';
@@ -55,12 +48,8 @@ async function main(): Promise<void> {
   const config = configOrExit('model-server', () => loadConfig(readEnv(root), root), 1);
   const ms = config.modelServer;
   const log = createLogger('model-server', config.logLevel);
-  let setupConfig: SetupConfig | undefined;
-  if (existsSync(ms.setupConfigPath)) {
-    setupConfig = readSetupConfig(ms.setupConfigPath);
-  } else {
-    log.warn({ file: ms.setupConfigPath }, 'no setup_config.json: every model runs on the CPU');
-  }
+  const setupConfig = existsSync(ms.setupConfigPath) ? readSetupConfig(ms.setupConfigPath) : undefined;
+  if (!setupConfig) log.warn({ file: ms.setupConfigPath }, 'no setup_config.json: every model runs on the CPU');
   const keys = ms.tokenAuth ? writeKeyFile(ms.keyFile) : undefined;
   if (keys) log.info({ keyFile: ms.keyFile }, 'token authorization on: keys written to the key file');
 
@@ -69,7 +58,7 @@ async function main(): Promise<void> {
     setupConfig,
     log,
     workerLogLevel: config.logLevel,
-    ...(keys ? { tokens: { inference: keys.inference, management: keys.management } } : {}),
+    tokens: keys,
     snapshotDir: path.join(config.logDir, 'config'),
   });
   const restored = await server.manager.restore();
@@ -78,11 +67,7 @@ async function main(): Promise<void> {
     listen(server.managementApp, ms.management),
     listen(server.metricsApp, ms.metrics),
   ]);
-  const [inference, management, metrics] = listening.map((l) => (l.server.address() as AddressInfo).port) as [
-    number,
-    number,
-    number,
-  ];
+  const [inference, management, metrics] = listening.map((l) => (l.server.address() as AddressInfo).port);
   const ports = { inference, management, metrics };
   log.info({ ports, hosts: [ms.inference.host, ms.management.host, ms.metrics.host] }, 'model server listening');
   process.send?.({ type: 'listening', ports } satisfies ListeningMessage);

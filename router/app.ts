@@ -52,13 +52,6 @@ export interface RouterAppDeps {
 
 type Env = RouterEnv;
 
-const LOG_KEYS = {
-  'x-model-name': 'model',
-  'x-model-server': 'modelServer',
-  'x-worker-id': 'worker',
-  'x-device': 'device',
-} as const;
-
 export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): Hono<Env> {
   const { upstream, logger } = deps;
   const healthTimeoutMs = config.healthTimeoutMs ?? 1_000;
@@ -76,32 +69,26 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const requestId = requestIdFrom(requestHeader(c, 'x-request-id'));
     c.set('requestId', requestId);
     await next();
-    const line: Record<string, unknown> = {
+    // c.get, not c.var: hono builds a fresh object from every variable on each c.var access. A field that is
+    // undefined is left out of the line (pino writes none).
+    const upstreamHeaders = c.get('upstreamHeaders') ?? {};
+    const line = {
       reqId: requestId,
       method: c.req.method,
       path: c.req.path,
       status: c.res.status,
       ms: Math.round((performance.now() - startedAt) * 10) / 10,
+      tgt_lang: c.get('tgtLang'),
+      texts: c.get('texts'),
+      error: c.get('errorCode'),
+      key: c.get('keyId'),
+      model: upstreamHeaders['x-model-name'],
+      modelServer: upstreamHeaders['x-model-server'],
+      worker: upstreamHeaders['x-worker-id'],
+      device: upstreamHeaders['x-device'],
+      src_text: config.logBodies ? c.get('srcText') : undefined,
+      clientClosed: c.req.raw.signal.aborted || undefined,
     };
-    // c.get, not c.var: hono builds a fresh object from every variable on each c.var access.
-    const tgtLang = c.get('tgtLang');
-    const texts = c.get('texts');
-    const errorCode = c.get('errorCode');
-    const upstreamHeaders = c.get('upstreamHeaders');
-    const srcText = c.get('srcText');
-    const keyId = c.get('keyId');
-    if (tgtLang !== undefined) line.tgt_lang = tgtLang;
-    if (texts !== undefined) line.texts = texts;
-    if (errorCode !== undefined) line.error = errorCode;
-    if (keyId !== undefined) line.key = keyId;
-    if (upstreamHeaders !== undefined) {
-      for (const name of Object.keys(LOG_KEYS) as (keyof typeof LOG_KEYS)[]) {
-        const value = upstreamHeaders[name];
-        if (value !== undefined) line[LOG_KEYS[name]] = value;
-      }
-    }
-    if (config.logBodies && srcText !== undefined) line.src_text = srcText;
-    if (c.req.raw.signal.aborted) line.clientClosed = true;
     logger.info(line, 'request');
   });
 

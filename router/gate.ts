@@ -40,8 +40,6 @@ export interface GateStats {
 }
 
 export class Gate {
-  readonly limit: number;
-  readonly queueLimit: number;
   #active = 0;
   #refused = 0;
   /** FIFO; a Set keeps removal of an aborted waiter O(1) and iteration in insertion order. */
@@ -51,13 +49,14 @@ export class Gate {
    * @param limit places (≥ 1): requests of one language in flight to the model server.
    * @param queueLimit callers that may wait for a place (≥ 0).
    */
-  constructor(limit: number, queueLimit: number) {
+  constructor(
+    readonly limit: number,
+    readonly queueLimit: number,
+  ) {
     if (!(Number.isInteger(limit) && limit >= 1))
       throw new RangeError(`gate limit must be an integer ≥ 1, got ${limit}`);
     if (!(Number.isInteger(queueLimit) && queueLimit >= 0))
       throw new RangeError(`gate queue limit must be an integer ≥ 0, got ${queueLimit}`);
-    this.limit = limit;
-    this.queueLimit = queueLimit;
   }
 
   get stats(): GateStats {

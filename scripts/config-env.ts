@@ -8,14 +8,7 @@
  * Every value is single-quoted for the shell. A bad configuration prints the variables at fault to stderr
  * and exits 2, so `eval "$(…)" || exit` stops the script with that message.
  */
-import { pathToFileURL } from 'node:url';
-import { ConfigError, loadConfig, readEnv, readSetupConfig, type Address, type Config } from '../common/config.js';
-
-/** A loopback URL a local client can reach (a server bound to 0.0.0.0 / :: is reached on 127.0.0.1). */
-export function localUrl(address: Address): string {
-  const host = address.host === '0.0.0.0' ? '127.0.0.1' : address.host === '::' ? '::1' : address.host;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
-}
+import { ConfigError, loadConfig, localUrl, readEnv, readSetupConfig, type Config } from '../common/config.js';
 
 /** Shell-quote one value: 'it'\''s'. */
 export function shellQuote(value: string): string {
@@ -65,5 +58,4 @@ function main(): number {
   }
 }
 
-// Run as a program only (gpu-watch imports the helpers above).
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) process.exitCode = main();
+process.exitCode = main();

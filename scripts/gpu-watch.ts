@@ -12,10 +12,10 @@
  * Without nvidia-smi it says so and still shows the languages and their queues. Configuration as the servers
  * read it (.env, then the environment).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { configOrExit, loadConfig, localUrl, readEnv, readSetupConfig } from '../common/config.js';
 import type { ServerStatus } from '../model-server/translation/status.js';
-import { localUrl } from './config-env.js';
 
 export interface GpuStats {
   index: number;
@@ -46,6 +46,7 @@ export interface Snapshot {
 }
 
 const MIB = 2 ** 20;
+const USAGE = 'usage: scripts/gpu-watch [--once] [--interval SECONDS]\n';
 
 /** A snapshot from the model server's status document (what the status page shows too). */
 export function snapshotOf(status: ServerStatus, pinned: Map<string, string[]>, statusUrl: string): Snapshot {
@@ -82,7 +83,6 @@ async function queryStatus(statusUrl: string): Promise<ServerStatus | { error: s
   }
 }
 
-const pad = (s: string, n: number) => (s.length >= n ? s : s + ' '.repeat(n - s.length));
 const bar = (pct: number | null, width = 20) =>
   pct === null ? ' '.repeat(width + 2) : `[${'#'.repeat(Math.round((pct / 100) * width)).padEnd(width, '.')}]`;
 
@@ -93,13 +93,13 @@ export function renderSnapshot(s: Snapshot): string {
     '',
   ];
   const langLine = (lang: string) => {
-    if (!(s.languages instanceof Map)) return `    ${pad(lang, 4)} queue  ?`;
+    if (!(s.languages instanceof Map)) return `    ${lang.padEnd(4)} queue  ?`;
     const status = s.languages.get(lang);
-    if (!status) return `    ${pad(lang, 4)} not registered`;
+    if (!status) return `    ${lang.padEnd(4)} not registered`;
     const ready = status.workers.filter((w) => w === 'READY').length;
     const where = status.device ? ` on ${status.device}` : '';
     const fallback = status.fallback ? `  (fallback: ${status.fallback})` : '';
-    return `    ${pad(lang, 4)} queue ${String(status.pending).padStart(5)} · workers ${ready}/${status.workers.length} ready${where}${fallback}`;
+    return `    ${lang.padEnd(4)} queue ${String(status.pending).padStart(5)} · workers ${ready}/${status.workers.length} ready${where}${fallback}`;
   };
   const gpus = Array.isArray(s.gpus) ? s.gpus : [];
   if (!Array.isArray(s.gpus)) lines.push(s.gpus.error, '');
@@ -112,7 +112,7 @@ export function renderSnapshot(s: Snapshot): string {
       gpu.utilizationPct === null
         ? 'util  n/a'
         : `util ${String(gpu.utilizationPct).padStart(3)}% ${bar(gpu.utilizationPct, 10)}`;
-    lines.push(`GPU ${gpu.index}  ${pad(gpu.name, 24)} ${util}  ${mem}`);
+    lines.push(`GPU ${gpu.index}  ${gpu.name.padEnd(24)} ${util}  ${mem}`);
     const langs = s.pinned.get(String(gpu.index)) ?? [];
     if (langs.length === 0) lines.push('    (no language pinned here)');
     for (const lang of langs) lines.push(langLine(lang));
@@ -142,13 +142,11 @@ async function main(argv: string[]): Promise<number> {
       },
     }));
   } catch (err) {
-    process.stderr.write(
-      `gpu-watch: ${(err as Error).message}\nusage: scripts/gpu-watch [--once] [--interval SECONDS]\n`,
-    );
+    process.stderr.write(`gpu-watch: ${(err as Error).message}\n${USAGE}`);
     return 2;
   }
   if (values.help) {
-    process.stdout.write('usage: scripts/gpu-watch [--once] [--interval SECONDS]\n');
+    process.stdout.write(USAGE);
     return 0;
   }
   const intervalS = Number(values.interval);
@@ -157,16 +155,10 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const root = process.cwd();
-  let config;
-  let cudaIds: Record<string, string>;
-  try {
-    config = loadConfig(readEnv(root), root);
-    cudaIds = readSetupConfig(config.modelServer.setupConfigPath).cuda_id;
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`gpu-watch: ${err.message}\n`);
-    return 2;
-  }
+  const [config, cudaIds] = configOrExit('gpu-watch', () => {
+    const config = loadConfig(readEnv(root), root);
+    return [config, readSetupConfig(config.modelServer.setupConfigPath).cuda_id] as const;
+  });
   const pinned = new Map<string, string[]>();
   for (const [lang, device] of Object.entries(cudaIds)) pinned.set(device, [...(pinned.get(device) ?? []), lang]);
   const statusUrl = localUrl(config.modelServer.metrics);
@@ -186,7 +178,7 @@ async function main(argv: string[]): Promise<number> {
   for (;;) {
     const text = renderSnapshot(await snapshot());
     process.stdout.write(`\x1b[H\x1b[2J${text}\n(every ${intervalS} s; Ctrl-C to quit)\n`);
-    await new Promise((resolve) => setTimeout(resolve, intervalS * 1000));
+    await sleep(intervalS * 1000);
   }
 }
 

@@ -17,15 +17,15 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { findNginx } from '../front/nginx.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
-import { Agent } from 'undici';
 import { ENV_DEFAULTS } from '../common/config.js';
-import { Tally, send } from '../harness/load.js';
+import { Tally, drive } from '../harness/load.js';
 import { commandLine, openFds, parentMap, processTree, statusBytes } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
-import { startMeasuredStack, type Stack } from '../harness/stack.js';
+import { startMeasuredStack, translateBody, type Stack } from '../harness/stack.js';
 
 /** Languages of the seed's setup_config.json that the tiny model's tokenizer knows, with a sentence in each. */
 const SENTENCES: Record<string, string[]> = {
@@ -70,6 +70,8 @@ function parseOptions(argv: string[]): Options {
     if (!Number.isFinite(n) || n < min) throw new Error(`--${name} must be a number ≥ ${min}, got ${value}`);
     return n;
   };
+  const seconds = (name: 'warmup-seconds' | 'interval-seconds', min: number, fallback: number) =>
+    values[name] !== undefined ? number(name, values[name], min) : fallback;
   const durationS =
     values.seconds !== undefined
       ? number('seconds', values.seconds, 5)
@@ -81,14 +83,8 @@ function parseOptions(argv: string[]): Options {
   return {
     durationS,
     concurrency: number('concurrency', values.concurrency, 1),
-    warmupS:
-      values['warmup-seconds'] !== undefined
-        ? number('warmup-seconds', values['warmup-seconds'], 0)
-        : Math.min(60, Math.max(5, durationS * 0.1)),
-    intervalS:
-      values['interval-seconds'] !== undefined
-        ? number('interval-seconds', values['interval-seconds'], 0.5)
-        : Math.min(30, Math.max(2, durationS / 20)),
+    warmupS: seconds('warmup-seconds', 0, Math.min(60, Math.max(5, durationS * 0.1))),
+    intervalS: seconds('interval-seconds', 0.5, Math.min(30, Math.max(2, durationS / 20))),
     routers: number('routers', values.routers, 1),
     front,
     handler: values.handler,
@@ -115,9 +111,9 @@ export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
   for (const pid of pids) {
     try {
       const name = roleOf(commandLine(pid));
-      const rssBytes = statusBytes(pid, 'VmRSS');
+      const rssMiB = (statusBytes(pid, 'VmRSS') || 0) / 2 ** 20; // NaN: no VmRSS line
       const { fds, sockets } = openFds(pid);
-      out.push({ pid, name, rssMiB: Number.isNaN(rssBytes) ? 0 : rssBytes / 2 ** 20, fds, files: fds - sockets });
+      out.push({ pid, name, rssMiB, fds, files: fds - sockets });
     } catch {
       // exited while sampling
     }
@@ -153,33 +149,24 @@ interface Interval {
 
 /** The largest `mt_queue_depth` sample (any model) from the metrics API. */
 async function queueDepth(metricsUrl: string): Promise<number> {
-  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
-  let max = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith('mt_queue_depth{')) max = Math.max(max, Number(line.slice(line.lastIndexOf(' ') + 1)));
-  }
-  return max;
+  const lines = (await (await fetch(`${metricsUrl}/metrics`)).text()).split('\n');
+  const depths = lines
+    .filter((l) => l.startsWith('mt_queue_depth{'))
+    .map((l) => Number(l.slice(l.lastIndexOf(' ') + 1)));
+  return Math.max(0, ...depths);
 }
 
-const percentile = (values: number[], p: number) => {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-};
-
 const signed = (n: number, digits = 0) => `${n >= 0 ? '+' : ''}${n.toFixed(digits)}`;
+const total = (samples: ProcessSample[], field: 'rssMiB' | 'fds') => samples.reduce((a, s) => a + s[field], 0);
 
 function table(title: string, samples: ProcessSample[]): string {
-  const rows = samples.map(
-    (s) =>
-      `  ${s.name.padEnd(18)} ${String(s.pid).padStart(8)} ${s.rssMiB.toFixed(1).padStart(9)} ${String(s.fds).padStart(5)}`,
-  );
-  const rss = samples.reduce((a, s) => a + s.rssMiB, 0);
+  const row = (name: string, pid: string, rss: string, fds: string) =>
+    `  ${name.padEnd(18)} ${pid.padStart(8)} ${rss.padStart(9)} ${fds.padStart(5)}`;
   return [
-    `${title}`,
-    `  ${'process'.padEnd(18)} ${'pid'.padStart(8)} ${'RSS MiB'.padStart(9)} ${'fds'.padStart(5)}`,
-    ...rows,
-    `  ${'total'.padEnd(18)} ${''.padStart(8)} ${rss.toFixed(1).padStart(9)} ${String(samples.reduce((a, s) => a + s.fds, 0)).padStart(5)}`,
+    title,
+    row('process', 'pid', 'RSS MiB', 'fds'),
+    ...samples.map((s) => row(s.name, String(s.pid), s.rssMiB.toFixed(1), String(s.fds))),
+    row('total', '', total(samples, 'rssMiB').toFixed(1), String(total(samples, 'fds'))),
   ].join('\n');
 }
 
@@ -192,7 +179,7 @@ export interface SoakReport {
   end: ProcessSample[];
   intervals: Interval[];
   /** Per process alive at warm-up and at the end: RSS and fd change after the warm-up. */
-  growth: { name: string; pid: number; rssMiB: number; fds: number; files: number }[];
+  growth: ProcessSample[];
   /** Total RSS change over the second half of the run, MiB per minute (a leak shows as a steady slope). */
   rssSlopeMiBPerMin: number;
   died: string[];
@@ -243,60 +230,51 @@ export async function soak(
     const start = sampleProcesses(roots);
     log(table('processes at start (idle, before any request)', start));
 
-    const tally = new Tally();
-    const dispatcher = new Agent({ connections: options.concurrency, keepAliveTimeout: 30_000 });
     const startedAt = performance.now();
     const endAt = startedAt + options.durationS * 1000;
-    let window: { latencies: number[]; errors: number } = { latencies: [], errors: 0 };
-    let n = 0;
-    const client = async () => {
-      while (performance.now() < endAt) {
-        const i = n++;
+    /** This sampling interval's requests (the run's are the tally `drive` resolves with). */
+    let window = new Tally();
+    const load = drive({
+      url: () => url,
+      body: (i) => {
         const lang = LANGUAGES[i % LANGUAGES.length]!;
-        const tgt = LANGUAGES[(i * 7 + 3) % LANGUAGES.length]!;
         const sentences = SENTENCES[lang]!;
         // One request in ten carries several texts (an array), as batch clients send.
         const text = i % 10 === 0 ? sentences : sentences[i % sentences.length]!;
-        const o = await send(url, {
-          body: JSON.stringify({ src_lang: lang, src_text: text, tgt_lang: tgt }),
-          dispatcher,
-          deadlineMs: 120_000,
-        });
-        tally.add(o);
-        if (o.status === 200) window.latencies.push(o.latencyMs);
-        else window.errors += 1;
-      }
-    };
-    const clients = Array.from({ length: options.concurrency }, client);
+        return translateBody(LANGUAGES[(i * 7 + 3) % LANGUAGES.length]!, text, lang);
+      },
+      concurrency: options.concurrency,
+      signal: AbortSignal.timeout(options.durationS * 1000),
+      deadlineMs: 120_000,
+      onOutcome: (o) => window.add(o),
+    });
 
     const intervals: Interval[] = [];
     let warm: ProcessSample[] | undefined;
-    let previous = { at: startedAt, sent: 0 };
+    let previousAt = startedAt;
     log(
       `soak: ${options.concurrency} clients for ${options.durationS} s (warm-up ${options.warmupS} s), sampling every ${options.intervalS} s`,
     );
     log('     t   req/s  errors  p50 ms  p99 ms  queue  RSS MiB    fds');
     while (performance.now() < endAt) {
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(options.intervalS * 1000, Math.max(0, endAt - performance.now()))),
-      );
+      await sleep(Math.min(options.intervalS * 1000, Math.max(0, endAt - performance.now())));
       const now = performance.now();
       const samples = sampleProcesses(roots);
       const row: Interval = {
         atS: (now - startedAt) / 1000,
-        requests: tally.sent - previous.sent,
-        rps: (tally.sent - previous.sent) / ((now - previous.at) / 1000),
-        errors: window.errors,
-        p50Ms: percentile(window.latencies, 50),
-        p99Ms: percentile(window.latencies, 99),
+        requests: window.sent,
+        rps: window.sent / ((now - previousAt) / 1000),
+        errors: window.sent - window.ok,
+        p50Ms: window.okPercentile(50),
+        p99Ms: window.okPercentile(99),
         maxQueueDepth: await queueDepth(stack.metrics).catch(() => -1),
-        rssMiB: samples.reduce((a, s) => a + s.rssMiB, 0),
-        fds: samples.reduce((a, s) => a + s.fds, 0),
+        rssMiB: total(samples, 'rssMiB'),
+        fds: total(samples, 'fds'),
         processes: samples,
       };
       intervals.push(row);
-      previous = { at: now, sent: tally.sent };
-      window = { latencies: [], errors: 0 };
+      previousAt = now;
+      window = new Tally();
       log(
         `${row.atS.toFixed(0).padStart(6)} ${row.rps.toFixed(0).padStart(7)} ${String(row.errors).padStart(7)} ${row.p50Ms.toFixed(0).padStart(7)} ${row.p99Ms.toFixed(0).padStart(7)} ${String(row.maxQueueDepth).padStart(6)} ${row.rssMiB.toFixed(0).padStart(8)} ${String(row.fds).padStart(6)}`,
       );
@@ -305,19 +283,18 @@ export async function soak(
         log(table(`processes after the warm-up (${row.atS.toFixed(0)} s)`, warm));
       }
     }
-    await Promise.all(clients);
-    await dispatcher.close();
+    const tally = await load;
     const end = sampleProcesses(roots);
     warm ??= end;
     log(table('processes at the end', end));
 
     const died = warm.filter((w) => !end.some((e) => e.pid === w.pid)).map((w) => `${w.name} ${w.pid}`);
-    const growth = warm
-      .filter((w) => end.some((e) => e.pid === w.pid))
-      .map((w) => {
-        const e = end.find((x) => x.pid === w.pid)!;
-        return { name: w.name, pid: w.pid, rssMiB: e.rssMiB - w.rssMiB, fds: e.fds - w.fds, files: e.files - w.files };
-      });
+    const growth = warm.flatMap((w) => {
+      const e = end.find((x) => x.pid === w.pid);
+      return e
+        ? [{ name: w.name, pid: w.pid, rssMiB: e.rssMiB - w.rssMiB, fds: e.fds - w.fds, files: e.files - w.files }]
+        : [];
+    });
     const problems: string[] = [];
     if (tally.errorCount > 0)
       problems.push(`${tally.errorCount} error answers: ${JSON.stringify(Object.fromEntries(tally.errors))}`);
@@ -333,8 +310,9 @@ export async function soak(
         problems.push(`${g.name} ${g.pid}: ${g.fds} more descriptors than after the warm-up`);
     }
     const half = intervals.filter((r) => r.atS >= options.durationS / 2);
-    const rssSlopeMiBPerMin =
-      half.length >= 2 ? ((half.at(-1)!.rssMiB - half[0]!.rssMiB) / (half.at(-1)!.atS - half[0]!.atS)) * 60 : 0;
+    const [first, last] = [half[0], half.length >= 2 ? half.at(-1) : undefined];
+    const perMinute = (from: number, to: number) => ((to - from) / (last!.atS - first!.atS)) * 60;
+    const rssSlopeMiBPerMin = last ? perMinute(first.rssMiB, last.rssMiB) : 0;
     const depths = intervals.filter((r) => r.atS >= options.warmupS).map((r) => r.maxQueueDepth);
     log(
       `soak: ${tally.sent} requests in ${options.durationS} s (${(tally.sent / options.durationS).toFixed(0)}/s): ${tally.ok} ok, ` +
@@ -346,19 +324,13 @@ export async function soak(
       `soak: after warm-up → end: ${growth.map((g) => `${g.name} ${signed(g.rssMiB, 1)} MiB ${signed(g.fds)} fds (${signed(g.files)} non-socket)`).join('; ')}`,
     );
     // Per process: where a total trend comes from (a leak is one process climbing steadily).
-    const slopes =
-      half.length >= 2
-        ? half[0]!.processes
-            .map((p) => {
-              const last = half.at(-1)!.processes.find((q) => q.pid === p.pid);
-              return last
-                ? `${p.name} ${signed(((last.rssMiB - p.rssMiB) / (half.at(-1)!.atS - half[0]!.atS)) * 60, 1)}`
-                : '';
-            })
-            .filter(Boolean)
-            .join('; ')
-        : '';
-    log(`soak: RSS over the second half of the run, MiB/min: total ${signed(rssSlopeMiBPerMin, 1)} (${slopes})`);
+    const slopes = (last ? first!.processes : []).flatMap((p) => {
+      const q = last!.processes.find((x) => x.pid === p.pid);
+      return q ? [`${p.name} ${signed(perMinute(p.rssMiB, q.rssMiB), 1)}`] : [];
+    });
+    log(
+      `soak: RSS over the second half of the run, MiB/min: total ${signed(rssSlopeMiBPerMin, 1)} (${slopes.join('; ')})`,
+    );
     log(
       problems.length === 0
         ? 'soak: OK — zero unexpected errors, nothing unanswered, descriptors flat'

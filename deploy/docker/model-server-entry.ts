@@ -25,11 +25,11 @@ import { fork } from 'node:child_process';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { configOrExit, loadConfig, readEnv, readSetupConfig, type Config } from '../../common/config.js';
+import { configOrExit, loadConfig, localUrl, readEnv, readSetupConfig, type Config } from '../../common/config.js';
 import { resolveEntry } from '../../common/entry.js';
 import { createLogger, type Logger } from '../../common/logger.js';
+import type { ListeningMessage } from '../../model-server/main.js';
 import { archiveModels } from '../../model-server/tools/archiver.js';
-import { localUrl } from '../../scripts/config-env.js';
 
 /** The file the startupProbe checks, relative to RUN_DIR. */
 export const READY_FILE = 'models-registered';
@@ -45,11 +45,6 @@ export function registrationUrl(managementUrl: string, language: string, config:
     synchronous: 'true',
   });
   return `${managementUrl}/models?${query}`;
-}
-
-interface ListeningMessage {
-  type: 'listening';
-  ports: { inference: number; management: number; metrics: number };
 }
 
 async function register(config: Readonly<Config>, languages: string[], managementPort: number, log: Logger) {

@@ -11,32 +11,21 @@
  */
 import { Hono, type Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
-import type { Logger } from '../../common/logger.js';
 import { decodeUtf8, parseJsonBody, type JsonValue } from '../../common/strict-utf8.js';
-import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
+import { installCommon, methodNotAllowed, type AppEnv, type CommonOptions } from './error-handler.js';
 import { installGlossaries } from './glossary-api.js';
 import { installOpenInference, OPEN_INFERENCE_PUBLIC_PATHS, openInferenceErrors } from './kserve-api.js';
 import { INFERENCE_OPENAPI } from './openapi.js';
 import { runPrediction, type PredictionDeps } from './prediction.js';
 
-export interface InferenceApiDeps extends PredictionDeps {
-  log: Logger;
-  /** MAX_REQUEST_SIZE, bytes. */
-  maxBodyBytes: number;
-  /** Inference key when TOKEN_AUTH is on. */
-  token?: string | undefined;
-}
+/** The job path's needs and the port's (`token`: the inference key when TOKEN_AUTH is on). */
+export interface InferenceApiDeps extends PredictionDeps, Omit<CommonOptions, 'publicPaths'> {}
 
 export function createInferenceApp(deps: InferenceApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   // Outside the shared middleware, so that its refusals (401, 413) under /v2 also take the protocol's error shape.
   app.use('/v2/*', openInferenceErrors());
-  installCommon(app, {
-    log: deps.log,
-    maxBodyBytes: deps.maxBodyBytes,
-    token: deps.token,
-    publicPaths: ['/ping', ...OPEN_INFERENCE_PUBLIC_PATHS],
-  });
+  installCommon(app, { ...deps, publicPaths: ['/ping', ...OPEN_INFERENCE_PUBLIC_PATHS] });
 
   app.get('/ping', (c) => {
     const health = deps.manager.health();

@@ -5,20 +5,15 @@
  */
 import { Hono, type Context } from 'hono';
 import { ServeError } from '../../common/errors.js';
-import type { Logger } from '../../common/logger.js';
-import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
+import { installCommon, methodNotAllowed, type AppEnv, type CommonOptions } from './error-handler.js';
 import type { ManagementResult, ModelManager } from '../wlm/model-manager.js';
 import type { RegisterRequest } from '../wlm/registration.js';
 import { describeModel } from './model-description.js';
 import { MANAGEMENT_OPENAPI } from './openapi.js';
 
-export interface ManagementApiDeps {
+/** The models, and the port's options (`token`: the management key when TOKEN_AUTH is on). */
+export interface ManagementApiDeps extends CommonOptions {
   manager: ModelManager;
-  log: Logger;
-  /** MAX_REQUEST_SIZE, bytes. */
-  maxBodyBytes: number;
-  /** Management key when TOKEN_AUTH is on. */
-  token?: string | undefined;
 }
 
 /** TorchServe's page size bounds for `GET /models`. */
@@ -31,7 +26,7 @@ type Params = Map<string, string>;
 export function createManagementApp(deps: ManagementApiDeps): Hono<AppEnv> {
   const { manager } = deps;
   const app = new Hono<AppEnv>();
-  installCommon(app, { log: deps.log, maxBodyBytes: deps.maxBodyBytes, token: deps.token });
+  installCommon(app, deps);
   const reply = (c: Context<AppEnv>, result: ManagementResult) =>
     c.json({ status: result.message }, result.settled ? 200 : 202);
 

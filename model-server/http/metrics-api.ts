@@ -5,24 +5,21 @@
  * Built by a factory; it never listens.
  */
 import { Hono } from 'hono';
-import type { Logger } from '../../common/logger.js';
-import { installCommon, methodNotAllowed, type AppEnv } from './error-handler.js';
+import { installCommon, methodNotAllowed, type AppEnv, type CommonOptions } from './error-handler.js';
 import type { ServerMetrics } from '../wlm/metrics.js';
 import { METRICS_OPENAPI } from './openapi.js';
 import type { ServerStatus } from '../translation/status.js';
 
-export interface MetricsApiDeps {
+/** No token: the metrics port asks for none. */
+export interface MetricsApiDeps extends Pick<CommonOptions, 'log' | 'maxBodyBytes'> {
   metrics: ServerMetrics;
-  log: Logger;
-  /** MAX_REQUEST_SIZE, bytes. */
-  maxBodyBytes: number;
   /** The status document; absent: `/status.json` is not served. */
   status?: () => Promise<ServerStatus>;
 }
 
 export function createMetricsApp(deps: MetricsApiDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  installCommon(app, { log: deps.log, maxBodyBytes: deps.maxBodyBytes });
+  installCommon(app, deps);
   const { metrics } = deps;
 
   app.options('/', (c) => c.json(METRICS_OPENAPI));

@@ -13,26 +13,26 @@ const statusSchema = { type: 'object', properties: { status: { type: 'string' } 
 const json = (schema: object) => ({ 'application/json': { schema } });
 const error = (description: string) => ({ description, content: json(errorSchema) });
 const ok = (description: string, schema: object = statusSchema) => ({ description, content: json(schema) });
-const path = (name: string, description: string) => ({
+const anObject = { type: 'object' };
+const parameter = (where: 'path' | 'query', name: string, description: string, type = 'string') => ({
   name,
-  in: 'path',
-  required: true,
-  description,
-  schema: { type: 'string' },
-});
-const query = (name: string, description: string, type = 'string') => ({
-  name,
-  in: 'query',
-  required: false,
+  in: where,
+  required: where === 'path',
   description,
   schema: { type },
 });
+const path = (name: string, description: string) => parameter('path', name, description);
+const query = (name: string, description: string, type?: string) => parameter('query', name, description, type);
 
+/** One port's document; every port answers `OPTIONS /` with it. */
 function doc(title: string, paths: object): object {
   return {
     openapi: '3.0.1',
     info: { title, version: '1.0', description: 'mt-serve model server (TorchServe-compatible).' },
-    paths,
+    paths: {
+      '/': { options: { operationId: 'apiDescription', responses: { 200: ok('This document', anObject) } } },
+      ...paths,
+    },
     components: { schemas: { Error: errorSchema } },
   };
 }
@@ -51,7 +51,7 @@ const predict = {
     }),
   },
   responses: {
-    200: ok('The handler output, e.g. {"translated": "..."}', { type: 'object' }),
+    200: ok('The handler output, e.g. {"translated": "..."}', anObject),
     400: error('Bad input'),
     404: error('Model or version not found'),
     413: error('Body over max_request_size'),
@@ -75,8 +75,8 @@ const tensor = (extra: object = {}) => ({
     ...extra,
   },
 });
-const v2Model = [path('model_name', 'Model (target language)')];
-const v2Version = [...v2Model, path('model_version', 'Model version')];
+const modelParams = [path('model_name', 'Model (target language)')];
+const versionParams = [...modelParams, path('model_version', 'Model version')];
 const v2Metadata = (parameters: object[]) => ({
   get: {
     operationId: parameters.length > 1 ? 'v2ModelVersionMetadata' : 'v2ModelMetadata',
@@ -84,9 +84,7 @@ const v2Metadata = (parameters: object[]) => ({
     responses: {
       200: ok(
         '{name, versions, platform, inputs: text BYTES [-1], src_lang BYTES [1]; outputs: translated, detected_src_lang}',
-        {
-          type: 'object',
-        },
+        anObject,
       ),
       404: v2Error('Model or version not found'),
     },
@@ -97,7 +95,7 @@ const v2Ready = (parameters: object[]) => ({
     operationId: parameters.length > 1 ? 'v2ModelVersionReady' : 'v2ModelReady',
     parameters,
     responses: {
-      200: ok('{"name", "ready": true}', { type: 'object' }),
+      200: ok('{"name", "ready": true}', anObject),
       400: v2Error('Not ready (no worker has loaded it, or scaled to 0)'),
       404: v2Error('Model or version not found'),
     },
@@ -153,48 +151,43 @@ const v2Infer = (parameters: object[]) => ({
 });
 
 export const INFERENCE_OPENAPI = doc('Inference API', {
-  '/': { options: { operationId: 'apiDescription', responses: { 200: ok('This document', { type: 'object' }) } } },
   '/ping': {
     get: {
       operationId: 'ping',
       responses: { 200: ok('{"status": "Healthy"}'), 500: ok('{"status": "Unhealthy"}') },
     },
   },
-  '/predictions/{model_name}': { post: { ...predict, parameters: [path('model_name', 'Model (target language)')] } },
+  '/predictions/{model_name}': { post: { ...predict, parameters: modelParams } },
   '/predictions/{model_name}/{model_version}': {
-    post: {
-      ...predict,
-      operationId: 'versionPredictions',
-      parameters: [path('model_name', 'Model (target language)'), path('model_version', 'Model version')],
-    },
+    post: { ...predict, operationId: 'versionPredictions', parameters: versionParams },
   },
   // The Open Inference Protocol (KServe v2), kserve-api.ts.
   '/v2': {
     get: {
       operationId: 'v2ServerMetadata',
       responses: {
-        200: ok('{"name": "mt-serve", "version", "extensions": ["binary_tensor_data"]}', { type: 'object' }),
+        200: ok('{"name": "mt-serve", "version", "extensions": ["binary_tensor_data"]}', anObject),
       },
     },
   },
   '/v2/health/live': {
-    get: { operationId: 'v2ServerLive', responses: { 200: ok('{"live": true}', { type: 'object' }) } },
+    get: { operationId: 'v2ServerLive', responses: { 200: ok('{"live": true}', anObject) } },
   },
   '/v2/health/ready': {
     get: {
       operationId: 'v2ServerReady',
       responses: {
-        200: ok('{"ready": true}: every registered model has a ready worker', { type: 'object' }),
+        200: ok('{"ready": true}: every registered model has a ready worker', anObject),
         400: v2Error('Not ready (no model registered, or one not ready)'),
       },
     },
   },
-  '/v2/models/{model_name}': v2Metadata(v2Model),
-  '/v2/models/{model_name}/versions/{model_version}': v2Metadata(v2Version),
-  '/v2/models/{model_name}/ready': v2Ready(v2Model),
-  '/v2/models/{model_name}/versions/{model_version}/ready': v2Ready(v2Version),
-  '/v2/models/{model_name}/infer': v2Infer(v2Model),
-  '/v2/models/{model_name}/versions/{model_version}/infer': v2Infer(v2Version),
+  '/v2/models/{model_name}': v2Metadata(modelParams),
+  '/v2/models/{model_name}/versions/{model_version}': v2Metadata(versionParams),
+  '/v2/models/{model_name}/ready': v2Ready(modelParams),
+  '/v2/models/{model_name}/versions/{model_version}/ready': v2Ready(versionParams),
+  '/v2/models/{model_name}/infer': v2Infer(modelParams),
+  '/v2/models/{model_name}/versions/{model_version}/infer': v2Infer(versionParams),
 });
 
 const registerParams = [
@@ -217,12 +210,11 @@ const scaleParams = [
 const describe = { 200: ok('Array of model descriptions', { type: 'array' }), 404: error('Not found') };
 
 export const MANAGEMENT_OPENAPI = doc('Management API', {
-  '/': { options: { operationId: 'apiDescription', responses: { 200: ok('This document', { type: 'object' }) } } },
   '/models': {
     get: {
       operationId: 'listModels',
       parameters: [query('limit', 'Page size (1–100)', 'integer'), query('next_page_token', 'Offset', 'integer')],
-      responses: { 200: ok('{"models": [...], "nextPageToken"?: "N"}', { type: 'object' }) },
+      responses: { 200: ok('{"models": [...], "nextPageToken"?: "N"}', anObject) },
     },
     post: {
       operationId: 'registerModel',
@@ -277,7 +269,6 @@ export const MANAGEMENT_OPENAPI = doc('Management API', {
 });
 
 export const METRICS_OPENAPI = doc('Metrics API', {
-  '/': { options: { operationId: 'apiDescription', responses: { 200: ok('This document', { type: 'object' }) } } },
   '/metrics': {
     get: {
       operationId: 'metrics',

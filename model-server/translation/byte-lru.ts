@@ -8,14 +8,12 @@
  */
 
 export class ByteLru<V> {
-  readonly maxBytes: number;
   readonly #entries = new Map<string, { value: V; bytes: number }>();
   #bytes = 0;
 
   /** @param maxBytes the bound; 0 stores nothing. */
-  constructor(maxBytes: number) {
+  constructor(readonly maxBytes: number) {
     if (!(Number.isInteger(maxBytes) && maxBytes >= 0)) throw new RangeError(`maxBytes must be ≥ 0, got ${maxBytes}`);
-    this.maxBytes = maxBytes;
   }
 
   /** Bytes the entries held now say they take (always ≤ maxBytes). */

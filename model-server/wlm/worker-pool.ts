@@ -14,22 +14,18 @@
  * `pump()` is re-entrancy safe (a nested call, e.g. from `putBack`, just asks for one more pass).
  */
 import type { Logger } from '../../common/logger.js';
-import type { DeviceRequest, WorkerOptions } from '../protocol.js';
+import type { InitMessage } from '../protocol.js';
 import type { Batcher } from './batcher.js';
 import { dispatchPass } from './dispatch-pass.js';
 import type { BatchReport } from './worker-batches.js';
 import { WorkerHandle, type WorkerSpawner } from './worker-handle.js';
 
-/** What one engine loads: the same for every worker of the pool. */
-export interface EngineSpec {
+/** What one engine loads (its workers' `init`): the same for every worker of the pool. */
+export interface EngineSpec extends Omit<InitMessage, 'type' | 'workerId'> {
   /** Identity of the engine (handler, model dir, device and, with ENGINE_SHARING=language, the model). */
   key: string;
-  handler: string;
-  modelDir: string;
-  device: DeviceRequest;
   /** Why `device` is the CPU although a GPU was asked for (shown in describe, logged at start). */
   deviceFallback: string | undefined;
-  options: WorkerOptions;
 }
 
 /** Timings with production defaults (engine-set.ts `DEFAULT_TIMINGS`) that tests shorten. */

@@ -66,8 +66,7 @@ export function readParams(url: string, contentType: string | undefined, body: U
 /** One string parameter: the first value, as a string (numbers and booleans of a JSON body as they print). */
 export function param(params: Params, name: string): string | undefined {
   const value = params.get(name)?.[0];
-  if (value === undefined || value === null) return undefined;
-  return typeof value === 'string' ? value : String(value);
+  return value === undefined || value === null ? undefined : String(value);
 }
 
 export interface TextsRequest {
@@ -131,7 +130,7 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
     tgtLang,
     body,
     requestId: request.requestId,
-    ...(request.signal === undefined ? {} : { signal: request.signal }),
+    signal: request.signal,
   });
   const answer = JSON.parse(Buffer.from(reply.body).toString('utf8')) as {
     translated?: unknown;
@@ -157,9 +156,7 @@ export async function translateTexts(context: ApiContext, request: TextsRequest)
 
 /** Characters a text is counted as (Unicode code points, as both services count them). */
 export function characterCount(texts: readonly string[]): number {
-  let count = 0;
-  for (const text of texts) for (const _ of text) count++;
-  return count;
+  return texts.reduce((count, text) => count + [...text].length, 0);
 }
 
 /** `Retry-After` of a refusal, when it has one. */

@@ -5,20 +5,10 @@
  */
 import { ServeError, toServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
-import type {
-  BatchItem,
-  DeviceInfo,
-  DeviceRequest,
-  ItemBody,
-  ItemOutcome,
-  StepCounters,
-  WorkerOptions,
-} from '../../protocol.js';
+import type { BatchItem, DeviceInfo, InitMessage, ItemBody, ItemOutcome, StepCounters } from '../../protocol.js';
 
-export interface HandlerContext {
-  modelDir: string;
-  device: DeviceRequest;
-  options: WorkerOptions;
+/** What `init` named to load, and the worker's logger. */
+export interface HandlerContext extends Pick<InitMessage, 'modelDir' | 'device' | 'options'> {
   log: Logger;
 }
 
