@@ -116,7 +116,8 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       if (q === undefined || q === '') throw missing('q');
       if (key !== undefined) await admit(context, key, 0);
       const guess = detectLanguage(q, DETECTABLE_LANGUAGES);
-      if (guess.lang === null) return [{ confidence: 0, language: LISTED_CODES[codes[0] ?? 'en'] ?? 'en' }];
+      // Nothing to tell by (digits, punctuation): LibreTranslate's own fallback, English, when served.
+      if (guess.lang === null) return [{ confidence: 0, language: codes.includes('en') ? 'en' : (codes[0] ?? 'en') }];
       return [
         { confidence: Math.round(guess.confidence * 1000) / 10, language: LISTED_CODES[guess.lang] ?? guess.lang },
       ];

@@ -295,6 +295,18 @@ describe('LibreTranslate', () => {
     const [guess] = (await detect.json()) as { language: string; confidence: number }[];
     expect(guess!.language).toBe('de');
     expect(guess!.confidence).toBeGreaterThan(50);
+    // Nothing to tell by: English at confidence 0 where it is served, else the first language served, as listed.
+    expect(await (await json('/detect', { q: '12345 !!!' })).json()).toEqual([{ confidence: 0, language: 'en' }]);
+    const withoutEnglish = createRouterApp(
+      { maxBodyBytes: 4096, languages: ['zh', 'ko'], logBodies: false },
+      { upstream, logger: pino({ level: 'silent' }) },
+    );
+    const fallback = await withoutEnglish.request('/detect', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ q: '12345 !!!' }),
+    });
+    expect(await fallback.json()).toEqual([{ confidence: 0, language: 'ko' }]);
     const settings = (await (await app.request('/frontend/settings')).json()) as Record<string, unknown>;
     expect(settings).toMatchObject({ charLimit: 5000, apiKeys: false, keyRequired: false });
   });
