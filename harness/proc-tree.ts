@@ -7,7 +7,8 @@
  * shared libraries. `RssSampler` polls a set of roots and keeps the peak of the sum. `cpuTicks` reads the CPU time
  * a tree has used so far, so a measurement can say where the processor went. One process's figures (its resident
  * memory and high-water mark, nice value, open descriptors, command line) are read here too: no other file reads
- * /proc for the tests, the bench or the soak.
+ * /proc for the tests, the bench or the soak. `sampleProcesses` names each process of a stack by its role (the soak's
+ * tables).
  */
 import { readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 
@@ -201,4 +202,45 @@ export class RssSampler {
     }
     return { ...this.#peak };
   }
+}
+
+/** One process of a stack at one moment, named by its role. */
+export interface ProcessSample {
+  pid: number;
+  name: string;
+  rssMiB: number;
+  /** Open file descriptors, all kinds. */
+  fds: number;
+  /** Of those, the ones that are not sockets (files, pipes, event fds): these must not grow at all. */
+  files: number;
+}
+
+/** Every live process under `roots` (the roots and all their descendants), named by role. */
+export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
+  const parents = parentMap();
+  const pids = roots.flatMap((root) => processTree(root, parents));
+  const out: ProcessSample[] = [];
+  for (const pid of pids) {
+    try {
+      const name = roleOf(commandLine(pid));
+      const rssMiB = (statusBytes(pid, 'VmRSS') || 0) / 2 ** 20; // NaN: no VmRSS line
+      const { fds, sockets } = openFds(pid);
+      out.push({ pid, name, rssMiB, fds, files: fds - sockets });
+    } catch {
+      // exited while sampling
+    }
+  }
+  return out.sort((a, b) => a.name.localeCompare(b.name) || a.pid - b.pid);
+}
+
+function roleOf(cmdline: string): string {
+  if (cmdline.includes('worker/main')) return 'worker';
+  if (cmdline.includes('model-server')) return 'model-server';
+  if (cmdline.includes('router-cluster')) return 'router (primary)';
+  if (cmdline.includes('router/main')) return 'router';
+  if (cmdline.startsWith('nginx: master')) return 'nginx master';
+  if (cmdline.startsWith('nginx: worker')) return 'nginx worker';
+  if (cmdline.includes('front/main')) return 'front';
+  if (cmdline.includes('esbuild')) return 'esbuild (tsx)';
+  return cmdline.split(' ')[0] ?? '?';
 }

@@ -23,7 +23,7 @@ import { findNginx } from '../front/nginx.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { ENV_DEFAULTS } from '../common/config.js';
 import { Tally, drive } from '../harness/load.js';
-import { commandLine, openFds, parentMap, processTree, statusBytes } from '../harness/proc-tree.js';
+import { type ProcessSample, sampleProcesses } from '../harness/proc-tree.js';
 import { stopAll } from '../harness/process-registry.js';
 import { startMeasuredStack, translateBody, type Stack } from '../harness/stack.js';
 
@@ -93,46 +93,6 @@ function parseOptions(argv: string[]): Options {
 }
 
 /** One process of the stack as /proc shows it. */
-export interface ProcessSample {
-  pid: number;
-  name: string;
-  rssMiB: number;
-  /** Open file descriptors, all kinds. */
-  fds: number;
-  /** Of those, the ones that are not sockets (files, pipes, event fds): these must not grow at all. */
-  files: number;
-}
-
-/** Every live process under `roots` (the roots and all their descendants), named by role. */
-export function sampleProcesses(roots: readonly number[]): ProcessSample[] {
-  const parents = parentMap();
-  const pids = roots.flatMap((root) => processTree(root, parents));
-  const out: ProcessSample[] = [];
-  for (const pid of pids) {
-    try {
-      const name = roleOf(commandLine(pid));
-      const rssMiB = (statusBytes(pid, 'VmRSS') || 0) / 2 ** 20; // NaN: no VmRSS line
-      const { fds, sockets } = openFds(pid);
-      out.push({ pid, name, rssMiB, fds, files: fds - sockets });
-    } catch {
-      // exited while sampling
-    }
-  }
-  return out.sort((a, b) => a.name.localeCompare(b.name) || a.pid - b.pid);
-}
-
-function roleOf(cmdline: string): string {
-  if (cmdline.includes('worker/main')) return 'worker';
-  if (cmdline.includes('model-server')) return 'model-server';
-  if (cmdline.includes('router-cluster')) return 'router (primary)';
-  if (cmdline.includes('router/main')) return 'router';
-  if (cmdline.startsWith('nginx: master')) return 'nginx master';
-  if (cmdline.startsWith('nginx: worker')) return 'nginx worker';
-  if (cmdline.includes('front/main')) return 'front';
-  if (cmdline.includes('esbuild')) return 'esbuild (tsx)';
-  return cmdline.split(' ')[0] ?? '?';
-}
-
 interface Interval {
   atS: number;
   requests: number;
