@@ -47,7 +47,10 @@ export async function encodeOnDevice(
             made.push(feeds.encoder_attention_mask);
           }
           const caches = await cross.run(feeds);
-          const cache = crossCacheOutputs(ctx.layers).map((name) => caches[name]);
+          const names = crossCacheOutputs(ctx.layers);
+          // Whatever else the graph returns is not kept.
+          made.push(...Object.entries(caches).flatMap(([name, t]) => (names.includes(name) ? [] : [t])));
+          const cache = names.map((name) => caches[name]);
           if (cache.some((t) => t === undefined)) {
             dispose(Object.values(caches));
             throw new Error('the cross-attention graph returned no present.*.encoder cache');

@@ -136,9 +136,11 @@ export function deviceGraphs(
   const stepWeights = read(split.step.uses);
   const step = split.step.model;
   step.graph!.node = [...(step.graph!.node ?? [])];
+  // The packed projections' Split takes its sizes as an input from opset 13 on.
+  const opset = Number(step.opsetImport?.find((o) => (o.domain ?? '') === '')?.version ?? 0);
   const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights, shape.dModel), {
     singleQuery: true,
-    weightDims: weightDims(stepWeights),
+    ...(opset >= 13 ? { weightDims: weightDims(stepWeights) } : {}),
   });
   const cross = split.cross.model;
   cross.graph!.node = [...(cross.graph!.node ?? [])];
