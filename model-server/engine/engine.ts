@@ -67,7 +67,7 @@ export class TranslationEngine {
       eosTokenId: config.eosTokenId,
       maxInputTokens: config.maxInputTokens,
     });
-    const sessions = await loadSessions(options);
+    const sessions = await loadSessions(options, config);
     return new TranslationEngine(config, tokenizer, sessions, options);
   }
 

@@ -10,6 +10,7 @@ export interface ModelConfig {
   modelType: string;
   dModel: number;
   decoderLayers: number;
+  encoderHeads: number;
   decoderHeads: number;
   vocabSize: number;
   /** Positions the model can embed; inputs are truncated to fit and generation stops before it runs out. */
@@ -55,16 +56,16 @@ export function loadModelConfig(modelDir: string): ModelConfig {
   const generation = readJson(path.join(modelDir, 'generation_config.json'), false);
   const tokenizer = readJson(path.join(modelDir, 'tokenizer_config.json'), false);
 
-  const int = (source: Record<string, unknown>, file: string, key: string, fallback?: number): number => {
+  const int = (source: Record<string, unknown>, file: string, key: string, fallback?: number, least = 0): number => {
     const value = source[key] ?? fallback;
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-      throw new ServeError(
-        'WORKER_START_FAILED',
-        `${file}: "${key}" must be a non-negative integer (got ${JSON.stringify(value)}).`,
-      );
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < least) {
+      const what = least === 0 ? 'a non-negative integer' : 'a positive integer';
+      throw new ServeError('WORKER_START_FAILED', `${file}: "${key}" must be ${what} (got ${JSON.stringify(value)}).`);
     }
     return value;
   };
+  /** A dimension of the network (the graphs are prepared from these: session-graphs.ts). */
+  const size = (key: string) => int(config, 'config.json', key, undefined, 1);
   if (config.is_encoder_decoder !== true) {
     throw new ServeError(
       'WORKER_START_FAILED',
@@ -90,10 +91,11 @@ export function loadModelConfig(modelDir: string): ModelConfig {
   }
   return Object.freeze({
     modelType: String(config.model_type ?? 'unknown'),
-    dModel: int(config, 'config.json', 'd_model'),
-    decoderLayers: int(config, 'config.json', 'decoder_layers'),
-    decoderHeads: int(config, 'config.json', 'decoder_attention_heads'),
-    vocabSize: int(config, 'config.json', 'vocab_size'),
+    dModel: size('d_model'),
+    decoderLayers: size('decoder_layers'),
+    encoderHeads: size('encoder_attention_heads'),
+    decoderHeads: size('decoder_attention_heads'),
+    vocabSize: size('vocab_size'),
     maxPositions,
     decoderStartTokenId: int(
       generation,

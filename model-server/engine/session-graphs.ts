@@ -4,12 +4,11 @@
  * (WebGPU) split, fused and given a float encoder mask (`deviceGraphs`).
  */
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import type onnxProto from 'onnx-proto';
-import { ServeError } from '../../common/errors.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
+import type { ModelConfig } from './model-config.js';
 import { joinModel, smallFloatWeights, splitModel, weightDims, weightName } from './onnx-wire.js';
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */
@@ -31,39 +30,7 @@ export function asExported(reason: string): DecoderOutputs {
   return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
 }
 
-export interface ModelShape {
-  layers: number;
-  vocab: number;
-  dModel: number;
-  encoderHeads: number;
-  decoderHeads: number;
-  eosId: number;
-}
-
 const ENCODER_MASK = 'encoder_attention_mask';
-
-/**
- * `decoder_layers`, `vocab_size`, `d_model`, the attention heads and `</s>` from config.json (validated again, with
- * the rest, by model-config.ts).
- */
-export function modelShape(modelDir: string): ModelShape {
-  const config = JSON.parse(readFileSync(path.join(modelDir, 'config.json'), 'utf8')) as Record<string, unknown>;
-  const positive = (key: string) => {
-    const value = config[key];
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-      throw new ServeError('WORKER_START_FAILED', `${modelDir}/config.json: ${key} must be a positive integer.`);
-    }
-    return value;
-  };
-  return {
-    layers: positive('decoder_layers'),
-    vocab: positive('vocab_size'),
-    dModel: positive('d_model'),
-    encoderHeads: positive('encoder_attention_heads'),
-    decoderHeads: positive('decoder_attention_heads'),
-    eosId: typeof config.eos_token_id === 'number' ? config.eos_token_id : 2,
-  };
-}
 
 /**
  * The merged decoder prepared for the step loop, as bytes (null: load the file as is), and what it offers: split
@@ -76,20 +43,20 @@ export function modelShape(modelDir: string): ModelShape {
  */
 export function rewriteDecoder(
   file: string,
-  shape: ModelShape,
+  config: ModelConfig,
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
   const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
-  const split = splitCrossAttention(model, shape.layers);
+  const split = splitCrossAttention(model, config.decoderLayers);
   if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
   const step = split.ok ? split.step.model : model;
-  const appended = exposeCacheAppends(step, shape.layers);
+  const appended = exposeCacheAppends(step, config.decoderLayers);
   if (appended.ok) outputs.appendedCache = appended.outputs;
   else outputs.notes.push(`whole present cache fetched: ${appended.reason}`);
-  const top2 = exposeGreedyTop2(step, shape.vocab);
+  const top2 = exposeGreedyTop2(step, config.vocabSize);
   if (top2.ok) outputs.greedyTop2 = { values: top2.values, ids: top2.ids };
   else outputs.notes.push(`greedy steps fetch logits: ${top2.reason}`);
-  const beam = exposeBeamTopK(step, shape.vocab);
+  const beam = exposeBeamTopK(step, config.vocabSize);
   if (beam.ok) outputs.beamTopK = true;
   else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
   if (!split.ok) {
@@ -118,7 +85,7 @@ function weightsReader(weights: readonly Uint8Array[]): (uses: ReadonlySet<strin
 export function deviceGraphs(
   encoderFile: string,
   decoderFile: string,
-  shape: ModelShape,
+  config: ModelConfig,
 ): {
   encoder: Uint8Array;
   bytes: Uint8Array;
@@ -130,15 +97,15 @@ export function deviceGraphs(
   eosId: number;
 } | null {
   const { model, weights } = splitModel(readFileSync(decoderFile));
-  const split = splitCrossAttention(model, shape.layers);
-  if (!split.ok || logitsUnfit(split.step.model, shape.vocab) !== undefined) return null;
+  const split = splitCrossAttention(model, config.decoderLayers);
+  if (!split.ok || logitsUnfit(split.step.model, config.vocabSize) !== undefined) return null;
   const read = weightsReader(weights);
   const stepWeights = read(split.step.uses);
   const step = split.step.model;
   step.graph!.node = [...(step.graph!.node ?? [])];
   // The packed projections' Split takes its sizes as an input from opset 13 on.
   const opset = Number(step.opsetImport?.find((o) => (o.domain ?? '') === '')?.version ?? 0);
-  const fused = fuseDecoderGraph(step.graph!, shape.decoderHeads, smallFloatWeights(stepWeights, shape.dModel), {
+  const fused = fuseDecoderGraph(step.graph!, config.decoderHeads, smallFloatWeights(stepWeights, config.dModel), {
     singleQuery: true,
     ...(opset >= 13 ? { weightDims: weightDims(stepWeights) } : {}),
   });
@@ -154,7 +121,7 @@ export function deviceGraphs(
   const encoder = splitModel(readFileSync(encoderFile));
   // Layer norms only: onnxruntime 1.30's WebGPU MultiHeadAttention gives wrong results from 32 queries on (checked
   // on lavapipe: 0.5 off at 32 positions, exact at 31), which an encoder reaches; a decoder step has one query.
-  const encoderFused = fuseDecoderGraph(encoder.model.graph!, shape.encoderHeads, smallFloatWeights(encoder.weights), {
+  const encoderFused = fuseDecoderGraph(encoder.model.graph!, config.encoderHeads, smallFloatWeights(encoder.weights), {
     attention: false,
   });
   const note = (what: string, r: typeof fused) =>
@@ -170,7 +137,7 @@ export function deviceGraphs(
       beamTopK: false,
       notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
     },
-    vocab: shape.vocab,
-    eosId: shape.eosId,
+    vocab: config.vocabSize,
+    eosId: config.eosTokenId,
   };
 }

@@ -17,6 +17,7 @@ import { beamHeadModel, DeviceHeads } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
 import type { EngineOptions } from './engine-options.js';
 import { type EngineSession, float32Boundary } from './float16.js';
+import type { ModelConfig } from './model-config.js';
 import {
   chooseDecoder,
   chooseDtype,
@@ -25,7 +26,7 @@ import {
   type DtypeChoice,
   type ModelDtype,
 } from './model-files.js';
-import { asExported, type DecoderOutputs, deviceGraphs, modelShape, rewriteDecoder } from './session-graphs.js';
+import { asExported, type DecoderOutputs, deviceGraphs, rewriteDecoder } from './session-graphs.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 /** Which decoder graph drives generation. */
@@ -88,10 +89,11 @@ function sessionOptions(
 }
 
 /**
- * Create the encoder and decoder sessions (of the engine's options, those about its files and device).
+ * Create the encoder and decoder sessions (of the engine's options, those about its files and device); the graphs
+ * prepared in memory take their shapes from `config` (model-config.ts, read once).
  * @throws ServeError WORKER_START_FAILED when the files are missing or onnxruntime rejects them on the CPU.
  */
-export async function loadSessions(options: EngineOptions): Promise<EngineSessions> {
+export async function loadSessions(options: EngineOptions, config: ModelConfig): Promise<EngineSessions> {
   const { modelDir, device = { kind: 'cpu' }, profilePrefix } = options;
   const threads = Math.max(0, Math.floor(options.intraOpThreads ?? 0));
   const prepared = new Map<ModelDtype, ReturnType<typeof prepare>>();
@@ -105,15 +107,14 @@ export async function loadSessions(options: EngineOptions): Promise<EngineSessio
     // Each path's graphs are made when a device first asks for them (each is a pass over the weights).
     const rewritten = () =>
       (hostGraphs ??= editable
-        ? rewriteDecoder(decoderFile, modelShape(modelDir))
+        ? rewriteDecoder(decoderFile, config)
         : {
             bytes: null,
             cross: null,
             outputs: asExported(decoder.kind === 'merged' ? 'asked for (as-exported)' : 'no-cache decoder'),
           });
     let onDevice: ReturnType<typeof deviceGraphs> | undefined;
-    const forDevice = () =>
-      (onDevice ??= editable ? deviceGraphs(encoderFile, decoderFile, modelShape(modelDir)) : null);
+    const forDevice = () => (onDevice ??= editable ? deviceGraphs(encoderFile, decoderFile, config) : null);
     return { encoderFile, decoder, decoderFile, rewritten, forDevice };
   };
   const filesFor = (dtype: ModelDtype) => {

@@ -1,0 +1,62 @@
+/**
+ * model-config.ts: config.json is read and checked once per engine; the network's dimensions, which the graphs are
+ * prepared from (session-graphs.ts), must be positive integers, and a folder that lacks one is refused naming it.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { loadModelConfig } from './model-config.js';
+
+const root = mkdtempSync(path.join(tmpdir(), 'model-config-'));
+const dir = path.join(root, 'tiny');
+makeDemoModel('tiny', dir, { quantize: false });
+const file = path.join(dir, 'config.json');
+const original = readFileSync(file, 'utf8');
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** loadModelConfig over config.json changed by `edit`. */
+function withConfig(edit: (config: Record<string, unknown>) => void) {
+  const config = JSON.parse(original) as Record<string, unknown>;
+  edit(config);
+  writeFileSync(file, JSON.stringify(config));
+  try {
+    return loadModelConfig(dir);
+  } finally {
+    writeFileSync(file, original);
+  }
+}
+
+describe('loadModelConfig', () => {
+  it("reads the network's dimensions, both attention heads among them", () => {
+    const config = JSON.parse(original) as Record<string, number>;
+    expect(withConfig(() => {})).toMatchObject({
+      dModel: config.d_model,
+      decoderLayers: config.decoder_layers,
+      encoderHeads: config.encoder_attention_heads,
+      decoderHeads: config.decoder_attention_heads,
+      vocabSize: config.vocab_size,
+    });
+  });
+
+  it.each([
+    ['d_model', 0],
+    ['decoder_layers', 0],
+    ['encoder_attention_heads', undefined],
+    ['decoder_attention_heads', 2.5],
+    ['vocab_size', -1],
+  ])('refuses %s = %s, naming it', (key, value) => {
+    expect(() =>
+      withConfig((config) => {
+        if (value === undefined) delete config[key];
+        else config[key] = value;
+      }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'WORKER_START_FAILED',
+        message: expect.stringContaining(`"${key}" must be a positive integer`),
+      }),
+    );
+  });
+});
