@@ -14,7 +14,8 @@
  *       per run by provider and operator, their summed durations) and the raw files deleted; slows the timed calls.
  *   driver summary --webgpu A.json --cpu B.json [--torch T.json] [--served V.json] --out S.json
  *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu; with
- *       the served arm's JSON (bench/gpu/served.ts), served tokens/s per concurrency ÷ the engine's at that batch
+ *       the served arm's JSON (bench/gpu/served.ts), served tokens/s per worker count and concurrency ÷ the engine's
+ *       at that batch
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -296,10 +297,13 @@ function summary(files: { webgpu: string; cpu: string; torch?: string; served?: 
   const served =
     files.served === undefined
       ? null
-      : read<{ device: unknown; levels: { concurrency: number; tokensPerS: number }[]; errors: string[] }>(
-          files.served,
-        );
-  const servedLevels = served?.levels.map(({ concurrency, tokensPerS }) => ({
+      : read<{
+          devices: unknown[];
+          levels: { workers: number; concurrency: number; tokensPerS: number }[];
+          errors: string[];
+        }>(files.served);
+  const servedLevels = served?.levels.map(({ workers, concurrency, tokensPerS }) => ({
+    workers,
     concurrency,
     tokensPerS,
     overEngineWebgpu: ratio(tokensPerS, webgpu.tokensPerS[`${concurrency}x1`]),
@@ -309,7 +313,7 @@ function summary(files: { webgpu: string; cpu: string; torch?: string; served?: 
   return {
     parts,
     torch,
-    ...(served === null ? {} : { served: { device: served.device, levels: servedLevels, errors: served.errors } }),
+    ...(served === null ? {} : { served: { devices: served.devices, levels: servedLevels, errors: served.errors } }),
   };
 }
 

@@ -9,9 +9,9 @@
 #      step by operator and program (onnxruntime's profile)                                    -> $OUT/gpu-profile-webgpu.json
 #   4. the engine on the CPU provider (every core; GPU_CPU_PARTS, default 64x1,64x2, one timed call: the rows whose
 #      tokens WebGPU must equal)                                                                -> $OUT/gpu-engine-cpu.json
-#   5. served: the whole stack (built-in front, router cluster, model server, a worker on GPU 0 by setup_config.json)
+#   5. served: the whole stack (built-in front, router cluster, model server, workers on GPU 0 by setup_config.json)
 #      from the kit's compiled tree (stack.tar.xz), closed-loop clients through the front at GPU_SERVED_LEVELS
-#      (default 1,64,256)                                                                      -> $OUT/gpu-served.json
+#      (default 1,64,256), with GPU_SERVED_WORKERS worker processes on the GPU (default 1,2)   -> $OUT/gpu-served.json
 #   6. ratios (engine ÷ torch fp16/fp32, webgpu ÷ cpu, served ÷ engine), rows with equal tokens, host bytes per row-step
 #                                                                                                -> $OUT/gpu-summary.json
 # Each step is bounded by `timeout`; a part past its arm's deadline is skipped and named in the JSON.
@@ -25,6 +25,7 @@ RUNS="${GPU_RUNS:-2}"
 PROFILE_PARTS="${GPU_PROFILE_PARTS:-64x1}"
 CPU_PARTS="${GPU_CPU_PARTS:-64x1,64x2}"
 SERVED_LEVELS="${GPU_SERVED_LEVELS:-1,64,256}"
+SERVED_WORKERS="${GPU_SERVED_WORKERS:-1,2}"
 # A smoke test on a CPU-only machine: GPU_PRESET=tiny GPU_SOFTWARE=1 (lavapipe) with a kit whose kit-env.sh points at
 # this machine's node.
 PRESET="${GPU_PRESET:-m2m100-418m}"
@@ -81,7 +82,7 @@ STACK="$KIT_WORK/stack"
 rm -rf "$STACK" && mkdir -p "$STACK" && xz -dc "$KIT_DIR/stack.tar.xz" | tar -C "$STACK" -xf - &&
   ln -s "$KIT_NODE_MODULES/onnxruntime-node" "$KIT_NODE_MODULES/onnxruntime-common" "$STACK/node_modules/" &&
   (cd "$STACK" && timeout 240 "$KIT_NODE" dist/bench/gpu/served.js --model "$MODEL" --out "$OUT/gpu-served.json" \
-    --concurrency "$SERVED_LEVELS" --new-tokens "$NEW_TOKENS" --deadline-s 200 "${SOFTWARE[@]}")
+    --concurrency "$SERVED_LEVELS" --workers "$SERVED_WORKERS" --new-tokens "$NEW_TOKENS" --deadline-s 200 "${SOFTWARE[@]}")
 SERVED=()
 [[ -f "$OUT/gpu-served.json" ]] && SERVED=(--served "$OUT/gpu-served.json")
 

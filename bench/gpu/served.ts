@@ -5,12 +5,15 @@
  * folder; closed-loop clients through the front at each concurrency, the fixed output length, served tokens/s. It
  * runs compiled (dist/bench/gpu/served.js) with the kit's node, beside the production modules only.
  *
- *   served --model DIR --out FILE [--concurrency 1,64,256] [--new-tokens 16] [--window-s 10] [--threads 2]
- *          [--software] [--allow-cpu] [--deadline-s 240]
+ *   served --model DIR --out FILE [--concurrency 1,64,256] [--workers 1,2] [--new-tokens 16] [--window-s 10]
+ *          [--threads 2] [--software] [--allow-cpu] [--deadline-s 240]
  *
- * The worker's device (describe's `device`: provider, fallback reason) is in the JSON, and a worker that fell back to
- * the CPU fails the run unless `--allow-cpu`: a served figure must say what served it. `--software` lets the worker
- * take a software adapter (lavapipe; a smoke test on a CPU-only machine).
+ * Each concurrency is measured with the model scaled to each worker count in turn (`min_worker`; a worker count above
+ * the concurrency is skipped): worker processes on one GPU record their GPU programs from the host side by side, while
+ * one worker's decoder step is bound by that recording (docs/performance.md), so the second worker measures how much of
+ * the GPU one worker leaves idle. Every worker's device (describe's `device`: provider, fallback reason) is in the
+ * JSON, and a worker that fell back to the CPU fails the run unless `--allow-cpu`: a served figure must say what served
+ * it. `--software` lets the workers take a software adapter (lavapipe; a smoke test on a CPU-only machine).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +39,7 @@ function options() {
       model: { type: 'string' },
       out: { type: 'string' },
       concurrency: { type: 'string', default: '1,64,256' },
+      workers: { type: 'string', default: '1,2' },
       'new-tokens': { type: 'string', default: '16' },
       'window-s': { type: 'string', default: '10' },
       threads: { type: 'string', default: '2' },
@@ -51,6 +55,7 @@ function options() {
     model: path.resolve(values.model),
     out: path.resolve(values.out),
     concurrency: values.concurrency.split(',').map(Number),
+    workers: values.workers.split(',').map(Number),
     newTokens: Number(values['new-tokens']),
     windowMs: 1000 * Number(values['window-s']),
     threads: Number(values.threads),
@@ -71,9 +76,16 @@ async function main(): Promise<void> {
     target: TARGET,
     newTokensPerRow: o.newTokens,
     batchSize,
-    device: null as { device: string; fallback: string | null } | null,
-    levels: [] as { concurrency: number; tokensPerS: number; sentencesPerS: number; p50Ms: number; p90Ms: number }[],
-    rowsPerDecoderRun: [] as number[],
+    devices: [] as { workers: number; device: string; fallback: string | null }[],
+    levels: [] as {
+      workers: number;
+      concurrency: number;
+      tokensPerS: number;
+      sentencesPerS: number;
+      p50Ms: number;
+      p90Ms: number;
+      rowsPerDecoderRun: number;
+    }[],
     errors: [] as string[],
   };
   const write = () => writeFileSync(o.out, `${JSON.stringify(result, null, 1)}\n`);
@@ -103,15 +115,6 @@ async function main(): Promise<void> {
         ...(o.software ? { WEBGPU_ALLOW_SOFTWARE: '1' } : {}),
       },
     });
-    const described = (await (await fetch(`${stack.management}/models/${TARGET}`)).json()) as {
-      workers?: { device?: string; deviceFallback?: string }[];
-    }[];
-    const worker = described[0]?.workers?.[0];
-    result.device = { device: worker?.device ?? 'unknown', fallback: worker?.deviceFallback ?? null };
-    log(`worker device: ${JSON.stringify(result.device)}`);
-    if (!/^(webgpu|cuda):/.test(worker?.device ?? '') && !o.allowCpu) {
-      throw new Error(`the worker is not on a GPU (${JSON.stringify(result.device)}); --allow-cpu measures it anyway`);
-    }
     const settings = { ...settingsFor('quick', o.threads), newTokens: o.newTokens };
     const ctx: BenchContext = {
       settings,
@@ -122,35 +125,53 @@ async function main(): Promise<void> {
       model: () => Promise.reject(new Error('served: the model folder is given')),
       shared: new Map(),
     };
-    for (const concurrency of o.concurrency) {
-      if (Date.now() - started > o.deadlineMs) {
-        result.errors.push(`c=${concurrency}: skipped, past the deadline`);
-        break;
-      }
-      const m = await measure(ctx, {
-        label: 'served',
-        origin: stack.frontUrl!,
-        entry: 'front',
-        targets: [TARGET],
-        concurrency,
-        metricsUrl: stack.metrics,
-        drain: false,
-        window: { warmupMs: 2_000, warmupPerClient: 1, minWindowMs: o.windowMs, cyclesPerClient: 1 },
-      });
-      if (m.load.failed > 0)
-        result.errors.push(`c=${concurrency}: ${m.load.failed} failed ${JSON.stringify(m.load.errorsByStatus)}`);
-      result.levels.push({
-        concurrency,
-        tokensPerS: m.tokensPerS,
-        sentencesPerS: m.sentencesPerS,
-        p50Ms: m.load.latency.p50,
-        p90Ms: m.load.latency.p90,
-      });
-      result.rowsPerDecoderRun.push(m.rowsPerStep);
-      log(
-        `c=${concurrency}: ${m.tokensPerS.toFixed(1)} tokens/s served, ${m.rowsPerStep.toFixed(1)} rows per decoder run`,
+    for (const workers of o.workers) {
+      const scaled = await fetch(
+        `${stack.management}/models/${TARGET}?min_worker=${workers}&max_worker=${workers}&synchronous=true`,
+        { method: 'PUT' },
       );
-      write();
+      if (!scaled.ok) throw new Error(`scaling to ${workers} workers: ${scaled.status} ${await scaled.text()}`);
+      const described = (await (await fetch(`${stack.management}/models/${TARGET}`)).json()) as {
+        workers?: { device?: string; deviceFallback?: string }[];
+      }[];
+      for (const worker of described[0]?.workers ?? []) {
+        const device = { workers, device: worker.device ?? 'unknown', fallback: worker.deviceFallback ?? null };
+        result.devices.push(device);
+        log(`worker device: ${JSON.stringify(device)}`);
+        if (!/^(webgpu|cuda):/.test(device.device) && !o.allowCpu) {
+          throw new Error(`a worker is not on a GPU (${JSON.stringify(device)}); --allow-cpu measures it anyway`);
+        }
+      }
+      for (const concurrency of o.concurrency.filter((c) => c >= workers)) {
+        if (Date.now() - started > o.deadlineMs) {
+          result.errors.push(`${workers} workers, c=${concurrency}: skipped, past the deadline`);
+          break;
+        }
+        const m = await measure(ctx, {
+          label: 'served',
+          origin: stack.frontUrl!,
+          entry: 'front',
+          targets: [TARGET],
+          concurrency,
+          metricsUrl: stack.metrics,
+          drain: false,
+          window: { warmupMs: 2_000, warmupPerClient: 1, minWindowMs: o.windowMs, cyclesPerClient: 1 },
+        });
+        const at = `${workers} workers, c=${concurrency}`;
+        if (m.load.failed > 0)
+          result.errors.push(`${at}: ${m.load.failed} failed ${JSON.stringify(m.load.errorsByStatus)}`);
+        result.levels.push({
+          workers,
+          concurrency,
+          tokensPerS: m.tokensPerS,
+          sentencesPerS: m.sentencesPerS,
+          p50Ms: m.load.latency.p50,
+          p90Ms: m.load.latency.p90,
+          rowsPerDecoderRun: m.rowsPerStep,
+        });
+        log(`${at}: ${m.tokensPerS.toFixed(1)} tokens/s served, ${m.rowsPerStep.toFixed(1)} rows per decoder run`);
+        write();
+      }
     }
   } catch (err) {
     result.errors.push(err instanceof Error ? err.message : String(err));
