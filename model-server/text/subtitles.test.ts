@@ -24,6 +24,29 @@ describe('SRT', () => {
     );
   });
 
+  it('tags that wrap a line stay; a tag marking only some of its words goes with its partner, so tags stay balanced', () => {
+    const cue = (n: number, text: string) => `${n}\n00:00:0${n},000 --> 00:00:0${n},500\n${text}\n`;
+    const file = [
+      cue(1, 'He said <i>no</i>.'),
+      cue(2, '<i>Hello</i> there.'),
+      cue(3, '<i><b>Hello</b> there.</i>'),
+      cue(4, '<i>An italic run\nover <b>two</b></i>'),
+      cue(5, '<font color="#ff0">Done.</font>'),
+    ].join('\n');
+    const plan = planSubtitles(file, 'srt');
+    expect(plan.texts).toEqual(['He said no.', 'Hello there.', 'Hello there.', 'An italic run over two Done.']);
+    const out = plan.render(['Er sagte nein.', 'Hallo da.', 'Hallo da.', 'Ein kursiver Lauf über zwei Fertig.']);
+    expect(out).toBe(
+      [
+        cue(1, 'Er sagte nein.'),
+        cue(2, 'Hallo da.'),
+        cue(3, '<i>Hallo da.</i>'),
+        cue(4, '<i>Ein kursiver Lauf\nüber zwei</i>'),
+        cue(5, '<font color="#ff0">Fertig.</font>'),
+      ].join('\n'),
+    );
+  });
+
   it('a translation with fewer words than a cue has lines keeps the cue, with fewer lines', () => {
     const plan = planSubtitles('1\n00:00:01,000 --> 00:00:02,000\nTwo\nlines\n', 'srt');
     expect(plan.render(['Eins'])).toBe('1\n00:00:01,000 --> 00:00:02,000\nEins\n');

@@ -5,8 +5,9 @@
  * STYLE and REGION blocks, blank lines and line endings are the input's own. A sentence that runs over several
  * cues (no sentence-final mark at a cue's end) is translated whole, then shared out over its cues in proportion
  * to their source lengths, cut at word boundaries (at characters for scripts written without spaces); a cue of
- * several lines keeps its number of lines while the translation has a word for each. Formatting tags at a cue's start and end (`<i>…</i>`, `<v Bob>`) stay
- * where they are; tags inside the text are dropped with the words they no longer fit.
+ * several lines keeps its number of lines while the translation has a word for each. Formatting tags that wrap a
+ * line's text (`<i>…</i>`, `<v Bob>`, an italic run over several lines) stay where they are; a tag that marks only
+ * some of its words goes, with its partner: the translation has no word alignment to put it back by.
  */
 import { ServeError } from '../../common/errors.js';
 
@@ -25,6 +26,8 @@ const VTT_UNTRANSLATED_BLOCK = /^(?:NOTE|STYLE|REGION)(?:[ \t].*)?$/;
 const LEADING_TAGS = /^(?:<[^>]*>)+/;
 const TRAILING_TAGS = /(?:<\/[^>]*>)+$/;
 const ANY_TAG = /<[^>]*>/g;
+/** A tag: whether it closes, and its name (`v` of `<v Bob>`, `c` of `<c.yellow>`). */
+const TAG = /<(\/?)([^\s.>/]*)[^>]*>/g;
 const SENTENCE_END = /[.!?…。！？‼⁇⁈⁉؟।॥][\p{Pe}\p{Pf}"']*$/u;
 const WORDS = /\p{L}/u;
 // A file without sentence punctuation would otherwise be one group: a group's translation is one engine row
@@ -123,21 +126,44 @@ function parseCues(lines: readonly string[], format: SubtitleFormat): CueLine[][
       );
     }
     const cue: CueLine[] = [];
-    for (let k = at + 1; k < i; k++) {
-      const line = lines[k]!;
-      const open = LEADING_TAGS.exec(line)?.[0] ?? '';
-      const rest = line.slice(open.length);
-      const close = TRAILING_TAGS.exec(rest)?.[0] ?? '';
-      const words = rest
-        .slice(0, rest.length - close.length)
-        .replace(ANY_TAG, '')
-        .replace(/\s+/g, ' ')
-        .trim();
-      cue.push({ index: k, open, words, close });
-    }
+    for (let k = at + 1; k < i; k++) cue.push({ index: k, ...lineParts(lines[k]!) });
     if (cue.length > 0) cues.push(cue);
   }
   return cues;
+}
+
+/**
+ * A cue line's words, and the tags at its start and end that wrap them all. A start tag closed inside the words, or
+ * an end tag opened there, marks only some words and goes with its partner, as every tag inside does; a tag left
+ * open or closing an earlier line's (an italic run over several lines, WebVTT's `<v Bob>` without `</v>`) stays.
+ */
+function lineParts(line: string): Omit<CueLine, 'index'> {
+  const lead = LEADING_TAGS.exec(line)?.[0] ?? '';
+  const rest = line.slice(lead.length);
+  const trail = TRAILING_TAGS.exec(rest)?.[0] ?? '';
+  const middle = rest.slice(0, rest.length - trail.length);
+  const tags = [lead, middle, trail].flatMap((part, region) =>
+    [...part.matchAll(TAG)].map((m) => ({ text: m[0], closing: m[1] === '/', name: m[2]!.toLowerCase(), region })),
+  );
+  // Each end tag pairs with the nearest start tag of its name still open before it.
+  const partner = new Map<number, number>();
+  const opened: number[] = [];
+  tags.forEach((tag, t) => {
+    if (!tag.closing) return void opened.push(t);
+    let o = opened.length - 1;
+    while (o >= 0 && tags[opened[o]!]!.name !== tag.name) o--;
+    if (o < 0) return;
+    partner.set(t, opened[o]!).set(opened[o]!, t);
+    opened.splice(o, 1);
+  });
+  const kept = (region: number) =>
+    tags
+      .map((tag, t) => ({ tag, other: partner.get(t) }))
+      .filter(({ tag, other }) => tag.region === region && (other === undefined || tags[other]!.region !== 1))
+      .map(({ tag }) => tag.text)
+      .join('');
+  const words = middle.replace(ANY_TAG, '').replace(/\s+/g, ' ').trim();
+  return { open: kept(0), words, close: kept(2) };
 }
 
 /**
