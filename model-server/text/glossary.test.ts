@@ -25,7 +25,13 @@ describe('glossary entries', () => {
         ['a', 'c'],
       ]),
     ).toThrow(/entry 2 repeats the source term "a"/);
-    expect(() => glossaryEntries([['a', ' ']])).toThrow(/entry 1 has an empty term/);
+    expect(() => glossaryEntries([['a', ' ']])).toThrow(/entry 1 has an empty target term/);
+    expect(() =>
+      glossaryEntries([
+        ['a', 'b'],
+        ['', 'c'],
+      ]),
+    ).toThrow(/entry 2 has an empty source term/);
     expect(() => glossaryEntries([['a\u0000', 'b']])).toThrow(/control character/);
     expect(() => glossaryEntries([])).toThrow(/at least one entry/);
   });

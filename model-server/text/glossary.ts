@@ -52,7 +52,7 @@ export function glossaryEntries(pairs: Iterable<readonly [string, string]>): Glo
     const [s, t] = [source.trim(), target.trim()];
     const problem =
       s === '' || t === ''
-        ? 'has an empty term'
+        ? `has an empty ${s === '' ? 'source' : 'target'} term`
         : CONTROL.test(s) || CONTROL.test(t)
           ? 'has a control character in a term'
           : s.length > MAX_TERM_CHARS || t.length > MAX_TERM_CHARS
