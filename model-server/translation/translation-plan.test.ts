@@ -66,10 +66,17 @@ describe('planTranslation: documents in, documents out', () => {
       const plan = planTranslation({ src_lang: 'auto', src_text: text, detect: 'guess' }, context);
       expect(plan.bodies).toEqual([{ srcLang: lang, text }]);
     }
-    // No letter at all is still nothing to guess from.
-    expect(() => planTranslation({ src_lang: 'auto', src_text: '1234', detect: 'guess' }, context)).toThrow(
-      /Could not detect/,
-    );
+    // Nothing to tell by: English, as LibreTranslate falls back; the default (strict) still refuses.
+    for (const text of ['1234', '?!']) {
+      expect(planTranslation({ src_lang: 'auto', src_text: text, detect: 'guess' }, context).bodies).toEqual([
+        { srcLang: 'en', text },
+      ]);
+      expect(() => planTranslation({ src_lang: 'auto', src_text: text }, context)).toThrow(/Could not detect/);
+    }
+    const noEnglish = { ...context, readable: ['ko', 'ja'] };
+    expect(planTranslation({ src_lang: 'auto', src_text: '1234', detect: 'guess' }, noEnglish).bodies).toEqual([
+      { srcLang: 'ko', text: '1234' },
+    ]);
   });
 
   it('"auto" on text too short to tell, or in a language the model cannot read, is a 400 naming the text', () => {

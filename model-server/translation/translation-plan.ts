@@ -222,6 +222,10 @@ function detected(text: string, name: string, readable: readonly string[] | unde
     ? detectLanguage(text, readable ?? DETECTABLE_LANGUAGES, { guess: true })
     : detectLanguage(text, DETECTABLE_LANGUAGES);
   if (guess.lang === null) {
+    // Nothing to tell by (digits, punctuation, a word the detector does not know): a guess is still asked for, as
+    // DeepL and LibreTranslate answer every text, so English where the model reads it (LibreTranslate's own
+    // fallback), else the first language it reads.
+    if (best) return readable === undefined || readable.includes('en') ? 'en' : (readable[0] ?? 'en');
     throw new ServeError(
       'BAD_REQUEST',
       `Could not detect the language of ${name} (too short or too mixed to tell); give src_lang instead of "auto".`,

@@ -92,6 +92,8 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect(auto.detectedSourceLang).toBe('en');
     // A single word, as in both services' own examples: a best guess (a word is often guessed wrong), not a refusal.
     expect((await translator().translateText('Hello', null, 'de')).detectedSourceLang).toMatch(/^[a-z]{2}$/);
+    // Nothing to tell by: English, as LibreTranslate falls back (DeepL too names a language for any text).
+    expect((await translator().translateText('2024', null, 'de')).detectedSourceLang).toBe('en');
     expect(auto.billedCharacters).toBe(ENGLISH.length);
   });
 
