@@ -47,6 +47,15 @@ describe('SRT', () => {
     );
   });
 
+  it('pairs the tags of a line of a hundred thousand unmatched ones in linear time', () => {
+    const line = '<a>'.repeat(100_000) + 'word' + '</b>'.repeat(100_000);
+    const started = performance.now();
+    const plan = planSubtitles(`1\n00:00:01,000 --> 00:00:02,000\n${line}\n`, 'srt');
+    expect(plan.texts).toEqual(['word']);
+    expect(plan.render(['Wort'])).toBe(`1\n00:00:01,000 --> 00:00:02,000\n${line.replace('word', 'Wort')}\n`);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
   it('a translation with fewer words than a cue has lines keeps the cue, with fewer lines', () => {
     const plan = planSubtitles('1\n00:00:01,000 --> 00:00:02,000\nTwo\nlines\n', 'srt');
     expect(plan.render(['Eins'])).toBe('1\n00:00:01,000 --> 00:00:02,000\nEins\n');

@@ -145,16 +145,16 @@ function lineParts(line: string): Omit<CueLine, 'index'> {
   const tags = [lead, middle, trail].flatMap((part, region) =>
     [...part.matchAll(TAG)].map((m) => ({ text: m[0], closing: m[1] === '/', name: m[2]!.toLowerCase(), region })),
   );
-  // Each end tag pairs with the nearest start tag of its name still open before it.
+  // Each end tag pairs with the nearest start tag of its name still open before it (a stack per name: a line of
+  // hostile tags costs linear time).
   const partner = new Map<number, number>();
-  const opened: number[] = [];
+  const opened = new Map<string, number[]>();
   tags.forEach((tag, t) => {
-    if (!tag.closing) return void opened.push(t);
-    let o = opened.length - 1;
-    while (o >= 0 && tags[opened[o]!]!.name !== tag.name) o--;
-    if (o < 0) return;
-    partner.set(t, opened[o]!).set(opened[o]!, t);
-    opened.splice(o, 1);
+    const stack = opened.get(tag.name) ?? [];
+    opened.set(tag.name, stack);
+    if (!tag.closing) return void stack.push(t);
+    const o = stack.pop();
+    if (o !== undefined) partner.set(t, o).set(o, t);
   });
   const kept = (region: number) =>
     tags
