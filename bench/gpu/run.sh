@@ -5,8 +5,9 @@
 # default 1x1,64x1,64x2,256x1: batch 1 / 64 greedy, batch 64 beam 2, the engine's largest continuous batch):
 #   1. the PyTorch reference (transformers generate, fp32 and fp16, on cuda) on the same rows   -> $OUT/gpu-torch.json
 #   2. the engine on onnxruntime's WebGPU provider (Vulkan)                                      -> $OUT/gpu-engine-webgpu.json
-#   3. one profiled pass of the engine on WebGPU (GPU_PROFILE_PARTS, default 64x1): kernels and GPU time per decoder
-#      step by operator and program (onnxruntime's profile)                                    -> $OUT/gpu-profile-webgpu.json
+#   3. a profiled pass of the engine on WebGPU per part of GPU_PROFILE_PARTS (default 64x1,256x1: host-bound, GPU-bound):
+#      kernels and GPU time per decoder step by operator and program (onnxruntime's profile)
+#                                                                                  -> $OUT/gpu-profile-webgpu-PART.json
 #   4. the engine on the CPU provider (every core; GPU_CPU_PARTS, default 64x1,64x2, one timed call: the rows whose
 #      tokens WebGPU must equal)                                                                -> $OUT/gpu-engine-cpu.json
 #   5. served: the whole stack (built-in front, router cluster, model server, workers on GPU 0 by setup_config.json)
@@ -22,7 +23,7 @@ OUT="${OUT:-./out}"
 PARTS="${GPU_PARTS:-1x1,64x1,64x2,256x1}"
 NEW_TOKENS="${GPU_NEW_TOKENS:-16}"
 RUNS="${GPU_RUNS:-2}"
-PROFILE_PARTS="${GPU_PROFILE_PARTS:-64x1}"
+PROFILE_PARTS="${GPU_PROFILE_PARTS:-64x1,256x1}"
 CPU_PARTS="${GPU_CPU_PARTS:-64x1,64x2}"
 SERVED_LEVELS="${GPU_SERVED_LEVELS:-1,64,256}"
 SERVED_WORKERS="${GPU_SERVED_WORKERS:-1,2}"
@@ -68,10 +69,13 @@ step "engine on WebGPU"
 timeout 200 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" --parts "$PARTS" \
   --new-tokens "$NEW_TOKENS" --runs "$RUNS" --threads 2 --deadline-s 120 --out "$OUT/gpu-engine-webgpu.json"
 
-step "engine on WebGPU, profiled"
-timeout 90 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" \
-  --parts "$PROFILE_PARTS" --new-tokens "$NEW_TOKENS" --runs 1 --threads 2 --deadline-s 60 --profile \
-  --out "$OUT/gpu-profile-webgpu.json"
+# One process a part: a profile sums every run of its process.
+for part in ${PROFILE_PARTS//,/ }; do
+  step "engine on WebGPU, profiled at $part"
+  timeout 90 "${ENGINE[@]}" bench --model "$MODEL" --ep webgpu "${SOFTWARE[@]}" --prep "$OUT/gpu-prep.json" \
+    --parts "$part" --new-tokens "$NEW_TOKENS" --runs 1 --threads 2 --deadline-s 60 --profile \
+    --out "$OUT/gpu-profile-webgpu-$part.json"
+done
 
 step "engine on the CPU"
 timeout 120 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts "$CPU_PARTS" \
