@@ -21,10 +21,6 @@ describe('createRequestParser() — the model server edge', () => {
   it('refuses bad shapes with the messages the router answers, every field at once', () => {
     expect(bad(null)).toThrow('Request body must be a JSON object {"src_lang", "src_text"}, got null.');
     expect(bad('translate me')).toThrow('Request body must be a JSON object {"src_lang", "src_text"}, got string.');
-    // JSON that does not parse, sent without a JSON content type (TorchServe hands such a body over as text).
-    expect(bad(' {"src_lang":')).toThrow(
-      'Request body is not valid JSON; expected a JSON object {"src_lang", "src_text"}.',
-    );
     expect(bad({ src_lang: 1, src_text: 'a' })).toThrow(
       'Field "src_lang" must be a string (a language code such as "en"), got number.',
     );

@@ -156,10 +156,6 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
     });
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {
-    // A body sent without a JSON content type reaches the handler as text (model-server/http/inference-api.ts).
-    if (typeof body === 'string' && /^\s*[[{]/.test(body)) {
-      throw new ServeError('BAD_REQUEST', `Request body is not valid JSON; expected a JSON object ${expected}.`);
-    }
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
       throw new ServeError('BAD_REQUEST', `Request body must be a JSON object ${expected}, got ${typeName(body)}.`);
     }
