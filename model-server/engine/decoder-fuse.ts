@@ -164,15 +164,17 @@ export function fuseDecoderGraph(
   }
 
   let packedProjections = 0;
-  const dims = options.weightDims ?? new Map<string, number[]>();
-  for (const mha of options.weightDims === undefined ? [] : (graph.node ?? []).filter(isSelfAttention)) {
-    const packed = packProjections(ix, mha, dims);
-    if (packed === null) continue;
-    replace(packed.replaced, packed.nodes, packed.replaced[0]!);
-    graph.initializer ??= [];
-    graph.initializer.push(packed.sizes);
-    packedProjections += 1;
-    ix = new Index(graph, weights);
+  const dims = options.weightDims;
+  if (dims !== undefined) {
+    for (const mha of (graph.node ?? []).filter(isSelfAttention)) {
+      const packed = packProjections(ix, mha, dims);
+      if (packed === null) continue;
+      replace(packed.replaced, packed.nodes, packed.replaced[0]!);
+      graph.initializer ??= [];
+      graph.initializer.push(packed.sizes);
+      packedProjections += 1;
+      ix = new Index(graph, weights);
+    }
   }
 
   // LayerNormalization(x1) with x1 = Add(x0, Add(MatMul(…), b)), b a constant vector.

@@ -48,13 +48,13 @@ export async function encodeOnDevice(
           }
           const caches = await cross.run(feeds);
           const names = crossCacheOutputs(ctx.layers);
-          // Whatever else the graph returns is not kept.
-          made.push(...Object.entries(caches).flatMap(([name, t]) => (names.includes(name) ? [] : [t])));
           const cache = names.map((name) => caches[name]);
           if (cache.some((t) => t === undefined)) {
-            dispose(Object.values(caches));
+            made.push(...Object.values(caches));
             throw new Error('the cross-attention graph returned no present.*.encoder cache');
           }
+          // Whatever else the graph returns is not kept.
+          made.push(...Object.entries(caches).flatMap(([name, t]) => (names.includes(name) ? [] : [t])));
           groups.push({ rows, length: Sg, cache: cache as ort.Tensor[] });
         } finally {
           dispose(made);

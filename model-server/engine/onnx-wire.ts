@@ -213,10 +213,7 @@ export function weightDims(weights: readonly Uint8Array[]): Map<string, number[]
     const [outer] = wireFields(entry);
     if (outer === undefined || outer.field !== GRAPH_INITIALIZER || outer.wire !== WIRE_BYTES) continue;
     const dims: number[] = [];
-    let name = '';
     for (const f of wireFields(entry, outer.value, outer.end)) {
-      if (f.field === TENSOR_NAME && f.wire === WIRE_BYTES)
-        name = new TextDecoder().decode(entry.subarray(f.value, f.end));
       if (f.field !== TENSOR_DIMS) continue;
       if (f.wire === WIRE_VARINT) dims.push(readVarint(entry, f.value).value);
       // Packed: the varints back to back.
@@ -227,6 +224,7 @@ export function weightDims(weights: readonly Uint8Array[]): Map<string, number[]
           at = v.next;
         }
     }
+    const name = weightName(entry);
     if (name !== '') out.set(name, dims);
   }
   return out;

@@ -93,8 +93,6 @@ export function deviceGraphs(
   /** The graphs read `encoder_attention_mask` as float (decoder-fuse.ts `floatMaskInput`). */
   floatMask: boolean;
   outputs: DecoderOutputs;
-  vocab: number;
-  eosId: number;
 } | null {
   const { model, weights } = splitModel(readFileSync(decoderFile));
   const split = splitCrossAttention(model, config.decoderLayers);
@@ -137,7 +135,5 @@ export function deviceGraphs(
       beamTopK: false,
       notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
     },
-    vocab: config.vocabSize,
-    eosId: config.eosTokenId,
   };
 }

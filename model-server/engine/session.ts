@@ -166,7 +166,7 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
       const decoder = await open(graphs.bytes ?? files.decoderFile, 'gpu-buffer');
       const cross = graphs.cross === null ? null : await open(graphs.cross, 'gpu-buffer');
       const beamHead = wantsBeamHead && device === null ? await open(beamHeadModel()) : null;
-      const deviceHeads = device === null ? null : new DeviceHeads(open, device.vocab, device.eosId);
+      const deviceHeads = device === null ? null : new DeviceHeads(open, config.vocabSize, config.eosTokenId);
       // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
       await deviceHeads?.for(2);
       layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;

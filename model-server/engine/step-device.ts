@@ -10,8 +10,9 @@ import type { Cohort, CohortContext } from './cohort.js';
 import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
 
 /**
- * `runDecoder` on the device-state path: the decoder's caches and the logits stay `gpu-buffer` tensors; the host feeds each row's last token (and a joinable graph's self-attention
- * mask) and reads the beam head's top-k of the logits. What this run made is disposed if it throws.
+ * `runDecoder` on the device-state path: the decoder's caches and the logits stay `gpu-buffer` tensors; the host
+ * feeds each row's last token (and a joinable graph's self-attention mask) and reads the beam head's top-k of the
+ * logits. What this run made is disposed if it throws.
  */
 export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
   const { rows } = cohort;

@@ -49,6 +49,8 @@ const graphemeSegmenter = new Intl.Segmenter(undefined, { granularity: 'grapheme
 /** Boundary levels: 0-2 punctuation, 3 whitespace, 4 ICU words, 5 grapheme clusters. */
 export const WORD_LEVEL = PUNCTUATION_RES.length + 1;
 export const GRAPHEME_LEVEL = WORD_LEVEL + 1;
+/** One past the weakest level: the boundary after a sentence's last atom. */
+export const LEVELS = GRAPHEME_LEVEL + 1;
 
 /** A stretch of the sentence between two boundaries, measured once; `level` is the boundary after it. */
 export interface Atom {
@@ -176,9 +178,6 @@ export function* atomsOf(text: string, measure: Measure, maxChars: number): Gene
   yield* unit(start, text.length, LEVELS, text.length);
   return atoms;
 }
-
-/** One past the weakest level: the boundary after a sentence's last atom. */
-export const LEVELS = GRAPHEME_LEVEL + 1;
 
 /** Grapheme-cluster atoms of one atom, measured (the atom's own boundary after the last). */
 export function* atomsOfRuns(
