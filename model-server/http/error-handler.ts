@@ -8,14 +8,15 @@
  * ServeError is logged with its stack and answered as a generic 500 — the client never sees internals.
  */
 import { timingSafeEqual } from 'node:crypto';
+import type { HttpBindings } from '@hono/node-server';
 import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { errorHeaders, ServeError, toServeError, type ErrorCode } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { requestIdFrom } from '../../common/request-id.js';
 
-/** Variables our middleware puts on the Hono context. */
-export type AppEnv = { Variables: { requestId: string } };
+/** @hono/node-server's bindings when served by it (absent under `app.request()`), and our middleware's variables. */
+export type AppEnv = { Bindings: Partial<HttpBindings>; Variables: { requestId: string } };
 
 /** Refusals that shed load by design (logged at debug, not warn). */
 const LOAD_SHEDDING = new Set<ErrorCode>(['QUEUE_FULL', 'OVERLOADED', 'NO_WORKER', 'SHUTTING_DOWN']);
@@ -33,18 +34,35 @@ export interface CommonOptions {
 /** Install the shared middleware and the 404/error handlers on one port's app. Call before adding routes. */
 export function installCommon(app: Hono<AppEnv>, options: CommonOptions): void {
   app.use('*', requestId());
-  app.use(
-    '*',
-    bodyLimit({
-      maxSize: options.maxBodyBytes,
-      onError: () => {
-        throw new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${options.maxBodyBytes} bytes.`);
-      },
-    }),
-  );
+  app.use('*', limitBody(options.maxBodyBytes));
   if (options.token !== undefined) app.use('*', requireToken(options.token, options.publicPaths ?? []));
   app.notFound((c) => errorResponse(c, new ServeError('RESOURCE_NOT_FOUND')));
   app.onError(createErrorHandler(options.log));
+}
+
+/**
+ * 413 past `maxBytes`. A declared Content-Length is checked from the socket's own headers, and the handler then
+ * reads the body through @hono/node-server's direct path, as the router does (router/app.ts `readBody`). Hono's
+ * `bodyLimit` looks at `c.req.raw.body`, which makes @hono/node-server build a whole web `Request` (with an abort
+ * listener and a finalizer) for every request: half the requests per second on a model server refusing load, and
+ * garbage that stays until the finalizers run. A chunked body (or one under `app.request()`) goes through
+ * `bodyLimit`, which counts it as it streams.
+ */
+function limitBody(maxBytes: number): MiddlewareHandler<AppEnv> {
+  const tooLarge = () => new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${maxBytes} bytes.`);
+  const limit = bodyLimit({
+    maxSize: maxBytes,
+    onError: () => {
+      throw tooLarge();
+    },
+  });
+  return async (c, next) => {
+    const headers = c.env?.incoming?.headers;
+    if (headers === undefined || headers['transfer-encoding'] !== undefined) return limit(c, next);
+    // Without either header an HTTP/1.1 request has no body.
+    if (Number(headers['content-length'] ?? 0) > maxBytes) throw tooLarge();
+    return next();
+  };
 }
 
 /** Answer `err` as TorchServe would; log it when it is not one of ours. */

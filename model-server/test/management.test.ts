@@ -254,18 +254,37 @@ describe('management API (real server, real workers)', () => {
     expect(error.headers.get('x-request-id')).toBe('abc-1');
   });
 
-  it('refuses a body over max_request_size with 413 on every port', async () => {
+  it('refuses a body over max_request_size with 413 on every port, declared or chunked', async () => {
     const big = 'x'.repeat(6_553_501);
+    const tooLarge = {
+      code: 413,
+      type: 'RequestEntityTooLargeException',
+      message: 'Request body is larger than 6553500 bytes.',
+    };
     for (const url of [`${t.inference}/predictions/echo`, `${t.management}/models`, `${t.metrics}/metrics`]) {
       const res = await call(url, { method: 'POST', body: big });
-      expect(res).toMatchObject({
-        status: 413,
-        body: {
-          code: 413,
-          type: 'RequestEntityTooLargeException',
-          message: 'Request body is larger than 6553500 bytes.',
-        },
-      });
+      expect(res).toMatchObject({ status: 413, body: tooLarge });
     }
+    // Without a Content-Length (chunked), counted as it streams: over the limit refused, under it let through (to
+    // the route, which knows no model `nope`).
+    const chunked = (text: string) =>
+      fetch(`${t.inference}/predictions/nope`, {
+        method: 'POST',
+        body: new ReadableStream({
+          start(controller) {
+            for (let at = 0; at < text.length; at += 1 << 20)
+              controller.enqueue(Buffer.from(text.slice(at, at + (1 << 20))));
+            controller.close();
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit);
+    const over = await chunked(big);
+    expect({ status: over.status, body: await over.json() }).toEqual({ status: 413, body: tooLarge });
+    const under = await chunked(JSON.stringify({ text: 'small' }));
+    expect({ status: under.status, body: await under.json() }).toMatchObject({
+      status: 404,
+      body: { type: 'ModelNotFoundException' },
+    });
   });
 });
