@@ -25,6 +25,7 @@ import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream.js';
 import type { GlossaryClient } from './glossaries.js';
+import type { DocumentJobs } from './apis/documents.js';
 
 export interface RouterAppConfig {
   /** Largest accepted request body in bytes (→ 413). */
@@ -48,6 +49,8 @@ export interface RouterAppDeps {
   access?: ApiAccess;
   /** The model servers' glossaries (router/glossaries.ts); absent: `glossary_id` goes to the model server as is. */
   glossaries?: GlossaryClient;
+  /** Document translation of the DeepL and LibreTranslate APIs (router/apis/documents.ts); absent: unavailable. */
+  documents?: DocumentJobs;
 }
 
 type Env = RouterEnv;
@@ -161,6 +164,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     logger,
     maxRequestChars: config.maxRequestChars,
     glossaries: deps.glossaries,
+    documents: deps.documents,
   };
   mountDeepL(app, apiContext);
   mountLibreTranslate(app, apiContext);

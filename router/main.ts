@@ -8,6 +8,7 @@
  * start it on port 0). `'shutdown'` (pm2's shutdown_with_message) drains like SIGINT.
  */
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -21,6 +22,8 @@ import { KeyedAccess } from './keys/keyed-access.js';
 import { StatusSource } from './status.js';
 import { Upstream } from './upstream.js';
 import { GlossaryClient } from './glossaries.js';
+import { DocumentJobs } from './apis/documents.js';
+import { translateTexts } from './apis/translate-texts.js';
 
 /**
  * Idle keep-alive connections from nginx or the front live until their client closes them: nginx's upstream
@@ -93,6 +96,18 @@ try {
   process.stderr.write(`router: ${(err as Error).message}\n`);
   process.exit(2);
 }
+// Every instance of this machine shares the folder: a client's next call about a document may reach any of them. A
+// folder that cannot be made (a read-only RUN_DIR) leaves document translation off, not the router down.
+let documents: DocumentJobs | undefined;
+try {
+  documents = new DocumentJobs({
+    dir: path.join(config.runDir, 'documents'),
+    translate: (request) => translateTexts({ languages, upstream }, request),
+    logger,
+  });
+} catch (err) {
+  logger.warn({ err: (err as Error).message }, 'document translation is off: RUN_DIR/documents cannot be made');
+}
 const app = createRouterApp(
   {
     maxBodyBytes: router.maxBodyBytes,
@@ -105,6 +120,7 @@ const app = createRouterApp(
     logger,
     status,
     glossaries: new GlossaryClient(upstream, router.upstreamTimeoutMs),
+    ...(documents === undefined ? {} : { documents }),
     ...(access === undefined ? {} : { access }),
   },
 );
@@ -148,7 +164,10 @@ function inferenceKeyReader(keyFile: string): (refresh: boolean) => string | und
 async function shutdown(reason: string): Promise<void> {
   if (drain.draining) return;
   logger.info({ reason, inFlight: drain.inFlight }, 'router draining');
-  const clean = await drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs });
+  const [clean] = await Promise.all([
+    drain.drain({ graceMs: DRAIN_GRACE_MS, timeoutMs: router.upstreamTimeoutMs }),
+    documents?.close(router.upstreamTimeoutMs),
+  ]);
   await Promise.all([upstream.close(), status.close(), access?.close()]);
   logger.info({ clean }, 'router stopped');
   exitWhenIdle(clean ? 0 : 1);

@@ -8,7 +8,7 @@ import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
-import { type ApiContext, param } from './translate-texts.js';
+import { type ApiContext, param, type Params } from './translate-texts.js';
 
 /** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
 export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, languages: DeepLLanguages): void {
@@ -91,10 +91,33 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
 }
 
 /**
+ * A translation's languages (`target_lang`, and `source_lang` or `auto` when absent) and the entries of the glossary
+ * it names (`glossary_id`), as `/v2/translate` and `/v2/document` read them.
+ * @throws DeepLError 400 (a language missing or not served, a glossary without source_lang or for another pair),
+ *   404 (no such glossary)
+ */
+export async function translationPair(
+  context: ApiContext,
+  params: Params,
+  languages: DeepLLanguages,
+  key: ApiKey | undefined,
+): Promise<{ srcLang: string; tgtLang: string; glossary: Record<string, string> | undefined }> {
+  const target = param(params, 'target_lang');
+  if (target === undefined) throw new DeepLError(400, "Parameter 'target_lang' not specified.");
+  const tgtLang = languages.targetOf(target);
+  if (tgtLang === undefined) throw unsupported('target_lang');
+  const source = param(params, 'source_lang');
+  const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
+  if (srcLang === undefined) throw unsupported('source_lang');
+  const glossary = await glossaryFor(context, param(params, 'glossary_id'), srcLang, tgtLang, key);
+  return { srcLang, tgtLang, glossary };
+}
+
+/**
  * The entries of the glossary a translation names, checked against its language pair (DeepL needs source_lang
  * with a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
  */
-export async function glossaryFor(
+async function glossaryFor(
   context: ApiContext,
   id: string | undefined,
   srcLang: string,

@@ -11,11 +11,11 @@
  */
 import type { Context, Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
-import { AUTO_LANGUAGE } from '../translate-request.js';
 import { deeplLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
-import { glossaryFor, mountGlossaries } from './deepl-glossaries.js';
-import { type ApiContext, characterCount, param, translateTexts } from './translate-texts.js';
+import { mountDocuments } from './deepl-documents.js';
+import { mountGlossaries, translationPair } from './deepl-glossaries.js';
+import { type ApiContext, characterCount, param, type Params, translateTexts } from './translate-texts.js';
 
 /** How `/v2/translate` treats one parameter. */
 export interface ParameterRule {
@@ -96,6 +96,18 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
   enable_beta_languages: { handling: 'ignored', note: 'every served language is listed' },
 };
 
+/** The parameters of `/v2/translate` that `/v2/document` takes too, checked alike. */
+const DOCUMENT_PARAMETERS = ['formality', 'style_id', 'translation_memory_id', 'custom_instructions'];
+
+/** `/v2/translate`'s checks of the parameters `names` (DeepL's 400 for a value it refuses). */
+function checkParameters(params: Params, names: readonly string[]): void {
+  for (const name of names) {
+    const value = param(params, name);
+    const check = TRANSLATE_PARAMETERS[name]?.check;
+    if (value !== undefined && check !== undefined) check(value);
+  }
+}
+
 /** DeepL's usage figures for a keyless server: nothing counted, no limit. */
 const UNLIMITED = 1_000_000_000_000;
 
@@ -107,22 +119,12 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
     answer(context, c, async () => {
       const params = await requestParams(c, context);
       const key = authorize(c, params, context);
-      for (const [name, rule] of Object.entries(TRANSLATE_PARAMETERS)) {
-        const value = param(params, name);
-        if (value !== undefined && rule.check !== undefined) rule.check(value);
-      }
+      checkParameters(params, Object.keys(TRANSLATE_PARAMETERS));
       const texts = params.get('text');
       if (texts === undefined || texts.length === 0) throw new DeepLError(400, "Parameter 'text' not specified.");
       if (!texts.every((t): t is string => typeof t === 'string'))
         throw new DeepLError(400, "Value for 'text' not supported.");
-      const target = param(params, 'target_lang');
-      if (target === undefined) throw new DeepLError(400, "Parameter 'target_lang' not specified.");
-      const tgtLang = languages.targetOf(target);
-      if (tgtLang === undefined) throw unsupported('target_lang');
-      const source = param(params, 'source_lang');
-      const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
-      if (srcLang === undefined) throw unsupported('source_lang');
-      const glossary = await glossaryFor(context, param(params, 'glossary_id'), srcLang, tgtLang, key);
+      const { srcLang, tgtLang, glossary } = await translationPair(context, params, languages, key);
       c.set('tgtLang', tgtLang);
       c.set('texts', texts.length);
       const characters = characterCount(texts);
@@ -178,8 +180,10 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.post('/v2/usage', usage);
 
   mountGlossaries(app, context, languages);
+  mountDocuments(app, context, languages, (params) => checkParameters(params, DOCUMENT_PARAMETERS));
 
-  for (const path of ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'])
+  const paths = ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'];
+  for (const path of [...paths, '/v2/document'])
     app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
   app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
 }

@@ -8,6 +8,10 @@
  * Parameters of `/translate`: `q` (a string or an array) honoured; `source` (`auto` detected per text) and `target`
  * mapped to the served languages; `format` `text` and `html` (only the text translated, tags kept) honoured;
  * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
+ *
+ * Files: `POST /translate_file` (multipart `file`, `source`, `target`, `api_key`; .txt, .htm/.html, .srt, .vtt)
+ * answers once the file is translated (./documents.ts) with `{"translatedFileUrl"}`, a `GET /download_file/…` URL
+ * that holds the document's id (its only credential, as LibreTranslate's) and works until the document expires.
  */
 import type { Context, Hono } from 'hono';
 import type { ServeError } from '../../common/errors.js';
@@ -16,6 +20,7 @@ import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/de
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
+import { attachment, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
 import {
   apiAnswerer,
   ApiAnswerError,
@@ -24,6 +29,7 @@ import {
   param,
   type Params,
   readParams,
+  readUpload,
   translateTexts,
 } from './translate-texts.js';
 
@@ -104,6 +110,60 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
     }),
   );
 
+  app.post('/translate_file', (c) =>
+    answer(context, c, async () => {
+      const documents = context.documents;
+      if (documents === undefined) throw new LibreTranslateError(403, 'Files translation are disabled on this server.');
+      const { params, file } = await readUpload(c, context);
+      const key = authorize(c, params, context);
+      if (file === undefined) throw missing('file');
+      const source = param(params, 'source');
+      if (source === undefined) throw missing('source');
+      const target = param(params, 'target');
+      if (target === undefined) throw missing('target');
+      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : servedOf(source);
+      if (srcLang === undefined) throw new LibreTranslateError(400, `${source} is not supported`);
+      const tgtLang = servedOf(target);
+      if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
+      if (documentType(file.name) === undefined)
+        throw new LibreTranslateError(400, 'Invalid request: file format not supported');
+      c.set('tgtLang', tgtLang);
+      c.set('texts', 1);
+      const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
+      if (key !== undefined) await admit(context, key, characterCount([text]));
+      const { id } = documents.submit({ text, bom, filename: file.name, srcLang, tgtLang, owner: key?.id });
+      await documents.settled(id);
+      const view = documents.viewById(id);
+      if (view?.state !== 'done') {
+        const error = view?.error ?? { status: 500, message: 'The file was not translated.' };
+        throw error.status === 400 || error.status === 413
+          ? new LibreTranslateError(400, `Invalid request: ${error.message}`)
+          : new LibreTranslateError(error.status >= 500 ? error.status : 500, error.message);
+      }
+      return { translatedFileUrl: `${publicOrigin(c)}/download_file/${id}.${encodeURIComponent(file.name)}` };
+    }),
+  );
+
+  app.get('/download_file/:name', (c) =>
+    answer(context, c, () => {
+      const id = (c.req.param('name') ?? '').slice(0, 36);
+      const bytes = context.documents?.result(id);
+      const view = bytes === undefined ? undefined : context.documents!.viewById(id);
+      if (bytes === undefined || view === undefined)
+        return Promise.reject(new LibreTranslateError(404, 'File not found: never made, or expired'));
+      return Promise.resolve(
+        new Response(bytes, {
+          status: 200,
+          headers: {
+            'content-type': documentType(view.filename)!.contentType,
+            'content-disposition': attachment(view.filename),
+            'x-request-id': c.get('requestId'),
+          },
+        }),
+      );
+    }),
+  );
+
   const languages = (c: Context<RouterEnv>) => answer(context, c, () => Promise.resolve(languageList));
   app.get('/languages', languages);
   app.post('/languages', languages);
@@ -132,8 +192,8 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
         apiKeys: context.access !== undefined,
         keyRequired: context.access !== undefined,
         suggestions: false,
-        filesTranslation: false,
-        supportedFilesFormat: [],
+        filesTranslation: context.documents !== undefined,
+        supportedFilesFormat: context.documents === undefined ? [] : Object.keys(DOCUMENT_TYPES).map((e) => `.${e}`),
         language: {
           source: { code: 'auto', name: 'Auto Detect' },
           target: languageList[0] === undefined ? {} : { code: languageList[0].code, name: languageList[0].name },
@@ -141,6 +201,16 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       }),
     ),
   );
+}
+
+/**
+ * The scheme and host the client called, for a URL it can follow: a proxy's `X-Forwarded-Proto`/`-Host` (nginx's
+ * `Host` drops the port), else the request's own.
+ */
+function publicOrigin(c: Context<RouterEnv>): string {
+  const first = (name: string) => c.req.header(name)?.split(',')[0]?.trim() || undefined;
+  const url = new URL(c.req.url);
+  return `${first('x-forwarded-proto') ?? url.protocol.slice(0, -1)}://${first('x-forwarded-host') ?? url.host}`;
 }
 
 /**

@@ -13,6 +13,7 @@ import type { RouterEnv } from '../router-env.js';
 import type { UpstreamClient } from '../upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
 import type { GlossaryClient } from '../glossaries.js';
+import type { DocumentJobs } from './documents.js';
 
 /** What the compatible APIs need from the router app. */
 export interface ApiContext {
@@ -29,6 +30,8 @@ export interface ApiContext {
   maxRequestChars?: number | undefined;
   /** The model servers' glossaries; absent: glossary requests are answered as unavailable. */
   glossaries?: GlossaryClient | undefined;
+  /** Document translation (./documents.ts); absent: document uploads are answered as unavailable. */
+  documents?: DocumentJobs | undefined;
 }
 
 /** One request's parameters: each name with its values in order (a repeated form field, or a JSON array). */
@@ -61,6 +64,36 @@ export function readParams(url: string, contentType: string | undefined, body: U
   }
   for (const [name, value] of new URLSearchParams(text)) add(name, value);
   return params;
+}
+
+/**
+ * A file upload's parameters (the query string's, then the form's fields) and its `file` part, when the body is
+ * multipart/form-data; any other body is read as `readParams` reads it, with no file.
+ * @throws ServeError BAD_REQUEST when the multipart body does not parse
+ */
+export async function readUpload(
+  c: Context<RouterEnv>,
+  context: ApiContext,
+): Promise<{ params: Map<string, unknown[]>; file: File | undefined }> {
+  const body = await context.readBody(c);
+  const contentType = c.req.header('content-type') ?? '';
+  if (!/^multipart\/form-data\s*;/i.test(contentType))
+    return { params: readParams(c.req.url, contentType, body), file: undefined };
+  let form: FormData;
+  try {
+    // The body was read whole into its own buffer (readBody), an ArrayBuffer.
+    form = await new Response(body as Uint8Array<ArrayBuffer>, { headers: { 'content-type': contentType } }).formData();
+  } catch {
+    throw new ServeError('BAD_REQUEST', 'Request body is not valid multipart/form-data.');
+  }
+  const params = readParams(c.req.url, undefined, new Uint8Array(0));
+  let file: File | undefined;
+  for (const [name, value] of form) {
+    if (typeof value !== 'string') {
+      if (name === 'file') file ??= value;
+    } else params.set(name, [...(params.get(name) ?? []), value]);
+  }
+  return { params, file };
 }
 
 /** One string parameter: the first value, as a string (numbers and booleans of a JSON body as they print). */
@@ -103,7 +136,10 @@ export interface TextsReply {
  * them, and both APIs translate them to themselves), and never sent.
  * @throws ServeError as `POST /` would answer (validation, upstream refusal, timeout).
  */
-export async function translateTexts(context: ApiContext, request: TextsRequest): Promise<TextsReply> {
+export async function translateTexts(
+  context: Pick<ApiContext, 'languages' | 'upstream'>,
+  request: TextsRequest,
+): Promise<TextsReply> {
   const sent = request.texts.flatMap((text, i) => (text.trim() === '' ? [] : [i]));
   const translated = [...request.texts];
   const alternatives = request.texts.map((): string[] => []);

@@ -9,6 +9,9 @@
  * that many and nothing sent, `!drip <ms>` a JSON 200 sent one byte every `ms`, `!redirect` a 302, `!html` a 200
  * text/html page, `!badjson` a 200 application/json that does not parse. `bodies` records how each hostile
  * answer ended: 'finished' (all sent) or 'closed' (the router closed the connection first).
+ *
+ * Options, as the model server's limits and load would answer: `maxChars` refuses a request of more characters
+ * with 413 (MAX_REQUEST_CHARS), `refuseFirst` refuses that many first requests with 503 + Retry-After: 1.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -37,7 +40,13 @@ const CODES: Record<number, ErrorCode> = {
   504: 'REQUEST_TIMEOUT',
 };
 
-export async function startFakeModelServer(): Promise<FakeModelServer> {
+export interface FakeModelServerOptions {
+  maxChars?: number;
+  refuseFirst?: number;
+}
+
+export async function startFakeModelServer(options: FakeModelServerOptions = {}): Promise<FakeModelServer> {
+  let refusals = options.refuseFirst ?? 0;
   const seen: SeenRequest[] = [];
   const bodies: FakeModelServer['bodies'] = [];
   const server: Server = createServer((req, res) => {
@@ -59,6 +68,16 @@ export async function startFakeModelServer(): Promise<FakeModelServer> {
       };
       seen.push({ path: req.url!, headers: req.headers, body });
       const texts = Array.isArray(body.src_text) ? body.src_text : [body.src_text];
+      const refuse = (status: 413 | 503, code: ErrorCode, headers: Record<string, string> = {}) =>
+        res
+          .writeHead(status, { 'content-type': 'application/json', 'x-error-code': code, ...headers })
+          .end(JSON.stringify({ code: status, type: ERRORS[code].type, message: `fake ${status}` }));
+      if (refusals > 0) {
+        refusals -= 1;
+        return refuse(503, 'QUEUE_FULL', { 'retry-after': '1' });
+      }
+      if (options.maxChars !== undefined && texts.reduce((n, t) => n + t.length, 0) > options.maxChars)
+        return refuse(413, 'PAYLOAD_TOO_LARGE');
       const [directive, a, b] = texts[0]!.split(' ');
       const answer = () => {
         const translated = texts.map((t) => `${match[1]}:${[...t].reverse().join('')}`);

@@ -226,13 +226,25 @@ describe('Kubernetes manifests', () => {
       expect(grace, d.metadata.name).toBeGreaterThan(preStop + config.router.upstreamTimeoutMs / 1000);
       expect(d.spec.strategy.rollingUpdate.maxUnavailable, d.metadata.name).toBe(0);
     }
-    const ingress = ofKind('Ingress')[0];
     const router = configOf(containerOf(deployment('mt-router'))).router;
-    const annotations = ingress.metadata.annotations;
-    expect(Number(annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'])).toBeGreaterThan(
-      router.upstreamTimeoutMs / 1000,
-    );
-    expect(sizeBytes(annotations['nginx.ingress.kubernetes.io/proxy-body-size'])).toBe(router.maxBodyBytes);
+    for (const ingress of ofKind('Ingress')) {
+      const annotations = ingress.metadata.annotations;
+      expect(Number(annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'])).toBeGreaterThan(
+        router.upstreamTimeoutMs / 1000,
+      );
+      expect(sizeBytes(annotations['nginx.ingress.kubernetes.io/proxy-body-size'])).toBe(router.maxBodyBytes);
+    }
+  });
+
+  it("documents stay with the router pod that took them: a writable run dir, each client's calls to one pod", () => {
+    const d = deployment('mt-router');
+    const c = containerOf(d);
+    expect(c.securityContext.readOnlyRootFilesystem).toBe(true);
+    expect(mountFor(d, configOf(c).runDir)).toMatchObject({ kind: 'emptyDir', readOnly: false });
+    const documents = ofKind('Ingress').find((i) => i.metadata.name === 'mt-serve-documents');
+    expect(documents.metadata.annotations['nginx.ingress.kubernetes.io/upstream-hash-by']).toBe('$binary_remote_addr');
+    const paths = documents.spec.rules[0].http.paths.map((p: { path: string }) => p.path);
+    expect(paths).toEqual(['/v2/document', '/translate_file', '/download_file']);
   });
 
   it('the model server startup probe waits for the file the container entry writes', () => {
@@ -264,9 +276,12 @@ describe('Kubernetes manifests', () => {
           expect(byName(containerOf(d).ports, port.targetPort), `${svc.metadata.name}`).toBeDefined();
       }
     }
-    const ingressBackend = ofKind('Ingress')[0].spec.rules[0].http.paths[0].backend.service;
-    const routerSvc = ofKind('Service').find((s) => s.metadata.name === ingressBackend.name);
-    expect(byName(routerSvc.spec.ports, ingressBackend.port.name)).toBeDefined();
+    for (const ingress of ofKind('Ingress')) {
+      for (const { backend } of ingress.spec.rules[0].http.paths) {
+        const routerSvc = ofKind('Service').find((s) => s.metadata.name === backend.service.name);
+        expect(byName(routerSvc.spec.ports, backend.service.port.name), ingress.metadata.name).toBeDefined();
+      }
+    }
     for (const hpa of ofKind('HorizontalPodAutoscaler')) {
       expect(hpa.spec.scaleTargetRef).toMatchObject({ apiVersion: 'apps/v1', kind: 'Deployment' });
       const target = deployment(hpa.spec.scaleTargetRef.name);

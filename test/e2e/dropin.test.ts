@@ -163,6 +163,63 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect(html.text).toMatch(/^<p>.*<b>.*<\/b>.*<\/p>$/s);
   });
 
+  it('deepl-node translates a subtitle file and an HTML page (translateDocument): cues, timings and tags as they were', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), `mt-dropin-docs-${kind}-`));
+    const srt =
+      '1\n00:00:01,000 --> 00:00:02,500\nGood morning.\n\n2\n00:00:03,000 --> 00:00:04,000\n<i>How are you today?</i>\n';
+    const html =
+      '<!DOCTYPE html>\n<html><body><h1>Welcome</h1>\n<p>The weather is <b>very</b> nice.</p></body></html>\n';
+    writeFileSync(path.join(dir, 'movie.srt'), srt);
+    writeFileSync(path.join(dir, 'page.html'), html);
+    const [subtitles, page] = await Promise.all([
+      translator().translateDocument(path.join(dir, 'movie.srt'), path.join(dir, 'movie.de.srt'), 'en', 'de'),
+      translator().translateDocument(path.join(dir, 'page.html'), path.join(dir, 'page.de.html'), null, 'de'),
+    ]);
+    expect([subtitles.status, subtitles.billedCharacters]).toEqual(['done', srt.length]);
+    expect(page.status).toBe('done');
+    const translated = readFileSync(path.join(dir, 'movie.de.srt'), 'utf8');
+    // Numbering and timing lines untouched, one cue text each, the italics of a whole line kept.
+    const lines = translated.split('\n');
+    expect(lines.filter((_, i) => i % 4 !== 2)).toEqual(srt.split('\n').filter((_, i) => i % 4 !== 2));
+    expect(lines[6]).toMatch(/^<i>.+<\/i>$/);
+    const translatedPage = readFileSync(path.join(dir, 'page.de.html'), 'utf8');
+    expect(translatedPage.replace(/>[^<]*</g, '><')).toBe(html.replace(/>[^<]*</g, '><'));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a document uploaded through one router instance is answered by the other', async () => {
+    const form = new FormData();
+    form.append('target_lang', 'DE');
+    form.append('file', new Blob(['Good evening, everyone.\n']), 'note.txt');
+    const headers = { authorization: `DeepL-Auth-Key ${KEYS.main}` };
+    const upload = await fetch(`${stack.routerUrls[0]}/v2/document`, { method: 'POST', body: form, headers });
+    expect(upload.status).toBe(200);
+    const { document_id: id, document_key: key } = (await upload.json()) as Record<string, string>;
+    const body = new URLSearchParams({ document_key: key! });
+    await until('the document to be translated', async () => {
+      const res = await fetch(`${stack.routerUrls[1]}/v2/document/${id}`, { method: 'POST', body, headers });
+      return ((await res.json()) as { status: string }).status === 'done';
+    });
+    const result = await fetch(`${stack.routerUrls[1]}/v2/document/${id}/result`, { method: 'POST', body, headers });
+    expect(result.status).toBe(200);
+    expect((await result.text()).endsWith('\n')).toBe(true);
+  });
+
+  it("LibreTranslate's /translate_file answers a URL on the front that downloads the translated file", async () => {
+    const form = new FormData();
+    for (const [name, value] of Object.entries({ source: 'en', target: 'ko', api_key: KEYS.main }))
+      form.append(name, value);
+    form.append('file', new Blob(['WEBVTT\n\n00:01.000 --> 00:02.000\nHello there.\n']), 'clip.vtt');
+    const res = await fetch(`${url()}/translate_file`, { method: 'POST', body: form });
+    expect(res.status).toBe(200);
+    const { translatedFileUrl } = (await res.json()) as { translatedFileUrl: string };
+    expect(translatedFileUrl.startsWith(`${url()}/download_file/`)).toBe(true);
+    const download = await fetch(translatedFileUrl);
+    expect(download.status).toBe(200);
+    expect(download.headers.get('content-type')).toBe('text/vtt; charset=utf-8');
+    expect(await download.text()).toMatch(/^WEBVTT\n\n00:01\.000 --> 00:02\.000\n.+\n$/);
+  });
+
   // `url` is the library's option for a self-hosted server; its type declarations leave it out.
   const libre = (key: string) =>
     Translate({ engine: 'libre', key, url: `${url()}/translate` } as Parameters<typeof Translate>[0]);

@@ -1,0 +1,104 @@
+/**
+ * @module router/apis/deepl-documents — DeepL's document API (`deepl-node`'s `translateDocument`, and the
+ * upload / status / download calls it makes) over the router's document jobs (./documents.ts): `POST /v2/document`
+ * (multipart: `file`, `target_lang`, and `source_lang`, `filename`, `output_format`, `glossary_id`, `formality`),
+ * `POST|GET /v2/document/{id}` and `POST|GET /v2/document/{id}/result` with the `document_key` the upload answered.
+ * The file types: .txt, .htm/.html, .srt and .vtt (DeepL's own list has these but .vtt, and Office and PDF files,
+ * which are not translated here). As DeepL, a result is removed once downloaded.
+ */
+import type { Context, Hono } from 'hono';
+import type { RouterEnv } from '../router-env.js';
+import type { DeepLLanguages } from './deepl-languages.js';
+import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
+import { translationPair } from './deepl-glossaries.js';
+import { attachment, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
+import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
+
+/** The extensions translated, for the refusal of another. */
+const SUPPORTED = Object.keys(DOCUMENT_TYPES)
+  .map((extension) => `.${extension}`)
+  .join(', ');
+
+/**
+ * Registers DeepL's document routes. `check(params)` applies `/v2/translate`'s checks to the parameters both take
+ * (formality and the unsupported ones).
+ */
+export function mountDocuments(
+  app: Hono<RouterEnv>,
+  context: ApiContext,
+  languages: DeepLLanguages,
+  check: (params: Params) => void,
+): void {
+  const jobs = () => {
+    if (context.documents === undefined) throw new DeepLError(503, 'Document translation is not available.');
+    return context.documents;
+  };
+
+  app.post('/v2/document', (c) =>
+    answer(context, c, async () => {
+      const { params, file } = await readUpload(c, context);
+      const key = authorize(c, params, context);
+      check(params);
+      if (file === undefined) throw new DeepLError(400, "Parameter 'file' not specified.");
+      const filename = param(params, 'filename') || file.name;
+      const type = documentType(filename);
+      if (type === undefined)
+        throw new DeepLError(400, `Document type of '${filename}' not supported; supported: ${SUPPORTED}.`);
+      const output = param(params, 'output_format');
+      if (output !== undefined && output !== '' && DOCUMENT_TYPES[output.toLowerCase()]?.format !== type.format)
+        throw unsupported('output_format');
+      const { srcLang, tgtLang, glossary } = await translationPair(context, params, languages, key);
+      c.set('tgtLang', tgtLang);
+      c.set('texts', 1);
+      const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
+      if (key !== undefined) await admit(context, key, characterCount([text]));
+      const made = jobs().submit({ text, bom, filename, srcLang, tgtLang, glossary, owner: key?.id });
+      return { document_id: made.id, document_key: made.key };
+    }),
+  );
+
+  /** The document a status or download call names, when its key (and the caller's API key) are its own. */
+  const documentOf = async (c: Context<RouterEnv>) => {
+    const params = await requestParams(c, context);
+    const key = authorize(c, params, context);
+    const documentKey = param(params, 'document_key');
+    if (documentKey === undefined || documentKey === '')
+      throw new DeepLError(400, "Parameter 'document_key' not specified.");
+    const view = jobs().view(c.req.param('id') ?? '', documentKey, key?.id);
+    if (view === undefined) throw new DeepLError(404, 'Document not found');
+    return view;
+  };
+
+  const status = (c: Context<RouterEnv>) =>
+    answer(context, c, async () => {
+      const view = await documentOf(c);
+      return {
+        document_id: view.id,
+        status: view.state,
+        ...(view.state === 'done' ? { billed_characters: view.characters } : {}),
+        ...(view.error === null ? {} : { error_message: view.error.message }),
+      };
+    });
+  app.post('/v2/document/:id', status);
+  app.get('/v2/document/:id', status);
+
+  const result = (c: Context<RouterEnv>) =>
+    answer(context, c, async () => {
+      const view = await documentOf(c);
+      if (view.state === 'error') throw new DeepLError(400, `Document translation failed: ${view.error!.message}`);
+      // DeepL's 503 here is what its clients read as "not ready yet", not as an outage.
+      const bytes = view.state === 'done' ? jobs().result(view.id) : undefined;
+      if (bytes === undefined) throw new DeepLError(503, 'Document not ready');
+      jobs().remove(view.id);
+      return new Response(bytes, {
+        status: 200,
+        headers: {
+          'content-type': documentType(view.filename)!.contentType,
+          'content-disposition': attachment(view.filename),
+          'x-request-id': c.get('requestId'),
+        },
+      });
+    });
+  app.post('/v2/document/:id/result', result);
+  app.get('/v2/document/:id/result', result);
+}

@@ -1,0 +1,72 @@
+/**
+ * @module router/apis/document-pieces — where a document too large for one translation request may be cut, and how
+ * the translated pieces join again: plain text between paragraphs, else between lines, else between sentences;
+ * SRT and WebVTT between cues (each piece a subtitle file of its own, WebVTT's header lent to the second). Markup
+ * is never cut: a piece of an element would not parse.
+ */
+
+/** What a document is, as the model server's `format` names it. */
+export type DocumentFormat = 'text' | 'html' | 'srt' | 'vtt';
+
+/** A document cut in two: each piece translated alone, then `join` of their translations is the document's. */
+export interface Cut {
+  pieces: [string, string];
+  join(translated: readonly [string, string]): string;
+}
+
+const VTT_HEADER = 'WEBVTT\n\n';
+
+/**
+ * Cut `text` in two near its middle where its format allows it; null when it cannot be cut (markup, or no place to
+ * cut). The pieces, joined as they are, are `text` (for WebVTT, once the lent header is taken off the second).
+ */
+export function cutDocument(text: string, format: DocumentFormat): Cut | null {
+  const concat = ([a, b]: readonly [string, string]) => a + b;
+  switch (format) {
+    case 'html':
+      return null;
+    case 'text': {
+      // A paragraph break, else a line break, else a sentence's end followed by space: the cut goes after it.
+      for (const boundary of [/\n[ \t]*\n\s*/g, /\n/g, /[.!?。！？]\s+/g]) {
+        const at = nearestMiddle(text, boundary);
+        if (at !== null) return { pieces: [text.slice(0, at), text.slice(at)], join: concat };
+      }
+      return null;
+    }
+    case 'srt':
+    case 'vtt': {
+      // Cues are blocks between blank lines; a cut before a block's first line leaves two whole files. WebVTT's
+      // first block is its header, which the second piece needs too: the cut must come after it.
+      const blocks = /\n[ \t]*\n(?=[^\s])/g;
+      const first = format === 'vtt' ? firstBlockEnd(text) : 0;
+      if (first === null) return null;
+      const at = nearestMiddle(text, blocks, first);
+      if (at === null) return null;
+      if (format === 'srt') return { pieces: [text.slice(0, at), text.slice(at)], join: concat };
+      return {
+        pieces: [text.slice(0, at), VTT_HEADER + text.slice(at)],
+        join: ([a, b]) => a + (b.startsWith(VTT_HEADER) ? b.slice(VTT_HEADER.length) : b),
+      };
+    }
+  }
+}
+
+/** The end of the first match of `boundary` closest to the middle of `text` (after `from`), inside it; null if none. */
+function nearestMiddle(text: string, boundary: RegExp, from = 0): number | null {
+  const middle = text.length / 2;
+  let best: number | null = null;
+  for (const match of text.matchAll(boundary)) {
+    const at = match.index + match[0].length;
+    if (match.index < from || at <= 0 || at >= text.length) continue;
+    if (best === null || Math.abs(at - middle) < Math.abs(best - middle)) best = at;
+    // Matches come in order: once past the middle, later ones are only farther.
+    if (at > middle) break;
+  }
+  return best;
+}
+
+/** Where WebVTT's header block ends (its blank line), or null when the file is only a header. */
+function firstBlockEnd(text: string): number | null {
+  const match = /\n[ \t]*\n/.exec(text);
+  return match === null ? null : match.index + match[0].length;
+}

@@ -1,0 +1,439 @@
+/**
+ * @module router/apis/documents — whole files translated for DeepL's document API (./deepl-documents.ts) and
+ * LibreTranslate's `/translate_file` (./libretranslate.ts): plain text, HTML, SRT and WebVTT, kept in one folder that
+ * every router instance of the machine shares (RUN_DIR/documents), so whichever instance a client's next call
+ * reaches can answer it.
+ *
+ * The instance that takes a document translates it in the background, through the same path as a text
+ * (translateTexts): as one request or, when the model server finds it too large (MAX_REQUEST_CHARS,
+ * MAX_REQUEST_SENTENCES) or too slow, as pieces cut where the format allows (./document-pieces.ts). A refusal under
+ * load or a model server away (502, 503) is waited out, never passed on: an accepted document ends translated or
+ * failed with its reason, by its deadline at the latest.
+ *
+ * ```
+ * upload ─ <id>.source, <id>.json queued ─▶ job: translating ─ piece … piece ─▶ <id>.result, done | error
+ * ```
+ * `<id>.json` is replaced whole at each step and names the process running the job; an instance asked about a job
+ * whose process has died takes it over. A document is removed when its result is fetched (DeepL) or `keepMs` after
+ * its upload.
+ */
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { readJsonFile, writeFileAtomic } from '../../common/atomic-file.js';
+import { ServeError, toServeError } from '../../common/errors.js';
+import type { Logger } from '../../common/logger.js';
+import { decodeUtf8 } from '../../common/strict-utf8.js';
+import { cutDocument, type DocumentFormat } from './document-pieces.js';
+
+/** A file type this server translates: what the model server calls it, and what its result is sent as. */
+export interface DocumentType {
+  format: DocumentFormat;
+  contentType: string;
+}
+
+/** The file types translated, by extension (lower case). */
+export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
+  txt: { format: 'text', contentType: 'text/plain; charset=utf-8' },
+  htm: { format: 'html', contentType: 'text/html; charset=utf-8' },
+  html: { format: 'html', contentType: 'text/html; charset=utf-8' },
+  srt: { format: 'srt', contentType: 'application/x-subrip; charset=utf-8' },
+  vtt: { format: 'vtt', contentType: 'text/vtt; charset=utf-8' },
+};
+
+/** A file name's type, or undefined when it is not one translated here. */
+export function documentType(filename: string): DocumentType | undefined {
+  const dot = filename.lastIndexOf('.');
+  return dot < 0 ? undefined : DOCUMENT_TYPES[filename.slice(dot + 1).toLowerCase()];
+}
+
+/** `Content-Disposition` of a download named `filename`: an ASCII fallback and the exact name (RFC 6266, 8187). */
+export function attachment(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
+
+/** An uploaded file's text. @throws ServeError BAD_REQUEST when it is not UTF-8 text */
+export function readDocument(bytes: Uint8Array): { text: string; bom: boolean } {
+  const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+  const text = decodeUtf8(bom ? bytes.subarray(3) : bytes, 'The file');
+  if (text.includes('\u0000')) throw new ServeError('BAD_REQUEST', 'The file is not text (it holds NUL bytes).');
+  return { text, bom };
+}
+
+export type DocumentState = 'queued' | 'translating' | 'done' | 'error';
+
+/** `<id>.json`: everything about a document but its text. */
+interface DocumentRecord {
+  id: string;
+  /** sha256 of the key its uploader got, hex: the key itself is never stored. */
+  keyHash: string;
+  /** The API key id that uploaded it (keys on), which alone may ask about it. */
+  owner: string | null;
+  filename: string;
+  srcLang: string;
+  tgtLang: string;
+  glossary: Record<string, string> | null;
+  /** The file began with a UTF-8 byte order mark: kept off the text, put back on the result. */
+  bom: boolean;
+  characters: number;
+  state: DocumentState;
+  /** Why it failed, and the status of that error. */
+  error: { status: number; message: string } | null;
+  /** The process that runs the job (or last did). */
+  pid: number;
+  createdMs: number;
+  /** Past this the job has failed, wherever it runs. */
+  deadlineMs: number;
+}
+
+/** What callers see of a document. */
+export interface DocumentView {
+  id: string;
+  filename: string;
+  state: DocumentState;
+  characters: number;
+  error: { status: number; message: string } | null;
+}
+
+export interface DocumentUpload {
+  /** The file's text (readDocument) and whether it had a byte order mark. */
+  text: string;
+  bom: boolean;
+  filename: string;
+  /** A served language, or `auto`. */
+  srcLang: string;
+  tgtLang: string;
+  glossary?: Record<string, string> | undefined;
+  owner?: string | undefined;
+}
+
+/** What a job asks of the router's translation path: a `TextsRequest` of translate-texts.ts `translateTexts`. */
+export interface DocumentTranslation {
+  texts: string[];
+  format: DocumentFormat;
+  srcLang: string;
+  tgtLang: string;
+  glossary?: Record<string, string>;
+  requestId: string;
+  signal: AbortSignal;
+}
+
+export interface DocumentJobsOptions {
+  /** The folder every router instance of the machine shares. */
+  dir: string;
+  /** Translates texts through the router's path (translate-texts.ts `translateTexts`). */
+  translate(request: DocumentTranslation): Promise<{ translated: string[] }>;
+  logger?: Logger | undefined;
+  /** How long a document is kept after its upload, ms. Default 1 hour. */
+  keepMs?: number;
+  /** The longest a document may take, waits for a busy model server included, ms. Default 15 minutes. */
+  jobTimeoutMs?: number;
+  /** Documents this process translates at once. Default 2. */
+  concurrency?: number;
+  /** Documents kept at once in the folder; an upload past it is refused with 503. Default 1000. */
+  maxDocuments?: number;
+}
+
+const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const SWEEP_EVERY_MS = 60_000;
+/** Waits between tries while the model servers refuse or are away: doubled from 1 s up to this, ms. */
+const MAX_RETRY_WAIT_MS = 30_000;
+
+const hash = (key: string) => createHash('sha256').update(key).digest('hex');
+
+export class DocumentJobs {
+  readonly #dir: string;
+  readonly #translate: DocumentJobsOptions['translate'];
+  readonly #logger: Logger | undefined;
+  readonly #keepMs: number;
+  readonly #jobTimeoutMs: number;
+  readonly #concurrency: number;
+  readonly #maxDocuments: number;
+  /** Jobs of this process not started yet, in upload order, and those running (id → its end). */
+  readonly #waiting: string[] = [];
+  readonly #running = new Map<string, Promise<void>>();
+  /** Callers waiting for a job of this process to end (`settled`). */
+  readonly #settled = new Map<string, (() => void)[]>();
+  /** False once closing: no upload is taken, no job taken over. */
+  #accepting = true;
+  /** Aborts the running jobs' requests when `close` has waited long enough. */
+  readonly #closing = new AbortController();
+  #sweptMs = 0;
+
+  constructor(options: DocumentJobsOptions) {
+    this.#dir = options.dir;
+    this.#translate = options.translate;
+    this.#logger = options.logger;
+    this.#keepMs = options.keepMs ?? 3_600_000;
+    this.#jobTimeoutMs = options.jobTimeoutMs ?? 900_000;
+    this.#concurrency = options.concurrency ?? 2;
+    this.#maxDocuments = options.maxDocuments ?? 1000;
+    mkdirSync(this.#dir, { recursive: true });
+  }
+
+  /**
+   * Keep a document and start translating it. Returns its id and the key every later call about it must give.
+   * @throws ServeError SHUTTING_DOWN while closing, QUEUE_FULL (+ Retry-After) when `maxDocuments` are kept
+   */
+  submit(upload: DocumentUpload): { id: string; key: string } {
+    if (!this.#accepting) throw new ServeError('SHUTTING_DOWN');
+    this.#sweep();
+    if (this.#recordNames().length >= this.#maxDocuments) {
+      throw new ServeError(
+        'QUEUE_FULL',
+        `${this.#maxDocuments} documents are being translated or waiting to be fetched.`,
+        {
+          retryAfterS: 60,
+        },
+      );
+    }
+    const id = randomUUID();
+    const key = randomBytes(32).toString('hex');
+    const now = Date.now();
+    writeFileAtomic(this.#file(id, 'source'), upload.text);
+    this.#write({
+      id,
+      keyHash: hash(key),
+      owner: upload.owner ?? null,
+      filename: upload.filename,
+      srcLang: upload.srcLang,
+      tgtLang: upload.tgtLang,
+      glossary: upload.glossary ?? null,
+      bom: upload.bom,
+      characters: [...upload.text].length,
+      state: 'queued',
+      error: null,
+      pid: process.pid,
+      createdMs: now,
+      deadlineMs: now + this.#jobTimeoutMs,
+    });
+    this.#enqueue(id);
+    return { id, key };
+  }
+
+  /** The document, when `key` is its key and `owner` its uploader's key id; undefined otherwise. */
+  view(id: string, key: string, owner: string | undefined): DocumentView | undefined {
+    const record = this.#read(id);
+    if (record === undefined || (record.owner ?? undefined) !== owner) return undefined;
+    const given = Buffer.from(hash(key), 'hex');
+    if (!timingSafeEqual(given, Buffer.from(record.keyHash, 'hex'))) return undefined;
+    return this.#viewOf(record);
+  }
+
+  /** The document by its id alone, for a download URL whose id is its only credential (LibreTranslate's). */
+  viewById(id: string): DocumentView | undefined {
+    const record = this.#read(id);
+    return record === undefined ? undefined : this.#viewOf(record);
+  }
+
+  /** A translated document's file (its byte order mark back on it); undefined when it has none. */
+  result(id: string): Uint8Array<ArrayBuffer> | undefined {
+    const record = this.#read(id);
+    if (record?.state !== 'done') return undefined;
+    try {
+      const text = readFileSync(this.#file(id, 'result'));
+      return new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Forget a document (its result fetched). */
+  remove(id: string): void {
+    if (!ID.test(id)) return;
+    for (const part of ['json', 'source', 'result'] as const) rmSync(this.#file(id, part), { force: true });
+  }
+
+  /** Resolves when this process's job for `id` has ended (at once when it runs none). */
+  settled(id: string): Promise<void> {
+    if (!this.#running.has(id) && !this.#waiting.includes(id)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = this.#settled.get(id) ?? [];
+      waiters.push(resolve);
+      this.#settled.set(id, waiters);
+    });
+  }
+
+  /**
+   * Stop taking documents and wait up to `timeoutMs` for this process's jobs, waiting ones included; those not done by
+   * then are cut off and left to the next instance asked about them.
+   */
+  async close(timeoutMs: number): Promise<void> {
+    this.#accepting = false;
+    const timer = setTimeout(() => this.#closing.abort(), timeoutMs);
+    try {
+      // A waiting job starts as a running one ends (#pump): wait until none runs. Once aborted, each ends at once.
+      while (this.#running.size > 0) await Promise.all([...this.#running.values()]);
+    } finally {
+      clearTimeout(timer);
+      this.#closing.abort();
+    }
+  }
+
+  /** A record's view, after taking over its job when the process that ran it has died, or failing it when late. */
+  #viewOf(record: DocumentRecord): DocumentView {
+    if (record.state === 'queued' || record.state === 'translating') {
+      if (Date.now() > record.deadlineMs + MAX_RETRY_WAIT_MS) {
+        // Its process stopped making progress without ending it (or was replaced under the same pid).
+        record = this.#fail(record, new ServeError('REQUEST_TIMEOUT', 'The document was not translated in time.'));
+      } else if (this.#accepting && record.pid !== process.pid && !alive(record.pid)) {
+        this.#logger?.info({ document: record.id, diedPid: record.pid }, 'document job taken over');
+        record = { ...record, state: 'queued', pid: process.pid };
+        this.#write(record);
+        this.#enqueue(record.id);
+      }
+    }
+    const { id, filename, state, characters, error } = record;
+    return { id, filename, state, characters, error };
+  }
+
+  #enqueue(id: string): void {
+    if (this.#running.has(id) || this.#waiting.includes(id)) return;
+    this.#waiting.push(id);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (this.#running.size < this.#concurrency && this.#waiting.length > 0) {
+      const id = this.#waiting.shift()!;
+      const job = this.#run(id).finally(() => {
+        this.#running.delete(id);
+        for (const resolve of this.#settled.get(id) ?? []) resolve();
+        this.#settled.delete(id);
+        this.#pump();
+      });
+      this.#running.set(id, job);
+    }
+  }
+
+  async #run(id: string): Promise<void> {
+    if (this.#closing.signal.aborted) return;
+    const queued = this.#read(id);
+    if (queued === undefined || queued.state === 'done' || queued.state === 'error') return;
+    const record: DocumentRecord = { ...queued, state: 'translating', pid: process.pid };
+    this.#write(record);
+    const started = performance.now();
+    const requests = { count: 0 };
+    try {
+      const type = documentType(record.filename);
+      if (type === undefined)
+        throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
+      const source = readFileSync(this.#file(id, 'source'), 'utf8');
+      const translated = await this.#translatePiece(source, type.format, record, requests);
+      if (this.#read(id) === undefined) return; // removed meanwhile
+      writeFileAtomic(this.#file(id, 'result'), translated);
+      this.#write({ ...record, state: 'done' });
+      const ms = Math.round(performance.now() - started);
+      this.#logger?.info(
+        { document: id, characters: record.characters, requests: requests.count, ms },
+        'document translated',
+      );
+    } catch (err) {
+      if (this.#closing.signal.aborted || this.#read(id) === undefined) return; // left to another instance, or gone
+      this.#fail(record, toServeError(err));
+    }
+  }
+
+  /** `text` translated: whole, or cut in two and each half so when the model server finds it too large or slow. */
+  async #translatePiece(
+    text: string,
+    format: DocumentFormat,
+    record: DocumentRecord,
+    requests: { count: number },
+  ): Promise<string> {
+    for (let waitMs = 1_000; ; waitMs = Math.min(2 * waitMs, MAX_RETRY_WAIT_MS)) {
+      if (Date.now() > record.deadlineMs)
+        throw new ServeError('REQUEST_TIMEOUT', 'The document was not translated in time.');
+      try {
+        requests.count += 1;
+        const reply = await this.#translate({
+          texts: [text],
+          format,
+          srcLang: record.srcLang,
+          tgtLang: record.tgtLang,
+          ...(record.glossary === null ? {} : { glossary: record.glossary }),
+          requestId: record.id,
+          signal: this.#closing.signal,
+        });
+        return reply.translated[0]!;
+      } catch (err) {
+        if (this.#closing.signal.aborted) throw err;
+        const error = toServeError(err);
+        if (error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'REQUEST_TIMEOUT') {
+          const cut = cutDocument(text, format);
+          if (cut === null) throw error;
+          const first = await this.#translatePiece(cut.pieces[0], format, record, requests);
+          const second = await this.#translatePiece(cut.pieces[1], format, record, requests);
+          return cut.join([first, second]);
+        }
+        if (error.status !== 502 && error.status !== 503) throw error;
+        const wait = error.retryAfterS === undefined ? waitMs : Math.min(error.retryAfterS * 1000, MAX_RETRY_WAIT_MS);
+        await sleep(Math.max(0, Math.min(wait, record.deadlineMs - Date.now())), undefined, {
+          signal: this.#closing.signal,
+        }).catch(() => undefined);
+      }
+    }
+  }
+
+  #fail(record: DocumentRecord, error: ServeError): DocumentRecord {
+    const failed: DocumentRecord = {
+      ...record,
+      state: 'error',
+      error: { status: error.status, message: error.message },
+    };
+    this.#write(failed);
+    this.#logger?.warn({ document: record.id, error: error.code, message: error.message }, 'document failed');
+    return failed;
+  }
+
+  #file(id: string, part: 'json' | 'source' | 'result'): string {
+    return path.join(this.#dir, `${id}.${part}`);
+  }
+
+  #read(id: string): DocumentRecord | undefined {
+    if (!ID.test(id)) return undefined;
+    const read = readJsonFile(this.#file(id, 'json'));
+    return read.ok ? (read.value as DocumentRecord) : undefined;
+  }
+
+  #write(record: DocumentRecord): void {
+    writeFileAtomic(this.#file(record.id, 'json'), JSON.stringify(record));
+  }
+
+  #recordNames(): string[] {
+    return readdirSync(this.#dir).filter((name) => name.endsWith('.json') && ID.test(name.slice(0, -5)));
+  }
+
+  /** Remove documents past `keepMs` (at most once a minute): records by their upload time, stray files by theirs. */
+  #sweep(): void {
+    const now = Date.now();
+    if (now - this.#sweptMs < Math.min(SWEEP_EVERY_MS, this.#keepMs)) return;
+    this.#sweptMs = now;
+    for (const name of readdirSync(this.#dir)) {
+      const id = name.slice(0, name.indexOf('.'));
+      if (!ID.test(id)) continue;
+      const record = this.#read(id);
+      let bornMs = record?.createdMs;
+      if (bornMs === undefined) {
+        try {
+          bornMs = statSync(path.join(this.#dir, name)).mtimeMs;
+        } catch {
+          continue;
+        }
+      }
+      if (now - bornMs > this.#keepMs) this.remove(id);
+    }
+  }
+}
+
+/** Whether a process of this machine with this pid is alive. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -1,0 +1,333 @@
+/**
+ * Document translation in-process (`app.request`): DeepL's document API and LibreTranslate's `/translate_file` over
+ * `DocumentJobs` in a temporary folder, with the real upstream against the fake model server (which translates by
+ * reversing a text, refuses past `maxChars` with 413 and, when asked, refuses its first requests with 503).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createRouterApp } from '../app.js';
+import { DocumentJobs, type DocumentJobsOptions } from '../apis/documents.js';
+import { translateTexts } from '../apis/translate-texts.js';
+import { Upstream } from '../upstream.js';
+import { startFakeModelServer, type FakeModelServer, type FakeModelServerOptions } from './fake-model-server.js';
+
+const LANGUAGES = ['en', 'de', 'ko'];
+/** The fake's translation of one text into `lang`. */
+const fakeOf = (lang: string, text: string) => `${lang}:${[...text].reverse().join('')}`;
+
+interface Setup {
+  fake: FakeModelServer;
+  upstream: Upstream;
+  jobs: DocumentJobs;
+  app: ReturnType<typeof createRouterApp>;
+  dir: string;
+}
+const setups: Setup[] = [];
+
+async function setup(fakeOptions: FakeModelServerOptions = {}, jobOptions: Partial<DocumentJobsOptions> = {}) {
+  const fake = await startFakeModelServer(fakeOptions);
+  const upstream = new Upstream({ url: fake.url, connections: 4, timeoutMs: 10_000 });
+  const dir = mkdtempSync(path.join(tmpdir(), 'mt-documents-'));
+  const jobs = new DocumentJobs({
+    dir,
+    translate: (request) => translateTexts({ languages: LANGUAGES, upstream }, request),
+    ...jobOptions,
+  });
+  const app = createRouterApp(
+    { maxBodyBytes: 1 << 20, languages: LANGUAGES, logBodies: false, maxRequestChars: 100_000 },
+    { upstream, logger: pino({ level: 'silent' }), documents: jobs },
+  );
+  const made = { fake, upstream, jobs, app, dir };
+  setups.push(made);
+  return made;
+}
+
+afterEach(async () => {
+  for (const s of setups.splice(0)) {
+    await s.jobs.close(0);
+    await s.upstream.close();
+    await s.fake.close();
+    rmSync(s.dir, { recursive: true, force: true });
+  }
+});
+
+/** A multipart upload of `content` as a file named `filename`, with `fields`. */
+const upload = (
+  app: Setup['app'],
+  route: string,
+  filename: string,
+  content: string | Uint8Array,
+  fields: Record<string, string>,
+  headers: Record<string, string> = {},
+) => {
+  const form = new FormData();
+  for (const [name, value] of Object.entries(fields)) form.append(name, value);
+  form.append('file', new Blob([content as Uint8Array<ArrayBuffer>]), filename);
+  return app.request(route, { method: 'POST', body: form, headers });
+};
+const call = (app: Setup['app'], route: string, fields: Record<string, string>) =>
+  app.request(route, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(fields).toString(),
+  });
+
+/** DeepL's flow to the end: upload, wait for the job, status; the handle and the status. */
+async function deeplDocument(s: Setup, filename: string, content: string | Uint8Array, fields = { target_lang: 'DE' }) {
+  const res = await upload(s.app, '/v2/document', filename, content, fields);
+  expect(res.status).toBe(200);
+  const handle = (await res.json()) as { document_id: string; document_key: string };
+  await s.jobs.settled(handle.document_id);
+  const status = await call(s.app, `/v2/document/${handle.document_id}`, { document_key: handle.document_key });
+  return { handle, status: (await status.json()) as Record<string, unknown> };
+}
+
+const SRT = Array.from(
+  { length: 24 },
+  (_, i) =>
+    `${i + 1}\n00:00:${String(i).padStart(2, '0')},000 --> 00:00:${String(i).padStart(2, '0')},900\nLine ${i + 1}.\n`,
+).join('\n');
+
+describe('DeepL /v2/document', () => {
+  it('uploads, reports done with the billed characters, downloads once, then forgets the document', async () => {
+    const s = await setup();
+    const { handle, status } = await deeplDocument(s, 'movie.srt', SRT);
+    expect(handle.document_key).toMatch(/^[0-9a-f]{64}$/);
+    expect(status).toEqual({ document_id: handle.document_id, status: 'done', billed_characters: SRT.length });
+    expect(s.fake.seen.map((r) => r.body)).toEqual([
+      { src_lang: 'auto', detect: 'guess', format: 'srt', src_text: [SRT] },
+    ]);
+    const result = await call(s.app, `/v2/document/${handle.document_id}/result`, {
+      document_key: handle.document_key,
+    });
+    expect(result.status).toBe(200);
+    expect(result.headers.get('content-type')).toBe('application/x-subrip; charset=utf-8');
+    expect(result.headers.get('content-disposition')).toBe(
+      `attachment; filename="movie.srt"; filename*=UTF-8''movie.srt`,
+    );
+    expect(await result.text()).toBe(fakeOf('de', SRT));
+    const again = await call(s.app, `/v2/document/${handle.document_id}/result`, { document_key: handle.document_key });
+    expect(again.status).toBe(404);
+    expect(await again.json()).toEqual({ message: 'Document not found' });
+  });
+
+  it('answers 404 for a wrong key or an unknown id, 400 without a key', async () => {
+    const s = await setup();
+    const { handle } = await deeplDocument(s, 'a.txt', 'Hello.');
+    const wrong = await call(s.app, `/v2/document/${handle.document_id}`, { document_key: 'f'.repeat(64) });
+    expect([wrong.status, await wrong.json()]).toEqual([404, { message: 'Document not found' }]);
+    for (const id of ['0123', '..%2F..%2Fetc%2Fpasswd', handle.document_id.toUpperCase()]) {
+      const res = await call(s.app, `/v2/document/${id}`, { document_key: handle.document_key });
+      expect(res.status).toBe(404);
+    }
+    const keyless = await call(s.app, `/v2/document/${handle.document_id}`, {});
+    expect([keyless.status, await keyless.json()]).toEqual([
+      400,
+      { message: "Parameter 'document_key' not specified." },
+    ]);
+  });
+
+  it('refuses what it cannot translate, naming it', async () => {
+    const s = await setup();
+    const cases: [Response | Promise<Response>, string][] = [
+      [
+        upload(s.app, '/v2/document', 'report.docx', 'x', { target_lang: 'DE' }),
+        "Document type of 'report.docx' not supported; supported: .txt, .htm, .html, .srt, .vtt.",
+      ],
+      [
+        upload(s.app, '/v2/document', 'a.txt', 'x', { target_lang: 'DE', output_format: 'docx' }),
+        "Value for 'output_format' not supported.",
+      ],
+      [upload(s.app, '/v2/document', 'a.txt', 'x', { target_lang: 'XX' }), "Value for 'target_lang' not supported."],
+      [upload(s.app, '/v2/document', 'a.txt', 'x', {}), "Parameter 'target_lang' not specified."],
+      [
+        upload(s.app, '/v2/document', 'a.txt', new Uint8Array([0x48, 0xff, 0x0a]), { target_lang: 'DE' }),
+        'The file is not valid UTF-8.',
+      ],
+      [
+        upload(s.app, '/v2/document', 'a.txt', 'x', { target_lang: 'DE', formality: 'more' }),
+        "'formality' is not supported for given 'target_lang'.",
+      ],
+      [call(s.app, '/v2/document', { target_lang: 'DE' }), "Parameter 'file' not specified."],
+    ];
+    for (const [res, message] of cases) {
+      const answer = await res;
+      expect([answer.status, await answer.json()]).toEqual([400, { message }]);
+    }
+    expect(s.fake.seen).toEqual([]);
+  });
+
+  it('keeps a byte order mark off the text and puts it back on the result', async () => {
+    const s = await setup();
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode('Hallo.')]);
+    const { handle } = await deeplDocument(s, 'a.txt', bom, { target_lang: 'EN-GB', source_lang: 'DE' } as never);
+    expect(s.fake.seen[0]!.body).toEqual({ src_lang: 'de', src_text: ['Hallo.'], format: 'text' });
+    const result = await call(s.app, `/v2/document/${handle.document_id}/result`, {
+      document_key: handle.document_key,
+    });
+    expect([...new Uint8Array(await result.arrayBuffer())]).toEqual([
+      0xef,
+      0xbb,
+      0xbf,
+      ...new TextEncoder().encode(fakeOf('en', 'Hallo.')),
+    ]);
+  });
+
+  it('cuts a document the model server finds too large between cues, each piece a whole file', async () => {
+    const s = await setup({ maxChars: 200 });
+    const { handle, status } = await deeplDocument(s, 'movie.srt', SRT);
+    expect(status.status).toBe('done');
+    const refused = s.fake.seen.filter((r) => (r.body as { src_text: string[] }).src_text[0]!.length > 200);
+    const pieces = s.fake.seen
+      .map((r) => (r.body as { src_text: string[] }).src_text[0]!)
+      .filter((text) => text.length <= 200);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(pieces.join('')).toBe(SRT);
+    for (const piece of pieces) expect(piece).toMatch(/^\d+\n00:00:\d\d,000 --> /);
+    const result = await call(s.app, `/v2/document/${handle.document_id}/result`, {
+      document_key: handle.document_key,
+    });
+    expect(await result.text()).toBe(pieces.map((piece) => fakeOf('de', piece)).join(''));
+  });
+
+  it('fails a too-large document it cannot cut, saying why, and refuses its download', async () => {
+    const s = await setup({ maxChars: 20 });
+    const { handle, status } = await deeplDocument(s, 'page.html', '<p>One sentence here.</p><p>Another one.</p>');
+    expect(status).toEqual({ document_id: handle.document_id, status: 'error', error_message: 'fake 413' });
+    const result = await call(s.app, `/v2/document/${handle.document_id}/result`, {
+      document_key: handle.document_key,
+    });
+    expect([result.status, await result.json()]).toEqual([400, { message: 'Document translation failed: fake 413' }]);
+  });
+
+  it('waits out a busy model server instead of failing the document', async () => {
+    const s = await setup({ refuseFirst: 2 });
+    const { status } = await deeplDocument(s, 'a.txt', 'Hello there.');
+    expect(status.status).toBe('done');
+    expect(s.fake.seen.length).toBe(3);
+  });
+
+  it('answers "not ready" (503) for a download before the document is done', async () => {
+    const s = await setup();
+    const res = await upload(s.app, '/v2/document', 'slow.txt', '!slow 400 then text', { target_lang: 'DE' });
+    const handle = (await res.json()) as { document_id: string; document_key: string };
+    const status = await call(s.app, `/v2/document/${handle.document_id}`, { document_key: handle.document_key });
+    expect(((await status.json()) as { status: string }).status).toMatch(/^(queued|translating)$/);
+    const early = await call(s.app, `/v2/document/${handle.document_id}/result`, { document_key: handle.document_key });
+    expect([early.status, await early.json()]).toEqual([503, { message: 'Document not ready' }]);
+    await s.jobs.settled(handle.document_id);
+  });
+});
+
+describe('DocumentJobs across processes', () => {
+  it('takes over the job of a router process that died, and finishes it', async () => {
+    const s = await setup();
+    // Another instance took the document and never got far: its translation hangs until it is cut off.
+    const stuck = new DocumentJobs({
+      dir: s.dir,
+      translate: (request) =>
+        new Promise((_, reject) => request.signal!.addEventListener('abort', () => reject(new Error('cut off')))),
+    });
+    const { id, key } = stuck.submit({ text: 'Hello.', bom: false, filename: 'a.txt', srcLang: 'en', tgtLang: 'de' });
+    // …and died: its record names a process that no longer exists.
+    const dead = spawnSync('true').pid!;
+    const file = path.join(s.dir, `${id}.json`);
+    writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), pid: dead }));
+    expect(s.jobs.view(id, key, undefined)?.state).toBe('queued');
+    await s.jobs.settled(id);
+    expect(s.jobs.view(id, key, undefined)?.state).toBe('done');
+    expect(Buffer.from(s.jobs.result(id)!).toString()).toBe(fakeOf('de', 'Hello.'));
+    await stuck.close(0);
+    // The cut-off job leaves the record as the new owner wrote it.
+    expect(s.jobs.view(id, key, undefined)?.state).toBe('done');
+  });
+
+  it('refuses uploads past maxDocuments with 503 + Retry-After, and removes documents past keepMs', async () => {
+    const s = await setup({}, { maxDocuments: 1, keepMs: 60_000 });
+    const doc = { text: 'Hi.', bom: false, filename: 'a.txt', srcLang: 'en', tgtLang: 'de' };
+    s.jobs.submit(doc);
+    expect(() => s.jobs.submit(doc)).toThrow(expect.objectContaining({ code: 'QUEUE_FULL', retryAfterS: 60 }));
+    const res = await upload(s.app, '/v2/document', 'a.txt', 'Hi.', { target_lang: 'DE' });
+    expect([res.status, res.headers.get('retry-after')]).toEqual([429, '60']);
+
+    const short = await setup({}, { keepMs: 0 });
+    const first = short.jobs.submit(doc);
+    await short.jobs.settled(first.id);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    short.jobs.submit(doc);
+    expect(short.jobs.view(first.id, first.key, undefined)).toBeUndefined();
+  });
+});
+
+describe('LibreTranslate /translate_file', () => {
+  it('answers once translated with a download URL on the host the client called', async () => {
+    const s = await setup();
+    const res = await upload(
+      s.app,
+      '/translate_file',
+      'notes été.txt',
+      'Hello world, this is a test.',
+      { source: 'en', target: 'ko' },
+      { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'mt.example:7777' },
+    );
+    expect(res.status).toBe(200);
+    const { translatedFileUrl } = (await res.json()) as { translatedFileUrl: string };
+    const url = new URL(translatedFileUrl);
+    expect(url.origin).toBe('https://mt.example:7777');
+    expect(url.pathname).toMatch(/^\/download_file\/[0-9a-f-]{36}\.notes%20%C3%A9t%C3%A9\.txt$/);
+    for (let i = 0; i < 2; i++) {
+      const download = await s.app.request(url.pathname);
+      expect(download.status).toBe(200);
+      expect(download.headers.get('content-disposition')).toBe(
+        `attachment; filename="notes _t_.txt"; filename*=UTF-8''notes%20%C3%A9t%C3%A9.txt`,
+      );
+      expect(await download.text()).toBe(fakeOf('ko', 'Hello world, this is a test.'));
+    }
+  });
+
+  it('answers LibreTranslate’s errors', async () => {
+    const s = await setup({ maxChars: 5 });
+    const cases: [Response | Promise<Response>, number, string][] = [
+      [
+        upload(s.app, '/translate_file', 'program.exe', 'MZ', { source: 'en', target: 'de' }),
+        400,
+        'Invalid request: file format not supported',
+      ],
+      [
+        upload(s.app, '/translate_file', 'a.txt', 'Hello', { target: 'de' }),
+        400,
+        'Invalid request: missing source parameter',
+      ],
+      [upload(s.app, '/translate_file', 'a.txt', 'Hello', { source: 'en', target: 'zz' }), 400, 'zz is not supported'],
+      [call(s.app, '/translate_file', { source: 'en', target: 'de' }), 400, 'Invalid request: missing file parameter'],
+      [
+        upload(s.app, '/translate_file', 'a.html', '<p>Too long to pass.</p>', { source: 'en', target: 'de' }),
+        400,
+        'Invalid request: fake 413',
+      ],
+      [
+        s.app.request('/download_file/00000000-0000-0000-0000-000000000000.a.txt'),
+        404,
+        'File not found: never made, or expired',
+      ],
+      [s.app.request('/download_file/..%2F..%2Fetc%2Fpasswd'), 404, 'File not found: never made, or expired'],
+    ];
+    for (const [res, status, error] of cases) {
+      const answer = await res;
+      expect([answer.status, await answer.json()]).toEqual([status, { error }]);
+    }
+  });
+
+  it('says in /frontend/settings that files are translated, and which', async () => {
+    const s = await setup();
+    const settings = (await (await s.app.request('/frontend/settings')).json()) as Record<string, unknown>;
+    expect(settings).toMatchObject({
+      filesTranslation: true,
+      supportedFilesFormat: ['.txt', '.htm', '.html', '.srt', '.vtt'],
+    });
+  });
+});
