@@ -3,15 +3,15 @@
  * upload / status / download calls it makes) over the router's document jobs (./documents.ts): `POST /v2/document`
  * (multipart: `file`, `target_lang`, and `source_lang`, `filename`, `output_format`, `glossary_id`, `formality`),
  * `POST|GET /v2/document/{id}` and `POST|GET /v2/document/{id}/result` with the `document_key` the upload answered.
- * The file types: .txt, .htm/.html, .srt and .vtt (DeepL's own list has these but .vtt, and Office and PDF files,
- * which are not translated here). As DeepL, a result is removed once downloaded.
+ * The file types: .txt, .htm/.html, .srt and .vtt; DeepL's own list has these but .vtt, plus Office and PDF files,
+ * which are refused here. As DeepL does, a result is removed once downloaded.
  */
 import type { Context, Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { translationPair } from './deepl-glossaries.js';
-import { attachment, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
+import { attachment, checkFilename, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
 
 /** The extensions translated, for the refusal of another. */
@@ -36,11 +36,13 @@ export function mountDocuments(
 
   app.post('/v2/document', (c) =>
     answer(context, c, async () => {
+      const documents = jobs();
       const { params, file } = await readUpload(c, context);
       const key = authorize(c, params, context);
       check(params);
       if (file === undefined) throw new DeepLError(400, "Parameter 'file' not specified.");
       const filename = param(params, 'filename') || file.name;
+      checkFilename(filename);
       const type = documentType(filename);
       if (type === undefined)
         throw new DeepLError(400, `Document type of '${filename}' not supported; supported: ${SUPPORTED}.`);
@@ -52,7 +54,7 @@ export function mountDocuments(
       c.set('texts', 1);
       const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
       if (key !== undefined) await admit(context, key, characterCount([text]));
-      const made = jobs().submit({ text, bom, filename, srcLang, tgtLang, glossary, owner: key?.id });
+      const made = documents.submit({ text, bom, filename, srcLang, tgtLang, glossary, owner: key?.id });
       return { document_id: made.id, document_key: made.key };
     }),
   );

@@ -54,6 +54,15 @@ export function attachment(filename: string): string {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }
 
+/** Longest file name kept. */
+const MAX_FILENAME_CHARS = 255;
+
+/** @throws ServeError BAD_REQUEST for a file name too long to keep (it goes back in Content-Disposition) */
+export function checkFilename(filename: string): void {
+  if (filename.length > MAX_FILENAME_CHARS)
+    throw new ServeError('BAD_REQUEST', `The file name is longer than ${MAX_FILENAME_CHARS} characters.`);
+}
+
 /** An uploaded file's text. @throws ServeError BAD_REQUEST when it is not UTF-8 text */
 export function readDocument(bytes: Uint8Array): { text: string; bom: boolean } {
   const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
@@ -175,10 +184,12 @@ export class DocumentJobs {
 
   /**
    * Keep a document and start translating it. Returns its id and the key every later call about it must give.
-   * @throws ServeError SHUTTING_DOWN while closing, QUEUE_FULL (+ Retry-After) when `maxDocuments` are kept
+   * @throws ServeError SHUTTING_DOWN while closing, BAD_REQUEST for a file name over 255 characters, QUEUE_FULL
+   *   (+ Retry-After) when `maxDocuments` are kept
    */
   submit(upload: DocumentUpload): { id: string; key: string } {
     if (!this.#accepting) throw new ServeError('SHUTTING_DOWN');
+    checkFilename(upload.filename);
     this.#sweep();
     if (this.#recordNames().length >= this.#maxDocuments) {
       throw new ServeError(
@@ -298,12 +309,15 @@ export class DocumentJobs {
   #pump(): void {
     while (this.#running.size < this.#concurrency && this.#waiting.length > 0) {
       const id = this.#waiting.shift()!;
-      const job = this.#run(id).finally(() => {
-        this.#running.delete(id);
-        for (const resolve of this.#settled.get(id) ?? []) resolve();
-        this.#settled.delete(id);
-        this.#pump();
-      });
+      // A job that cannot even record its failure (a full disk) is logged; a status call fails it past its deadline.
+      const job = this.#run(id)
+        .catch((err: unknown) => this.#logger?.error({ document: id, err }, 'document job failed to run'))
+        .finally(() => {
+          this.#running.delete(id);
+          for (const resolve of this.#settled.get(id) ?? []) resolve();
+          this.#settled.delete(id);
+          this.#pump();
+        });
       this.#running.set(id, job);
     }
   }

@@ -20,7 +20,7 @@ import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/de
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
-import { attachment, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
+import { attachment, checkFilename, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
 import {
   apiAnswerer,
   ApiAnswerError,
@@ -127,6 +127,7 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
       if (documentType(file.name) === undefined)
         throw new LibreTranslateError(400, 'Invalid request: file format not supported');
+      checkFilename(file.name);
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
       const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));

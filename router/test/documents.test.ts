@@ -153,6 +153,10 @@ describe('DeepL /v2/document', () => {
         "'formality' is not supported for given 'target_lang'.",
       ],
       [call(s.app, '/v2/document', { target_lang: 'DE' }), "Parameter 'file' not specified."],
+      [
+        upload(s.app, '/v2/document', `${'n'.repeat(300)}.txt`, 'x', { target_lang: 'DE' }),
+        'The file name is longer than 255 characters.',
+      ],
     ];
     for (const [res, message] of cases) {
       const answer = await res;
