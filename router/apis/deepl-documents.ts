@@ -6,6 +6,7 @@
  * The file types: .txt, .htm/.html, .srt and .vtt; DeepL's own list has these but .vtt, plus Office and PDF files,
  * which are refused here. As DeepL does, a result is removed once downloaded.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context, Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
@@ -13,6 +14,12 @@ import { admit, answer, authorize, DeepLError, requestParams, unsupported } from
 import { translationPair } from './deepl-glossaries.js';
 import { attachment, checkFilename, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
+
+/**
+ * How long an upload waits for its document before answering. deepl-node asks for the status right after the upload
+ * and then every 5 s: a small file done within this is fetched at once instead of 5 s later.
+ */
+const UPLOAD_WAIT_MS = 1_000;
 
 /** The extensions translated, for the refusal of another. */
 const SUPPORTED = Object.keys(DOCUMENT_TYPES)
@@ -55,6 +62,7 @@ export function mountDocuments(
       const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
       if (key !== undefined) await admit(context, key, characterCount([text]));
       const made = documents.submit({ text, bom, filename, srcLang, tgtLang, glossary, owner: key?.id });
+      await Promise.race([documents.settled(made.id), sleep(UPLOAD_WAIT_MS)]);
       return { document_id: made.id, document_key: made.key };
     }),
   );

@@ -115,6 +115,14 @@ describe('DeepL /v2/document', () => {
     expect(await again.json()).toEqual({ message: 'Document not found' });
   });
 
+  it('answers the upload of a quick document once it is done, so the first status call finds it done', async () => {
+    const s = await setup();
+    const res = await upload(s.app, '/v2/document', 'a.txt', 'Hello.', { target_lang: 'DE' });
+    const handle = (await res.json()) as { document_id: string; document_key: string };
+    const status = await call(s.app, `/v2/document/${handle.document_id}`, { document_key: handle.document_key });
+    expect(((await status.json()) as { status: string }).status).toBe('done');
+  });
+
   it('answers 404 for a wrong key or an unknown id, 400 without a key', async () => {
     const s = await setup();
     const { handle } = await deeplDocument(s, 'a.txt', 'Hello.');
@@ -217,7 +225,7 @@ describe('DeepL /v2/document', () => {
 
   it('answers "not ready" (503) for a download before the document is done', async () => {
     const s = await setup();
-    const res = await upload(s.app, '/v2/document', 'slow.txt', '!slow 400 then text', { target_lang: 'DE' });
+    const res = await upload(s.app, '/v2/document', 'slow.txt', '!slow 4000 then text', { target_lang: 'DE' });
     const handle = (await res.json()) as { document_id: string; document_key: string };
     const status = await call(s.app, `/v2/document/${handle.document_id}`, { document_key: handle.document_key });
     expect(((await status.json()) as { status: string }).status).toMatch(/^(queued|translating)$/);
