@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +28,8 @@ const CI_VARIABLES = [
 /**
  * Load the engine in a fresh process (onnxruntime initialises once per process) with `telemetry` as
  * ORT_DISABLE_TELEMETRY (undefined: not set), outside any CI; returns the log onnxruntime's telemetry uploader
- * leaves behind, if any.
+ * left behind, if any. Only a log written since the process started counts: other onnxruntime processes (the
+ * transformers.js baseline's, in this same run) leave theirs in /tmp too, and a pid is reused.
  */
 function telemetryLogOfEngineProcess(telemetry: string | undefined): string | undefined {
   const env = { ...process.env };
@@ -39,13 +40,16 @@ function telemetryLogOfEngineProcess(telemetry: string | undefined): string | un
     const engine = await TranslationEngine.load({ modelDir: ${JSON.stringify(modelDir)}, intraOpThreads: 1 });
     await engine.close();
     process.stdout.write(String(process.pid));`;
+  const startedMs = Date.now();
   const pid = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
     cwd: repo,
     env,
     encoding: 'utf8',
   }).trim();
   expect(pid).toMatch(/^\d+$/);
-  return [tmpdir(), '/tmp'].map((dir) => path.join(dir, `mat-debug-${pid}.log`)).find((file) => existsSync(file));
+  return [tmpdir(), '/tmp']
+    .map((dir) => path.join(dir, `mat-debug-${pid}.log`))
+    .find((file) => existsSync(file) && statSync(file).mtimeMs >= startedMs - 1_000);
 }
 
 describe('onnxruntime environment (ort-env.ts)', () => {
