@@ -12,7 +12,7 @@ import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { translationPair } from './deepl-glossaries.js';
-import { attachment, checkFilename, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
+import { checkFilename, DOCUMENT_TYPES, documentType, download, readDocument } from './document-files.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
 
 /**
@@ -97,17 +97,10 @@ export function mountDocuments(
       const view = await documentOf(c);
       if (view.state === 'error') throw new DeepLError(400, `Document translation failed: ${view.error!.message}`);
       // DeepL's 503 here is what its clients read as "not ready yet", not as an outage.
-      const bytes = view.state === 'done' ? jobs().result(view.id) : undefined;
-      if (bytes === undefined) throw new DeepLError(503, 'Document not ready');
+      const file = view.state === 'done' ? jobs().result(view.id) : undefined;
+      if (file === undefined) throw new DeepLError(503, 'Document not ready');
       jobs().remove(view.id);
-      return new Response(bytes, {
-        status: 200,
-        headers: {
-          'content-type': documentType(view.filename)!.contentType,
-          'content-disposition': attachment(view.filename),
-          'x-request-id': c.get('requestId'),
-        },
-      });
+      return download(file.bytes, file.filename, c.get('requestId'));
     });
   app.post('/v2/document/:id/result', result);
   app.get('/v2/document/:id/result', result);

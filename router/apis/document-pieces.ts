@@ -1,9 +1,12 @@
 /**
- * @module router/apis/document-pieces — where a document too large for one translation request may be cut, and how
- * the translated pieces join again: plain text between paragraphs, else between lines, else between sentences;
- * SRT and WebVTT between cues (each piece a subtitle file of its own, WebVTT's header lent to the second). Markup
- * is never cut: a piece of an element would not parse.
+ * @module router/apis/document-pieces — how a document job gets its file translated (`translateInPieces`): whole, or
+ * when the model server finds it too large or too slow, cut in two and each half so; refusals under load waited out.
+ * Where a file may be cut, and how the translated pieces join again (`cutDocument`): plain text between paragraphs,
+ * else between lines, else between sentences; SRT and WebVTT between cues (each piece a subtitle file of its own,
+ * WebVTT's header lent to the second). Markup is never cut: a piece of an element would not parse.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ServeError, toServeError } from '../../common/errors.js';
 
 /** What a document is, as the model server's `format` names it. */
 export type DocumentFormat = 'text' | 'html' | 'srt' | 'vtt';
@@ -15,6 +18,51 @@ export interface Cut {
 }
 
 const VTT_HEADER = 'WEBVTT\n\n';
+
+/** Waits between tries while the model servers refuse or are away: doubled from 1 s up to this, ms. */
+export const MAX_RETRY_WAIT_MS = 30_000;
+
+export interface PieceTranslation {
+  format: DocumentFormat;
+  /** One request for one piece: its translation, or the router's error for it. */
+  translate(text: string): Promise<string>;
+  /** Past this (epoch ms) the document has failed. */
+  deadlineMs: number;
+  /** Aborted: no more tries (the router is closing). */
+  signal: AbortSignal;
+  /** Requests made so far, for the log. */
+  requests: { count: number };
+}
+
+/**
+ * `text` translated: whole, or cut in two and each half so when the model server finds it too large (413) or too
+ * slow (504); a refusal or a model server away (502, 503) waited out, by its Retry-After or doubling from 1 s.
+ * @throws ServeError the error that ended it: a piece that cannot be cut, a client error, REQUEST_TIMEOUT past the
+ *   deadline
+ */
+export async function translateInPieces(text: string, job: PieceTranslation): Promise<string> {
+  for (let waitMs = 1_000; ; waitMs = Math.min(2 * waitMs, MAX_RETRY_WAIT_MS)) {
+    if (Date.now() > job.deadlineMs)
+      throw new ServeError('REQUEST_TIMEOUT', 'The document was not translated in time.');
+    try {
+      job.requests.count += 1;
+      return await job.translate(text);
+    } catch (err) {
+      if (job.signal.aborted) throw err;
+      const error = toServeError(err);
+      if (error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'REQUEST_TIMEOUT') {
+        const cut = cutDocument(text, job.format);
+        if (cut === null) throw error;
+        const first = await translateInPieces(cut.pieces[0], job);
+        return cut.join([first, await translateInPieces(cut.pieces[1], job)]);
+      }
+      if (error.status !== 502 && error.status !== 503) throw error;
+      const wait = error.retryAfterS === undefined ? waitMs : Math.min(error.retryAfterS * 1000, MAX_RETRY_WAIT_MS);
+      const left = Math.max(0, Math.min(wait, job.deadlineMs - Date.now()));
+      await sleep(left, undefined, { signal: job.signal }).catch(() => undefined);
+    }
+  }
+}
 
 /**
  * Cut `text` in two near its middle where its format allows it; null when it cannot be cut (markup, or no place to

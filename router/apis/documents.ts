@@ -20,56 +20,11 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { readJsonFile, writeFileAtomic } from '../../common/atomic-file.js';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import { decodeUtf8 } from '../../common/strict-utf8.js';
-import { cutDocument, type DocumentFormat } from './document-pieces.js';
-
-/** A file type this server translates: what the model server calls it, and what its result is sent as. */
-export interface DocumentType {
-  format: DocumentFormat;
-  contentType: string;
-}
-
-/** The file types translated, by extension (lower case). */
-export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
-  txt: { format: 'text', contentType: 'text/plain; charset=utf-8' },
-  htm: { format: 'html', contentType: 'text/html; charset=utf-8' },
-  html: { format: 'html', contentType: 'text/html; charset=utf-8' },
-  srt: { format: 'srt', contentType: 'application/x-subrip; charset=utf-8' },
-  vtt: { format: 'vtt', contentType: 'text/vtt; charset=utf-8' },
-};
-
-/** A file name's type, or undefined when it is not one translated here. */
-export function documentType(filename: string): DocumentType | undefined {
-  const dot = filename.lastIndexOf('.');
-  return dot < 0 ? undefined : DOCUMENT_TYPES[filename.slice(dot + 1).toLowerCase()];
-}
-
-/** `Content-Disposition` of a download named `filename`: an ASCII fallback and the exact name (RFC 6266, 8187). */
-export function attachment(filename: string): string {
-  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
-}
-
-/** Longest file name kept. */
-const MAX_FILENAME_CHARS = 255;
-
-/** @throws ServeError BAD_REQUEST for a file name too long to keep (it goes back in Content-Disposition) */
-export function checkFilename(filename: string): void {
-  if (filename.length > MAX_FILENAME_CHARS)
-    throw new ServeError('BAD_REQUEST', `The file name is longer than ${MAX_FILENAME_CHARS} characters.`);
-}
-
-/** An uploaded file's text. @throws ServeError BAD_REQUEST when it is not UTF-8 text */
-export function readDocument(bytes: Uint8Array): { text: string; bom: boolean } {
-  const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
-  const text = decodeUtf8(bom ? bytes.subarray(3) : bytes, 'The file');
-  if (text.includes('\u0000')) throw new ServeError('BAD_REQUEST', 'The file is not text (it holds NUL bytes).');
-  return { text, bom };
-}
+import { checkFilename, documentType } from './document-files.js';
+import { type DocumentFormat, MAX_RETRY_WAIT_MS, translateInPieces } from './document-pieces.js';
 
 export type DocumentState = 'queued' | 'translating' | 'done' | 'error';
 
@@ -147,8 +102,6 @@ export interface DocumentJobsOptions {
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const SWEEP_EVERY_MS = 60_000;
-/** Waits between tries while the model servers refuse or are away: doubled from 1 s up to this, ms. */
-const MAX_RETRY_WAIT_MS = 30_000;
 
 const hash = (key: string) => createHash('sha256').update(key).digest('hex');
 
@@ -239,13 +192,14 @@ export class DocumentJobs {
     return record === undefined ? undefined : this.#viewOf(record);
   }
 
-  /** A translated document's file (its byte order mark back on it); undefined when it has none. */
-  result(id: string): Uint8Array<ArrayBuffer> | undefined {
+  /** A translated document's file (its byte order mark back on it) and name; undefined when it has none. */
+  result(id: string): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
     const record = this.#read(id);
     if (record?.state !== 'done') return undefined;
     try {
       const text = readFileSync(this.#file(id, 'result'));
-      return new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
+      const bytes = new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
+      return { bytes, filename: record.filename };
     } catch {
       return undefined;
     }
@@ -335,7 +289,24 @@ export class DocumentJobs {
       if (type === undefined)
         throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
       const source = readFileSync(this.#file(id, 'source'), 'utf8');
-      const translated = await this.#translatePiece(source, type.format, record, requests);
+      const translated = await translateInPieces(source, {
+        format: type.format,
+        translate: async (text) =>
+          (
+            await this.#translate({
+              texts: [text],
+              format: type.format,
+              srcLang: record.srcLang,
+              tgtLang: record.tgtLang,
+              ...(record.glossary === null ? {} : { glossary: record.glossary }),
+              requestId: record.id,
+              signal: this.#closing.signal,
+            })
+          ).translated[0]!,
+        deadlineMs: record.deadlineMs,
+        signal: this.#closing.signal,
+        requests,
+      });
       if (this.#read(id) === undefined) return; // removed meanwhile
       writeFileAtomic(this.#file(id, 'result'), translated);
       this.#write({ ...record, state: 'done' });
@@ -347,47 +318,6 @@ export class DocumentJobs {
     } catch (err) {
       if (this.#closing.signal.aborted || this.#read(id) === undefined) return; // left to another instance, or gone
       this.#fail(record, toServeError(err));
-    }
-  }
-
-  /** `text` translated: whole, or cut in two and each half so when the model server finds it too large or slow. */
-  async #translatePiece(
-    text: string,
-    format: DocumentFormat,
-    record: DocumentRecord,
-    requests: { count: number },
-  ): Promise<string> {
-    for (let waitMs = 1_000; ; waitMs = Math.min(2 * waitMs, MAX_RETRY_WAIT_MS)) {
-      if (Date.now() > record.deadlineMs)
-        throw new ServeError('REQUEST_TIMEOUT', 'The document was not translated in time.');
-      try {
-        requests.count += 1;
-        const reply = await this.#translate({
-          texts: [text],
-          format,
-          srcLang: record.srcLang,
-          tgtLang: record.tgtLang,
-          ...(record.glossary === null ? {} : { glossary: record.glossary }),
-          requestId: record.id,
-          signal: this.#closing.signal,
-        });
-        return reply.translated[0]!;
-      } catch (err) {
-        if (this.#closing.signal.aborted) throw err;
-        const error = toServeError(err);
-        if (error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'REQUEST_TIMEOUT') {
-          const cut = cutDocument(text, format);
-          if (cut === null) throw error;
-          const first = await this.#translatePiece(cut.pieces[0], format, record, requests);
-          const second = await this.#translatePiece(cut.pieces[1], format, record, requests);
-          return cut.join([first, second]);
-        }
-        if (error.status !== 502 && error.status !== 503) throw error;
-        const wait = error.retryAfterS === undefined ? waitMs : Math.min(error.retryAfterS * 1000, MAX_RETRY_WAIT_MS);
-        await sleep(Math.max(0, Math.min(wait, record.deadlineMs - Date.now())), undefined, {
-          signal: this.#closing.signal,
-        }).catch(() => undefined);
-      }
     }
   }
 

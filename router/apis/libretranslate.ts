@@ -20,7 +20,7 @@ import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/de
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey } from '../keys/api-access.js';
-import { attachment, checkFilename, DOCUMENT_TYPES, documentType, readDocument } from './documents.js';
+import { checkFilename, DOCUMENT_TYPES, documentType, download, readDocument } from './document-files.js';
 import {
   apiAnswerer,
   ApiAnswerError,
@@ -147,21 +147,10 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
 
   app.get('/download_file/:name', (c) =>
     answer(context, c, () => {
-      const id = (c.req.param('name') ?? '').slice(0, 36);
-      const bytes = context.documents?.result(id);
-      const view = bytes === undefined ? undefined : context.documents!.viewById(id);
-      if (bytes === undefined || view === undefined)
+      const file = context.documents?.result((c.req.param('name') ?? '').slice(0, 36));
+      if (file === undefined)
         return Promise.reject(new LibreTranslateError(404, 'File not found: never made, or expired'));
-      return Promise.resolve(
-        new Response(bytes, {
-          status: 200,
-          headers: {
-            'content-type': documentType(view.filename)!.contentType,
-            'content-disposition': attachment(view.filename),
-            'x-request-id': c.get('requestId'),
-          },
-        }),
-      );
+      return Promise.resolve(download(file.bytes, file.filename, c.get('requestId')));
     }),
   );
 

@@ -252,7 +252,7 @@ describe('DocumentJobs across processes', () => {
     expect(s.jobs.view(id, key, undefined)?.state).toBe('queued');
     await s.jobs.settled(id);
     expect(s.jobs.view(id, key, undefined)?.state).toBe('done');
-    expect(Buffer.from(s.jobs.result(id)!).toString()).toBe(fakeOf('de', 'Hello.'));
+    expect(Buffer.from(s.jobs.result(id)!.bytes).toString()).toBe(fakeOf('de', 'Hello.'));
     await stuck.close(0);
     // The cut-off job leaves the record as the new owner wrote it.
     expect(s.jobs.view(id, key, undefined)?.state).toBe('done');

@@ -1,0 +1,63 @@
+/**
+ * @module router/apis/document-files — what a translated file is to the APIs that take one (./deepl-documents.ts,
+ * ./libretranslate.ts): the types translated, an upload's name and text checked, and a result sent back as a download.
+ */
+import { ServeError } from '../../common/errors.js';
+import { decodeUtf8 } from '../../common/strict-utf8.js';
+import type { DocumentFormat } from './document-pieces.js';
+
+/** A file type this server translates: what the model server calls it, and what its result is sent as. */
+export interface DocumentType {
+  format: DocumentFormat;
+  contentType: string;
+}
+
+/** The file types translated, by extension (lower case). */
+export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
+  txt: { format: 'text', contentType: 'text/plain; charset=utf-8' },
+  htm: { format: 'html', contentType: 'text/html; charset=utf-8' },
+  html: { format: 'html', contentType: 'text/html; charset=utf-8' },
+  srt: { format: 'srt', contentType: 'application/x-subrip; charset=utf-8' },
+  vtt: { format: 'vtt', contentType: 'text/vtt; charset=utf-8' },
+};
+
+/** A file name's type, or undefined when it is not one translated here. */
+export function documentType(filename: string): DocumentType | undefined {
+  const dot = filename.lastIndexOf('.');
+  return dot < 0 ? undefined : DOCUMENT_TYPES[filename.slice(dot + 1).toLowerCase()];
+}
+
+/** `Content-Disposition` of a download named `filename`: an ASCII fallback and the exact name (RFC 6266, 8187). */
+function attachment(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
+
+/** Longest file name kept. */
+const MAX_FILENAME_CHARS = 255;
+
+/** @throws ServeError BAD_REQUEST for a file name too long to keep (it goes back in Content-Disposition) */
+export function checkFilename(filename: string): void {
+  if (filename.length > MAX_FILENAME_CHARS)
+    throw new ServeError('BAD_REQUEST', `The file name is longer than ${MAX_FILENAME_CHARS} characters.`);
+}
+
+/** An uploaded file's text. @throws ServeError BAD_REQUEST when it is not UTF-8 text */
+export function readDocument(bytes: Uint8Array): { text: string; bom: boolean } {
+  const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+  const text = decodeUtf8(bom ? bytes.subarray(3) : bytes, 'The file');
+  if (text.includes('\u0000')) throw new ServeError('BAD_REQUEST', 'The file is not text (it holds NUL bytes).');
+  return { text, bom };
+}
+
+/** A translated file as a download named `filename`, its type from its extension. */
+export function download(bytes: Uint8Array<ArrayBuffer>, filename: string, requestId: string): Response {
+  return new Response(bytes, {
+    status: 200,
+    headers: {
+      'content-type': documentType(filename)?.contentType ?? 'application/octet-stream',
+      'content-disposition': attachment(filename),
+      'x-request-id': requestId,
+    },
+  });
+}
