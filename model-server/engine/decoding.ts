@@ -57,8 +57,9 @@ export class SearchState {
     return top.hyp;
   }
 
-  addFinished(hyp: Hypothesis): void {
-    const score = hyp.logprob / hyp.tokens.length ** this.settings.lengthPenalty;
+  /** `length`: what the score divides by; the generated tokens unless the caller says otherwise. */
+  addFinished(hyp: Hypothesis, length = hyp.tokens.length): void {
+    const score = hyp.logprob / length ** this.settings.lengthPenalty;
     const { finished } = this;
     if (finished.length >= this.settings.numBeams && score <= finished[finished.length - 1]!.score) return;
     let at = finished.length;
@@ -340,8 +341,9 @@ function beam(
     for (const { source, hyp } of successors) next.push({ source, row: { state, hyp } });
     return;
   }
-  // Out of room, the live beams compete as they are (HF's finalize).
-  if (outOfRoom) for (const { hyp } of successors) state.addFinished(hyp);
+  // Out of room, the live beams compete as they are (HF's finalize, and onnxruntime's BeamSearch): scored by their
+  // whole sequence, the decoder start token included, as a finished hypothesis is by its tokens and its `</s>`.
+  if (outOfRoom) for (const { hyp } of successors) state.addFinished(hyp, hyp.tokens.length + 1);
   state.done = true;
   done.push(state);
 }

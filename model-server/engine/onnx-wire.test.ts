@@ -4,7 +4,7 @@ import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
-import { joinModel, splitModel, varint, wireFields } from './onnx-wire.js';
+import { joinModel, renamedWeight, splitModel, varint, weightName, wireFields } from './onnx-wire.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'onnx-wire-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -34,6 +34,19 @@ describe('onnx-wire', () => {
     expect(onnx.ModelProto.toObject(onnx.ModelProto.decode(joined))).toEqual(
       onnx.ModelProto.toObject(onnx.ModelProto.decode(bytes)),
     );
+  });
+
+  it('renames a weight entry without touching its data', () => {
+    makeDemoModel('tiny', root);
+    const { weights } = splitModel(new Uint8Array(readFileSync(path.join(root, 'onnx/encoder_model.onnx'))));
+    const entry = weights.find((w) => w.length > 1000)!;
+    const renamed = renamedWeight(entry, 'encoder/x');
+    expect(weightName(renamed)).toBe('encoder/x');
+    const decode = (w: Uint8Array) => onnxProto.onnx.TensorProto.decode(w.subarray(wireFields(w)[0]!.value));
+    const [before, after] = [decode(entry), decode(renamed)];
+    expect(after.rawData).toEqual(before.rawData);
+    expect(after.dims).toEqual(before.dims);
+    expect(after.dataType).toBe(before.dataType);
   });
 
   it('refuses bytes that are not one model with one graph', () => {

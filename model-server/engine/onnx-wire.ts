@@ -175,6 +175,20 @@ export function weightName(entry: Uint8Array): string {
   return name ? new TextDecoder().decode(entry.subarray(name.value, name.end)) : '';
 }
 
+/**
+ * A dense weight entry of `SplitModel.weights` under another name: its other fields (the data among them) are copied
+ * as they are. @throws Error for a sparse or malformed entry
+ */
+export function renamedWeight(entry: Uint8Array, name: string): Uint8Array {
+  const [outer] = wireFields(entry);
+  if (outer === undefined || outer.field !== GRAPH_INITIALIZER || outer.wire !== WIRE_BYTES)
+    throw new Error('only a dense weight entry can be renamed');
+  const kept = wireFields(entry, outer.value, outer.end)
+    .filter((f) => !(f.field === TENSOR_NAME && f.wire === WIRE_BYTES))
+    .map((f) => entry.subarray(f.start, f.end));
+  return concat(bytesField(GRAPH_INITIALIZER, [...kept, ...bytesField(TENSOR_NAME, [new TextEncoder().encode(name)])]));
+}
+
 export function concat(pieces: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(pieces.reduce((sum, p) => sum + p.length, 0));
   let at = 0;
