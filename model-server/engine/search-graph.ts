@@ -157,11 +157,7 @@ export function searchGraph(
       return name;
     };
     need(first, 'logits');
-    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab), FLOAT, [
-      'batch',
-      1,
-      vocab,
-    ]);
+    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab), FLOAT, ['batch', 1, vocab]);
     e.output('encoder_hidden_states', hidden, FLOAT, ['batch', 'source', config.dModel]);
     const selfPresent = cache('self', 'present');
     const crossPresent = cache('cross', 'present');
