@@ -189,6 +189,51 @@ export function renamedWeight(entry: Uint8Array, name: string): Uint8Array {
   return concat(bytesField(GRAPH_INITIALIZER, [...kept, ...bytesField(TENSOR_NAME, [new TextEncoder().encode(name)])]));
 }
 
+/** TensorProto.raw_data, .external_data, .data_location; StringStringEntryProto.key, .value. */
+const TENSOR_RAW_DATA = 9;
+const TENSOR_EXTERNAL_DATA = 13;
+const TENSOR_DATA_LOCATION = 14;
+const ENTRY_KEY = 1;
+const ENTRY_VALUE = 2;
+const LOCATION_EXTERNAL = 1;
+
+/**
+ * A dense weight entry whose `raw_data` moves to an external data file: the entry (naming `location` at `offset`) and
+ * the bytes to write there; null when it has no raw data (already external, or typed fields: left as they are).
+ */
+export function externalizedWeight(
+  entry: Uint8Array,
+  location: string,
+  offset: number,
+): { entry: Uint8Array; data: Uint8Array } | null {
+  const [outer] = wireFields(entry);
+  if (outer === undefined || outer.field !== GRAPH_INITIALIZER || outer.wire !== WIRE_BYTES) return null;
+  const fields = wireFields(entry, outer.value, outer.end);
+  const raw = fields.find((f) => f.field === TENSOR_RAW_DATA && f.wire === WIRE_BYTES);
+  if (raw === undefined) return null;
+  const text = (value: string) => new TextEncoder().encode(value);
+  const pair = (key: string, value: string) =>
+    concat(
+      bytesField(TENSOR_EXTERNAL_DATA, [
+        ...bytesField(ENTRY_KEY, [text(key)]),
+        ...bytesField(ENTRY_VALUE, [text(value)]),
+      ]),
+    );
+  const data = entry.subarray(raw.value, raw.end);
+  const kept = fields.filter((f) => f !== raw).map((f) => entry.subarray(f.start, f.end));
+  const moved = concat(
+    bytesField(GRAPH_INITIALIZER, [
+      ...kept,
+      pair('location', location),
+      pair('offset', String(offset)),
+      pair('length', String(data.length)),
+      varint(TENSOR_DATA_LOCATION * 8 + WIRE_VARINT),
+      varint(LOCATION_EXTERNAL),
+    ]),
+  );
+  return { entry: moved, data };
+}
+
 export function concat(pieces: readonly Uint8Array[]): Uint8Array {
   const out = new Uint8Array(pieces.reduce((sum, p) => sum + p.length, 0));
   let at = 0;

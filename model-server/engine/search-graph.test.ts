@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,6 +6,7 @@ import { makeDemoModel } from '../tools/demo-model/index.js';
 import { seededRows } from '../test/engine-fixtures.js';
 import { type TranslateOptions, TranslationEngine } from './engine.js';
 import { loadModelConfig } from './model-config.js';
+import { convertModelToFloat16 } from './float16.js';
 import { searchGraph } from './search-graph.js';
 import { SearchSession } from './search-session.js';
 
@@ -24,7 +25,7 @@ beforeAll(async () => {
     { earlyStopping: config.generation.earlyStopping },
   );
   if (!graph.ok) throw new Error(graph.reason);
-  search = await SearchSession.create(graph.bytes, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
+  search = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
   engine = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1, dtype: 'fp32' });
 });
 afterAll(async () => {
@@ -68,6 +69,54 @@ describe('the search graph (BeamSearch over the split decoder)', () => {
         expect(got.every((g) => g.tokenIds.length >= options.minNewTokens!)).toBe(true);
     });
   }
+
+  it("an fp16 export: the graph passes the operator's checks at load; its tokens are compared on CUDA (bench/gpu)", async () => {
+    for (const name of ['encoder_model', 'decoder_model_merged'])
+      convertModelToFloat16(path.join(dir, `onnx/${name}.onnx`), path.join(dir, `onnx/${name}_fp16.onnx`));
+    const config = loadModelConfig(dir);
+    const graph = searchGraph(
+      path.join(dir, 'onnx/encoder_model_fp16.onnx'),
+      path.join(dir, 'onnx/decoder_model_merged_fp16.onnx'),
+      config,
+      { earlyStopping: config.generation.earlyStopping },
+    );
+    if (!graph.ok) throw new Error(graph.reason);
+    // Loading validates both subgraphs against the operator's contract (types, names, shapes).
+    const half = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
+    try {
+      const row = engine.prepare(seededRows(1, 3, WORDS, 30)[0]!);
+      await expect(
+        half.run([row], { numBeams: 1, maxNewTokens: 8, minNewTokens: 0, lengthPenalty: 1 }),
+      ).rejects.toThrow(/does not support float16 model on CPU/);
+    } finally {
+      await half.release();
+    }
+  });
+
+  it('weights past the inline limit go to one data file, with the same tokens', async () => {
+    const config = loadModelConfig(dir);
+    const scratchDir = path.join(root, 'scratch');
+    const graph = searchGraph(
+      path.join(dir, 'onnx/encoder_model.onnx'),
+      path.join(dir, 'onnx/decoder_model_merged.onnx'),
+      config,
+      { earlyStopping: config.generation.earlyStopping },
+      { scratchDir, inlineLimit: 0 },
+    );
+    if (!graph.ok) throw new Error(graph.reason);
+    expect(graph.weightsDir).toBe(scratchDir);
+    expect(statSync(path.join(scratchDir, 'search_weights.bin')).size).toBeGreaterThan(graph.bytes.length);
+    const moved = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
+    try {
+      const rows = seededRows(8, 4, WORDS, 30).map((r) => engine.prepare(r));
+      const settings = { numBeams: 2, maxNewTokens: 20, minNewTokens: 0, lengthPenalty: 1 };
+      expect((await moved.run(rows, settings)).map((r) => r.tokenIds)).toEqual(
+        (await search.run(rows, settings)).map((r) => r.tokenIds),
+      );
+    } finally {
+      await moved.release();
+    }
+  });
 
   it('a row alone gives what it gives in a batch', async () => {
     const rows = seededRows(6, 9, WORDS, 30).map((r) => engine.prepare(r));

@@ -22,11 +22,22 @@
  * M2M100's forced target-language token is the operator's `prefix_vocab_mask` (applied to the first generated token
  * only): one row per sequence with a 1 at its language token, so one batch holds several target languages.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { splitCrossAttention } from './decoder-split.js';
+import { float16Bits } from './float16.js';
 import type { ModelConfig } from './model-config.js';
-import { joinModel, renamedWeight, splitModel, type Dim, valueInfo, weightName } from './onnx-wire.js';
+import {
+  type Dim,
+  externalizedWeight,
+  joinModel,
+  renamedWeight,
+  splitModel,
+  valueInfo,
+  weightName,
+  wireFields,
+} from './onnx-wire.js';
 
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type INodeProto = onnxProto.onnx.INodeProto;
@@ -34,9 +45,11 @@ type ITensorProto = onnxProto.onnx.ITensorProto;
 
 const ATTR = onnxProto.onnx.AttributeProto.AttributeType;
 const FLOAT = 1;
+const FLOAT16 = 10;
 const INT32 = 6;
 const INT64 = 7;
 const BOOL = 9;
+const HALF_MAX = 65504;
 const MS_DOMAIN = 'com.microsoft';
 
 /** The outer graph's inputs, in the operator's order ('' where the optional input is not fed). */
@@ -59,7 +72,28 @@ export interface SearchGraphSettings {
   earlyStopping: boolean;
 }
 
-export type SearchGraphResult = { ok: true; bytes: Uint8Array } | { ok: false; reason: string };
+export interface SearchGraphOptions {
+  /**
+   * Where the weights go when the graph with them inline would pass `inlineLimit` (protobuf's 2 GB cap: the fp32
+   * 418M export's two files together are 2.4 GB): one data file the graph names, in this folder.
+   */
+  scratchDir?: string;
+  /** Inline weight bytes above which they are written to `scratchDir`; default 1.8 GB. */
+  inlineLimit?: number;
+}
+
+export type SearchGraphResult =
+  | {
+      ok: true;
+      bytes: Uint8Array;
+      /** The folder onnxruntime reads external weights from (`model_external_initializers_file_folder_path`). */
+      weightsDir: string;
+    }
+  | { ok: false; reason: string };
+
+const INLINE_LIMIT = 1.8e9;
+const SCRATCH_WEIGHTS = 'search_weights.bin';
+const EXTERNAL_ABOVE = 1024;
 
 /**
  * The BeamSearch model of the export whose encoder is `encoderFile` and merged decoder `decoderFile` (external weights
@@ -70,6 +104,7 @@ export function searchGraph(
   decoderFile: string,
   config: ModelConfig,
   settings: SearchGraphSettings,
+  options: SearchGraphOptions = {},
 ): SearchGraphResult {
   const fail = (reason: string): SearchGraphResult => ({ ok: false, reason });
   const encoder = splitModel(readFileSync(encoderFile));
@@ -104,6 +139,11 @@ export function searchGraph(
   const outer = Object.values(SEARCH_INPUTS).find((name) => taken.has(name));
   if (outer !== undefined) return fail(`a weight is named ${outer}, an input of the search graph`);
 
+  // float32, or float16 for an `_fp16` export: the operator wants every float of the subgraphs in the model's type.
+  const real = Number(
+    split.step.model.graph?.output?.find((o) => o.name === 'logits')?.type?.tensorType?.elemType ?? FLOAT,
+  );
+  if (real !== FLOAT && real !== FLOAT16) return fail(`logits of element type ${real}`);
   const layers = config.decoderLayers;
   const heads = config.decoderHeads;
   const headSize = config.dModel / heads;
@@ -138,7 +178,7 @@ export function searchGraph(
         ['encoder_attention_mask', mask],
       ]),
     );
-    const empty = e.emptyPast(start, heads, headSize);
+    const empty = e.emptyPast(start, heads, headSize, real);
     const firstWiring = new Map<string, string>([
       ['input_ids', start],
       ['encoder_attention_mask', mask],
@@ -157,22 +197,22 @@ export function searchGraph(
       return name;
     };
     need(first, 'logits');
-    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab), FLOAT, ['batch', 1, vocab]);
-    e.output('encoder_hidden_states', hidden, FLOAT, ['batch', 'source', config.dModel]);
+    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab, real), real, ['batch', 1, vocab]);
+    e.output('encoder_hidden_states', hidden, real, ['batch', 'source', config.dModel]);
     const selfPresent = cache('self', 'present');
     const crossPresent = cache('cross', 'present');
     for (let i = 0; i < layers; i++) {
-      e.output(selfPresent[2 * i]!, presentOf(first, i, 'key', 'decoder'), FLOAT, ['batch', heads, 1, headSize]);
-      e.output(selfPresent[2 * i + 1]!, presentOf(first, i, 'value', 'decoder'), FLOAT, ['batch', heads, 1, headSize]);
+      e.output(selfPresent[2 * i]!, presentOf(first, i, 'key', 'decoder'), real, ['batch', heads, 1, headSize]);
+      e.output(selfPresent[2 * i + 1]!, presentOf(first, i, 'value', 'decoder'), real, ['batch', heads, 1, headSize]);
     }
     for (let i = 0; i < layers; i++) {
-      e.output(crossPresent[2 * i]!, presentOf(crossOut, i, 'key', 'encoder'), FLOAT, [
+      e.output(crossPresent[2 * i]!, presentOf(crossOut, i, 'key', 'encoder'), real, [
         'batch',
         heads,
         'source',
         headSize,
       ]);
-      e.output(crossPresent[2 * i + 1]!, presentOf(crossOut, i, 'value', 'encoder'), FLOAT, [
+      e.output(crossPresent[2 * i + 1]!, presentOf(crossOut, i, 'value', 'encoder'), real, [
         'batch',
         heads,
         'source',
@@ -198,13 +238,13 @@ export function searchGraph(
         stepWiring.set(self(i, part), selfPast[2 * i + k]!);
         stepWiring.set(cross(i, part), crossPast[2 * i + k]!);
       });
-    for (const name of selfPast) d.input(name, FLOAT, ['batch', heads, 'past', headSize]);
-    for (const name of crossPast) d.input(name, FLOAT, ['batch', heads, 'source', headSize]);
+    for (const name of selfPast) d.input(name, real, ['batch', heads, 'past', headSize]);
+    for (const name of crossPast) d.input(name, real, ['batch', heads, 'source', headSize]);
     const step = d.inline(split.step.model.graph!, 'd/', stepWiring);
-    d.output('logits', need(step, 'logits'), FLOAT, ['batch', 1, vocab]);
+    d.output('logits', need(step, 'logits'), real, ['batch', 1, vocab]);
     for (let i = 0; i < layers; i++) {
-      d.output(selfPresent[2 * i]!, presentOf(step, i, 'key', 'decoder'), FLOAT, ['batch', heads, 'total', headSize]);
-      d.output(selfPresent[2 * i + 1]!, presentOf(step, i, 'value', 'decoder'), FLOAT, [
+      d.output(selfPresent[2 * i]!, presentOf(step, i, 'key', 'decoder'), real, ['batch', heads, 'total', headSize]);
+      d.output(selfPresent[2 * i + 1]!, presentOf(step, i, 'value', 'decoder'), real, [
         'batch',
         heads,
         'total',
@@ -275,10 +315,48 @@ export function searchGraph(
       ],
       graph,
     };
-    return { ok: true, bytes: joinModel(model, [...encoderWeights, ...decoderWeights]) };
+    const weights = [...encoderWeights, ...decoderWeights];
+    const inline = weights.reduce((sum, w) => sum + w.length, 0);
+    if (inline <= (options.inlineLimit ?? INLINE_LIMIT))
+      return { ok: true, bytes: joinModel(model, weights), weightsDir: path.dirname(decoderFile) };
+    if (options.scratchDir === undefined)
+      return fail(`${inline} bytes of weights inline, and no folder to move them to`);
+    return {
+      ok: true,
+      bytes: joinModel(model, externalize(weights, options.scratchDir)),
+      weightsDir: options.scratchDir,
+    };
   } catch (err) {
     return fail((err as Error).message);
   }
+}
+
+/** Every raw weight moved into one file of `dir`; fails where a weight already lives in the export's own data file. */
+function externalize(weights: readonly Uint8Array[], dir: string): Uint8Array[] {
+  mkdirSync(dir, { recursive: true });
+  const fd = openSync(path.join(dir, SCRATCH_WEIGHTS), 'w');
+  let offset = 0;
+  try {
+    return weights.map((w) => {
+      // Small constants (axes, shapes) stay inline: shape inference reads them at load, and cannot from a data file.
+      if (w.length < EXTERNAL_ABOVE) return w;
+      const moved = externalizedWeight(w, SCRATCH_WEIGHTS, offset);
+      if (moved === null) {
+        if (isExternal(w)) throw new Error(`weight ${weightName(w)} is in the export's data file and others inline`);
+        return w;
+      }
+      writeSync(fd, moved.data);
+      offset += moved.data.length;
+      return moved.entry;
+    });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function isExternal(entry: Uint8Array): boolean {
+  const tensor = onnxProto.onnx.TensorProto.decode(entry.subarray(wireFields(entry)[0]!.value));
+  return tensor.dataLocation === onnxProto.onnx.TensorProto.DataLocation.EXTERNAL;
 }
 
 function need(made: Map<string, string>, name: string): string {
@@ -320,7 +398,7 @@ class SubgraphBuilder {
    * token's model log-probability, which shifts every hypothesis of the row by one constant and so, through the length
    * normalisation, changes which beam wins.
    */
-  forcedLogits(mask: string, like: string, vocab: number): string {
+  forcedLogits(mask: string, like: string, vocab: number, real: number): string {
     const n = (name: string) => `forced/${name}`;
     this.#nodes.push(
       { name: n('axis1'), opType: 'Constant', output: [n('axis1')], attribute: [longs('value', [1])] },
@@ -340,15 +418,20 @@ class SubgraphBuilder {
       { name: n('flat'), opType: 'Constant', output: [n('flat')], attribute: [longs('value', [-1, 1, vocab])] },
       { name: n('each'), opType: 'Reshape', input: [n('rows'), n('flat')], output: [n('each')] },
       { name: n('bool'), opType: 'Cast', input: [n('each')], output: [n('bool')], attribute: [intAttr('to', BOOL)] },
-      { name: n('zero'), opType: 'Constant', output: [n('zero')], attribute: [floats('value', 0)] },
-      { name: n('never'), opType: 'Constant', output: [n('never')], attribute: [floats('value', -1e9)] },
+      { name: n('zero'), opType: 'Constant', output: [n('zero')], attribute: [realConstant('value', 0, real)] },
+      {
+        name: n('never'),
+        opType: 'Constant',
+        output: [n('never')],
+        attribute: [realConstant('value', real === FLOAT16 ? -HALF_MAX : -1e9, real)],
+      },
       { name: n('logits'), opType: 'Where', input: [n('bool'), n('zero'), n('never')], output: [n('logits')] },
     );
     return n('logits');
   }
 
   /** A float tensor [batch of `like`, heads, 0, headSize]: the self-attention past of a first step. */
-  emptyPast(like: string, heads: number, headSize: number): string {
+  emptyPast(like: string, heads: number, headSize: number, real: number): string {
     const batch = 'empty/batch';
     const dims = 'empty/dims';
     this.#nodes.push(
@@ -371,7 +454,7 @@ class SubgraphBuilder {
         opType: 'ConstantOfShape',
         input: [dims],
         output: ['empty/past'],
-        attribute: [{ name: 'value', type: ATTR.TENSOR, t: { dims: [1], dataType: FLOAT, floatData: [0] } }],
+        attribute: [realConstant('value', 0, real, [1])],
       },
     );
     return 'empty/past';
@@ -420,8 +503,13 @@ class SubgraphBuilder {
   }
 }
 
-function floats(name: string, value: number): onnxProto.onnx.IAttributeProto {
-  return { name, type: ATTR.TENSOR, t: { dims: [], dataType: FLOAT, floatData: [value] } };
+/** A float32 or float16 constant (float16 as its bits, in `int32_data` as ONNX keeps them). */
+function realConstant(name: string, value: number, real: number, dims: number[] = []): onnxProto.onnx.IAttributeProto {
+  const t =
+    real === FLOAT16
+      ? { dims, dataType: FLOAT16, int32Data: [float16Bits(value)] }
+      : { dims, dataType: FLOAT, floatData: [value] };
+  return { name, type: ATTR.TENSOR, t };
 }
 
 function longs(name: string, values: number[]): onnxProto.onnx.IAttributeProto {

@@ -43,12 +43,17 @@ export class SearchSession {
     this.#config = config;
   }
 
+  /** `graph`: search-graph.ts' result; its external weights are read from its `weightsDir`. */
   static async create(
-    bytes: Uint8Array,
+    graph: { bytes: Uint8Array; weightsDir: string },
     config: ModelConfig,
     options: ort.InferenceSession.SessionOptions,
   ): Promise<SearchSession> {
-    return new SearchSession(await ort.InferenceSession.create(bytes, options), config);
+    const withWeights = {
+      ...options,
+      extra: { ...options.extra, session: { model_external_initializers_file_folder_path: graph.weightsDir } },
+    };
+    return new SearchSession(await ort.InferenceSession.create(graph.bytes, withWeights), config);
   }
 
   /** @throws Error what onnxruntime says when the run fails (the caller decides which rows to retry alone). */
