@@ -8,17 +8,20 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SnapshotStore, type SavedModel } from '../wlm/snapshot.js';
+import { archiveModels } from '../tools/archiver.js';
 import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
+import { until } from '../../harness/polling.js';
 
 let snapshotDir: string;
 const servers: TestServer[] = [];
 
-async function start(): Promise<TestServer> {
+/** `entries`: the store entries there are (default all three); a saved model whose entry is missing cannot register. */
+async function start(entries = ['echo', 'other', 'echo-2']): Promise<TestServer> {
   // A second version of "echo" in a store entry of its own, `echo-2` (registered with model_name=echo).
   const t = await startTestServer({
-    entries: ['echo', 'other'],
-    versionedEntries: [{ names: ['echo-2'], version: '2.0' }],
+    entries: ['placeholder', ...entries.filter((e) => e !== 'echo-2')],
+    versionedEntries: entries.includes('echo-2') ? [{ names: ['echo-2'], version: '2.0' }] : [],
     snapshotDir,
   });
   servers.push(t);
@@ -100,22 +103,94 @@ describe('registrations survive a restart', () => {
   }, 60_000);
 });
 
-describe('a corrupt or partial snapshot is never loaded', () => {
-  const model = (name: string): SavedModel => ({
-    name,
-    version: '1.0',
-    url: name,
-    handler: 'echo',
-    runtime: 'node',
-    batchSize: 4,
-    maxBatchDelayMs: 10,
-    responseTimeoutS: 30,
-    startupTimeoutS: 60,
-    minWorkers: 1,
-    maxWorkers: 1,
-    isDefault: true,
-  });
+const model = (name: string, fields: Partial<SavedModel> = {}): SavedModel => ({
+  name,
+  version: '1.0',
+  url: name,
+  handler: 'echo',
+  runtime: 'node',
+  batchSize: 4,
+  maxBatchDelayMs: 10,
+  responseTimeoutS: 30,
+  startupTimeoutS: 60,
+  minWorkers: 1,
+  maxWorkers: 1,
+  isDefault: true,
+  ...fields,
+});
 
+const names = (models: readonly SavedModel[] | undefined) => models?.map((m) => `${m.name}/${m.version}`);
+const listed = async (t: TestServer) =>
+  (await call(`${t.management}/models`)).body.models.map((m: { modelName: string }) => m.modelName);
+
+describe('a snapshot never goes backwards (issue 40, item 6)', () => {
+  it('a start with the store unreadable keeps the snapshot: the next start, store back, restores every model', async () => {
+    const store = new SnapshotStore(snapshotDir);
+    store.save([model('echo')]);
+    store.save([model('echo'), model('other')]);
+
+    const away = await start([]);
+    expect(await listed(away)).toEqual([]);
+    await stop(away);
+    // What the failed start could not register is still the snapshot, and the previous file is untouched.
+    expect(names(new SnapshotStore(snapshotDir).load()?.models)).toEqual(['echo/1.0', 'other/1.0']);
+    const previous = JSON.parse(readFileSync(path.join(snapshotDir, 'models.prev.json'), 'utf8'));
+    expect(names(previous.models)).toEqual(['echo/1.0']);
+
+    const back = await start();
+    expect(await listed(back)).toEqual(['echo', 'other']);
+  }, 30_000);
+
+  it('a model that could not be restored is retried, kept in every save meanwhile, and keeps its default', async () => {
+    new SnapshotStore(snapshotDir).save([
+      model('echo', { isDefault: false }),
+      model('echo', { version: '2.0', url: 'echo-2' }),
+      model('other'),
+    ]);
+    const t = await start(['echo']);
+    expect(await listed(t)).toEqual(['echo']);
+    // A management change while two models are pending saves them too, as they were.
+    expect(
+      (await call(`${t.management}/models/echo?min_worker=1&max_worker=2&synchronous=true`, { method: 'PUT' })).status,
+    ).toBe(200);
+    const saved = new SnapshotStore(snapshotDir).load()!.models;
+    expect(saved.map((m) => [m.name, m.version, m.isDefault])).toEqual([
+      ['echo', '1.0', false],
+      ['echo', '2.0', true],
+      ['other', '1.0', true],
+    ]);
+
+    // The store comes back: the retry registers them, without a restart.
+    archiveModels({ modelDir: t.modelDir, store: t.store, names: ['other'], handler: 'echo' });
+    archiveModels({ modelDir: t.modelDir, store: t.store, names: ['echo-2'], handler: 'echo', version: '2.0' });
+    await until('the pending models registered', async () => (await listed(t)).length === 2, 20_000);
+    await until('echo 2.0 registered', async () => (await call(`${t.management}/models/echo/2.0`)).status === 200);
+    expect((await describeModel(t, 'echo')).modelVersion).toBe('2.0');
+    expect(names(new SnapshotStore(snapshotDir).load()!.models)).toEqual(['echo/1.0', 'echo/2.0', 'other/1.0']);
+    expect((await call(`${t.inference}/predictions/other`, { body: { src_lang: 'en', src_text: 'hi' } })).status).toBe(
+      200,
+    );
+  }, 40_000);
+
+  it('unregistering a pending model takes it out of the snapshot', async () => {
+    new SnapshotStore(snapshotDir).save([model('echo'), model('other')]);
+    const t = await start(['echo']);
+    expect((await call(`${t.management}/models/other`, { method: 'DELETE' })).status).toBe(200);
+    expect(names(new SnapshotStore(snapshotDir).load()!.models)).toEqual(['echo/1.0']);
+    expect((await call(`${t.management}/models/other`, { method: 'DELETE' })).status).toBe(404);
+  }, 30_000);
+
+  it('saving nothing twice keeps the last registrations as the previous file', () => {
+    const store = new SnapshotStore(snapshotDir);
+    store.save([model('echo')]);
+    store.save([]);
+    store.save([]);
+    rmSync(path.join(snapshotDir, 'models.json'));
+    expect(names(store.load()?.models)).toEqual(['echo/1.0']);
+  });
+});
+
+describe('a corrupt or partial snapshot is never loaded', () => {
   it.each([
     ['truncated (a write cut short)', (text: string) => text.slice(0, text.length / 2)],
     ['garbage', () => '\u0000\u0000\u0000'],

@@ -59,7 +59,12 @@ export class ModelManager {
     const { config, spawn, log, metrics } = options;
     const timings = { ...DEFAULT_TIMINGS, ...options.timings };
     this.#engines = new EngineSet({ sharing: config.engineSharing, spawn, log, metrics, timings });
-    this.#snapshot = new RegistrySnapshot(options.snapshotDir, this.registry, log);
+    this.#snapshot = new RegistrySnapshot({
+      dir: options.snapshotDir,
+      registry: this.registry,
+      log,
+      retryUnitMs: timings.backoffUnitMs,
+    });
   }
 
   get closing(): boolean {
@@ -133,8 +138,15 @@ export class ModelManager {
     return { settled: true, message: `Workers scaled to ${minWorkers} for model: ${name}` };
   }
 
-  /** Unregister one version (the default when none is named), finishing its queued jobs first. */
+  /**
+   * Unregister one version (the default when none is named), finishing its queued jobs first. A model the snapshot
+   * holds but could not register again at start (registry-snapshot.ts) is unregistered by leaving the snapshot.
+   */
   async unregister(name: string, version: string | undefined): Promise<ManagementResult> {
+    const registered = version === undefined ? this.registry.names().includes(name) : this.registry.has(name, version);
+    if (!registered && this.#snapshot.forget(name, version)) {
+      return { settled: true, message: `Model "${name}" unregistered` };
+    }
     const entry = this.registry.remove(name, version);
     this.#snapshot.save();
     await this.#remove(entry);
@@ -143,14 +155,14 @@ export class ModelManager {
 
   setDefault(name: string, version: string): ManagementResult {
     this.registry.setDefault(name, version);
-    this.#snapshot.save();
+    this.#snapshot.defaultSet(name);
     return { settled: true, message: `Default version successfully updated for model "${name}" to "${version}"` };
   }
 
   /**
    * Register again what the last good snapshot holds, with its settings and default versions, without waiting for
    * workers (`ready` resolves when every restored model has its workers, or failed to). A model that cannot be
-   * registered again (its store entry gone) is logged and left out. Call once, before the ports listen, so no
+   * registered again (its store entry unreadable) is logged, kept in the snapshot and retried (registry-snapshot.ts). Call once, before the ports listen, so no
    * request finds a restored model missing.
    */
   async restore(): Promise<{ models: string[]; ready: Promise<void> }> {
@@ -236,6 +248,7 @@ export class ModelManager {
   async close(graceMs: number): Promise<void> {
     if (this.#closing) return;
     this.#closing = true;
+    this.#snapshot.close();
     const entries = this.registry.entries();
     const refusal = new ServeError('SHUTTING_DOWN');
     // Jobs of a model nobody can serve would only wait out the grace: fail them now.

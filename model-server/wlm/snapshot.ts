@@ -3,7 +3,9 @@
  * crash, a container restart) serves the same models with the same settings (TorchServe's config snapshots).
  *
  * Two files in the snapshot folder (`LOG_DIR/config`, TorchServe's place; `npm start`'s `new` removes it):
- * `models.json`, the last saved state, and `models.prev.json`, the one before it. A save writes a temp file,
+ * `models.json`, the last saved state, and `models.prev.json`, the one before it that held models: a current file
+ * that holds none (every model unregistered) is replaced, not rotated, so saving nothing twice cannot leave two
+ * empty files where the last real registrations were. A save writes a temp file,
  * fsyncs it, moves the current file to `.prev`, then renames the temp file over the current one (each rename is
  * atomic): a crash at any point leaves a complete current file, or none and a complete previous one. Each file
  * carries a SHA-256 of its models; a file that does not parse, does not check out, or has a bad shape is never
@@ -69,20 +71,25 @@ export class SnapshotStore {
     return rejected.length > 0 ? { models: [], file: '', rejected } : undefined;
   }
 
-  /** Save `models` atomically; the file it replaces becomes the previous snapshot. */
+  /**
+   * Save `models` atomically; the file it replaces becomes the previous snapshot when it held models. Saving what
+   * the current file holds already changes nothing (a restart that restored everything keeps the previous file).
+   */
   save(models: readonly SavedModel[]): void {
     mkdirSync(this.dir, { recursive: true });
+    const current = path.join(this.dir, CURRENT);
+    const before = existsSync(current) ? readSnapshot(current) : undefined;
+    if (before?.ok && checksum(before.models) === checksum(models)) return;
     const body = {
       format: FORMAT,
       savedAt: new Date().toISOString(),
       checksum: checksum(models),
       models,
     };
-    const current = path.join(this.dir, CURRENT);
     const temp = `${current}.tmp-${process.pid}`;
     writeFileSync(temp, `${JSON.stringify(body, null, 2)}\n`);
     syncPath(temp);
-    if (existsSync(current)) renameSync(current, path.join(this.dir, PREVIOUS));
+    if (before?.ok && before.models.length > 0) renameSync(current, path.join(this.dir, PREVIOUS));
     renameSync(temp, current);
     syncPath(this.dir);
   }
