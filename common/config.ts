@@ -19,6 +19,7 @@ export type BatchPolicy = 'immediate' | 'torchserve';
 export type EngineSharing = 'device' | 'language';
 export type FrontKind = 'auto' | 'nginx' | 'builtin';
 export type ModelDtypeSetting = 'auto' | 'fp32' | 'q8' | 'q8-rows' | 'fp16';
+export type GenerationSetting = 'auto' | 'in-graph' | 'step-loop';
 
 export interface ModelServerConfig {
   inference: Address;
@@ -56,6 +57,11 @@ export interface ModelServerConfig {
    * fp32), or `fp32`, `q8`, `q8-rows`, `fp16` (refused at registration when its files are missing).
    */
   modelDtype: ModelDtypeSetting;
+  /**
+   * How engines generate: `in-graph` (the whole generation of a batch in one onnxruntime run, engine/search-graph.ts),
+   * `step-loop` (a decoder run per step), `auto`: in-graph on CUDA, the step loop elsewhere.
+   */
+  generation: GenerationSetting;
   numBeams: number;
   maxNewTokens: number;
   /** `</s>` suppressed until this many tokens (0: off): a fixed output length for benchmarks. */
@@ -189,6 +195,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       engineSharing: e.ENGINE_SHARING,
       intraOpThreads: e.INTRA_OP_THREADS,
       modelDtype: e.MODEL_DTYPE,
+      generation: e.GENERATION,
       numBeams: e.NUM_BEAMS,
       maxNewTokens: e.MAX_NEW_TOKENS,
       minNewTokens: e.MIN_NEW_TOKENS,

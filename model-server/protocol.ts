@@ -8,7 +8,7 @@
  * message as soon as that item is done (finished rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.
  */
-import type { ModelDtypeSetting } from '../common/config.js';
+import type { GenerationSetting, ModelDtypeSetting } from '../common/config.js';
 import type { WireError } from '../common/errors.js';
 import type { JsonValue } from '../common/strict-utf8.js';
 
@@ -43,6 +43,8 @@ export interface WorkerOptions {
   minNewTokens?: number;
   /** MODEL_DTYPE: which weights the engine loads (engine/session.ts; absent: `auto`). */
   modelDtype?: ModelDtypeSetting;
+  /** GENERATION: in one run per batch or by the step loop (engine/search-load.ts; absent: `auto`). */
+  generation?: GenerationSetting;
 }
 
 export interface InitMessage {

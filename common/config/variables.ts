@@ -88,6 +88,7 @@ const VARIABLES = {
   INTRA_OP_THREADS: ['0', int(0, 256)],
   // decoding
   MODEL_DTYPE: ['auto', z.enum(['auto', 'fp32', 'q8', 'q8-rows', 'fp16'])],
+  GENERATION: ['auto', z.enum(['auto', 'in-graph', 'step-loop'])],
   NUM_BEAMS: ['2', int(1, 16)],
   MAX_NEW_TOKENS: ['200', int(1, 4096)],
   MIN_NEW_TOKENS: ['0', int(0, 4096)],

@@ -330,20 +330,21 @@ function beam(
 
   const length = generated + 1;
   const outOfRoom = length >= settings.maxNewTokens;
-  let isDone = outOfRoom || successors.length === 0;
-  if (!isDone && state.finished.length >= settings.numBeams) {
-    // HF's BeamHypotheses.is_done: stop at once, or when the best live beam cannot beat the worst kept.
-    isDone =
-      settings.earlyStopping ||
-      state.finished[state.finished.length - 1]!.score >= successors[0]!.hyp.logprob / length ** settings.lengthPenalty;
-  }
-  if (!isDone) {
+  // HF's BeamHypotheses.is_done (and onnxruntime's): stop at once, or when the best live beam cannot beat the worst
+  // kept. Checked at the last step too: a sequence done so keeps the hypotheses it has.
+  const finishedEnough =
+    successors.length > 0 &&
+    state.finished.length >= settings.numBeams &&
+    (settings.earlyStopping ||
+      state.finished[state.finished.length - 1]!.score >=
+        successors[0]!.hyp.logprob / length ** settings.lengthPenalty);
+  if (!finishedEnough && !outOfRoom && successors.length > 0) {
     for (const { source, hyp } of successors) next.push({ source, row: { state, hyp } });
     return;
   }
-  // Out of room, the live beams compete as they are (HF's finalize, and onnxruntime's BeamSearch): scored by their
-  // whole sequence, the decoder start token included, as a finished hypothesis is by its tokens and its `</s>`.
-  if (outOfRoom) for (const { hyp } of successors) state.addFinished(hyp, hyp.tokens.length + 1);
+  // Out of room and not done, the live beams compete as they are (HF's finalize, and onnxruntime's BeamSearch): scored
+  // by their whole sequence, the decoder start token included, as a finished hypothesis is by its tokens and `</s>`.
+  if (outOfRoom && !finishedEnough) for (const { hyp } of successors) state.addFinished(hyp, hyp.tokens.length + 1);
   state.done = true;
   done.push(state);
 }

@@ -34,6 +34,8 @@ import {
   type ModelDtype,
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
+import { loadSearch, type LoadedSearch, type SearchMode } from './search-load.js';
+import type { SearchRunStats } from './search-runs.js';
 
 export * from './engine-options.js';
 
@@ -44,6 +46,7 @@ export class TranslationEngine {
   readonly #generator: Generator;
   readonly #defaults: TranslateOptions;
   readonly #maxBatchRows: number;
+  readonly #search: LoadedSearch;
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -51,6 +54,7 @@ export class TranslationEngine {
     tokenizer: TranslationTokenizer,
     sessions: EngineSessions,
     options: EngineOptions,
+    search: LoadedSearch,
   ) {
     this.#config = config;
     this.#tokenizer = tokenizer;
@@ -58,6 +62,7 @@ export class TranslationEngine {
     this.#defaults = { ...options.defaults };
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
     this.#generator = new Generator({ ...options, sessions, config, maxBatchRows: this.#maxBatchRows });
+    this.#search = search;
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
@@ -68,7 +73,25 @@ export class TranslationEngine {
       maxInputTokens: config.maxInputTokens,
     });
     const sessions = await loadSessions(options, config);
-    return new TranslationEngine(config, tokenizer, sessions, options);
+    const maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
+    let search;
+    try {
+      search = await loadSearch(options, config, sessions, maxBatchRows);
+    } catch (err) {
+      await releaseSessions(sessions);
+      throw err;
+    }
+    return new TranslationEngine(config, tokenizer, sessions, options, search);
+  }
+
+  /** How rows are generated (`in-graph` or `step-loop`), and why when it is not what was asked for. */
+  get generation(): Readonly<SearchMode> {
+    return this.#search.mode;
+  }
+
+  /** In-graph runs so far (null when rows take the step loop). */
+  searchStats(): Readonly<SearchRunStats> | null {
+    return this.#search.runs?.stats() ?? null;
   }
 
   /** Where the sessions really run. */
@@ -165,7 +188,13 @@ export class TranslationEngine {
    */
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
-    const hyp = await this.#submit(row.inputIds, settings, { signal, bulk: options.bulk ?? this.#defaults.bulk });
+    const wanted = options.alternatives ?? 0;
+    const hyp = await this.#submit(
+      row.inputIds,
+      settings,
+      { signal, bulk: options.bulk ?? this.#defaults.bulk },
+      wanted > 0,
+    );
     const text = this.#tokenizer.decode(hyp.tokens);
     const ranked = hyp.ranked ?? [];
     const translation: Translation = {
@@ -178,7 +207,6 @@ export class TranslationEngine {
       maxNewTokens: settings.maxNewTokens,
       score: ranked[0]?.score ?? 0,
     };
-    const wanted = options.alternatives ?? 0;
     if (wanted > 0) {
       const seen = new Set([text]);
       translation.alternatives = [];
@@ -203,7 +231,13 @@ export class TranslationEngine {
     return this.#submit(inputIds, this.#settings(inputIds.length, forcedTokenId, options), { signal, bulk });
   }
 
-  #submit(inputIds: readonly number[], settings: SearchSettings, options: SubmitOptions): Promise<Hypothesis> {
+  /** `ranked`: the caller needs every finished hypothesis (alternatives), which only the step loop keeps. */
+  #submit(
+    inputIds: readonly number[],
+    settings: SearchSettings,
+    options: SubmitOptions,
+    ranked = false,
+  ): Promise<Hypothesis> {
     if (inputIds.length === 0 || inputIds.length > this.#config.maxInputTokens) {
       return Promise.reject(new RangeError(`inputIds must hold 1..${this.#config.maxInputTokens} ids`));
     }
@@ -216,6 +250,12 @@ export class TranslationEngine {
         return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`));
       }
     }
+    const { runs } = this.#search;
+    // The graph stops a beam search once numBeams hypotheses are finished (greedy rows are the case of one beam).
+    const stopsEarly = settings.numBeams === 1 || settings.earlyStopping;
+    if (runs !== null && !ranked && settings.constraints === undefined && stopsEarly) {
+      return runs.submit({ inputIds, forcedTokenId: settings.forcedTokenId }, settings, options);
+    }
     return this.#generator.submit({ inputIds, settings }, options);
   }
 
@@ -223,12 +263,9 @@ export class TranslationEngine {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       await this.#generator.close();
-      await this.#sessions.encoder.release();
-      await this.#sessions.decoder.release();
-      await this.#sessions.cross?.release();
-      await this.#sessions.beamHead?.release();
-      await this.#sessions.deviceHeads?.release();
-      await this.#sessions.layout?.release();
+      await this.#search.runs?.drained();
+      await this.#search.session?.release();
+      await releaseSessions(this.#sessions);
     })();
     return this.#closed;
   }
@@ -274,4 +311,13 @@ export class TranslationEngine {
       ...(constraints ? { constraints } : {}),
     };
   }
+}
+
+async function releaseSessions(sessions: EngineSessions): Promise<void> {
+  await sessions.encoder.release();
+  await sessions.decoder.release();
+  await sessions.cross?.release();
+  await sessions.beamHead?.release();
+  await sessions.deviceHeads?.release();
+  await sessions.layout?.release();
 }

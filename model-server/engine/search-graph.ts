@@ -26,7 +26,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { splitCrossAttention } from './decoder-split.js';
-import { float16Bits } from './float16.js';
+import { float16Bits, toFloat16 } from './float16.js';
 import type { ModelConfig } from './model-config.js';
 import {
   type Dim,
@@ -197,7 +197,11 @@ export function searchGraph(
       return name;
     };
     need(first, 'logits');
-    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab, real), real, ['batch', 1, vocab]);
+    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab, config.eosTokenId, real), real, [
+      'batch',
+      1,
+      vocab,
+    ]);
     e.output('encoder_hidden_states', hidden, real, ['batch', 'source', config.dModel]);
     const selfPresent = cache('self', 'present');
     const crossPresent = cache('cross', 'present');
@@ -396,9 +400,11 @@ class SubgraphBuilder {
    * each row repeated for its beams when the subgraph's rows (those of `like`) are the beams of each row. As in transformers'
    * forced-BOS processor the language token then costs nothing: the operator's own `prefix_vocab_mask` would keep the
    * token's model log-probability, which shifts every hypothesis of the row by one constant and so, through the length
-   * normalisation, changes which beam wins.
+   * normalisation, changes which beam wins. `</s>` scores lowest of all: the operator takes the first step's top
+   * 2·numBeams candidates, and a `</s>` among the runners-up would be kept as a finished hypothesis, filling a slot
+   * that early stopping counts.
    */
-  forcedLogits(mask: string, like: string, vocab: number, real: number): string {
+  forcedLogits(mask: string, like: string, vocab: number, eos: number, real: number): string {
     const n = (name: string) => `forced/${name}`;
     this.#nodes.push(
       { name: n('axis1'), opType: 'Constant', output: [n('axis1')], attribute: [longs('value', [1])] },
@@ -423,7 +429,16 @@ class SubgraphBuilder {
         name: n('never'),
         opType: 'Constant',
         output: [n('never')],
-        attribute: [realConstant('value', real === FLOAT16 ? -HALF_MAX : -1e9, real)],
+        attribute: [
+          realVector(
+            'value',
+            vocab,
+            real === FLOAT16 ? -HALF_MAX / 2 : -1e9,
+            eos,
+            real === FLOAT16 ? -HALF_MAX : -3e9,
+            real,
+          ),
+        ],
       },
       { name: n('logits'), opType: 'Where', input: [n('bool'), n('zero'), n('never')], output: [n('logits')] },
     );
@@ -501,6 +516,21 @@ class SubgraphBuilder {
   graph(name: string): IGraphProto {
     return { name, node: this.#nodes, initializer: this.#initializers, input: this.#inputs, output: this.#outputs };
   }
+}
+
+/** A float32 or float16 vector of `length` values `value`, but `special` at `at`. */
+function realVector(
+  name: string,
+  length: number,
+  value: number,
+  at: number,
+  special: number,
+  real: number,
+): onnxProto.onnx.IAttributeProto {
+  const values = new Float32Array(length).fill(value);
+  values[at] = special;
+  const rawData = real === FLOAT16 ? new Uint8Array(toFloat16(values).buffer) : new Uint8Array(values.buffer);
+  return { name, type: ATTR.TENSOR, t: { dims: [length], dataType: real, rawData } };
 }
 
 /** A float32 or float16 constant (float16 as its bits, in `int32_data` as ONNX keeps them). */

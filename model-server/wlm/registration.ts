@@ -78,7 +78,7 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
   const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
   const workers = request.initialWorkers ?? config.defaultWorkersPerModel;
   const responseTimeoutS = request.responseTimeoutS ?? config.defaultResponseTimeoutS;
-  const { intraOpThreads, numBeams, maxNewTokens, minNewTokens, modelDtype } = config;
+  const { intraOpThreads, numBeams, maxNewTokens, minNewTokens, modelDtype, generation } = config;
   return {
     model: {
       name,
@@ -98,7 +98,7 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
       modelDir: stored.modelDir,
       device: placement.device,
       deviceFallback: placement.fallbackReason,
-      options: { intraOpThreads, numBeams, maxNewTokens, minNewTokens, modelDtype },
+      options: { intraOpThreads, numBeams, maxNewTokens, minNewTokens, modelDtype, generation },
     },
     batcher: {
       policy: config.batchPolicy,

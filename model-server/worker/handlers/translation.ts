@@ -67,7 +67,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   #stepListener: (() => void) | null = null;
 
   async initialize(ctx: HandlerContext): Promise<DeviceInfo> {
-    const { numBeams, maxNewTokens, minNewTokens, intraOpThreads, modelDtype } = ctx.options;
+    const { numBeams, maxNewTokens, minNewTokens, intraOpThreads, modelDtype, generation } = ctx.options;
     // maxNewTokens is the absolute cap; each row is also capped by its source length (engine.ts, sourceLengthCap).
     this.#options = { numBeams, maxNewTokens, capBySourceLength: true, ...(minNewTokens ? { minNewTokens } : {}) };
     this.#log = ctx.log;
@@ -75,6 +75,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       modelDir: ctx.modelDir,
       device: ctx.device,
       dtype: modelDtype ?? 'auto',
+      search: generation ?? 'auto',
       intraOpThreads,
       onStep: () => this.#stepListener?.(),
     });
@@ -85,6 +86,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
         device: engine.device,
         dtype: engine.dtypeChoice,
         decoder: engine.decoderKind,
+        generation: engine.generation,
         joinable: engine.joinable,
         languages: engine.languages().length,
       },
