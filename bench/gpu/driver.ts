@@ -25,6 +25,10 @@ import { makeDemoModel, presetNamed } from '../../model-server/tools/demo-model/
 import { loadModelConfig } from '../../model-server/engine/model-config.js';
 import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
 import { sentence } from '../lib/workload.js';
+import type { DeviceRequest } from '../../model-server/protocol.js';
+import { convertModelToFloat16 } from '../../model-server/engine/float16.js';
+import { searchGraph } from '../../model-server/engine/search-graph.js';
+import { SearchSession } from '../../model-server/engine/search-session.js';
 
 interface PrepRow {
   inputIds: number[];
@@ -46,14 +50,14 @@ interface PartResult {
   /** Wall seconds of each timed call. */
   seconds: number[];
   generatedTokens: number;
-  /** Engine counters over the timed calls, per decoder step and per row-step. */
-  decoderSteps: number;
-  decoderMsPerStep: number;
-  encoderMsPerCall: number;
-  searchMsPerStep: number;
-  layoutMsPerStep: number;
-  hostBytesPerStep: number;
-  hostBytesPerRowStep: number;
+  /** The step loop's counters over the timed calls, per decoder step and per row-step (absent for the search graph). */
+  decoderSteps?: number;
+  decoderMsPerStep?: number;
+  encoderMsPerCall?: number;
+  searchMsPerStep?: number;
+  layoutMsPerStep?: number;
+  hostBytesPerStep?: number;
+  hostBytesPerRowStep?: number;
   /** The last timed call's token ids, row by row. */
   ids: number[][];
 }
@@ -86,9 +90,17 @@ function prep(modelDir: string, preset: string, count: number): Prep {
   };
 }
 
+type Ep = 'webgpu' | 'cpu' | 'cuda';
+
+function deviceFor(ep: Ep, software: boolean): DeviceRequest {
+  if (ep === 'webgpu') return { kind: 'webgpu', id: 0, software };
+  return ep === 'cuda' ? { kind: 'cuda', id: 0 } : { kind: 'cpu' };
+}
+
 async function bench(options: {
   modelDir: string;
-  ep: 'webgpu' | 'cpu';
+  ep: Ep;
+  dtype: 'fp32' | 'fp16';
   software: boolean;
   prep: Prep;
   parts: [number, number][];
@@ -103,13 +115,15 @@ async function bench(options: {
   const elapsedS = () => (performance.now() - started) / 1000;
   const engine = await TranslationEngine.load({
     modelDir: options.modelDir,
-    dtype: 'fp32',
+    dtype: options.dtype,
     intraOpThreads: options.threads,
-    device: options.ep === 'webgpu' ? { kind: 'webgpu', id: 0, software: options.software } : { kind: 'cpu' },
+    device: deviceFor(options.ep, options.software),
+    // This arm measures the step loop; the search graph is benchSearch's.
+    search: 'step-loop',
     ...(options.profile ? { profilePrefix: profilePrefix(options.out) } : {}),
   });
   const result = {
-    arm: `mt-serve engine, ${options.ep}`,
+    arm: `mt-serve engine, step loop, ${options.ep} ${options.dtype}`,
     device: engine.device,
     dtype: engine.dtype,
     decoderOutputs: engine.decoderOutputs,
@@ -124,8 +138,8 @@ async function bench(options: {
   const save = () => writeFileSync(options.out, `${JSON.stringify(result, null, 1)}\n`);
   save();
   try {
-    if (options.ep === 'webgpu' && engine.device.kind !== 'webgpu') {
-      throw new Error(`not on WebGPU: ${engine.device.fallbackReason ?? 'unknown'}`);
+    if (options.ep !== 'cpu' && engine.device.kind !== options.ep) {
+      throw new Error(`not on ${options.ep}: ${engine.device.fallbackReason ?? 'unknown'}`);
     }
     for (const [batch, beams] of options.parts) {
       if (elapsedS() > options.deadlineS) {
@@ -184,6 +198,109 @@ async function bench(options: {
       result.profile = summariseProfiles(profilePrefix(options.out), process.env.KEEP_PROFILE === '1');
       save();
     }
+  }
+}
+
+/**
+ * The search graph (engine/search-graph.ts): each call is one onnxruntime run over every row of the part, on the
+ * provider `ep`. `inFlight` runs of the part's rows at once per call (several runs on one session: what the serving
+ * path does to keep the device busy while a run's last rows finish).
+ */
+async function benchSearch(options: {
+  modelDir: string;
+  ep: Ep;
+  dtype: 'fp32' | 'fp16';
+  prep: Prep;
+  parts: [number, number][];
+  newTokens: number;
+  runs: number;
+  threads: number;
+  inFlight: number;
+  deadlineS: number;
+  out: string;
+}): Promise<void> {
+  const started = performance.now();
+  const elapsedS = () => (performance.now() - started) / 1000;
+  const suffix = options.dtype === 'fp16' ? '_fp16' : '';
+  const config = loadModelConfig(options.modelDir);
+  const result = {
+    arm: `mt-serve engine, search graph, ${options.ep} ${options.dtype}${options.inFlight > 1 ? `, ${options.inFlight} runs in flight` : ''}`,
+    loadS: 0,
+    newTokensPerRow: options.newTokens,
+    parts: {} as Record<string, PartResult>,
+    tokensPerS: {} as Record<string, number>,
+    errors: [] as string[],
+    finished: false,
+  };
+  const save = () => writeFileSync(options.out, `${JSON.stringify(result, null, 1)}\n`);
+  let session: SearchSession | undefined;
+  try {
+    const graph = searchGraph(
+      path.join(options.modelDir, `onnx/encoder_model${suffix}.onnx`),
+      path.join(options.modelDir, `onnx/decoder_model_merged${suffix}.onnx`),
+      config,
+      { earlyStopping: config.generation.earlyStopping },
+      { scratchDir: path.join(options.modelDir, 'search-scratch') },
+    );
+    if (!graph.ok) throw new Error(graph.reason);
+    const provider = options.ep === 'cuda' ? { name: 'cuda', deviceId: 0 } : options.ep;
+    session = await SearchSession.create(graph, config, {
+      executionProviders: [provider as 'cpu'],
+      intraOpNumThreads: options.threads,
+      graphOptimizationLevel: 'all',
+      logSeverityLevel: 3,
+    });
+    result.loadS = elapsedS();
+    save();
+    for (const [batch, beams] of options.parts) {
+      if (elapsedS() > options.deadlineS) {
+        result.errors.push(`${batch}x${beams}: skipped, past the ${options.deadlineS} s deadline`);
+        continue;
+      }
+      const pool = batch === 1 ? options.prep.single : options.prep.batch;
+      const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
+      const settings = {
+        numBeams: beams,
+        maxNewTokens: options.newTokens,
+        minNewTokens: options.newTokens,
+        lengthPenalty: config.generation.lengthPenalty,
+      };
+      const call = async () =>
+        (await Promise.all(Array.from({ length: options.inFlight }, () => session!.run(rows, settings)))).flat();
+      await call();
+      const seconds: number[] = [];
+      let ids: number[][] = [];
+      let tokens = 0;
+      for (let run = 0; run < options.runs; run++) {
+        const t0 = performance.now();
+        const out = await call();
+        seconds.push((performance.now() - t0) / 1000);
+        tokens += out.reduce((sum, r) => sum + r.tokenIds.length, 0);
+        ids = out.slice(0, batch).map((r) => r.tokenIds);
+      }
+      const key = `${batch}x${beams}`;
+      const total = seconds.reduce((a, b) => a + b, 0);
+      result.parts[key] = {
+        batch,
+        beams,
+        runs: options.runs,
+        tokensPerS: tokens / total,
+        seconds,
+        generatedTokens: tokens,
+        ids,
+      };
+      result.tokensPerS[key] = tokens / total;
+      console.error(
+        `[search ${options.ep} ${options.dtype} t=${elapsedS().toFixed(1)}s] ${key}: ${(tokens / total).toFixed(1)} tokens/s`,
+      );
+      save();
+    }
+    result.finished = true;
+  } catch (err) {
+    result.errors.push(String((err as Error).stack ?? err));
+  } finally {
+    save();
+    await session?.release();
   }
 }
 
@@ -265,34 +382,57 @@ interface TorchResult {
   tokens_per_s?: Record<string, number>;
 }
 
-/** Engine ÷ torch ratios per part, and rows whose tokens are equal on both engines. */
-function summary(files: { webgpu: string; cpu: string; torch?: string; served?: string }) {
+/**
+ * Per part, every arm's tokens/s, its ratio to torch fp16 and fp32 at the same batch and beams, and its rows whose
+ * tokens equal the reference arm's; with the served arm's JSON (bench/gpu/served.ts), served tokens/s per worker count
+ * and concurrency ÷ the `servedVs` arm at that batch, and ÷ torch fp16 at batch 64 (the best-batch target).
+ */
+function summary(files: {
+  arms: Record<string, string>;
+  reference?: string;
+  torch?: string;
+  served?: string;
+  servedVs?: string;
+}) {
   const read = <T>(file: string) => JSON.parse(readFileSync(file, 'utf8')) as T;
-  const webgpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.webgpu);
-  const cpu = read<{ tokensPerS: Record<string, number>; parts: Record<string, PartResult> }>(files.cpu);
+  type Arm = { arm: string; tokensPerS: Record<string, number>; parts: Record<string, PartResult>; errors: string[] };
+  const arms: Record<string, Arm> = {};
+  for (const [name, file] of Object.entries(files.arms)) {
+    try {
+      arms[name] = read<Arm>(file);
+    } catch (err) {
+      arms[name] = { arm: name, tokensPerS: {}, parts: {}, errors: [`unreadable: ${(err as Error).message}`] };
+    }
+  }
   const torch = files.torch === undefined ? {} : (read<TorchResult>(files.torch).tokens_per_s ?? {});
   // torch-m2m100.py's keys: `fp16_b64_greedy`, `fp32_b64_beam2`.
   const torchAt = (dtype: string, part: string) => {
     const [batch, beams] = part.split('x');
     return torch[`${dtype}_b${batch}_${beams === '1' ? 'greedy' : `beam${beams}`}`];
   };
+  const reference = files.reference === undefined ? undefined : arms[files.reference];
+  const partNames = new Set(Object.values(arms).flatMap((a) => Object.keys(a.tokensPerS)));
   const parts: Record<string, unknown> = {};
-  for (const part of new Set([...Object.keys(webgpu.tokensPerS), ...Object.keys(cpu.tokensPerS)])) {
-    const g = webgpu.parts[part];
-    const c = cpu.parts[part];
-    const equal = g && c ? g.ids.filter((ids, i) => JSON.stringify(ids) === JSON.stringify(c.ids[i])).length : null;
-    parts[part] = {
-      webgpuTokensPerS: g?.tokensPerS ?? null,
-      cpuTokensPerS: c?.tokensPerS ?? null,
+  for (const part of partNames) {
+    const row: Record<string, unknown> = {
       torchFp16TokensPerS: torchAt('fp16', part) ?? null,
       torchFp32TokensPerS: torchAt('fp32', part) ?? null,
-      webgpuOverTorchFp16: ratio(g?.tokensPerS, torchAt('fp16', part)),
-      webgpuOverTorchFp32: ratio(g?.tokensPerS, torchAt('fp32', part)),
-      webgpuOverCpu: ratio(g?.tokensPerS, c?.tokensPerS),
-      webgpuHostBytesPerRowStep: g?.hostBytesPerRowStep ?? null,
-      webgpuDecoderMsPerStep: g?.decoderMsPerStep ?? null,
-      rowsEqualWebgpuCpu: equal === null ? null : `${equal}/${g!.ids.length}`,
     };
+    for (const [name, arm] of Object.entries(arms)) {
+      const got = arm.parts[part];
+      if (got === undefined) continue;
+      const ref = reference?.parts[part];
+      const equal = ref ? got.ids.filter((ids, i) => JSON.stringify(ids) === JSON.stringify(ref.ids[i])).length : null;
+      row[name] = {
+        tokensPerS: got.tokensPerS,
+        overTorchFp16: ratio(got.tokensPerS, torchAt('fp16', part)),
+        overTorchFp32: ratio(got.tokensPerS, torchAt('fp32', part)),
+        ...(equal === null ? {} : { rowsEqualReference: `${equal}/${got.ids.length}` }),
+        ...(got.hostBytesPerRowStep === undefined ? {} : { hostBytesPerRowStep: got.hostBytesPerRowStep }),
+        ...(got.decoderMsPerStep === undefined ? {} : { decoderMsPerStep: got.decoderMsPerStep }),
+      };
+    }
+    parts[part] = row;
   }
   const served =
     files.served === undefined
@@ -302,18 +442,25 @@ function summary(files: { webgpu: string; cpu: string; torch?: string; served?: 
           levels: { workers: number; concurrency: number; tokensPerS: number }[];
           errors: string[];
         }>(files.served);
+  const vs = files.servedVs === undefined ? undefined : arms[files.servedVs];
   const servedLevels = served?.levels.map(({ workers, concurrency, tokensPerS }) => ({
     workers,
     concurrency,
     tokensPerS,
-    overEngineWebgpu: ratio(tokensPerS, webgpu.tokensPerS[`${concurrency}x1`]),
+    overEngine: ratio(tokensPerS, vs?.tokensPerS[`${concurrency}x1`]),
     // Beyond 64 against torch at 64, as the issue's best-batch target reads.
     overTorchFp16: ratio(tokensPerS, torchAt('fp16', `${Math.min(concurrency, 64)}x1`)),
   }));
   return {
+    reference: files.reference ?? null,
+    errors: Object.fromEntries(Object.entries(arms).map(([name, a]) => [name, a.errors])),
     parts,
     torch,
-    ...(served === null ? {} : { served: { devices: served.devices, levels: servedLevels, errors: served.errors } }),
+    ...(served === null
+      ? {}
+      : {
+          served: { vs: files.servedVs ?? null, devices: served.devices, levels: servedLevels, errors: served.errors },
+        }),
   };
 }
 
@@ -336,10 +483,14 @@ const { values, positionals } = parseArgs({
     software: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     'deadline-s': { type: 'string', default: '600' },
-    webgpu: { type: 'string' },
-    cpu: { type: 'string' },
+    dtype: { type: 'string', default: 'fp32' },
+    search: { type: 'string', default: 'steps' },
+    'in-flight': { type: 'string', default: '1' },
+    arm: { type: 'string', multiple: true },
+    reference: { type: 'string' },
     torch: { type: 'string' },
     served: { type: 'string' },
+    'served-vs': { type: 'string' },
   },
 });
 const need = (name: keyof typeof values) => {
@@ -354,13 +505,20 @@ if (mode === 'prep') {
   const part = need('part');
   if (part !== 'encoder' && part !== 'decoder') throw new Error('--part is encoder or decoder');
   makeDemoModel(need('preset'), need('model'), { graphs: [part], quantize: false });
+} else if (mode === 'fp16') {
+  // The published `_fp16` layout of the model folder's fp32 files (engine/float16.ts).
+  const dir = path.join(need('model'), 'onnx');
+  for (const name of ['encoder_model', 'decoder_model_merged'])
+    convertModelToFloat16(path.join(dir, `${name}.onnx`), path.join(dir, `${name}_fp16.onnx`));
 } else if (mode === 'bench') {
   const ep = need('ep');
-  if (ep !== 'webgpu' && ep !== 'cpu') throw new Error('--ep is webgpu or cpu');
-  await bench({
+  if (ep !== 'webgpu' && ep !== 'cpu' && ep !== 'cuda') throw new Error('--ep is webgpu, cuda or cpu');
+  const dtype = need('dtype');
+  if (dtype !== 'fp32' && dtype !== 'fp16') throw new Error('--dtype is fp32 or fp16');
+  const common = {
     modelDir: need('model'),
     ep,
-    software: values.software === true,
+    dtype,
     prep: JSON.parse(readFileSync(need('prep'), 'utf8')) as Prep,
     parts: need('parts')
       .split(',')
@@ -370,16 +528,22 @@ if (mode === 'prep') {
     threads: Number(need('threads')),
     deadlineS: Number(need('deadline-s')),
     out: need('out'),
-    profile: values.profile === true,
-  });
+  } as const;
+  if (need('search') === 'in-graph') await benchSearch({ ...common, inFlight: Number(need('in-flight')) });
+  else await bench({ ...common, software: values.software === true, profile: values.profile === true });
 } else if (mode === 'summary') {
-  const torch = values.torch;
-  const served = values.served;
+  const arms = Object.fromEntries(
+    (values.arm ?? []).map((a) => {
+      const at = a.indexOf('=');
+      return [a.slice(0, at), a.slice(at + 1)];
+    }),
+  );
   const result = summary({
-    webgpu: need('webgpu'),
-    cpu: need('cpu'),
-    ...(torch ? { torch } : {}),
-    ...(served ? { served } : {}),
+    arms,
+    ...(values.reference ? { reference: values.reference } : {}),
+    ...(values.torch ? { torch: values.torch } : {}),
+    ...(values.served ? { served: values.served } : {}),
+    ...(values['served-vs'] ? { servedVs: values['served-vs'] } : {}),
   });
   writeFileSync(need('out'), `${JSON.stringify(result, null, 1)}\n`);
   console.log(JSON.stringify({ parts: result.parts, served: result.served ?? null }, null, 1));

@@ -6,7 +6,7 @@
  * runs compiled (dist/bench/gpu/served.js) with the kit's node, beside the production modules only.
  *
  *   served --model DIR --out FILE [--concurrency 1,64,256] [--workers 1,2] [--new-tokens 16] [--window-s 10]
- *          [--threads 2] [--software] [--allow-cpu] [--deadline-s 240]
+ *          [--threads 2] [--software] [--allow-cpu] [--deadline-s 240] [--dtype fp32|fp16] [--generation auto]
  *
  * Each concurrency is measured with the model scaled to each worker count in turn (`min_worker`; a worker count above
  * the concurrency is skipped): worker processes on one GPU record their GPU programs from the host side by side, while
@@ -46,6 +46,8 @@ function options() {
       software: { type: 'boolean', default: false },
       'allow-cpu': { type: 'boolean', default: false },
       'deadline-s': { type: 'string', default: '240' },
+      dtype: { type: 'string', default: 'fp32' },
+      generation: { type: 'string', default: 'auto' },
     },
   });
   if (values.model === undefined || values.out === undefined) {
@@ -62,6 +64,8 @@ function options() {
     software: values.software,
     allowCpu: values['allow-cpu'],
     deadlineMs: 1000 * Number(values['deadline-s']),
+    dtype: values.dtype as 'fp32' | 'fp16',
+    generation: values.generation,
   };
 }
 
@@ -71,7 +75,7 @@ async function main(): Promise<void> {
   const workDir = mkdtempSync(path.join(tmpdir(), 'gpu-served-'));
   const batchSize = Math.max(...o.concurrency);
   const result = {
-    arm: 'served',
+    arm: `served, ${o.dtype}, GENERATION=${o.generation}`,
     model: o.model,
     target: TARGET,
     newTokensPerRow: o.newTokens,
@@ -109,10 +113,12 @@ async function main(): Promise<void> {
       engineSharing: 'device',
       intraOpThreads: o.threads,
       maxNewTokens: o.newTokens,
+      modelDtype: o.dtype,
       logLevel: 'warn',
       env: {
         ...Object.fromEntries(PASSED_ENV.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : []))),
         ...(o.software ? { WEBGPU_ALLOW_SOFTWARE: '1' } : {}),
+        GENERATION: o.generation,
       },
     });
     const settings = { ...settingsFor('quick', o.threads), newTokens: o.newTokens };
