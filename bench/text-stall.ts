@@ -1,6 +1,6 @@
 /**
  * Worst event-loop stall of text preparation on hostile inputs (issue 24, item 2): each input goes through the
- * model server's planning (segmentation and request limits, on the frontend's loop) and the translation handler's
+ * model server's planning (segmentation and request limits, on a text thread's loop) and the translation handler's
  * preprocess (the over-long sentence split, on the worker's loop, which the engine's step loop shares), while a
  * 1 ms timer records the longest gap between its turns. Run: `node --import tsx bench/text-stall.ts [preset]`
  * (default preset `tiny`, the generated demo model: its tokenizer is smaller than M2M100's).

@@ -42,6 +42,13 @@ export interface ModelServerConfig {
   /** Translation requests: most characters and sentences of text in one request (413 past them). */
   maxRequestChars: number;
   maxRequestSentences: number;
+  /**
+   * Worker threads for translation requests' text work (markup, subtitles, detection, segmentation, glossary terms:
+   * translation/text-pool.ts); 0: two, up to four on larger hosts.
+   */
+  textThreads: number;
+  /** A translation request's budget for that work (twice: the plan and the answer), ms; past it 504. */
+  textTimeoutMs: number;
   /** Defaults for registrations that do not say (the start script passes BATCH_SIZE explicitly). */
   defaultBatchSize: number;
   defaultMaxBatchDelayMs: number;
@@ -187,6 +194,8 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       queueBudgetMs: e.QUEUE_BUDGET_MS,
       maxRequestChars: e.MAX_REQUEST_CHARS,
       maxRequestSentences: e.MAX_REQUEST_SENTENCES,
+      textThreads: e.TEXT_THREADS,
+      textTimeoutMs: e.TEXT_TIMEOUT_MS,
       defaultBatchSize: e.BATCH_SIZE,
       defaultMaxBatchDelayMs: e.MAX_BATCH_DELAY_MS,
       defaultResponseTimeoutS: e.RESPONSE_TIMEOUT_S,

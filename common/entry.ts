@@ -1,6 +1,7 @@
 /**
- * @module common/entry — locate a sibling process entry whether we run compiled (dist/*.js) or from
- * source under vitest/tsx (*.ts). Spawned children get the tsx loader only in the second case.
+ * @module common/entry — locate a sibling process entry, or a worker thread's module, whether we run compiled
+ * (dist/*.js) or from source under vitest/tsx (*.ts). Spawned children get the tsx loader only in the second case;
+ * worker threads get a bootstrap that registers it (tsx-thread.mjs).
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -24,4 +25,26 @@ export function resolveEntry(fromUrl: string, relativeWithoutExt: string): Entry
   // The loader by absolute URL: a bare `tsx` would resolve against the child's cwd, which may be anywhere.
   const tsx = () => pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   return { file, execArgv: fromTs ? ['--import', tsx()] : [] };
+}
+
+/** A worker thread's module (piscina's `filename`), and the `workerData` its threads need to load it. */
+export interface ThreadEntry {
+  /** Absolute `file:` URL of the module the threads load. */
+  filename: string;
+  /** For the source bootstrap: the TypeScript module it loads. */
+  workerData?: { tsxThreadModule: string };
+}
+
+/**
+ * `resolveThreadEntry(import.meta.url, './text-task')` → the compiled `.js` beside a compiled caller; beside a source
+ * caller, common/tsx-thread.mjs loading the `.ts` (the module's default export is what the thread runs). A worker
+ * thread needs the bootstrap: `--import tsx` in its execArgv registers tsx's hooks on the main thread only.
+ */
+export function resolveThreadEntry(fromUrl: string, relativeWithoutExt: string): ThreadEntry {
+  const { file } = resolveEntry(fromUrl, relativeWithoutExt);
+  if (!fromUrl.endsWith('.ts')) return { filename: pathToFileURL(file).href };
+  return {
+    filename: new URL('./tsx-thread.mjs', import.meta.url).href,
+    workerData: { tsxThreadModule: pathToFileURL(file).href },
+  };
 }

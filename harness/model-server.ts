@@ -91,6 +91,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     ...(options.snapshotDir === undefined ? {} : { snapshotDir: options.snapshotDir }),
   });
   if (options.snapshotDir !== undefined) await server.manager.restore();
+  // From source each text thread takes seconds to load (tsx): not on a first request's text budget.
+  if (options.handler === 'translation') await server.textPool.warm();
   const listening = await Promise.all([server.inferenceApp, server.managementApp, server.metricsApp].map(listen));
   const [inference, management, metrics] = listening.map(
     (s) => `http://127.0.0.1:${(s.address() as AddressInfo).port}`,
@@ -106,6 +108,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       await server.manager.close(5000);
       for (const s of listening) s.closeAllConnections();
       await Promise.all(listening.map((s) => new Promise((resolve) => s.close(resolve))));
+      await server.textPool.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -199,6 +202,7 @@ export async function withTokenServer(
     await use(server, config);
   } finally {
     await server.manager.close(1000);
+    await server.textPool.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }

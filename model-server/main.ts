@@ -61,6 +61,10 @@ async function main(): Promise<void> {
     tokens: keys,
     snapshotDir: path.join(config.logDir, 'config'),
   });
+  // The text threads load while the models are restored; pm2's `ready` waits for both.
+  const textReady = server.textPool
+    .warm()
+    .catch((err: Error) => log.error({ err: err.message }, 'text pool not started'));
   const restored = await server.manager.restore();
   const listening = await Promise.all([
     listen(server.inferenceApp, ms.inference),
@@ -94,7 +98,7 @@ async function main(): Promise<void> {
   process.on('message', (message: { type?: string }) => {
     if (message?.type === 'shutdown') void stop('shutdown message');
   });
-  await restored.ready;
+  await Promise.all([restored.ready, textReady]);
   if (restored.models.length > 0) log.info({ models: restored.models }, 'restored models ready');
   // pm2's `wait_ready: true` waits for this exact message before it calls the start done.
   if (!stopping) process.send?.('ready');

@@ -78,6 +78,8 @@ const VARIABLES = {
   QUEUE_BUDGET_MS: ['5000', int(1, 86_400_000)],
   MAX_REQUEST_CHARS: ['100000', int(1, 100_000_000)],
   MAX_REQUEST_SENTENCES: ['1000', int(1, 1_000_000)],
+  TEXT_THREADS: ['0', int(0, 64)],
+  TEXT_TIMEOUT_MS: ['5000', int(1, 86_400_000)],
   // batches and workers: defaults of registrations that do not say; how workers share engines and threads
   BATCH_SIZE: ['64', int(1, 1024)],
   MAX_BATCH_DELAY_MS: ['100', int(0, 600_000)],

@@ -9,7 +9,8 @@ import { createRequestParser } from '../../common/translation-contract.js';
 import type { DeviceInfo } from '../protocol.js';
 import type { GlossaryStore } from '../translation/glossary-store.js';
 import type { TranslationCache } from '../translation/translation-cache.js';
-import { planTranslation, type TranslationLimits } from '../translation/translation-plan.js';
+import type { TextPool } from '../translation/text-pool.js';
+import type { TranslationLimits } from '../translation/translation-plan.js';
 import type { Job, JobResult } from '../wlm/job.js';
 import type { ServerMetrics } from '../wlm/metrics.js';
 import type { ModelManager } from '../wlm/model-manager.js';
@@ -22,6 +23,8 @@ export interface PredictionDeps {
   metrics: ServerMetrics;
   /** Characters and sentences one translation request may carry. */
   translationLimits: TranslationLimits;
+  /** Where a translation request's text is planned and its answer rendered, off the event loop. */
+  textPool: TextPool;
   /** Answers for sentences translated before (translation-cache.ts); absent: none. */
   cache?: TranslationCache;
   /** Glossaries (`/glossaries`, `glossary_id` on a translation); absent: none are kept. */
@@ -66,14 +69,16 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
   let jobs: readonly Job[] = [];
   try {
     const decoded = await request.body();
-    // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts).
+    // A translation model reads documents: one job per sentence, the answer rejoined (translation-plan.ts), both in
+    // the text pool's threads: a hostile text costs its own request (past its budget a 504), never this event loop.
     const plan =
       entry.handler === 'translation'
-        ? planTranslation(parseTranslationRequest(decoded), {
+        ? await deps.textPool.plan(parseTranslationRequest(decoded), {
             tgtLang: entry.name,
             readable: deps.manager.readableLanguages(entry),
             limits: deps.translationLimits,
             ...(deps.glossaries ? { glossaries: deps.glossaries } : {}),
+            timeoutMs: entry.responseTimeoutS * 1000,
           })
         : undefined;
     const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);
@@ -111,7 +116,7 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
     if (plan) {
       const values = cached ? cached.values.slice() : results.map((r) => r.value);
       cached?.missing.forEach((bodyIndex, i) => (values[bodyIndex] = results[i]!.value));
-      return { value: plan.answer(values), headers };
+      return { value: await plan.answer(values), headers };
     }
     if (isArray) return { value: { translated: results.map((r) => translatedOf(r.value)) }, headers };
     return { value: results[0]!.value, headers };

@@ -29,6 +29,7 @@ import { ModelFingerprints } from '../wlm/model-fingerprint.js';
 import type { ManagerTimings } from '../wlm/worker-pool.js';
 import { ModelManager } from '../wlm/model-manager.js';
 import { TranslationCache } from '../translation/translation-cache.js';
+import { TextPool } from '../translation/text-pool.js';
 import type { WorkerSpawner } from '../wlm/worker-handle.js';
 
 export interface ModelServerDeps {
@@ -64,6 +65,8 @@ export interface ModelServer {
   /** CACHE_MAX_BYTES' translation cache (off when 0). */
   cache: TranslationCache;
   glossaries: GlossaryStore;
+  /** Worker threads for translation requests' text work (TEXT_THREADS); close it after the manager. */
+  textPool: TextPool;
 }
 
 export function createModelServer(deps: ModelServerDeps): ModelServer {
@@ -81,6 +84,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
   const fingerprints = new ModelFingerprints();
   const cache = new TranslationCache(config.cacheMaxBytes, fingerprints);
   const glossaries = new GlossaryStore(config.glossaryDir, log);
+  const textPool = new TextPool({ threads: config.textThreads, timeoutMs: config.textTimeoutMs, log });
   const metrics = new ServerMetrics({
     gpu,
     snapshot: () => manager?.snapshot() ?? { queues: [], workers: {}, liveRows: [] },
@@ -110,6 +114,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
     cuda,
     cache,
     glossaries,
+    textPool,
     inferenceApp: createInferenceApp({
       manager,
       metrics,
@@ -117,6 +122,7 @@ export function createModelServer(deps: ModelServerDeps): ModelServer {
       maxBodyBytes,
       token: deps.tokens?.inference,
       translationLimits: { maxChars: deps.config.maxRequestChars, maxSentences: deps.config.maxRequestSentences },
+      textPool,
       cache,
       glossaries,
       cacheHeader: deps.config.cacheDisclose,

@@ -17,6 +17,10 @@
  * Limits are stated in characters and sentences per request (MAX_REQUEST_CHARS, MAX_REQUEST_SENTENCES) and
  * answered 413 past them: never a 200 with text missing. A sentence longer than the model's input window is the
  * worker's to split (it knows the tokenizer, worker/handlers/translation.ts).
+ *
+ * The model server runs both halves in its text pool (text-pool.ts), off its event loop: `outlineTranslation` (the
+ * jobs, and an outline the answer needs) and `answerTranslation` (the response from the jobs' values). Both take and
+ * give only what crosses threads by structured clone; markup and subtitles are parsed again for the answer.
  */
 import { ServeError } from '../../common/errors.js';
 import { AUTO_LANGUAGE, type TextFormat, type TranslationRequest } from '../../common/translation-contract.js';
@@ -27,7 +31,6 @@ import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
-import type { GlossaryStore } from './glossary-store.js';
 
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
@@ -42,14 +45,29 @@ export interface TranslationLimits {
   maxSentences: number;
 }
 
+/** A stored glossary (`glossary_id`) as the plan applies it: found and checked against the model by the caller. */
+export interface PlanGlossary {
+  entries: GlossaryEntries;
+  sourceLang: string;
+}
+
 export interface PlanContext {
   /** The model's name: the target language. */
   tgtLang: string;
   /** Languages the engine can read (its tokenizer's); undefined while no worker has said. */
   readable: readonly string[] | undefined;
   limits: TranslationLimits;
-  /** Where `glossary_id` is looked up; absent: a request naming one is a 400. */
-  glossaries?: GlossaryStore;
+  /** The stored glossary the request names (`glossary_id`); an inline one (`glossary`) is in the request. */
+  glossary?: PlanGlossary;
+}
+
+/** Each text's language and the segments of each of its parts: what the answer is rebuilt from. */
+export type DocumentOutline = { lang: string; units: Segments[] }[];
+
+export interface TranslationOutline {
+  /** One job body per sentence, in order. */
+  bodies: SentenceItem[];
+  docs: DocumentOutline;
 }
 
 export interface TranslationPlan {
@@ -59,12 +77,21 @@ export interface TranslationPlan {
   answer(values: readonly unknown[]): Record<string, unknown>;
 }
 
+/** Both halves in this thread: the jobs, and the answer from their values. */
+export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
+  const outline = outlineTranslation(request, context);
+  return {
+    bodies: outline.bodies,
+    answer: (values) => answerTranslation(request, outline.docs, values, context.tgtLang),
+  };
+}
+
 /**
- * Plan a request, checked at the model server's edge (common/translation-contract.ts), for model `tgtLang`.
+ * The jobs of a request, checked at the model server's edge (common/translation-contract.ts), for model `tgtLang`.
  * @throws ServeError BAD_REQUEST (undetectable language, glossary), UNKNOWN_LANGUAGE (a language the model cannot
  *   read), PAYLOAD_TOO_LARGE (over the request limits).
  */
-export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
+export function outlineTranslation(request: TranslationRequest, context: PlanContext): TranslationOutline {
   const { src_lang: srcLang, src_text: srcText, split, format = 'text', detect, alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
@@ -100,7 +127,7 @@ export function planTranslation(request: TranslationRequest, context: PlanContex
       if (sentences > limits.maxSentences) throw tooMany();
       return segments;
     });
-    return { lang, content, units };
+    return { lang, units };
   });
   const glossary = glossaryOf(request, context);
   const bodies = docs.flatMap(({ lang, units }) => {
@@ -117,30 +144,45 @@ export function planTranslation(request: TranslationRequest, context: PlanContex
       })),
     );
   });
-  return {
-    bodies,
-    answer(values) {
-      let next = 0;
-      const perDoc = docs.map(({ units }) =>
-        units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
-      );
-      const translated = docs.map(({ content }, d) =>
-        content.render(perDoc[d]!.map(({ segments, values }) => join(segments, values, context.tgtLang))),
-      );
-      const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
-      if (alternatives !== 0) {
-        // Plain text only: one unit per text.
-        const ranked = perDoc.map(([unit]) =>
-          joinAlternatives(unit!.values.map(rankedPart), alternatives, (texts) =>
-            joinTranslations(unit!.segments, texts, context.tgtLang),
-          ).map(({ text, score }) => ({ translated: text, score })),
-        );
-        response.alternatives = isArray ? ranked : ranked[0];
-      }
-      if (auto) response.detected_src_lang = isArray ? docs.map((d) => d.lang) : docs[0]!.lang;
-      return response;
-    },
-  };
+  return { bodies, docs };
+}
+
+/**
+ * The response from the jobs' values (in the order of the outline's bodies): each text rebuilt from its parts'
+ * translations, with alternatives and the detected languages when asked for.
+ */
+export function answerTranslation(
+  request: TranslationRequest,
+  docs: DocumentOutline,
+  values: readonly unknown[],
+  tgtLang: string,
+): Record<string, unknown> {
+  const { src_text: srcText, format = 'text', alternatives = 0 } = request;
+  const isArray = Array.isArray(srcText);
+  const texts = isArray ? srcText : [srcText];
+  let next = 0;
+  const perDoc = docs.map(({ units }) =>
+    units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
+  );
+  const translated = texts.map((text, d) =>
+    contentOf(text, format, request.ignore_tags ?? []).render(
+      perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang)),
+    ),
+  );
+  const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
+  if (alternatives !== 0) {
+    // Plain text only: one unit per text.
+    const ranked = perDoc.map(([unit]) =>
+      joinAlternatives(unit!.values.map(rankedPart), alternatives, (texts) =>
+        joinTranslations(unit!.segments, texts, tgtLang),
+      ).map(({ text, score }) => ({ translated: text, score })),
+    );
+    response.alternatives = isArray ? ranked : ranked[0];
+  }
+  if (request.src_lang === AUTO_LANGUAGE) {
+    response.detected_src_lang = isArray ? docs.map((d) => d.lang) : docs[0]!.lang;
+  }
+  return response;
 }
 
 /** A sentence's job, with the target terms its glossary holds it to. */
@@ -156,28 +198,16 @@ function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries 
 }
 
 /**
- * The request's glossary: a stored one (`glossary_id`, for its language pair) or inline entries (`glossary`, for
- * whatever the source is).
- * @throws ServeError BAD_REQUEST (both given, unknown id, pair mismatch)
+ * The request's glossary: the stored one the caller found (`glossary_id`, for its language pair) or inline entries
+ * (`glossary`, for whatever the source is).
+ * @throws ServeError BAD_REQUEST (a bad inline entry)
  */
 function glossaryOf(
-  { glossary_id: id, glossary: inline }: TranslationRequest,
+  { glossary: inline }: TranslationRequest,
   context: PlanContext,
 ): { entries: GlossaryEntries; sourceLang?: string } | undefined {
-  if (id !== undefined && inline !== undefined) {
-    throw new ServeError('BAD_REQUEST', 'Give glossary_id or glossary, not both.');
-  }
   if (inline !== undefined) return { entries: glossaryEntries(Object.entries(inline)) };
-  if (id === undefined) return undefined;
-  const stored = context.glossaries?.find(id);
-  if (stored === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id ${JSON.stringify(id)}.`);
-  if (stored.targetLang !== context.tgtLang) {
-    throw new ServeError(
-      'BAD_REQUEST',
-      `Glossary ${JSON.stringify(id)} is for ${stored.sourceLang} → ${stored.targetLang}, not → ${context.tgtLang}.`,
-    );
-  }
-  return { entries: stored.entries, sourceLang: stored.sourceLang };
+  return context.glossary;
 }
 
 function contentOf(text: string, format: TextFormat, ignoreTags: readonly string[]): Content {
