@@ -6,7 +6,7 @@
  * served and no request finds a model missing meanwhile (a restored model answers `/v2/models/{name}/ready` 400
  * until its workers are up). Starts the three ports (inference, management, metrics; port 0 picks a free one),
  * then reports where it listens in a log line and, when forked with IPC (pm2 or a test), as
- * `{type: 'listening', ports}`, then pm2's `'ready'` once the restored models' workers are up (or failed). SIGTERM/SIGINT drain: stop taking connections and jobs (new requests get 503), flush every
+ * `{type: 'listening', ports}`, then pm2's `'ready'` once the restored models' workers (or their failures) and the text threads are up. SIGTERM/SIGINT drain: stop taking connections and jobs (new requests get 503), flush every
  * queue to the workers, wait for the answers (at most SHUTDOWN_GRACE_MS), stop the workers, exit 0. A bad
  * configuration exits 1 naming the variable.
  *
