@@ -28,6 +28,10 @@ RUNS="${GPU_RUNS:-3}"
 SERVED_LEVELS="${GPU_SERVED_LEVELS:-1,64,256}"
 SERVED_WORKERS="${GPU_SERVED_WORKERS:-1,2,4}"
 PRESET="${GPU_PRESET:-m2m100-418m}"
+# Which steps run (GPU_ARMS, default all): torch, cuda-search-fp16, cuda-search-fp16-x2, cuda-search-fp32,
+# cuda-steps-fp32, cpu-steps, served.
+ARMS_WANTED=",${GPU_ARMS:-torch,cuda-search-fp16,cuda-search-fp16-x2,cuda-search-fp32,cuda-steps-fp32,cpu-steps,served},"
+want() { [[ "$ARMS_WANTED" == *",$1,"* ]]; }
 # A smoke test on a CPU-only machine: GPU_EP=cpu runs every arm on the CPU provider (fp16 arms fail: onnxruntime's
 # CPU BeamSearch is float32), with GPU_PRESET=tiny.
 EP="${GPU_EP:-cuda}"
@@ -66,13 +70,13 @@ wait "$encoder" "$decoder" || exit 1
 timeout 120 "${ENGINE[@]}" fp16 --model "$MODEL" || echo "fp16 files: FAILED"
 ls -la "$MODEL/onnx"
 
-step "PyTorch reference"
-TORCH_INPUTS="$OUT/gpu-prep.json" TORCH_PARTS="$PARTS" TORCH_NEW_TOKENS="$NEW_TOKENS" TORCH_RUNS="$RUNS" \
+want torch && step "PyTorch reference" && TORCH_INPUTS="$OUT/gpu-prep.json" TORCH_PARTS="$PARTS" TORCH_NEW_TOKENS="$NEW_TOKENS" TORCH_RUNS="$RUNS" \
   TORCH_OUT="$OUT/gpu-torch.json" TORCH_DEADLINE_S=70 timeout 100 python3 "$KIT_DIR/torch-m2m100.py" >/dev/null
 
 bench() {
   local name="$1" limit="$2"
   shift 2
+  want "$name" || return 0
   step "engine: $name"
   timeout "$limit" "${ENGINE[@]}" bench --model "$MODEL" --ep "$EP" --prep "$OUT/gpu-prep.json" \
     --new-tokens "$NEW_TOKENS" --runs "$RUNS" --out "$OUT/gpu-$name.json" "$@"
@@ -81,13 +85,11 @@ bench cuda-search-fp16 90 --search in-graph --dtype fp16 --parts "$PARTS" --dead
 bench cuda-search-fp16-x2 60 --search in-graph --dtype fp16 --in-flight 2 --parts 64x1,256x1 --deadline-s 40
 bench cuda-search-fp32 90 --search in-graph --dtype fp32 --parts "$PARTS" --deadline-s 70
 bench cuda-steps-fp32 90 --dtype fp32 --parts 1x1,64x1,64x2 --threads 2 --deadline-s 70
-step "engine on the CPU (every core): the reference tokens"
-timeout 90 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts 64x1,64x2 \
+want cpu-steps && step "engine on the CPU (every core): the reference tokens" && timeout 90 "${ENGINE[@]}" bench --model "$MODEL" --ep cpu --prep "$OUT/gpu-prep.json" --parts 64x1,64x2 \
   --new-tokens "$NEW_TOKENS" --runs 1 --threads 0 --deadline-s 60 --out "$OUT/gpu-cpu-steps.json"
 
-step "served through the front"
-STACK="$KIT_WORK/stack"
-rm -rf "$STACK" && mkdir -p "$STACK" && xz -dc "$KIT_DIR/stack.tar.xz" | tar -C "$STACK" -xf - &&
+want served && step "served through the front" && STACK="$KIT_WORK/stack" &&
+  rm -rf "$STACK" && mkdir -p "$STACK" && xz -dc "$KIT_DIR/stack.tar.xz" | tar -C "$STACK" -xf - &&
   ln -s "${KIT_CUDA_NODE_MODULES:-$KIT_NODE_MODULES}/onnxruntime-node" \
     "${KIT_CUDA_NODE_MODULES:-$KIT_NODE_MODULES}/onnxruntime-common" "$STACK/node_modules/" &&
   (cd "$STACK" && timeout 200 "$KIT_NODE" dist/bench/gpu/served.js --model "$MODEL" --out "$OUT/gpu-served.json" \
@@ -101,7 +103,8 @@ for name in cuda-search-fp16 cuda-search-fp16-x2 cuda-search-fp32 cuda-steps-fp3
 done
 SERVED=()
 [[ -f "$OUT/gpu-served.json" ]] && SERVED=(--served "$OUT/gpu-served.json" --served-vs cuda-search-fp16)
-"${ENGINE[@]}" summary "${ARMS[@]}" --reference cpu-steps --torch "$OUT/gpu-torch.json" "${SERVED[@]}" \
-  --out "$OUT/gpu-summary.json"
+TORCH=()
+[[ -f "$OUT/gpu-torch.json" ]] && TORCH=(--torch "$OUT/gpu-torch.json")
+"${ENGINE[@]}" summary "${ARMS[@]}" --reference cpu-steps "${TORCH[@]}" "${SERVED[@]}" --out "$OUT/gpu-summary.json"
 rm -f "$OUT/gpu-prep.json"
 step "done"
