@@ -5,13 +5,15 @@
  * - **Batching.** A run takes every waiting row with its settings (numBeams, token caps, length penalty), at most
  *   `maxBatchRows` decoder rows (beams count), shortest sources together so its padding stays small. Rows arriving
  *   while a run is in flight wait for the next, so the batch grows with the load, as the step loop's does.
- * - **Gathering.** A run holds its batch until its last row ends, so a run started on the first rows of a burst makes
- *   the rest wait a whole generation. With the device idle a run starts once rows stop arriving (`quietMs`, 2 ms) or
- *   `gatherMs` (10 ms) after the first waiting row, whichever is first, and never more than a tenth of what runs take,
- *   or at once when a full batch waits: a lone request pays at most 2 ms, a burst goes in one run. Measured on an H200 (the 418M shapes, closed-loop clients through the
- *   stack): starting at once, served ÷ engine was 0.47 at 64 clients and 0.68 at 256 (small runs ahead of big ones).
+ * - **Gathering.** A run holds its batch until its last row ends and costs about as much for 64 rows as for 1 (the
+ *   steps' fixed costs), so a run started on the first rows of a burst makes the rest wait a whole generation. With
+ *   the device idle a run starts once as many rows wait as the last run had (a closed loop of clients sends its
+ *   batch back), or `gatherMs` (40 ms, at most a quarter of what runs take) after the first waiting row: a lone
+ *   request after lone requests starts at once, a burst goes in one run, and a drop in load costs one wait.
+ *   Measured on an H200 (the 418M shapes, closed-loop clients through the stack), starting at once on the first rows:
+ *   served ÷ engine 0.47 at 64 clients and 0.68 at 256.
  * - **Two in flight.** While one run finishes its long rows, a second may start (`runsInFlight`, default 2), so a new
- *   sentence does not wait for a document's longest row; it starts once a quarter batch waits or its oldest row has
+ *   sentence does not wait for a document's longest row; it starts once half a batch waits or its oldest row has
  *   waited `holdMs` (50 ms, at most a quarter of a run), not for every row that arrives.
  * - **Bulk rows** (a long document's sentences) run apart from interactive ones, and an interactive row is picked
  *   first, so a single sentence never waits behind a document's run for a slot.
@@ -29,9 +31,7 @@ export interface SearchRunsOptions {
   maxBatchRows: number;
   /** Runs on the session at once; default 2. */
   runsInFlight?: number;
-  /** Idle device: a run starts once no row arrived for this long (ms; default 2)… */
-  quietMs?: number;
-  /** …or this long after the first waiting row (ms; default 10). */
+  /** Idle device: a run waits for as many rows as the last run had, at most this long (ms; default 40). */
   gatherMs?: number;
   /** A run in flight: another starts for fewer than a quarter batch once its oldest row waited this long (default 50). */
   holdMs?: number;
@@ -69,10 +69,10 @@ export class SearchRuns {
   #inFlight = 0;
   #scheduled = false;
   #timer: NodeJS.Timeout | null = null;
-  #lastArrival = 0;
+  /** Rows of the last run started: how many a burst is expected to bring. */
+  #lastRunRows = 1;
   /** How long runs take (ms; moving average, 0 until one ran). */
   #runMs = 0;
-  readonly #quietMs: number;
   readonly #gatherMs: number;
   readonly #holdMs: number;
   readonly #idle: (() => void)[] = [];
@@ -83,8 +83,7 @@ export class SearchRuns {
     this.#maxBatchRows = options.maxBatchRows;
     this.#runsInFlight = Math.max(1, options.runsInFlight ?? 2);
     this.#onRun = options.onRun;
-    this.#quietMs = options.quietMs ?? 2;
-    this.#gatherMs = options.gatherMs ?? 10;
+    this.#gatherMs = options.gatherMs ?? 40;
     this.#holdMs = options.holdMs ?? 50;
   }
 
@@ -120,7 +119,6 @@ export class SearchRuns {
         settled: false,
         since: performance.now(),
       };
-      this.#lastArrival = waiting.since;
       if (signal) {
         waiting.onAbort = () => {
           const at = this.#waiting.indexOf(waiting);
@@ -165,6 +163,7 @@ export class SearchRuns {
         return;
       }
       const batch = this.#pick();
+      this.#lastRunRows = batch.reduce((n, w) => n + w.settings.numBeams, 0);
       this.#inFlight++;
       void this.#run(batch).finally(() => {
         this.#inFlight--;
@@ -182,13 +181,11 @@ export class SearchRuns {
     if (rows >= this.#maxBatchRows) return 0;
     const now = performance.now();
     if (this.#inFlight === 0) {
-      // Never more than a tenth of what a run takes: on a small model, waiting would cost more than it gathers.
-      const most = this.#runMs / 10;
-      const quiet = Math.min(this.#quietMs, most) - (now - this.#lastArrival);
-      const gather = Math.min(this.#gatherMs, most) - (now - first.since);
-      return Math.max(0, Math.min(quiet, gather));
+      if (rows >= Math.min(this.#lastRunRows, this.#maxBatchRows)) return 0;
+      // Never more than a quarter of what a run takes: on a small model, waiting would cost more than it gathers.
+      return Math.max(0, Math.min(this.#gatherMs, this.#runMs / 4) - (now - first.since));
     }
-    if (rows >= this.#maxBatchRows / 4) return 0;
+    if (rows >= this.#maxBatchRows / 2) return 0;
     return Math.max(0, Math.min(this.#holdMs, this.#runMs / 4) - (now - first.since));
   }
 
