@@ -22,7 +22,12 @@ import type { TranslationRequest } from '../../common/translation-contract.js';
 import type { GlossaryEntries } from '../text/glossary.js';
 import type { Glossary, GlossaryStore } from './glossary-store.js';
 import type { AnswerTask, OutlineTask, SharedGlossary, TaskOutcome, TextTask } from './text-task.js';
-import type { TranslationLimits, TranslationOutline } from './translation-plan.js';
+import {
+  answerTranslation,
+  outlineTranslation,
+  type TranslationLimits,
+  type TranslationOutline,
+} from './translation-plan.js';
 
 export interface TextPoolOptions {
   /** Worker threads (TEXT_THREADS); 0: `defaultTextThreads()`. */
@@ -88,6 +93,18 @@ export class TextPool {
    *   the budget, SHUTTING_DOWN once closed
    */
   async plan(request: TranslationRequest, context: TextPlanContext): Promise<PooledPlan> {
+    if (this.#closed) throw new ServeError('SHUTTING_DOWN');
+    if (plannedInline(request)) {
+      const outline = outlineTranslation(request, {
+        tgtLang: context.tgtLang,
+        readable: context.readable,
+        limits: context.limits,
+      });
+      return {
+        bodies: outline.bodies,
+        answer: (values) => Promise.resolve(answerTranslation(request, outline.docs, values, context.tgtLang)),
+      };
+    }
     const glossary = storedGlossary(request, context);
     const task: OutlineTask = {
       request,
@@ -151,6 +168,23 @@ export class TextPool {
     }
     return this.#pool;
   }
+}
+
+/**
+ * Plain text of at most this many characters, without a glossary, is planned on the calling thread: segmentation and
+ * detection are linear (checked by the house's linear-time tests), so it costs microseconds there, less than the two
+ * hops to a thread. Measured on an H200 host (418M, 256 closed-loop clients through the stack): every sentence through
+ * the threads, 512 tasks a round on 4 threads, held served ÷ engine to 0.37.
+ */
+export const INLINE_MAX_CHARS = 1_000;
+
+function plannedInline(request: TranslationRequest): boolean {
+  if ((request.format ?? 'text') !== 'text' || request.glossary_id !== undefined || request.glossary !== undefined)
+    return false;
+  const texts = Array.isArray(request.src_text) ? request.src_text : [request.src_text];
+  let chars = 0;
+  for (const text of texts) chars += text.length;
+  return chars <= INLINE_MAX_CHARS;
 }
 
 /**
