@@ -54,6 +54,11 @@ export interface ModelServerConfig {
   defaultMaxBatchDelayMs: number;
   defaultResponseTimeoutS: number;
   defaultWorkersPerModel: number;
+  /**
+   * Worker processes per model placed on a GPU when a registration does not say: a number, or `auto` (wlm/devices.ts
+   * `gpuWorkers`: 2 on CUDA, 1 on WebGPU).
+   */
+  gpuWorkers: 'auto' | number;
   batchPolicy: BatchPolicy;
   /** `device`: one engine per (model dir, device) shared by its languages; `language`: TorchServe's one per model. */
   engineSharing: EngineSharing;
@@ -200,6 +205,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       defaultMaxBatchDelayMs: e.MAX_BATCH_DELAY_MS,
       defaultResponseTimeoutS: e.RESPONSE_TIMEOUT_S,
       defaultWorkersPerModel: e.DEFAULT_WORKERS_PER_MODEL,
+      gpuWorkers: e.GPU_WORKERS,
       batchPolicy: e.BATCH_POLICY,
       engineSharing: e.ENGINE_SHARING,
       intraOpThreads: e.INTRA_OP_THREADS,

@@ -85,6 +85,7 @@ const VARIABLES = {
   MAX_BATCH_DELAY_MS: ['100', int(0, 600_000)],
   RESPONSE_TIMEOUT_S: ['120', int(1, 86_400)],
   DEFAULT_WORKERS_PER_MODEL: ['1', int(0, 64)],
+  GPU_WORKERS: ['auto', z.union([z.literal('auto'), int(1, 64)])],
   BATCH_POLICY: ['immediate', z.enum(['immediate', 'torchserve'])],
   ENGINE_SHARING: ['device', z.enum(['device', 'language'])],
   INTRA_OP_THREADS: ['0', int(0, 256)],

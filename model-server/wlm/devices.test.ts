@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listVulkanDrivers, webgpuDrivers } from '../engine/vulkan-drivers.js';
-import { detectCuda, detectWebGpu, placeModel, type WebGpuAvailability } from './devices.js';
+import { detectCuda, detectWebGpu, gpuWorkers, placeModel, type WebGpuAvailability } from './devices.js';
 import { GpuMonitor, parseGpuCsv } from './gpu-monitor.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mt-serve-devices-'));
@@ -166,5 +166,13 @@ describe('GPU monitor', () => {
     expect(await monitor.sample()).toEqual([]);
     expect(await monitor.sample()).toEqual([]);
     expect(monitor.error).toBe('nvidia-smi not found: no NVIDIA driver here, so every language runs on the CPU');
+  });
+});
+
+describe('gpuWorkers (GPU_WORKERS)', () => {
+  it('auto: two on CUDA, one on WebGPU; a number as set', () => {
+    expect(gpuWorkers('auto', { kind: 'cuda', id: 0 })).toBe(2);
+    expect(gpuWorkers('auto', { kind: 'webgpu', id: 0 })).toBe(1);
+    expect(gpuWorkers(3, { kind: 'cuda', id: 1 })).toBe(3);
   });
 });

@@ -9,7 +9,7 @@ import type { Logger } from '../../common/logger.js';
 import { DEFAULT_MODEL_VERSION, MODEL_NAME_PATTERN, RUNTIMES, resolveStoreEntry } from '../store/manifest.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import type { BatcherOptions } from './batcher.js';
-import { placeModel, type CudaAvailability, type WebGpuAvailability } from './devices.js';
+import { placeModel, type CudaAvailability, type WebGpuAvailability, gpuWorkers } from './devices.js';
 import type { ModelFingerprints } from './model-fingerprint.js';
 import type { ModelEntry } from './registry.js';
 import type { EngineSpec } from './worker-pool.js';
@@ -76,7 +76,9 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
     );
   }
   const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
-  const workers = request.initialWorkers ?? config.defaultWorkersPerModel;
+  const workers =
+    request.initialWorkers ??
+    (placement.device.kind === 'cpu' ? config.defaultWorkersPerModel : gpuWorkers(config.gpuWorkers, placement.device));
   const responseTimeoutS = request.responseTimeoutS ?? config.defaultResponseTimeoutS;
   const { intraOpThreads, numBeams, maxNewTokens, minNewTokens, modelDtype, generation } = config;
   return {
