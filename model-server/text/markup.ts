@@ -116,10 +116,57 @@ function textSpan(source: string, start: number, end: number, decoded: string): 
 type Node = DefaultTreeAdapterMap['node'];
 type Element = DefaultTreeAdapterMap['element'];
 
-const FULL_DOCUMENT = /^\s*(?:<!--[\s\S]*?-->\s*)*<(?:!doctype|html[\s>]|head[\s>]|body[\s>])/i;
+const DOCUMENT_START = /^<(?:!doctype|html[\s>]|head[\s>]|body[\s>])/i;
+const SPACE = /\s/;
+
+/**
+ * Whether `source` is a whole document: a doctype, `<html>`, `<head>` or `<body>` first, after whitespace and
+ * comments. Scanned, because a pattern such as `^\s*(?:<!--[\s\S]*?-->\s*)*<…` backtracks exponentially over a run
+ * of comments: 32 `<!---->` took 34 s.
+ */
+function isFullDocument(source: string): boolean {
+  let at = 0;
+  for (;;) {
+    while (at < source.length && SPACE.test(source[at]!)) at++;
+    if (!source.startsWith('<!--', at)) break;
+    const end = source.indexOf('-->', at + 4);
+    if (end < 0) return false;
+    at = end + 3;
+  }
+  return DOCUMENT_START.test(source.slice(at, at + '<!doctype'.length));
+}
+
+// A tag, end tag, comment or declaration opens at `<` followed by one of these; any other `<` is text.
+const MARKUP_OPEN = /<[A-Za-z!/?]/g;
+const LINE_BREAK = /\r\n?/g;
+
+/**
+ * The source runs that make up a text node, each with its text. Usually its whole span; but parse5 joins text that
+ * lands next to an earlier text node into it and stretches the span over whatever lay between: a tag it ignores
+ * (`a</x>b`), or a table's rows, for text foster-parented out of a table (`<table>Stray<tr><td>Cell</td></tr>More`
+ * gives one node "StrayMore"). Replacing that span would delete the markup, so the runs between its tags are the
+ * units when they spell the node's text exactly (no entity to decode), and otherwise there is none: the node is kept
+ * as it is. A `<` that opens nothing is text, as is `<b>` inside a `<title>` (the span is then the node's text).
+ */
+function textRuns(source: string, at: { startOffset: number; endOffset: number }, value: string) {
+  const { startOffset: start, endOffset: end } = at;
+  const raw = source.slice(start, end);
+  if (raw.search(MARKUP_OPEN) < 0 || raw.replace(LINE_BREAK, '\n') === value) return [[start, end, value] as const];
+  const runs: (readonly [number, number, string])[] = [];
+  for (let from = 0; from < raw.length;) {
+    MARKUP_OPEN.lastIndex = from;
+    const open = MARKUP_OPEN.exec(raw)?.index ?? raw.length;
+    runs.push([start + from, start + open, raw.slice(from, open).replace(LINE_BREAK, '\n')]);
+    const close = open < raw.length ? raw.indexOf('>', open) : raw.length;
+    if (close < 0) return [];
+    from = close + 1;
+  }
+  const spelled = runs.every(([, , text]) => !text.includes('&')) && runs.map(([, , text]) => text).join('') === value;
+  return spelled ? runs : [];
+}
 
 function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
-  const root = FULL_DOCUMENT.test(source)
+  const root = isFullDocument(source)
     ? parse(source, { sourceCodeLocationInfo: true })
     : parseFragment(source, { sourceCodeLocationInfo: true });
   const spans: Span[] = [];
@@ -130,8 +177,10 @@ function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
     if (node.nodeName === '#text') {
       const location = (node as DefaultTreeAdapterMap['textNode']).sourceCodeLocation;
       if (location) {
-        const span = textSpan(source, location.startOffset, location.endOffset, (node as { value: string }).value);
-        if (span) spans.push(span);
+        for (const [start, end, text] of textRuns(source, location, (node as { value: string }).value)) {
+          const span = textSpan(source, start, end, text);
+          if (span) spans.push(span);
+        }
       }
       continue;
     }
@@ -216,7 +265,7 @@ function xmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
     failure ??= error as Error;
   }
   if (failure) {
-    const [, line, column, what] = /(\d+):(\d+): (.*)$/.exec(failure.message) ?? [];
+    const [, line, column, what] = /^(\d+):(\d+): (.*)$/.exec(failure.message) ?? [];
     const where = line === undefined ? '' : ` at line ${line}, column ${column}`;
     throw new ServeError('BAD_REQUEST', `The XML is not well-formed${where}: ${what ?? failure.message}`);
   }
