@@ -149,19 +149,12 @@ async function bench(options: {
       const pool = batch === 1 ? options.prep.single : options.prep.batch;
       const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
       const settings = { numBeams: beams, maxNewTokens: options.newTokens, minNewTokens: options.newTokens };
-      const call = () => Promise.all(rows.map((r) => engine.generateIds(r.inputIds, r.forcedTokenId, settings)));
-      await call();
-      const before = engine.stats();
-      const seconds: number[] = [];
-      let ids: number[][] = [];
-      let tokens = 0;
-      for (let run = 0; run < options.runs; run++) {
-        const t0 = performance.now();
-        const out = await call();
-        seconds.push((performance.now() - t0) / 1000);
-        tokens += out.reduce((sum, h) => sum + h.tokens.length, 0);
-        ids = out.map((h) => h.tokens);
-      }
+      const call = async () =>
+        (await Promise.all(rows.map((r) => engine.generateIds(r.inputIds, r.forcedTokenId, settings)))).map(
+          (h) => h.tokens,
+        );
+      let before = engine.stats();
+      const { seconds, tokens, ids } = await timeCalls(call, options.runs, batch, () => (before = engine.stats()));
       const after = engine.stats();
       const steps = after.decoderRuns - before.decoderRuns;
       const rowSteps = after.decoderRows - before.decoderRows;
@@ -266,18 +259,10 @@ async function benchSearch(options: {
         lengthPenalty: config.generation.lengthPenalty,
       };
       const call = async () =>
-        (await Promise.all(Array.from({ length: options.inFlight }, () => session!.run(rows, settings)))).flat();
-      await call();
-      const seconds: number[] = [];
-      let ids: number[][] = [];
-      let tokens = 0;
-      for (let run = 0; run < options.runs; run++) {
-        const t0 = performance.now();
-        const out = await call();
-        seconds.push((performance.now() - t0) / 1000);
-        tokens += out.reduce((sum, r) => sum + r.tokenIds.length, 0);
-        ids = out.slice(0, batch).map((r) => r.tokenIds);
-      }
+        (await Promise.all(Array.from({ length: options.inFlight }, () => session!.run(rows, settings))))
+          .flat()
+          .map((r) => r.tokenIds);
+      const { seconds, tokens, ids } = await timeCalls(call, options.runs, batch);
       const key = `${batch}x${beams}`;
       const total = seconds.reduce((a, b) => a + b, 0);
       result.parts[key] = {
@@ -302,6 +287,31 @@ async function benchSearch(options: {
     save();
     await session?.release();
   }
+}
+
+/**
+ * One warm-up `call`, then `runs` timed ones: each call's seconds, the tokens of all, and the first `batch` rows' ids
+ * of the last. `warm` runs between the warm-up and the timed calls (the step loop reads its counters there).
+ */
+async function timeCalls(
+  call: () => Promise<number[][]>,
+  runs: number,
+  batch: number,
+  warm?: () => void,
+): Promise<{ seconds: number[]; tokens: number; ids: number[][] }> {
+  await call();
+  warm?.();
+  const seconds: number[] = [];
+  let ids: number[][] = [];
+  let tokens = 0;
+  for (let run = 0; run < runs; run++) {
+    const t0 = performance.now();
+    const out = await call();
+    seconds.push((performance.now() - t0) / 1000);
+    tokens += out.reduce((sum, row) => sum + row.length, 0);
+    ids = out.slice(0, batch);
+  }
+  return { seconds, tokens, ids };
 }
 
 const profilePrefix = (out: string) => `${out}.ort-profile`;

@@ -62,12 +62,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 MODEL="${GPU_MODEL_DIR:-$KIT_WORK/$PRESET}"
 step "model: prep, the two fp32 graphs in parallel, then their fp16 files ($MODEL)"
-timeout 60 "${ENGINE[@]}" prep --model "$MODEL" --preset "$PRESET" --rows 256 --out "$OUT/gpu-prep.json" || exit 1
-timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part encoder &
-encoder=$!
-timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part decoder &
-decoder=$!
-wait "$encoder" "$decoder" || exit 1
+# shellcheck source=bench/gpu/model.sh
+source bench/gpu/model.sh
+gpu_model || exit 1
 timeout 120 "${ENGINE[@]}" fp16 --model "$MODEL" || echo "fp16 files: FAILED"
 ls -la "$MODEL/onnx"
 

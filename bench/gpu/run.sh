@@ -52,13 +52,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 
 MODEL="${GPU_MODEL_DIR:-$KIT_WORK/$PRESET}"
 step "model: prep + the two fp32 graphs in parallel ($MODEL)"
-timeout 60 "${ENGINE[@]}" prep --model "$MODEL" --preset "$PRESET" --rows 256 --out "$OUT/gpu-prep.json" || exit 1
-timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part encoder &
-encoder=$!
-timeout 120 "${ENGINE[@]}" graph --model "$MODEL" --preset "$PRESET" --part decoder &
-decoder=$!
-# By pid: a bare `wait` would also wait for the log's tee.
-wait "$encoder" "$decoder" || exit 1
+# shellcheck source=bench/gpu/model.sh
+source bench/gpu/model.sh
+gpu_model || exit 1
 ls -la "$MODEL/onnx"
 
 step "PyTorch reference"

@@ -17,14 +17,7 @@ let search: SearchSession;
 
 beforeAll(async () => {
   makeDemoModel('tiny', dir);
-  const config = loadModelConfig(dir);
-  const graph = searchGraph(
-    path.join(dir, 'onnx/encoder_model.onnx'),
-    path.join(dir, 'onnx/decoder_model_merged.onnx'),
-    config,
-    { earlyStopping: config.generation.earlyStopping },
-  );
-  if (!graph.ok) throw new Error(graph.reason);
+  const { graph, config } = graphOf();
   search = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
   engine = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1, dtype: 'fp32' });
 });
@@ -33,6 +26,20 @@ afterAll(async () => {
   await engine?.close();
   rmSync(root, { recursive: true, force: true });
 });
+
+/** The search graph of the tiny model's `_suffix` files. */
+function graphOf(suffix = '', options: Parameters<typeof searchGraph>[4] = {}) {
+  const config = loadModelConfig(dir);
+  const graph = searchGraph(
+    path.join(dir, `onnx/encoder_model${suffix}.onnx`),
+    path.join(dir, `onnx/decoder_model_merged${suffix}.onnx`),
+    config,
+    { earlyStopping: config.generation.earlyStopping },
+    options,
+  );
+  if (!graph.ok) throw new Error(graph.reason);
+  return { graph, config };
+}
 
 const WORDS = 'the of and to in is hello world good morning thank you please translate quick brown fox 42 , . !'.split(
   ' ',
@@ -73,14 +80,7 @@ describe('the search graph (BeamSearch over the split decoder)', () => {
   it("an fp16 export: the graph passes the operator's checks at load; its tokens are compared on CUDA (bench/gpu)", async () => {
     for (const name of ['encoder_model', 'decoder_model_merged'])
       convertModelToFloat16(path.join(dir, `onnx/${name}.onnx`), path.join(dir, `onnx/${name}_fp16.onnx`));
-    const config = loadModelConfig(dir);
-    const graph = searchGraph(
-      path.join(dir, 'onnx/encoder_model_fp16.onnx'),
-      path.join(dir, 'onnx/decoder_model_merged_fp16.onnx'),
-      config,
-      { earlyStopping: config.generation.earlyStopping },
-    );
-    if (!graph.ok) throw new Error(graph.reason);
+    const { graph, config } = graphOf('_fp16');
     // Loading validates both subgraphs against the operator's contract (types, names, shapes).
     const half = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
     try {
@@ -94,16 +94,8 @@ describe('the search graph (BeamSearch over the split decoder)', () => {
   });
 
   it('weights past the inline limit go to one data file, with the same tokens', async () => {
-    const config = loadModelConfig(dir);
     const scratchDir = path.join(root, 'scratch');
-    const graph = searchGraph(
-      path.join(dir, 'onnx/encoder_model.onnx'),
-      path.join(dir, 'onnx/decoder_model_merged.onnx'),
-      config,
-      { earlyStopping: config.generation.earlyStopping },
-      { scratchDir, inlineLimit: 0 },
-    );
-    if (!graph.ok) throw new Error(graph.reason);
+    const { graph, config } = graphOf('', { scratchDir, inlineLimit: 0 });
     expect(graph.weightsDir).toBe(scratchDir);
     expect(statSync(path.join(scratchDir, 'search_weights.bin')).size).toBeGreaterThan(graph.bytes.length);
     const moved = await SearchSession.create(graph, config, { executionProviders: ['cpu'], intraOpNumThreads: 1 });
