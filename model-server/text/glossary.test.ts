@@ -1,5 +1,15 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { formatGlossaryTsv, glossaryEntries, parseGlossaryEntries, termsFor } from './glossary.js';
+import {
+  formatGlossaryTsv,
+  glossaryEntries,
+  MAX_GLOSSARY_CHARS,
+  MAX_GLOSSARY_ENTRIES,
+  MAX_TERM_CHARS,
+  parseGlossaryEntries,
+  termsFor,
+  type GlossaryEntries,
+} from './glossary.js';
 
 describe('glossary entries', () => {
   it('reads DeepL’s TSV and CSV, and writes TSV back', () => {
@@ -35,6 +45,22 @@ describe('glossary entries', () => {
     expect(() => glossaryEntries([['a\u0000', 'b']])).toThrow(/control character/);
     expect(() => glossaryEntries([])).toThrow(/at least one entry/);
   });
+
+  it('refuses a glossary past its caps, naming the cap', () => {
+    const entry = (i: number, chars = 8): [string, string] => [`${i}`.padStart(chars, 'x'), 't'];
+    expect(() => glossaryEntries(Array.from({ length: MAX_GLOSSARY_ENTRIES + 1 }, (_, i) => entry(i)))).toThrow(
+      `A glossary holds at most ${MAX_GLOSSARY_ENTRIES} entries.`,
+    );
+    expect(() => glossaryEntries([entry(1, MAX_TERM_CHARS + 1)])).toThrow(
+      `Glossary entry 1 has a term over ${MAX_TERM_CHARS} characters.`,
+    );
+    // Terms of the longest length allowed, as many as the characters' cap lets in, and one more.
+    const fit = Math.floor(MAX_GLOSSARY_CHARS / (MAX_TERM_CHARS + 1));
+    expect(glossaryEntries(Array.from({ length: fit }, (_, i) => entry(i, MAX_TERM_CHARS))).size).toBe(fit);
+    expect(() => glossaryEntries(Array.from({ length: fit + 1 }, (_, i) => entry(i, MAX_TERM_CHARS)))).toThrow(
+      `A glossary holds at most ${MAX_GLOSSARY_CHARS} characters of terms, source and target together; entry ${fit + 1} goes past it.`,
+    );
+  });
 });
 
 describe('termsFor', () => {
@@ -56,5 +82,56 @@ describe('termsFor', () => {
 
   it('anywhere in scripts written without spaces', () => {
     expect(termsFor('我在东京工作', entries)).toEqual([['东京', 'Tokyo']]);
+  });
+});
+
+/** termsFor's meaning, spelled out: at each place the longest term that matches there, tried one by one. */
+function naiveTermsFor(sentence: string, entries: GlossaryEntries): [string, string][] {
+  const wordChar = (c: string | undefined) => c !== undefined && /[\p{L}\p{M}\p{N}_]/u.test(c);
+  const unspaced = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Thai}\p{sc=Lao}\p{sc=Khmer}\p{sc=Myanmar}]/u;
+  const terms = [...entries]
+    .map((entry) => ({ entry, source: entry[0].toLowerCase(), whole: !unspaced.test(entry[0]) }))
+    .sort((a, b) => b.source.length - a.source.length);
+  const lower = sentence.toLowerCase();
+  const found: [string, string][] = [];
+  for (let at = 0; at < lower.length;) {
+    const match = terms.find(
+      ({ source, whole }) =>
+        lower.startsWith(source, at) && (!whole || (!wordChar(lower[at - 1]) && !wordChar(lower[at + source.length]))),
+    );
+    if (match === undefined) at++;
+    else {
+      if (!found.some(([, target]) => target === match.entry[1])) found.push(match.entry);
+      at += match.source.length;
+    }
+  }
+  return found;
+}
+
+describe('termsFor against its meaning', () => {
+  // Few characters, so that terms overlap, nest, repeat in other cases and sit at word edges.
+  const char = fc.constantFrom('a', 'b', 'A', ' ', '.', '-', '_', '1', '东', '京', 'é', 'İ', '😀', "'");
+  const string = (maxLength: number) => fc.array(char, { minLength: 1, maxLength }).map((c) => c.join(''));
+
+  it('property: the same terms, in the same order, as trying every term at every place', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.tuple(string(4), fc.constantFrom('X', 'Y', 'Z', 'W')), {
+          minLength: 1,
+          maxLength: 8,
+          selector: ([source]) => source.trim(),
+        }),
+        fc.array(string(6), { maxLength: 4 }),
+        (pairs, sentences) => {
+          fc.pre(pairs.every(([source]) => source.trim() !== ''));
+          const entries = glossaryEntries(pairs);
+          // Each sentence alone, and followed by every term, so that most terms occur.
+          for (const sentence of sentences.flatMap((s) => [s, `${s} ${pairs.map(([source]) => source).join(' ')}`])) {
+            expect(termsFor(sentence, entries)).toEqual(naiveTermsFor(sentence, entries));
+          }
+        },
+      ),
+      { numRuns: 2_000 },
+    );
   });
 });
