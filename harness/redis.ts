@@ -20,7 +20,7 @@ export async function startRedisServer(): Promise<{ server: ChildProcess; url: s
   await until('redis-server to answer', async () => {
     const probe = new RedisUsageStore(url);
     try {
-      await probe.usage('probe');
+      await probe.usages(['probe']);
       return true;
     } catch {
       return false;

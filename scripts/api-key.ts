@@ -4,6 +4,9 @@
  *
  *     node --import tsx scripts/api-key.ts <id> [--requests-per-second N] [--characters-per-period N]
  *                                               [--period-s N] [--character-quota N]
+ *                                               [--max-documents N] [--max-glossaries N] [--admin]
+ *
+ * `--admin` makes a key that may read every key's use (`GET /metrics`, the status page's key table).
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -16,6 +19,9 @@ const { values, positionals } = parseArgs({
     'characters-per-period': { type: 'string' },
     'period-s': { type: 'string' },
     'character-quota': { type: 'string' },
+    'max-documents': { type: 'string' },
+    'max-glossaries': { type: 'string' },
+    admin: { type: 'boolean' },
   },
 });
 const id = positionals[0];
@@ -24,7 +30,7 @@ if (id === undefined) {
   process.exit(2);
 }
 const key = randomBytes(24).toString('base64url');
-const entry: Record<string, string | number> = { id, sha256: hashKey(key) };
+const entry: Record<string, string | number | boolean> = { id, sha256: hashKey(key) };
 for (const [option, value] of Object.entries(values))
-  if (value !== undefined) entry[option.replaceAll('-', '_')] = Number(value);
+  if (value !== undefined) entry[option.replaceAll('-', '_')] = typeof value === 'boolean' ? value : Number(value);
 process.stdout.write(`key: ${key}\nentry: ${JSON.stringify(entry)}\n`);

@@ -15,15 +15,19 @@
 import { mkdirSync } from 'node:fs';
 import { open, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Admission, ApiKey, KeyUsage } from './api-access.js';
-import { decide, EMPTY_STATE, type KeyState, type UsageStore } from './usage-store.js';
+import type { Admission, ApiKey, Charge, KeyUsage } from './api-access.js';
+import { decide, EMPTY_STATE, type KeyState, refunded, type UsageStore } from './usage-store.js';
 
 /** A lock older than this was left by a holder that died. */
 const STALE_LOCK_MS = 5_000;
 /** The longest wait for the lock before giving up, ms. */
 const LOCK_TIMEOUT_MS = 10_000;
 
-type UsageFile = Record<string, KeyState>;
+/**
+ * `usage.json` by key id. A Map, never a plain object: a key id is any name the key file allows, `__proto__` included,
+ * and a plain object would take that one as its prototype instead of counting it.
+ */
+type Usage = Map<string, KeyState>;
 
 export class FileUsageStore implements UsageStore {
   readonly #file: string;
@@ -37,36 +41,59 @@ export class FileUsageStore implements UsageStore {
     this.#lock = path.join(dir, 'usage.lock');
   }
 
-  admit(key: ApiKey, characters: number, nowMs: number): Promise<Admission> {
+  admit(key: ApiKey, characters: number | null, nowMs: number): Promise<Admission> {
     return this.#locked(async () => {
       const usage = await this.#read();
-      const { admission, state } = decide(usage[key.id] ?? EMPTY_STATE, key, characters, nowMs);
+      const { admission, state } = decide(usage.get(key.id) ?? EMPTY_STATE, key, characters, nowMs);
       if (admission.ok) {
-        usage[key.id] = state;
-        const tmp = `${this.#file}.${process.pid}.tmp`;
-        await writeFile(tmp, JSON.stringify(usage));
-        await rename(tmp, this.#file);
+        usage.set(key.id, state);
+        await this.#write(usage);
       }
       return admission;
     });
   }
 
-  async usage(keyId: string): Promise<KeyUsage> {
-    const state = (await this.#read())[keyId] ?? EMPTY_STATE;
-    return { characters: state.characters, requests: state.requests };
+  refund(key: ApiKey, charge: Charge): Promise<void> {
+    return this.#locked(async () => {
+      const usage = await this.#read();
+      const state = usage.get(key.id);
+      if (state === undefined) return;
+      usage.set(key.id, refunded(state, charge));
+      await this.#write(usage);
+    });
+  }
+
+  async usages(keyIds: readonly string[]): Promise<Map<string, KeyUsage>> {
+    const usage = await this.#read();
+    return new Map(
+      keyIds.map((id) => {
+        const state = usage.get(id) ?? EMPTY_STATE;
+        return [id, { characters: state.characters, requests: state.requests }];
+      }),
+    );
   }
 
   close(): Promise<void> {
     return Promise.resolve();
   }
 
-  async #read(): Promise<UsageFile> {
+  async #read(): Promise<Usage> {
+    let text: string;
     try {
-      return JSON.parse(await readFile(this.#file, 'utf8')) as UsageFile;
+      text = await readFile(this.#file, 'utf8');
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
       throw err;
     }
+    // JSON.parse defines `__proto__` as an own property, which Object.entries lists like any other id.
+    return new Map(Object.entries(JSON.parse(text) as Record<string, KeyState>));
+  }
+
+  async #write(usage: Usage): Promise<void> {
+    const tmp = `${this.#file}.${process.pid}.tmp`;
+    // Object.fromEntries defines each id as an own property, `__proto__` too, and JSON.stringify writes them all.
+    await writeFile(tmp, JSON.stringify(Object.fromEntries(usage)));
+    await rename(tmp, this.#file);
   }
 
   #locked<T>(run: () => Promise<T>): Promise<T> {

@@ -8,9 +8,12 @@
  * A key file:
  * ```json
  * {"keys": [{"id": "team-a", "sha256": "<hex of the key>", "requests_per_second": 10,
- *            "characters_per_period": 100000, "period_s": 60, "character_quota": 5000000}]}
+ *            "characters_per_period": 100000, "period_s": 60, "character_quota": 5000000,
+ *            "max_documents": 100, "max_glossaries": 100, "admin": false}]}
  * ```
- * `id` names the key in logs and usage (never the key itself); every limit is optional (absent: unlimited).
+ * `id` names the key in logs and usage (never the key itself); every limit is optional (absent: unlimited, but for
+ * documents and glossaries, which default to their share of the server's: api-access.ts). An `admin` key may read
+ * every key's use (`GET /metrics`, `/status.json`).
  * `scripts/api-key.ts` makes a key and prints its entry.
  */
 import { createHash } from 'node:crypto';
@@ -29,6 +32,9 @@ const entrySchema = z.object({
   characters_per_period: positive.optional(),
   period_s: positive.optional(),
   character_quota: positive.optional(),
+  admin: z.boolean().optional(),
+  max_documents: positive.optional(),
+  max_glossaries: positive.optional(),
 });
 const fileSchema = z.union([z.object({ keys: z.array(entrySchema) }), entrySchema]);
 
@@ -120,6 +126,9 @@ export class KeyRing {
           charactersPerPeriod: entry.characters_per_period,
           periodS: entry.period_s ?? 60,
           characterQuota: entry.character_quota,
+          admin: entry.admin ?? false,
+          maxDocuments: entry.max_documents,
+          maxGlossaries: entry.max_glossaries,
         });
       }
     }

@@ -3,7 +3,7 @@
  * call, counted across every router instance) behind the one `ApiAccess` the DeepL and LibreTranslate rooms ask.
  */
 import type { Logger } from '../../common/logger.js';
-import type { Admission, ApiAccess, ApiKey, KeyCheck, KeyReport, KeyUsage } from './api-access.js';
+import type { Admission, ApiAccess, ApiKey, Charge, KeyCheck, KeyReport, KeyUsage } from './api-access.js';
 import { FileUsageStore } from './file-usage-store.js';
 import { KeyRing } from './key-ring.js';
 import { RedisUsageStore } from './redis-usage-store.js';
@@ -34,25 +34,29 @@ export class KeyedAccess implements ApiAccess {
     return this.#ring.check(secret);
   }
 
-  admit(key: ApiKey, characters: number): Promise<Admission> {
+  admit(key: ApiKey, characters: number | null): Promise<Admission> {
     return this.#store.admit(key, characters, Date.now());
   }
 
-  usage(key: ApiKey): Promise<KeyUsage> {
-    return this.#store.usage(key.id);
+  refund(key: ApiKey, charge: Charge): Promise<void> {
+    return this.#store.refund(key, charge);
+  }
+
+  async usage(key: ApiKey): Promise<KeyUsage> {
+    return (await this.#store.usages([key.id])).get(key.id)!;
   }
 
   async report(): Promise<KeyReport[]> {
-    return Promise.all(
-      this.#ring.keys().map(async (key) => ({
-        id: key.id,
-        ...(await this.#store.usage(key.id)),
-        requestsPerSecond: key.requestsPerSecond ?? null,
-        charactersPerPeriod: key.charactersPerPeriod ?? null,
-        periodS: key.periodS,
-        characterQuota: key.characterQuota ?? null,
-      })),
-    );
+    const keys = this.#ring.keys();
+    const usages = await this.#store.usages(keys.map((key) => key.id));
+    return keys.map((key) => ({
+      id: key.id,
+      ...usages.get(key.id)!,
+      requestsPerSecond: key.requestsPerSecond ?? null,
+      charactersPerPeriod: key.charactersPerPeriod ?? null,
+      periodS: key.periodS,
+      characterQuota: key.characterQuota ?? null,
+    }));
   }
 
   close(): Promise<void> {

@@ -8,7 +8,7 @@
  * Stores: ./file-usage-store.ts (one machine, no service: a file all instances lock in turn) and
  * ./redis-usage-store.ts (several machines: Redis or Valkey).
  */
-import type { Admission, ApiKey, KeyUsage } from './api-access.js';
+import type { Admission, ApiKey, Charge, KeyUsage } from './api-access.js';
 
 /** What a store keeps per key id. */
 export interface KeyState {
@@ -24,9 +24,15 @@ export interface KeyState {
 }
 
 export interface UsageStore {
-  /** Decides on one request of `characters` for `key` at `nowMs` and counts it when admitted. */
-  admit(key: ApiKey, characters: number, nowMs: number): Promise<Admission>;
-  usage(keyId: string): Promise<KeyUsage>;
+  /**
+   * Decides on one request of `characters` for `key` at `nowMs` and counts it when admitted (`characters` null: a
+   * call that translates nothing, ApiAccess `admit`).
+   */
+  admit(key: ApiKey, characters: number | null, nowMs: number): Promise<Admission>;
+  /** Gives back an admitted request's characters (ApiAccess `refund`). */
+  refund(key: ApiKey, charge: Charge): Promise<void>;
+  /** The use of each key id asked (none counted yet: zeros), read from the store once whatever their number. */
+  usages(keyIds: readonly string[]): Promise<Map<string, KeyUsage>>;
   close(): Promise<void>;
 }
 
@@ -39,20 +45,26 @@ export const EMPTY_STATE: KeyState = {
   periodCharacters: 0,
 };
 
-/** The decision on one request, and the state after it (unchanged when refused). */
+/**
+ * The decision on one request, and the state after it (unchanged when refused). A translation (`characters` a
+ * number) is refused once the quota is used up, however few characters it has: a key that has spent its quota gets
+ * nothing translated, not even an empty file. A call that translates nothing (`characters` null) passes the quota.
+ */
 export function decide(
   state: KeyState,
   key: ApiKey,
-  characters: number,
+  request: number | null,
   nowMs: number,
 ): { admission: Admission; state: KeyState } {
+  const characters = request ?? 0;
   const second = Math.floor(nowMs / 1000);
   const periodMs = key.periodS * 1000;
   const period = Math.floor(nowMs / periodMs);
   const secondRequests = state.second === second ? state.secondRequests : 0;
   const periodCharacters = state.period === period ? state.periodCharacters : 0;
-  if (key.characterQuota !== undefined && state.characters + characters > key.characterQuota)
-    return { admission: { ok: false, reason: 'quota', limit: key.characterQuota }, state };
+  const quota = key.characterQuota;
+  if (quota !== undefined && (state.characters + characters > quota || (request !== null && state.characters >= quota)))
+    return { admission: { ok: false, reason: 'quota', limit: quota }, state };
   if (key.requestsPerSecond !== undefined && secondRequests + 1 > key.requestsPerSecond)
     return {
       admission: {
@@ -74,7 +86,7 @@ export function decide(
       state,
     };
   return {
-    admission: { ok: true },
+    admission: { ok: true, charge: { characters, period } },
     state: {
       requests: state.requests + 1,
       characters: state.characters + characters,
@@ -83,5 +95,15 @@ export function decide(
       period,
       periodCharacters: periodCharacters + characters,
     },
+  };
+}
+
+/** The state after giving back `charge` (ApiAccess `refund`): its characters, from their period while it is current. */
+export function refunded(state: KeyState, charge: Charge): KeyState {
+  return {
+    ...state,
+    characters: Math.max(0, state.characters - charge.characters),
+    periodCharacters:
+      state.period === charge.period ? Math.max(0, state.periodCharacters - charge.characters) : state.periodCharacters,
   };
 }
