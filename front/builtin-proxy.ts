@@ -53,7 +53,17 @@ const CLIENT_KEEP_ALIVE_MS = 75_000;
 /** After a refusal, how long the rest of a body may take between two reads, and in all (nginx's lingering_*). */
 const LINGER_IDLE_MS = 5_000;
 const LINGER_MAX_MS = 30_000;
-const FORWARDED_HEADERS = ['x-forwarded-for', 'x-forwarded-port', 'x-forwarded-proto', 'x-forwarded-host'];
+/**
+ * X-Forwarded-* as nginx sends them: the client's X-Forwarded-For is kept and the client's address appended
+ * (`$proxy_add_x_forwarded_for`); the others are the front's alone (nginx sets `$scheme`, `$http_host`), so a client's
+ * own X-Forwarded-Host, -Proto or -Port never reaches the router. http-proxy (`xfwd`) fills those it finds unset.
+ */
+const forwardedOf = (req: IncomingMessage): Attempt['forwarded'] => ({
+  'x-forwarded-for': req.headers['x-forwarded-for'],
+  'x-forwarded-port': undefined,
+  'x-forwarded-proto': undefined,
+  'x-forwarded-host': undefined,
+});
 
 interface Attempt {
   body: Buffer;
@@ -61,7 +71,7 @@ interface Attempt {
   timedOut: boolean;
   /** The client closed its connection before its answer was complete: nothing more is sent for it. */
   clientGone: boolean;
-  /** The client's own X-Forwarded-* headers: http-proxy appends to them in place, a resend starts over. */
+  /** The X-Forwarded-* headers each try starts from (`forwardedOf`): http-proxy appends to them in place. */
   forwarded: Record<string, string | string[] | undefined>;
 }
 
@@ -128,13 +138,12 @@ export function createBuiltinProxy(config: BuiltinProxyConfig, deps: { logger: L
     });
     req.on('end', () => {
       if (res.headersSent || res.writableEnded) return;
-      const forwarded = Object.fromEntries(FORWARDED_HEADERS.map((h) => [h, req.headers[h]]));
       const attempt: Attempt = {
         body: Buffer.concat(chunks),
         tries: 0,
         timedOut: false,
         clientGone: false,
-        forwarded,
+        forwarded: forwardedOf(req),
       };
       attempts.set(req, attempt);
       // The body goes whole, with its exact length; the client's Expect: 100-continue was answered here.

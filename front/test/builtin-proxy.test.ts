@@ -82,6 +82,38 @@ describe('built-in front proxy', () => {
     expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
   });
 
+  it("sends its own X-Forwarded-Host and -Proto, never a client's, and appends to the client's X-Forwarded-For", async () => {
+    const reply = await new Promise<Reply>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port: front.port,
+          path: '/',
+          method: 'POST',
+          headers: {
+            host: 'mt.example:7777',
+            'x-forwarded-host': 'evil.example/steal?x=',
+            'x-forwarded-proto': 'https',
+            'x-forwarded-port': '1',
+            'x-forwarded-for': '203.0.113.9',
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (d: Buffer) => (text += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.end('{}');
+    });
+    const { headers } = JSON.parse(reply.body) as { headers: http.IncomingHttpHeaders };
+    expect(headers['x-forwarded-host']).toBe('mt.example:7777');
+    expect(headers['x-forwarded-proto']).toBe('http');
+    expect(headers['x-forwarded-port']).toBe('7777'); // http-proxy takes it from the Host received
+    expect(headers['x-forwarded-for']).toBe('203.0.113.9,127.0.0.1');
+  });
+
   it('answers 413 for a streamed body over the limit, without forwarding it', async () => {
     const before = router.received.length;
     const reply = await send(front.port, '/', [Buffer.alloc(1500, 'a'), Buffer.alloc(1500, 'b')]);
