@@ -129,6 +129,17 @@ export interface RouterConfig {
   usageStore: { kind: 'file'; dir: string } | { kind: 'redis'; url: string };
   /** USAGE_STORE_SERVER: pm2 runs redis-server (or valkey-server) for a redis:// USAGE_STORE on this machine. */
   usageStoreServer: boolean;
+  /**
+   * NATIVE_API_OPEN: with keys on, `POST /` still translates without a key, uncounted (the DeepL and LibreTranslate
+   * APIs always need one). Off by default: with keys on every translation route needs a key and counts against it.
+   */
+  nativeApiOpen: boolean;
+  /**
+   * PUBLIC_URL: the base URL clients reach the public port at (no trailing slash), for the URLs the router hands
+   * out (LibreTranslate's `translatedFileUrl`); never taken from a request's headers. Default
+   * `http://localhost:<FRONT_ADDRESS port>` (its host instead when it is not a wildcard).
+   */
+  publicUrl: string;
   /** CACHE_DISCLOSE (or LOG_LEVEL=debug): the public `/status.json` keeps the cache's counters (else removed). */
   cacheDisclose: boolean;
 }
@@ -159,6 +170,10 @@ const url = (a: Address) => `http://${a.host.includes(':') ? `[${a.host}]` : a.h
 /** Where a client on this host reaches a server bound to `a` (a wildcard bind is reached on loopback). */
 export const localUrl = (a: Address): string =>
   url({ ...a, host: a.host === '0.0.0.0' ? '127.0.0.1' : a.host === '::' ? '::1' : a.host });
+
+/** Where a client on this host reaches the front bound to `a`: `localhost` for a wildcard bind. */
+const frontUrl = (a: Address): string =>
+  a.host === '0.0.0.0' || a.host === '::' ? `http://localhost:${a.port}` : url(a);
 
 /**
  * Validate `env` (variables not set take their defaults) into a frozen Config.
@@ -237,6 +252,8 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
         ? { kind: 'redis', url: e.USAGE_STORE }
         : { kind: 'file', dir: e.USAGE_STORE === '' ? path.join(abs(e.RUN_DIR), 'usage') : abs(e.USAGE_STORE) },
       usageStoreServer: e.USAGE_STORE_SERVER,
+      nativeApiOpen: e.NATIVE_API_OPEN,
+      publicUrl: e.PUBLIC_URL === '' ? frontUrl(e.FRONT_ADDRESS) : e.PUBLIC_URL,
       cacheDisclose: e.CACHE_DISCLOSE || e.LOG_LEVEL === 'debug',
     },
     front: {

@@ -27,6 +27,7 @@ export const ERRORS = {
     'InvalidKeyException',
     'Token Authorization failed. Token either incorrect, expired, or not provided correctly',
   ),
+  KEY_QUOTA_EXCEEDED: entry(403, 'QuotaExceededException', "The API key's character quota is used up."),
   RESOURCE_NOT_FOUND: entry(
     404,
     'ResourceNotFoundException',
@@ -46,6 +47,7 @@ export const ERRORS = {
     'ServiceUnavailableException',
     'Model is overloaded: the expected wait exceeds the queue budget, retry later.',
   ),
+  KEY_RATE_LIMITED: entry(429, 'TooManyRequestsException', 'Too many requests for this API key, retry later.'),
   PAYLOAD_TOO_LARGE: entry(413, 'RequestEntityTooLargeException', 'Request body is too large.'),
   UNSUPPORTED_MEDIA_TYPE: entry(415, 'UnsupportedMediaTypeException', 'Content-Type must be application/json.'),
   INTERNAL: entry(500, 'InternalServerException', 'Internal server error.'),

@@ -6,8 +6,9 @@
  * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
  * `GET /status.json` its figures (router/status.ts), when a status source is given · DeepL's `/v2/…` and
  * LibreTranslate's `/translate`, `/languages`, `/detect`, `/frontend/settings` (router/apis/, with API keys from
- * router/keys/; with keys on, `GET /metrics` their use by key id, also in `/status.json`). Anything else: TorchServe's
- * 404/405 JSON.
+ * router/keys/). With keys on, `POST /` needs a key too (`Authorization: Bearer <key>`) and counts against it, unless
+ * `nativeApiOpen`; the keys' use by key id (`GET /metrics`, `apiKeys` in `/status.json`) is answered to an admin key
+ * only. Anything else: TorchServe's 404/405 JSON.
  */
 import { Hono, type Context } from 'hono';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
@@ -20,6 +21,8 @@ import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
 import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
+import { admitKey, billedOnSuccess, isAdmin, requireKey } from './keys/request-key.js';
+import { characterCount } from './apis/translate-texts.js';
 import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
@@ -38,6 +41,13 @@ export interface RouterAppConfig {
   healthTimeoutMs?: number;
   /** The model server's MAX_REQUEST_CHARS, which LibreTranslate's clients are told as their character limit. */
   maxRequestChars?: number;
+  /** NATIVE_API_OPEN: with keys on, `POST /` takes requests without a key, uncounted. Default false. */
+  nativeApiOpen?: boolean;
+  /**
+   * PUBLIC_URL: the base URL clients reach the public port at, for the download URLs handed out. Default: the
+   * request's own origin (in-process tests); `main.ts` always gives it.
+   */
+  publicUrl?: string;
 }
 
 export interface RouterAppDeps {
@@ -78,7 +88,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const line = {
       reqId: requestId,
       method: c.req.method,
-      path: c.req.path,
+      path: loggedPath(c.req.path),
       status: c.res.status,
       ms: Math.round((performance.now() - startedAt) * 10) / 10,
       tgt_lang: c.get('tgtLang'),
@@ -110,9 +120,12 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     throw new ServeError('RESOURCE_NOT_FOUND');
   });
 
+  const nativeKeys = config.nativeApiOpen === true ? undefined : deps.access;
   app.post('/', async (c) => {
     // The size first, as nginx and the front do: an oversized body is a 413 whatever its content type.
     const bytes = await readBody(c, config.maxBodyBytes, tooLarge);
+    const key = nativeKeys === undefined ? undefined : requireKey(nativeKeys, requestHeader(c, 'authorization'));
+    if (key !== undefined) c.set('keyId', key.id);
     const contentType = requestHeader(c, 'content-type');
     if (!acceptsContentType(contentType)) {
       throw new ServeError(
@@ -128,7 +141,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const { tgt_lang: tgtLang, ...body } = input;
     if (body.glossary_id !== undefined && deps.glossaries !== undefined) {
       // Sent inline, so that whichever model server serves the language applies it (router/glossaries.ts).
-      const glossary = await deps.glossaries.resolve(body.glossary_id, undefined);
+      const glossary = await deps.glossaries.resolve(body.glossary_id, key?.id);
       if (glossary === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id "${body.glossary_id}".`);
       const wrongSource = body.src_lang !== AUTO_LANGUAGE && body.src_lang !== glossary.info.source_lang;
       if (glossary.info.target_lang !== tgtLang || wrongSource) {
@@ -140,13 +153,21 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       delete body.glossary_id;
       body.glossary = glossary.entries;
     }
-    const reply = await upstream.translate({
-      tgtLang,
-      body,
-      requestId,
-      cacheControl: requestHeader(c, 'cache-control'),
-      signal: c.req.raw.signal,
-    });
+    const translate = () =>
+      upstream.translate({
+        tgtLang,
+        body,
+        requestId,
+        cacheControl: requestHeader(c, 'cache-control'),
+        signal: c.req.raw.signal,
+      });
+    const charged = key &&
+      nativeKeys && {
+        access: nativeKeys,
+        key,
+        charge: await admitKey(nativeKeys, key, characterCount([body.src_text].flat())),
+      };
+    const reply = await billedOnSuccess(charged, translate, logger);
     c.set('upstreamHeaders', reply.headers);
     // A byte body and a plain header object: @hono/node-server writes this straight to the socket.
     return new Response(reply.body, {
@@ -163,6 +184,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     access: deps.access,
     logger,
     maxRequestChars: config.maxRequestChars,
+    publicUrl: config.publicUrl,
     glossaries: deps.glossaries,
     documents: deps.documents,
   };
@@ -181,6 +203,11 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   const { status, access } = deps;
   if (access !== undefined) {
     app.get('/metrics', async (c) => {
+      if (!isAdmin(access, requestHeader(c, 'authorization')))
+        throw new ServeError(
+          'UNAUTHORIZED',
+          "The API keys' use is shown to an admin key: Authorization: Bearer <key>.",
+        );
       const text = keyMetricsText(await access.report());
       return c.text(text, 200, { 'content-type': 'text/plain; version=0.0.4', 'x-request-id': c.get('requestId') });
     });
@@ -191,7 +218,9 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     );
     app.get('/status.json', async (c) => {
       const document = await status.read();
-      const body = access === undefined ? document : statusWithKeys(document, await access.report());
+      // Every key's id and use, to an admin key only: the page is public.
+      const admin = access !== undefined && isAdmin(access, requestHeader(c, 'authorization'));
+      const body = admin ? statusWithKeys(document, await access.report()) : document;
       return new Response(body, {
         status: 200,
         headers: {
@@ -236,6 +265,11 @@ async function readBody(c: Context<Env>, maxBytes: number, tooLarge: () => Serve
     return new Uint8Array(await c.req.arrayBuffer());
   }
   return readCapped(c.req.raw.body, maxBytes, tooLarge);
+}
+
+/** A request's path as logged: a download URL's key (LibreTranslate's, its only credential) left out. */
+function loggedPath(path: string): string {
+  return path.replace(/^(\/download_file\/[^/.]+\.)[^/.]+/, '$1redacted');
 }
 
 /** Strict UTF-8, then JSON; each failure is the client's 400 with what went wrong. */

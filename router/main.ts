@@ -114,6 +114,8 @@ const app = createRouterApp(
     languages,
     logBodies: router.logBodies,
     maxRequestChars: config.modelServer.maxRequestChars,
+    nativeApiOpen: router.nativeApiOpen,
+    publicUrl: router.publicUrl,
   },
   {
     upstream,

@@ -1,6 +1,7 @@
 /**
  * @module router/status-page-script — the status page's inline script (router/status-page.ts): it polls
- * `/status.json`, fills the cards and tables, and draws the SVG charts from the document's `history`.
+ * `/status.json` (with the admin key given as `#key=…`, for the API keys' table), fills the cards and tables, and
+ * draws the SVG charts from the document's `history`.
  */
 export const STATUS_PAGE_SCRIPT = `(function () {
   "use strict";
@@ -240,8 +241,14 @@ export const STATUS_PAGE_SCRIPT = `(function () {
     state.textContent = text;
   }
 
+  // The API keys' table is answered to an admin key only. One given after "#key=" in the page's address is sent with
+  // each poll: the fragment never leaves the browser, so it is in no URL a server or proxy logs.
+  var adminKey = /(?:^#|&)key=([^&]+)/.exec(location.hash);
+  var headers = { accept: "application/json" };
+  if (adminKey) headers.authorization = "Bearer " + decodeURIComponent(adminKey[1]);
+
   function poll() {
-    fetch("/status.json", { cache: "no-store", headers: { accept: "application/json" } })
+    fetch("/status.json", { cache: "no-store", headers: headers })
       .then(function (res) {
         if (!res.ok) return res.json().then(function (e) { throw new Error(e.message || ("HTTP " + res.status)); });
         return res.json();

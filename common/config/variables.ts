@@ -117,6 +117,17 @@ const VARIABLES = {
     }),
   ],
   USAGE_STORE_SERVER: ['false', bool],
+  NATIVE_API_OPEN: ['false', bool],
+  PUBLIC_URL: [
+    '',
+    z
+      .string()
+      .trim()
+      .refine((v) => v === '' || /^https?:\/\/[^/?#\s]+(\/[^?#\s]*)?$/.test(v), {
+        error: 'must be empty or an http(s) URL without query or fragment, e.g. https://mt.example.com',
+      })
+      .transform((v) => v.replace(/\/+$/, '')),
+  ],
   // the front (FrontConfig)
   FRONT_ADDRESS: ['http://0.0.0.0:7777', address],
   FRONT: ['auto', z.enum(['auto', 'nginx', 'builtin'])],

@@ -5,7 +5,7 @@
 import type { Context } from 'hono';
 import type { ServeError } from '../../common/errors.js';
 import type { RouterEnv } from '../router-env.js';
-import type { ApiKey } from '../keys/api-access.js';
+import type { ApiKey, Charge } from '../keys/api-access.js';
 import { apiAnswerer, ApiAnswerError, type ApiContext, type Params, readParams } from './translate-texts.js';
 
 /** DeepL's answer: a status and `{"message"}`. */
@@ -41,10 +41,13 @@ export function authorize(c: Context<RouterEnv>, params: Params, context: ApiCon
   return check.key;
 }
 
-/** Admits a request's characters under its key's limits. @throws DeepLError 456 (quota), 429 (rate) */
-export async function admit(context: ApiContext, key: ApiKey, characters: number): Promise<void> {
+/**
+ * Admits a request under its key's limits: a translation of `characters`, or (null) a call that translates nothing
+ * (ApiAccess `admit`). Returns what it was counted. @throws DeepLError 456 (quota), 429 (rate)
+ */
+export async function admit(context: ApiContext, key: ApiKey, characters: number | null): Promise<Charge> {
   const admission = await context.access!.admit(key, characters);
-  if (admission.ok) return;
+  if (admission.ok) return admission.charge;
   throw admission.reason === 'quota'
     ? new DeepLError(456, 'Quota Exceeded')
     : new DeepLError(429, 'Too many requests', admission.retryAfterS);

@@ -4,7 +4,8 @@
  * (multipart: `file`, `target_lang`, and `source_lang`, `filename`, `output_format`, `glossary_id`, `formality`),
  * `POST|GET /v2/document/{id}` and `POST|GET /v2/document/{id}/result` with the `document_key` the upload answered.
  * The file types: .txt, .htm/.html, .srt and .vtt; DeepL's own list has these but .vtt, plus Office and PDF files,
- * which are refused here. As DeepL does, a result is removed once downloaded.
+ * which are refused here. As DeepL does, a result is removed once downloaded. Every call names the document by its id
+ * and `document_key` (and, keys on, the API key that uploaded it); an upload is billed once it has its slot.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context, Hono } from 'hono';
@@ -12,7 +13,7 @@ import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { translationPair } from './deepl-glossaries.js';
-import { checkFilename, DOCUMENT_TYPES, documentType, download, readDocument } from './document-files.js';
+import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf, readDocument } from './document-files.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
 
 /**
@@ -60,8 +61,10 @@ export function mountDocuments(
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
       const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
-      if (key !== undefined) await admit(context, key, characterCount([text]));
-      const made = documents.submit({ text, bom, filename, srcLang, tgtLang, glossary, owner: key?.id });
+      const made = await documents.submit(
+        { text, bom, filename, srcLang, tgtLang, glossary, api: 'deepl', owner: key && ownerOf(key) },
+        key && (() => admit(context, key, characterCount([text])).then(() => {})),
+      );
       await Promise.race([documents.settled(made.id), sleep(UPLOAD_WAIT_MS)]);
       return { document_id: made.id, document_key: made.key };
     }),
@@ -74,14 +77,15 @@ export function mountDocuments(
     const documentKey = param(params, 'document_key');
     if (documentKey === undefined || documentKey === '')
       throw new DeepLError(400, "Parameter 'document_key' not specified.");
-    const view = jobs().view(c.req.param('id') ?? '', documentKey, key?.id);
+    const given = { key: documentKey, owner: key?.id };
+    const view = jobs().view(c.req.param('id') ?? '', given);
     if (view === undefined) throw new DeepLError(404, 'Document not found');
-    return view;
+    return { view, given };
   };
 
   const status = (c: Context<RouterEnv>) =>
     answer(context, c, async () => {
-      const view = await documentOf(c);
+      const { view } = await documentOf(c);
       return {
         document_id: view.id,
         status: view.state,
@@ -94,10 +98,10 @@ export function mountDocuments(
 
   const result = (c: Context<RouterEnv>) =>
     answer(context, c, async () => {
-      const view = await documentOf(c);
+      const { view, given } = await documentOf(c);
       if (view.state === 'error') throw new DeepLError(400, `Document translation failed: ${view.error!.message}`);
       // DeepL's 503 here is what its clients read as "not ready yet", not as an outage.
-      const file = view.state === 'done' ? jobs().result(view.id) : undefined;
+      const file = view.state === 'done' ? jobs().result(view.id, given) : undefined;
       if (file === undefined) throw new DeepLError(503, 'Document not ready');
       jobs().remove(view.id);
       return download(file.bytes, file.filename, c.get('requestId'));

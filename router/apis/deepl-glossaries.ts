@@ -1,13 +1,15 @@
 /**
  * @module router/apis/deepl-glossaries — DeepL's glossary API (`/v2/glossaries`, `/v2/glossary-language-pairs`)
- * over the model servers' glossaries (router/glossaries.ts), and the glossary a translation names.
+ * over the model servers' glossaries (router/glossaries.ts), and the glossary a translation names. With keys on,
+ * every call counts against its key's requests per second (a call that translates nothing), and a key keeps at most
+ * its `maxGlossaries` (DeepL's 456 past them), so that no key takes every slot of a model server.
  */
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
-import type { ApiKey } from '../keys/api-access.js';
+import { type ApiKey, DEFAULT_MAX_GLOSSARIES } from '../keys/api-access.js';
 import type { DeepLLanguages } from './deepl-languages.js';
-import { answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
+import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { type ApiContext, param, type Params } from './translate-texts.js';
 
 /** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
@@ -17,11 +19,17 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
     return context.glossaries;
   };
   const notFound = () => new DeepLError(404, 'Glossary not found');
+  /** The key of a glossary call, counted as one (undefined: keys off). */
+  const caller = async (c: Context<RouterEnv>, params: Params) => {
+    const key = authorize(c, params, context);
+    if (key !== undefined) await admit(context, key, null);
+    return key;
+  };
 
   app.post('/v2/glossaries', (c) =>
     answer(context, c, async () => {
       const params = await requestParams(c, context);
-      const owner = authorize(c, params, context)?.id;
+      const key = await caller(c, params);
       const field = (name: string) => {
         const value = param(params, name);
         if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${name}' not specified.`);
@@ -35,9 +43,15 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
       if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
         throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
       }
+      if (key !== undefined) {
+        const most = key.maxGlossaries ?? DEFAULT_MAX_GLOSSARIES;
+        // Counted across the model servers as they list them: two creations at once may both pass the last slot.
+        if ((await client().list(key.id)).length >= most)
+          throw new DeepLError(456, `Quota Exceeded: this key keeps ${most} glossaries, the most it may.`);
+      }
       const info = await client().create(
         { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
-        owner,
+        key?.id,
       );
       const headers = { 'content-type': 'application/json', 'x-request-id': c.get('requestId') };
       return new Response(JSON.stringify(info), { status: 201, headers });
@@ -45,19 +59,19 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
   );
   app.get('/v2/glossaries', (c) =>
     answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const owner = (await caller(c, await requestParams(c, context)))?.id;
       return { glossaries: await client().list(owner) };
     }),
   );
   app.get('/v2/glossaries/:id', (c) =>
     answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const owner = (await caller(c, await requestParams(c, context)))?.id;
       return (await client().info(c.req.param('id'), owner)) ?? Promise.reject(notFound());
     }),
   );
   app.get('/v2/glossaries/:id/entries', (c) =>
     answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const owner = (await caller(c, await requestParams(c, context)))?.id;
       const accept = c.req.header('accept');
       if (accept !== undefined && !/text\/tab-separated-values|\*\/\*/.test(accept)) {
         throw new DeepLError(415, 'Unsupported Media Type');
@@ -72,14 +86,14 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
   );
   app.delete('/v2/glossaries/:id', (c) =>
     answer(context, c, async () => {
-      const owner = authorize(c, await requestParams(c, context), context)?.id;
+      const owner = (await caller(c, await requestParams(c, context)))?.id;
       if (!(await client().delete(c.req.param('id'), owner))) throw notFound();
       return new Response(null, { status: 204, headers: { 'x-request-id': c.get('requestId') } });
     }),
   );
   app.get('/v2/glossary-language-pairs', (c) =>
     answer(context, c, async () => {
-      authorize(c, await requestParams(c, context), context);
+      await caller(c, await requestParams(c, context));
       const codes = context.languages;
       return {
         supported_languages: codes.flatMap((s) =>

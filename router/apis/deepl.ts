@@ -15,6 +15,7 @@ import { deeplLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { mountDocuments } from './deepl-documents.js';
 import { mountGlossaries, translationPair } from './deepl-glossaries.js';
+import { billedOnSuccess } from '../keys/request-key.js';
 import { type ApiContext, characterCount, param, type Params, translateTexts } from './translate-texts.js';
 
 /** How `/v2/translate` treats one parameter. */
@@ -127,25 +128,29 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
       const { srcLang, tgtLang, glossary } = await translationPair(context, params, languages, key);
       c.set('tgtLang', tgtLang);
       c.set('texts', texts.length);
-      const characters = characterCount(texts);
-      if (key !== undefined) await admit(context, key, characters);
+      const charged = key && { access: context.access!, key, charge: await admit(context, key, characterCount(texts)) };
       const split = param(params, 'split_sentences') === '0' ? 'none' : undefined;
       const format = param(params, 'tag_handling') as 'html' | 'xml' | undefined;
       const ignoreTags = param(params, 'ignore_tags')
         ?.split(',')
         .map((tag) => tag.trim())
         .filter((tag) => tag !== '');
-      const reply = await translateTexts(context, {
-        texts,
-        ...(format === undefined ? {} : { format }),
-        ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
-        srcLang,
-        tgtLang,
-        ...(split === undefined ? {} : { split }),
-        ...(glossary === undefined ? {} : { glossary }),
-        requestId: c.get('requestId'),
-        signal: c.req.raw.signal,
-      });
+      const reply = await billedOnSuccess(
+        charged,
+        () =>
+          translateTexts(context, {
+            texts,
+            ...(format === undefined ? {} : { format }),
+            ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
+            srcLang,
+            tgtLang,
+            ...(split === undefined ? {} : { split }),
+            ...(glossary === undefined ? {} : { glossary }),
+            requestId: c.get('requestId'),
+            signal: c.req.raw.signal,
+          }),
+        context.logger,
+      );
       const billed = ['1', 'true'].includes(param(params, 'show_billed_characters') ?? '');
       return {
         translations: reply.translated.map((text, i) => ({

@@ -4,6 +4,7 @@
  */
 import { ServeError } from '../../common/errors.js';
 import { decodeUtf8 } from '../../common/strict-utf8.js';
+import { type ApiKey, DEFAULT_MAX_DOCUMENTS } from '../keys/api-access.js';
 import type { DocumentFormat } from './document-pieces.js';
 
 /** A file type this server translates: what the model server calls it, and what its result is sent as. */
@@ -20,6 +21,11 @@ export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
   srt: { format: 'srt', contentType: 'application/x-subrip; charset=utf-8' },
   vtt: { format: 'vtt', contentType: 'text/vtt; charset=utf-8' },
 };
+
+/** A document's owner as `DocumentJobs.submit` takes it: the API key, with its share of the folder. */
+export function ownerOf(key: ApiKey): { id: string; maxDocuments: number } {
+  return { id: key.id, maxDocuments: key.maxDocuments ?? DEFAULT_MAX_DOCUMENTS };
+}
 
 /** A file name's type, or undefined when it is not one translated here. */
 export function documentType(filename: string): DocumentType | undefined {

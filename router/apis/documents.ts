@@ -15,10 +15,16 @@
  * ```
  * `<id>.json` is replaced whole at each step and names the process running the job; an instance asked about a job
  * whose process has died takes it over. A document is removed when its result is fetched (DeepL) or `keepMs` after
- * its upload.
+ * its upload: a record past that is never served, and every instance sweeps the folder on a timer.
+ *
+ * Every call about a document gives its key (DeepL's `document_key`, LibreTranslate's download URL holds it), never
+ * its id alone: the id is in logs and request ids. With API keys on, a document belongs to the API key that uploaded
+ * it, which keeps at most its `maxDocuments` of the folder's `maxDocuments`, and is billed only once its document has
+ * its slot (`submit`'s `bill`): an upload refused for room costs nothing.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { readJsonFile, writeFileAtomic } from '../../common/atomic-file.js';
 import { ServeError, toServeError } from '../../common/errors.js';
@@ -35,6 +41,13 @@ interface DocumentRecord {
   keyHash: string;
   /** The API key id that uploaded it (keys on), which alone may ask about it. */
   owner: string | null;
+  /** The API that took it: only LibreTranslate's are downloaded by URL (`download`). Absent (older records): DeepL. */
+  api?: DocumentApi;
+  /**
+   * False while its upload is being billed: the document holds its slot but is no job yet, and nobody may see it
+   * or take it over. Absent (older records): admitted.
+   */
+  admitted?: boolean;
   filename: string;
   srcLang: string;
   tgtLang: string;
@@ -61,6 +74,8 @@ export interface DocumentView {
   error: { status: number; message: string } | null;
 }
 
+export type DocumentApi = 'deepl' | 'libretranslate';
+
 export interface DocumentUpload {
   /** The file's text (readDocument) and whether it had a byte order mark. */
   text: string;
@@ -70,7 +85,9 @@ export interface DocumentUpload {
   srcLang: string;
   tgtLang: string;
   glossary?: Record<string, string> | undefined;
-  owner?: string | undefined;
+  /** The API key uploading it (keys on): it alone may ask about the document, and keeps at most `maxDocuments`. */
+  owner?: { id: string; maxDocuments: number } | undefined;
+  api: DocumentApi;
 }
 
 /** What a job asks of the router's translation path: a `TextsRequest` of translate-texts.ts `translateTexts`. */
@@ -100,7 +117,14 @@ export interface DocumentJobsOptions {
   maxDocuments?: number;
 }
 
+/** What a document's key proves: that the caller is the one its upload answered (and, keys on, its API key). */
+export interface DocumentKey {
+  key: string;
+  owner: string | undefined;
+}
+
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** How often each instance removes expired documents: every minute, or `keepMs` when shorter (at least 100 ms). */
 const SWEEP_EVERY_MS = 60_000;
 
 const hash = (key: string) => createHash('sha256').update(key).digest('hex');
@@ -122,7 +146,7 @@ export class DocumentJobs {
   #accepting = true;
   /** Aborts the running jobs' requests when `close` has waited long enough. */
   readonly #closing = new AbortController();
-  #sweptMs = 0;
+  readonly #sweeper: NodeJS.Timeout;
 
   constructor(options: DocumentJobsOptions) {
     this.#dir = options.dir;
@@ -133,34 +157,47 @@ export class DocumentJobs {
     this.#concurrency = options.concurrency ?? 2;
     this.#maxDocuments = options.maxDocuments ?? 1000;
     mkdirSync(this.#dir, { recursive: true });
+    const sweepEveryMs = Math.max(100, Math.min(SWEEP_EVERY_MS, this.#keepMs));
+    this.#sweeper = setInterval(() => this.#sweep(), sweepEveryMs).unref();
   }
 
   /**
    * Keep a document and start translating it. Returns its id and the key every later call about it must give.
+   * `bill` counts it against its API key once it holds its slot; when `bill` throws, the document is dropped and
+   * its error passed on.
    * @throws ServeError SHUTTING_DOWN while closing, BAD_REQUEST for a file name over 255 characters, QUEUE_FULL
-   *   (+ Retry-After) when `maxDocuments` are kept
+   *   (+ Retry-After) when `maxDocuments` are kept, KEY_RATE_LIMITED (+ Retry-After) when its owner keeps its own
+   *   `maxDocuments`
    */
-  submit(upload: DocumentUpload): { id: string; key: string } {
+  async submit(upload: DocumentUpload, bill?: () => Promise<void>): Promise<{ id: string; key: string }> {
     if (!this.#accepting) throw new ServeError('SHUTTING_DOWN');
     checkFilename(upload.filename);
-    this.#sweep();
     if (this.#recordNames().length >= this.#maxDocuments) {
-      throw new ServeError(
-        'QUEUE_FULL',
-        `${this.#maxDocuments} documents are being translated or waiting to be fetched.`,
-        {
-          retryAfterS: 60,
-        },
-      );
+      this.#sweep();
+      if (this.#recordNames().length >= this.#maxDocuments)
+        throw new ServeError(
+          'QUEUE_FULL',
+          `${this.#maxDocuments} documents are being translated or waiting to be fetched.`,
+          { retryAfterS: 60 },
+        );
     }
+    const { owner } = upload;
+    if (owner !== undefined && (await this.#ownedBy(owner.id)) >= owner.maxDocuments)
+      throw new ServeError(
+        'KEY_RATE_LIMITED',
+        `API key "${owner.id}" keeps ${owner.maxDocuments} documents, the most it may: fetch them, or wait until they expire.`,
+        { retryAfterS: 60 },
+      );
     const id = randomUUID();
     const key = randomBytes(32).toString('hex');
     const now = Date.now();
     writeFileAtomic(this.#file(id, 'source'), upload.text);
-    this.#write({
+    const record: DocumentRecord = {
       id,
       keyHash: hash(key),
-      owner: upload.owner ?? null,
+      owner: owner?.id ?? null,
+      api: upload.api,
+      admitted: bill === undefined,
       filename: upload.filename,
       srcLang: upload.srcLang,
       tgtLang: upload.tgtLang,
@@ -172,30 +209,46 @@ export class DocumentJobs {
       pid: process.pid,
       createdMs: now,
       deadlineMs: now + this.#jobTimeoutMs,
-    });
+    };
+    this.#write(record);
+    if (bill !== undefined) {
+      try {
+        await bill();
+      } catch (err) {
+        this.remove(id);
+        throw err;
+      }
+      this.#write({ ...record, admitted: true });
+    }
     this.#enqueue(id);
     return { id, key };
   }
 
   /** The document, when `key` is its key and `owner` its uploader's key id; undefined otherwise. */
-  view(id: string, key: string, owner: string | undefined): DocumentView | undefined {
-    const record = this.#read(id);
-    if (record === undefined || (record.owner ?? undefined) !== owner) return undefined;
-    const given = Buffer.from(hash(key), 'hex');
-    if (!timingSafeEqual(given, Buffer.from(record.keyHash, 'hex'))) return undefined;
-    return this.#viewOf(record);
-  }
-
-  /** The document by its id alone, for a download URL whose id is its only credential (LibreTranslate's). */
-  viewById(id: string): DocumentView | undefined {
-    const record = this.#read(id);
+  view(id: string, given: DocumentKey): DocumentView | undefined {
+    const record = this.#owned(id, given);
     return record === undefined ? undefined : this.#viewOf(record);
   }
 
-  /** A translated document's file (its byte order mark back on it) and name; undefined when it has none. */
-  result(id: string): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
+  /**
+   * A LibreTranslate document's translated file, for its download URL (which holds its id and key: the key is its
+   * credential, as the URL is LibreTranslate's); undefined for any other document, or one not done.
+   */
+  download(id: string, key: string): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
     const record = this.#read(id);
-    if (record?.state !== 'done') return undefined;
+    if (record?.api !== 'libretranslate' || !keyMatches(record, key)) return undefined;
+    return this.#result(record);
+  }
+
+  /** A translated document's file (its byte order mark back on it) and name; undefined when it has none. */
+  result(id: string, given: DocumentKey): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
+    const record = this.#owned(id, given);
+    return record === undefined ? undefined : this.#result(record);
+  }
+
+  #result(record: DocumentRecord): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
+    const { id } = record;
+    if (record.state !== 'done') return undefined;
     try {
       const text = readFileSync(this.#file(id, 'result'));
       const bytes = new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
@@ -227,6 +280,7 @@ export class DocumentJobs {
    */
   async close(timeoutMs: number): Promise<void> {
     this.#accepting = false;
+    clearInterval(this.#sweeper);
     const timer = setTimeout(() => this.#closing.abort(), timeoutMs);
     try {
       // A waiting job starts as a running one ends (#pump): wait until none runs. Once aborted, each ends at once.
@@ -252,6 +306,33 @@ export class DocumentJobs {
     }
     const { id, filename, state, characters, error } = record;
     return { id, filename, state, characters, error };
+  }
+
+  /** The admitted record `given` is the key (and API key) of; undefined otherwise. */
+  #owned(id: string, given: DocumentKey): DocumentRecord | undefined {
+    const record = this.#read(id);
+    if (record === undefined || record.admitted === false || (record.owner ?? undefined) !== given.owner)
+      return undefined;
+    return keyMatches(record, given.key) ? record : undefined;
+  }
+
+  /** Documents kept for API key `owner` (read from the shared folder: every instance's count). */
+  async #ownedBy(owner: string): Promise<number> {
+    const owners = await Promise.all(
+      this.#recordNames().map(async (name) => {
+        try {
+          const record = JSON.parse(await readFile(path.join(this.#dir, name), 'utf8')) as DocumentRecord;
+          return this.#expired(record) ? null : record.owner;
+        } catch {
+          return null; // removed meanwhile
+        }
+      }),
+    );
+    return owners.filter((id) => id === owner).length;
+  }
+
+  #expired(record: DocumentRecord): boolean {
+    return Date.now() - record.createdMs > this.#keepMs;
   }
 
   #enqueue(id: string): void {
@@ -336,10 +417,15 @@ export class DocumentJobs {
     return path.join(this.#dir, `${id}.${part}`);
   }
 
+  /** The record of `id`; undefined when there is none, or it has expired (removed then, whenever the sweep runs). */
   #read(id: string): DocumentRecord | undefined {
     if (!ID.test(id)) return undefined;
     const read = readJsonFile(this.#file(id, 'json'));
-    return read.ok ? (read.value as DocumentRecord) : undefined;
+    if (!read.ok) return undefined;
+    const record = read.value as DocumentRecord;
+    if (!this.#expired(record)) return record;
+    this.remove(id);
+    return undefined;
   }
 
   #write(record: DocumentRecord): void {
@@ -350,26 +436,31 @@ export class DocumentJobs {
     return readdirSync(this.#dir).filter((name) => name.endsWith('.json') && ID.test(name.slice(0, -5)));
   }
 
-  /** Remove documents past `keepMs` (at most once a minute): records by their upload time, stray files by theirs. */
+  /** Remove documents past `keepMs`: records by their upload time (`#read`), stray files by theirs. */
   #sweep(): void {
     const now = Date.now();
-    if (now - this.#sweptMs < Math.min(SWEEP_EVERY_MS, this.#keepMs)) return;
-    this.#sweptMs = now;
-    for (const name of readdirSync(this.#dir)) {
+    let names: string[];
+    try {
+      names = readdirSync(this.#dir);
+    } catch (err) {
+      this.#logger?.warn({ err: (err as Error).message }, 'documents folder not swept');
+      return;
+    }
+    for (const name of names) {
       const id = name.slice(0, name.indexOf('.'));
-      if (!ID.test(id)) continue;
-      const record = this.#read(id);
-      let bornMs = record?.createdMs;
-      if (bornMs === undefined) {
-        try {
-          bornMs = statSync(path.join(this.#dir, name)).mtimeMs;
-        } catch {
-          continue;
-        }
+      if (!ID.test(id) || this.#read(id) !== undefined) continue;
+      try {
+        if (now - statSync(path.join(this.#dir, name)).mtimeMs > this.#keepMs) this.remove(id);
+      } catch {
+        // removed meanwhile
       }
-      if (now - bornMs > this.#keepMs) this.remove(id);
     }
   }
+}
+
+/** Whether `key` is the document's key (compared in constant time). */
+function keyMatches(record: DocumentRecord, key: string): boolean {
+  return timingSafeEqual(Buffer.from(hash(key), 'hex'), Buffer.from(record.keyHash, 'hex'));
 }
 
 /** Whether a process of this machine with this pid is alive. */

@@ -10,8 +10,9 @@
  * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
  *
  * Files: `POST /translate_file` (multipart `file`, `source`, `target`, `api_key`; .txt, .htm/.html, .srt, .vtt)
- * answers once the file is translated (./documents.ts) with `{"translatedFileUrl"}`, a `GET /download_file/…` URL
- * that holds the document's id (its only credential, as LibreTranslate's) and works until the document expires.
+ * answers once the file is translated (./documents.ts) with `{"translatedFileUrl"}`: a `GET /download_file/…` URL on
+ * PUBLIC_URL (never on request headers) that holds the document's id and key (the key its only credential, as
+ * LibreTranslate's URL is) and works until the document expires. A file that fails is removed and not billed.
  */
 import type { Context, Hono } from 'hono';
 import type { ServeError } from '../../common/errors.js';
@@ -19,13 +20,15 @@ import { MAX_ALTERNATIVES } from '../../common/translation-contract.js';
 import { DETECTABLE_LANGUAGES, detectLanguage } from '../../model-server/text/detect-language.js';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
-import type { ApiKey } from '../keys/api-access.js';
-import { checkFilename, DOCUMENT_TYPES, documentType, download, readDocument } from './document-files.js';
+import type { ApiKey, Charge } from '../keys/api-access.js';
+import { billedOnSuccess, type Charged } from '../keys/request-key.js';
+import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf, readDocument } from './document-files.js';
 import {
   apiAnswerer,
   ApiAnswerError,
   type ApiContext,
   characterCount,
+  isJsonType,
   param,
   type Params,
   readParams,
@@ -87,17 +90,22 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       const texts = q.map((text) => text.split(/\r\n|\r|\n/).join('\n'));
       c.set('tgtLang', tgtLang);
       c.set('texts', texts.length);
-      if (key !== undefined) await admit(context, key, characterCount(texts));
-      const reply = await translateTexts(context, {
-        texts,
-        format,
-        // As LibreTranslate: alternatives for plain text only (an HTML answer has none).
-        ...(format === 'text' && alternatives > 0 ? { alternatives } : {}),
-        srcLang,
-        tgtLang,
-        requestId: c.get('requestId'),
-        signal: c.req.raw.signal,
-      });
+      const charged = key && { access: context.access!, key, charge: await admit(context, key, characterCount(texts)) };
+      const reply = await billedOnSuccess(
+        charged,
+        () =>
+          translateTexts(context, {
+            texts,
+            format,
+            // As LibreTranslate: alternatives for plain text only (an HTML answer has none).
+            ...(format === 'text' && alternatives > 0 ? { alternatives } : {}),
+            srcLang,
+            tgtLang,
+            requestId: c.get('requestId'),
+            signal: c.req.raw.signal,
+          }),
+        context.logger,
+      );
       const detected = reply.sourceLangs.map((language, i) => ({
         confidence: Math.round(detectLanguage(texts[i]!, DETECTABLE_LANGUAGES).confidence * 1000) / 10,
         language: LISTED_CODES[language] ?? language,
@@ -131,23 +139,35 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
       const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
-      if (key !== undefined) await admit(context, key, characterCount([text]));
-      const { id } = documents.submit({ text, bom, filename: file.name, srcLang, tgtLang, owner: key?.id });
-      await documents.settled(id);
-      const view = documents.viewById(id);
-      if (view?.state !== 'done') {
+      let charged: Charged | undefined;
+      const made = await documents.submit(
+        { text, bom, filename: file.name, srcLang, tgtLang, api: 'libretranslate', owner: key && ownerOf(key) },
+        key &&
+          (async () => {
+            charged = { access: context.access!, key, charge: await admit(context, key, characterCount([text])) };
+          }),
+      );
+      const translated = async () => {
+        await documents.settled(made.id);
+        const view = documents.view(made.id, { key: made.key, owner: key?.id });
+        if (view?.state === 'done') return;
+        // Nobody can ask about it again: its answer is this error.
+        documents.remove(made.id);
         const error = view?.error ?? { status: 500, message: 'The file was not translated.' };
         throw error.status === 400 || error.status === 413
           ? new LibreTranslateError(400, `Invalid request: ${error.message}`)
           : new LibreTranslateError(error.status >= 500 ? error.status : 500, error.message);
-      }
-      return { translatedFileUrl: `${publicOrigin(c)}/download_file/${id}.${encodeURIComponent(file.name)}` };
+      };
+      await billedOnSuccess(charged, translated, context.logger);
+      const base = context.publicUrl ?? new URL(c.req.url).origin;
+      return { translatedFileUrl: `${base}/download_file/${made.id}.${made.key}.${encodeURIComponent(file.name)}` };
     }),
   );
 
   app.get('/download_file/:name', (c) =>
     answer(context, c, () => {
-      const file = context.documents?.result((c.req.param('name') ?? '').slice(0, 36));
+      const [id = '', key = ''] = (c.req.param('name') ?? '').split('.', 2);
+      const file = context.documents?.download(id, key);
       if (file === undefined)
         return Promise.reject(new LibreTranslateError(404, 'File not found: never made, or expired'));
       return Promise.resolve(download(file.bytes, file.filename, c.get('requestId')));
@@ -164,7 +184,7 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       const key = authorize(c, params, context);
       const q = param(params, 'q');
       if (q === undefined || q === '') throw missing('q');
-      if (key !== undefined) await admit(context, key, 0);
+      if (key !== undefined) await admit(context, key, null);
       const guess = detectLanguage(q, DETECTABLE_LANGUAGES);
       // Nothing to tell by (digits, punctuation): LibreTranslate's own fallback, English, when served.
       if (guess.lang === null) return [{ confidence: 0, language: codes.includes('en') ? 'en' : (codes[0] ?? 'en') }];
@@ -194,16 +214,6 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
 }
 
 /**
- * The scheme and host the client called, for a URL it can follow: a proxy's `X-Forwarded-Proto`/`-Host` (nginx's
- * `Host` drops the port), else the request's own.
- */
-function publicOrigin(c: Context<RouterEnv>): string {
-  const first = (name: string) => c.req.header(name)?.split(',')[0]?.trim() || undefined;
-  const url = new URL(c.req.url);
-  return `${first('x-forwarded-proto') ?? url.protocol.slice(0, -1)}://${first('x-forwarded-host') ?? url.host}`;
-}
-
-/**
  * The request's parameters, and whether `q` is a batch (a JSON array, or a form field given more than once), which
  * decides the answer's shape.
  */
@@ -211,8 +221,9 @@ async function requestParams(c: Context<RouterEnv>, context: ApiContext): Promis
   const body = await context.readBody(c);
   const contentType = c.req.header('content-type');
   const params = readParams(c.req.url, contentType, body);
+  // A JSON body is read as JSON by the same rule as readParams (which has parsed it already); any other as a form.
   const batch =
-    (contentType ?? '').includes('json') && body.byteLength > 0
+    isJsonType(contentType) && body.byteLength > 0
       ? Array.isArray((JSON.parse(Buffer.from(body).toString('utf8')) as { q?: unknown }).q)
       : (params.get('q')?.length ?? 0) > 1;
   return { params, batch };
@@ -232,9 +243,10 @@ function authorize(c: Context<RouterEnv>, params: Params, context: ApiContext): 
   return check.key;
 }
 
-async function admit(context: ApiContext, key: ApiKey, characters: number): Promise<void> {
+/** Admits a request under its key's limits (ApiAccess `admit`); returns what it was counted. */
+async function admit(context: ApiContext, key: ApiKey, characters: number | null): Promise<Charge> {
   const admission = await context.access!.admit(key, characters);
-  if (admission.ok) return;
+  if (admission.ok) return admission.charge;
   if (admission.reason === 'quota') throw new LibreTranslateError(403, 'Character quota exceeded for this API key');
   const what =
     admission.reason === 'rate'

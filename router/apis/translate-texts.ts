@@ -32,6 +32,8 @@ export interface ApiContext {
   glossaries?: GlossaryClient | undefined;
   /** Document translation (./documents.ts); absent: document uploads are answered as unavailable. */
   documents?: DocumentJobs | undefined;
+  /** PUBLIC_URL, which download URLs are built on; absent: the request's own origin (in-process tests). */
+  publicUrl?: string | undefined;
 }
 
 /** One request's parameters: each name with its values in order (a repeated form field, or a JSON array). */
@@ -51,8 +53,7 @@ export function readParams(url: string, contentType: string | undefined, body: U
   for (const [name, value] of new URL(url).searchParams) add(name, value);
   if (body.byteLength === 0) return params;
   const text = decodeUtf8(body);
-  const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
-  if (mime === 'application/json' || mime.endsWith('+json')) {
+  if (isJsonType(contentType)) {
     const json = parseJsonBody(text);
     if (typeof json !== 'object' || json === null || Array.isArray(json))
       throw new ServeError('BAD_REQUEST', 'Request body must be a JSON object.');
@@ -64,6 +65,15 @@ export function readParams(url: string, contentType: string | undefined, body: U
   }
   for (const [name, value] of new URLSearchParams(text)) add(name, value);
   return params;
+}
+
+/**
+ * Whether a body of `contentType` is read as JSON: `application/json` and `…+json`, as LibreTranslate's Flask
+ * (`request.is_json`) reads them; any other type (`text/json` too) is read as a form.
+ */
+export function isJsonType(contentType: string | undefined): boolean {
+  const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  return mime === 'application/json' || mime.endsWith('+json');
 }
 
 /**

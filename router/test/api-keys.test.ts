@@ -18,7 +18,16 @@ import { startFakeModelServer, type FakeModelServer } from './fake-model-server.
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mt-keys-'));
 const keysDir = path.join(dir, 'keys');
-const SECRETS = { open: 'open-secret-1', quota: 'quota-secret-2', rate: 'rate-secret-3', period: 'period-secret-4' };
+const SECRETS = {
+  open: 'open-secret-1',
+  quota: 'quota-secret-2',
+  rate: 'rate-secret-3',
+  period: 'period-secret-4',
+  proto: 'proto-secret-5',
+  admin: 'admin-secret-6',
+  native: 'native-secret-7',
+  refund: 'refund-secret-8',
+};
 
 let fake: FakeModelServer;
 let upstream: Upstream;
@@ -36,6 +45,10 @@ beforeAll(async () => {
         { id: 'quota', sha256: hashKey(SECRETS.quota), character_quota: 10 },
         { id: 'rate', sha256: hashKey(SECRETS.rate), requests_per_second: 1 },
         { id: 'period', sha256: hashKey(SECRETS.period), characters_per_period: 6, period_s: 3600 },
+        { id: '__proto__', sha256: hashKey(SECRETS.proto), character_quota: 10 },
+        { id: 'admin', sha256: hashKey(SECRETS.admin), admin: true },
+        { id: 'native', sha256: hashKey(SECRETS.native), character_quota: 10 },
+        { id: 'refund', sha256: hashKey(SECRETS.refund), character_quota: 100 },
       ],
     }),
   );
@@ -78,6 +91,13 @@ const libre = (apiKey: string | undefined, q = 'Hello') =>
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ q, source: 'en', target: 'de', ...(apiKey === undefined ? {} : { api_key: apiKey }) }),
+  });
+const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
+const native = (secret: string | undefined, text = 'Hello', target = app) =>
+  target.request('/', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(secret === undefined ? {} : bearer(secret)) },
+    body: JSON.stringify({ src_lang: 'en', tgt_lang: 'de', src_text: text }),
   });
 const usage = async (secret: string) =>
   (await app.request('/v2/usage', { headers: { authorization: `DeepL-Auth-Key ${secret}` } })).json();
@@ -158,11 +178,24 @@ describe('the key ring', () => {
     await until('the removed key to be refused', async () => (await deepl('late-secret')).status === 403);
   });
 
-  it("exposes each key's use by key id: /metrics and /status.json", async () => {
-    const metrics = await (await app.request('/metrics')).text();
+  it("shows each key's use by key id to an admin key only: /metrics and /status.json", async () => {
+    for (const secret of [undefined, SECRETS.open, 'wrong']) {
+      const res = await app.request('/metrics', secret === undefined ? {} : { headers: bearer(secret) });
+      expect([res.status, await res.json()]).toEqual([
+        401,
+        {
+          code: 401,
+          type: 'InvalidKeyException',
+          message: "The API keys' use is shown to an admin key: Authorization: Bearer <key>.",
+        },
+      ]);
+      const page = await app.request('/status.json', secret === undefined ? {} : { headers: bearer(secret) });
+      expect(await page.json()).toEqual({ models: [] });
+    }
+    const metrics = await (await app.request('/metrics', { headers: bearer(SECRETS.admin) })).text();
     expect(metrics).toContain('mt_api_key_characters_total{key_id="quota"} 7');
     expect(metrics).toContain('mt_api_key_character_quota{key_id="quota"} 10');
-    const res = await app.request('/status.json');
+    const res = await app.request('/status.json', { headers: bearer(SECRETS.admin) });
     const status = (await res.json()) as { models: unknown; apiKeys: unknown[] };
     expect(status.models).toEqual([]);
     expect(status.apiKeys).toContainEqual({
@@ -196,5 +229,96 @@ describe('a usage store that fails', () => {
     expect(logged.join('')).toContain('"msg":"unhandled error"');
     unlinkSync(file);
     expect((await deepl(SECRETS.open)).status).toBe(200);
+  });
+});
+
+describe('every door needs a key (issue 40)', () => {
+  it('refuses the native POST / without a key or with a wrong one, and counts it against a good one', async () => {
+    const seen = fake.seen.length;
+    const none = await native(undefined);
+    expect([none.status, await none.json()]).toEqual([
+      401,
+      {
+        code: 401,
+        type: 'InvalidKeyException',
+        message: 'An API key is required: send it as Authorization: Bearer <key>.',
+      },
+    ]);
+    const wrong = await native('wrong');
+    expect([wrong.status, await wrong.json()]).toMatchObject([401, { message: 'The API key is not valid.' }]);
+    expect(fake.seen.length).toBe(seen);
+    const good = await native(SECRETS.native, 'Hello');
+    expect([good.status, await good.json()]).toEqual([200, { translated: 'de:olleH' }]);
+    // DeepL's header works too: one key for every door.
+    const deeplHeader = await app.request('/', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `DeepL-Auth-Key ${SECRETS.native}` },
+      body: JSON.stringify({ src_lang: 'en', tgt_lang: 'de', src_text: 'Hi' }),
+    });
+    expect(deeplHeader.status).toBe(200);
+    expect(await usage(SECRETS.native)).toEqual({ character_count: 7, character_limit: 10 });
+    const over = await native(SECRETS.native, 'Hello');
+    expect([over.status, await over.json()]).toEqual([
+      403,
+      {
+        code: 403,
+        type: 'QuotaExceededException',
+        message: 'The character quota of API key "native" (10) is used up.',
+      },
+    ]);
+    // The same text through DeepL: the quota is the key's, whichever door.
+    expect((await deepl(SECRETS.native, 'Hello')).status).toBe(456);
+  });
+
+  it('answers the native 429 with Retry-After past the requests per second', async () => {
+    const refused = await firstRefusal(() => native(SECRETS.rate));
+    expect([refused!.status, refused!.headers.get('retry-after')]).toEqual([429, '1']);
+    expect(await refused!.json()).toEqual({
+      code: 429,
+      type: 'TooManyRequestsException',
+      message: 'API key "rate" may send 1 requests per second.',
+    });
+  });
+
+  it('leaves POST / open, uncounted, only with NATIVE_API_OPEN', async () => {
+    const open = createRouterApp(
+      { maxBodyBytes: 4096, languages: ['en', 'de'], logBodies: false, nativeApiOpen: true },
+      { upstream, logger: pino({ level: 'silent' }), access },
+    );
+    expect((await native(undefined, 'Hello', open)).status).toBe(200);
+    expect((await deepl(undefined)).status).toBe(403);
+  });
+
+  it('has no KServe door on the public port: /v2/models/… is answered 404 and never reaches a model server', async () => {
+    const seen = fake.seen.length;
+    for (const path of ['/v2/models/de/infer', '/v2/models/de/versions/1/infer']) {
+      const res = await app.request(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...bearer(SECRETS.open) },
+        body: JSON.stringify({ inputs: [{ name: 'src_text', shape: [1], datatype: 'BYTES', data: ['Hello'] }] }),
+      });
+      expect(res.status).toBe(404);
+    }
+    expect(fake.seen.length).toBe(seen);
+  });
+
+  it('counts a key whose id is __proto__', async () => {
+    expect((await deepl(SECRETS.proto, 'Hello')).status).toBe(200);
+    expect((await deepl(SECRETS.proto, 'World')).status).toBe(200);
+    expect((await deepl(SECRETS.proto, 'Again')).status).toBe(456);
+    expect(await usage(SECRETS.proto)).toEqual({ character_count: 10, character_limit: 10 });
+  });
+
+  it('bills nothing for a translation the model server refused, through every door', async () => {
+    const busy = '!status 503 1';
+    const refusals = [
+      await deepl(SECRETS.refund, busy),
+      await libre(SECRETS.refund, busy),
+      await native(SECRETS.refund, busy),
+    ];
+    expect(refusals.map((r) => r.status)).toEqual([429, 429, 503]);
+    expect(await usage(SECRETS.refund)).toEqual({ character_count: 0, character_limit: 100 });
+    expect((await deepl(SECRETS.refund, 'Hello')).status).toBe(200);
+    expect(await usage(SECRETS.refund)).toEqual({ character_count: 5, character_limit: 100 });
   });
 });

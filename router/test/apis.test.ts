@@ -270,6 +270,17 @@ describe('LibreTranslate', () => {
     expect(await res.json()).toEqual({ translatedText: 'ko:iH' });
   });
 
+  it('reads a body whose type is text/json as a form, as LibreTranslate does, not as a 500', async () => {
+    const res = await form('/translate', { q: 'Hi', source: 'en', target: 'ko' }, { 'content-type': 'text/json' });
+    expect([res.status, await res.json()]).toEqual([200, { translatedText: 'ko:iH' }]);
+    const batch = await form(
+      '/translate',
+      { q: ['Hi', 'Yo'], source: 'en', target: 'ko' },
+      { 'content-type': 'text/json' },
+    );
+    expect(await batch.json()).toEqual({ translatedText: ['ko:iH', 'ko:oY'] });
+  });
+
   it.each([
     [{ source: 'en', target: 'de' }, 400, 'Invalid request: missing q parameter'],
     [{ q: 'x', target: 'de' }, 400, 'Invalid request: missing source parameter'],

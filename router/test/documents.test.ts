@@ -4,11 +4,14 @@
  * reversing a text, refuses past `maxChars` with 413 and, when asked, refuses its first requests with 503).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pino } from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { until } from '../../harness/polling.js';
+import { hashKey } from '../keys/key-ring.js';
+import { KeyedAccess } from '../keys/keyed-access.js';
 import { createRouterApp } from '../app.js';
 import { DocumentJobs, type DocumentJobsOptions } from '../apis/documents.js';
 import { translateTexts } from '../apis/translate-texts.js';
@@ -28,7 +31,11 @@ interface Setup {
 }
 const setups: Setup[] = [];
 
-async function setup(fakeOptions: FakeModelServerOptions = {}, jobOptions: Partial<DocumentJobsOptions> = {}) {
+async function setup(
+  fakeOptions: FakeModelServerOptions = {},
+  jobOptions: Partial<DocumentJobsOptions> = {},
+  appOptions: { access?: KeyedAccess; publicUrl?: string } = {},
+) {
   const fake = await startFakeModelServer(fakeOptions);
   const upstream = new Upstream({ url: fake.url, connections: 4, timeoutMs: 10_000 });
   const dir = mkdtempSync(path.join(tmpdir(), 'mt-documents-'));
@@ -38,8 +45,19 @@ async function setup(fakeOptions: FakeModelServerOptions = {}, jobOptions: Parti
     ...jobOptions,
   });
   const app = createRouterApp(
-    { maxBodyBytes: 1 << 20, languages: LANGUAGES, logBodies: false, maxRequestChars: 100_000 },
-    { upstream, logger: pino({ level: 'silent' }), documents: jobs },
+    {
+      maxBodyBytes: 1 << 20,
+      languages: LANGUAGES,
+      logBodies: false,
+      maxRequestChars: 100_000,
+      ...(appOptions.publicUrl === undefined ? {} : { publicUrl: appOptions.publicUrl }),
+    },
+    {
+      upstream,
+      logger: pino({ level: 'silent' }),
+      documents: jobs,
+      ...(appOptions.access === undefined ? {} : { access: appOptions.access }),
+    },
   );
   const made = { fake, upstream, jobs, app, dir };
   setups.push(made);
@@ -53,6 +71,18 @@ afterEach(async () => {
     await s.fake.close();
     rmSync(s.dir, { recursive: true, force: true });
   }
+});
+
+/** API keys (a key file of `keys`) and their usage store, in a folder removed after the test. */
+function keyedAccess(keys: object[]): KeyedAccess {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mt-documents-keys-'));
+  keyDirs.push(dir);
+  writeFileSync(path.join(dir, 'keys.json'), JSON.stringify({ keys }));
+  return new KeyedAccess({ keys: path.join(dir, 'keys.json'), store: { kind: 'file', dir: path.join(dir, 'usage') } });
+}
+const keyDirs: string[] = [];
+afterAll(() => {
+  for (const dir of keyDirs) rmSync(dir, { recursive: true, force: true });
 });
 
 /** A multipart upload of `content` as a file named `filename`, with `fields`. */
@@ -244,53 +274,62 @@ describe('DocumentJobs across processes', () => {
       translate: (request) =>
         new Promise((_, reject) => request.signal!.addEventListener('abort', () => reject(new Error('cut off')))),
     });
-    const { id, key } = stuck.submit({ text: 'Hello.', bom: false, filename: 'a.txt', srcLang: 'en', tgtLang: 'de' });
+    const { id, key } = await stuck.submit({
+      text: 'Hello.',
+      bom: false,
+      filename: 'a.txt',
+      srcLang: 'en',
+      tgtLang: 'de',
+      api: 'deepl',
+    });
+    const given = { key, owner: undefined };
     // …and died: its record names a process that no longer exists.
     const dead = spawnSync('true').pid!;
     const file = path.join(s.dir, `${id}.json`);
     writeFileSync(file, JSON.stringify({ ...JSON.parse(readFileSync(file, 'utf8')), pid: dead }));
-    expect(s.jobs.view(id, key, undefined)?.state).toBe('queued');
+    expect(s.jobs.view(id, given)?.state).toBe('queued');
     await s.jobs.settled(id);
-    expect(s.jobs.view(id, key, undefined)?.state).toBe('done');
-    expect(Buffer.from(s.jobs.result(id)!.bytes).toString()).toBe(fakeOf('de', 'Hello.'));
+    expect(s.jobs.view(id, given)?.state).toBe('done');
+    expect(Buffer.from(s.jobs.result(id, given)!.bytes).toString()).toBe(fakeOf('de', 'Hello.'));
     await stuck.close(0);
     // The cut-off job leaves the record as the new owner wrote it.
-    expect(s.jobs.view(id, key, undefined)?.state).toBe('done');
+    expect(s.jobs.view(id, given)?.state).toBe('done');
   });
 
   it('refuses uploads past maxDocuments with 503 + Retry-After, and removes documents past keepMs', async () => {
     const s = await setup({}, { maxDocuments: 1, keepMs: 60_000 });
-    const doc = { text: 'Hi.', bom: false, filename: 'a.txt', srcLang: 'en', tgtLang: 'de' };
-    s.jobs.submit(doc);
-    expect(() => s.jobs.submit(doc)).toThrow(expect.objectContaining({ code: 'QUEUE_FULL', retryAfterS: 60 }));
+    const doc = { text: 'Hi.', bom: false, filename: 'a.txt', srcLang: 'en', tgtLang: 'de', api: 'deepl' } as const;
+    await s.jobs.submit(doc);
+    await expect(s.jobs.submit(doc)).rejects.toThrow(expect.objectContaining({ code: 'QUEUE_FULL', retryAfterS: 60 }));
     const res = await upload(s.app, '/v2/document', 'a.txt', 'Hi.', { target_lang: 'DE' });
     expect([res.status, res.headers.get('retry-after')]).toEqual([429, '60']);
 
     const short = await setup({}, { keepMs: 0 });
-    const first = short.jobs.submit(doc);
+    const first = await short.jobs.submit(doc);
     await short.jobs.settled(first.id);
     await new Promise((resolve) => setTimeout(resolve, 5));
-    short.jobs.submit(doc);
-    expect(short.jobs.view(first.id, first.key, undefined)).toBeUndefined();
+    await short.jobs.submit(doc);
+    expect(short.jobs.view(first.id, { key: first.key, owner: undefined })).toBeUndefined();
   });
 });
 
 describe('LibreTranslate /translate_file', () => {
-  it('answers once translated with a download URL on the host the client called', async () => {
-    const s = await setup();
+  it('answers once translated with a download URL on PUBLIC_URL that holds the document key, whatever the headers', async () => {
+    const s = await setup({}, {}, { publicUrl: 'https://mt.example' });
     const res = await upload(
       s.app,
       '/translate_file',
       'notes été.txt',
       'Hello world, this is a test.',
       { source: 'en', target: 'ko' },
-      { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'mt.example:7777' },
+      { 'x-forwarded-proto': 'http', 'x-forwarded-host': 'evil.example/steal?x=' },
     );
     expect(res.status).toBe(200);
     const { translatedFileUrl } = (await res.json()) as { translatedFileUrl: string };
     const url = new URL(translatedFileUrl);
-    expect(url.origin).toBe('https://mt.example:7777');
-    expect(url.pathname).toMatch(/^\/download_file\/[0-9a-f-]{36}\.notes%20%C3%A9t%C3%A9\.txt$/);
+    expect(url.origin).toBe('https://mt.example');
+    const match = /^\/download_file\/([0-9a-f-]{36})\.[0-9a-f]{64}\.notes%20%C3%A9t%C3%A9\.txt$/.exec(url.pathname);
+    expect(match).not.toBeNull();
     for (let i = 0; i < 2; i++) {
       const download = await s.app.request(url.pathname);
       expect(download.status).toBe(200);
@@ -299,6 +338,22 @@ describe('LibreTranslate /translate_file', () => {
       );
       expect(await download.text()).toBe(fakeOf('ko', 'Hello world, this is a test.'));
     }
+    // The id alone (in logs and request ids) downloads nothing.
+    const byId = await s.app.request(`/download_file/${match![1]}.notes.txt`);
+    expect([byId.status, await byId.json()]).toEqual([404, { error: 'File not found: never made, or expired' }]);
+  });
+
+  it('removes a file that failed, and bills nothing for it', async () => {
+    const access = keyedAccess([{ id: 'libre', sha256: hashKey('libre-secret'), character_quota: 1000 }]);
+    const s = await setup({ maxChars: 5 }, {}, { access });
+    const res = await upload(s.app, '/translate_file', 'a.html', '<p>Too long to pass.</p>', {
+      source: 'en',
+      target: 'de',
+      api_key: 'libre-secret',
+    });
+    expect([res.status, await res.json()]).toEqual([400, { error: 'Invalid request: fake 413' }]);
+    expect(readdirSync(s.dir)).toEqual([]);
+    expect((await access.report())[0]).toMatchObject({ id: 'libre', requests: 1, characters: 0 });
   });
 
   it('answers LibreTranslate’s errors', async () => {
@@ -341,5 +396,140 @@ describe('LibreTranslate /translate_file', () => {
       filesTranslation: true,
       supportedFilesFormat: ['.txt', '.htm', '.html', '.srt', '.vtt'],
     });
+  });
+});
+
+describe('documents belong to their key (issue 40)', () => {
+  it("never serves a DeepL document at LibreTranslate's /download_file, nor deletes it", async () => {
+    const s = await setup();
+    const { handle } = await deeplDocument(s, 'secret.txt', 'Secret plans.');
+    for (const name of [
+      handle.document_id,
+      `${handle.document_id}.secret.txt`,
+      `${handle.document_id}.${handle.document_key}.secret.txt`,
+    ]) {
+      const res = await s.app.request(`/download_file/${name}`);
+      expect([res.status, await res.json()]).toEqual([404, { error: 'File not found: never made, or expired' }]);
+    }
+    const result = await call(s.app, `/v2/document/${handle.document_id}/result`, {
+      document_key: handle.document_key,
+    });
+    expect([result.status, await result.text()]).toEqual([200, fakeOf('de', 'Secret plans.')]);
+  });
+
+  it('answers another API key 404 for a document, even with its document_key', async () => {
+    const access = keyedAccess([
+      { id: 'a', sha256: hashKey('secret-a') },
+      { id: 'b', sha256: hashKey('secret-b') },
+    ]);
+    const s = await setup({}, {}, { access });
+    const res = await upload(
+      s.app,
+      '/v2/document',
+      'a.txt',
+      'Hello.',
+      { target_lang: 'DE' },
+      {
+        authorization: 'DeepL-Auth-Key secret-a',
+      },
+    );
+    const handle = (await res.json()) as { document_id: string; document_key: string };
+    const ask = (secret: string) =>
+      s.app.request(`/v2/document/${handle.document_id}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `DeepL-Auth-Key ${secret}` },
+        body: new URLSearchParams({ document_key: handle.document_key }).toString(),
+      });
+    expect((await ask('secret-b')).status).toBe(404);
+    expect((await ask('secret-a')).status).toBe(200);
+  });
+
+  it('serves no document past keepMs, and removes it on a timer without another upload', async () => {
+    const s = await setup({}, { keepMs: 1_000 });
+    const { handle, status } = await deeplDocument(s, 'a.txt', 'Hello.');
+    expect(status.status).toBe('done');
+    await until('the expired document to be removed', () => readdirSync(s.dir).length === 0, 5_000);
+    const late = await call(s.app, `/v2/document/${handle.document_id}/result`, { document_key: handle.document_key });
+    expect([late.status, await late.json()]).toEqual([404, { message: 'Document not found' }]);
+  });
+
+  it('bills nothing for an upload refused for room, and refuses an empty file once the quota is used up', async () => {
+    const access = keyedAccess([
+      { id: 'full', sha256: hashKey('secret-full'), character_quota: 1000 },
+      { id: 'spent', sha256: hashKey('secret-spent'), character_quota: 6 },
+    ]);
+    const s = await setup({}, { maxDocuments: 1 }, { access });
+    const deepl = (secret: string, content: string) =>
+      upload(
+        s.app,
+        '/v2/document',
+        'a.txt',
+        content,
+        { target_lang: 'DE' },
+        { authorization: `DeepL-Auth-Key ${secret}` },
+      );
+    expect((await deepl('secret-full', 'Hello.')).status).toBe(200);
+    const refused = await deepl('secret-full', 'Hello again.');
+    expect([refused.status, refused.headers.get('retry-after')]).toEqual([429, '60']);
+    const used = (id: string) => access.report().then((r) => r.find((k) => k.id === id));
+    expect(await used('full')).toMatchObject({ requests: 1, characters: 6 });
+
+    const roomy = await setup({}, {}, { access });
+    const spend = await upload(
+      roomy.app,
+      '/v2/document',
+      'a.txt',
+      'Hello.',
+      { target_lang: 'DE' },
+      {
+        authorization: 'DeepL-Auth-Key secret-spent',
+      },
+    );
+    expect(spend.status).toBe(200);
+    const empty = await upload(
+      roomy.app,
+      '/v2/document',
+      'a.txt',
+      '',
+      { target_lang: 'DE' },
+      {
+        authorization: 'DeepL-Auth-Key secret-spent',
+      },
+    );
+    expect([empty.status, await empty.json()]).toEqual([456, { message: 'Quota Exceeded' }]);
+    const libre = await upload(roomy.app, '/translate_file', 'a.txt', '', {
+      source: 'en',
+      target: 'de',
+      api_key: 'secret-spent',
+    });
+    expect([libre.status, await libre.json()]).toEqual([403, { error: 'Character quota exceeded for this API key' }]);
+    expect(readdirSync(roomy.dir).filter((name) => name.endsWith('.json'))).toHaveLength(1);
+  });
+
+  it("keeps at most a key's max_documents, so a key cannot take every slot", async () => {
+    const access = keyedAccess([
+      { id: 'greedy', sha256: hashKey('secret-greedy'), max_documents: 2 },
+      { id: 'other', sha256: hashKey('secret-other') },
+    ]);
+    const s = await setup({}, { maxDocuments: 10 }, { access });
+    const deepl = (secret: string) =>
+      upload(
+        s.app,
+        '/v2/document',
+        'a.txt',
+        'Hi.',
+        { target_lang: 'DE' },
+        { authorization: `DeepL-Auth-Key ${secret}` },
+      );
+    expect((await deepl('secret-greedy')).status).toBe(200);
+    expect((await deepl('secret-greedy')).status).toBe(200);
+    const third = await deepl('secret-greedy');
+    expect([third.status, third.headers.get('retry-after'), await third.json()]).toEqual([
+      429,
+      '60',
+      { message: 'API key "greedy" keeps 2 documents, the most it may: fetch them, or wait until they expire.' },
+    ]);
+    expect((await deepl('secret-other')).status).toBe(200);
+    expect((await access.report()).find((k) => k.id === 'greedy')).toMatchObject({ requests: 2, characters: 6 });
   });
 });

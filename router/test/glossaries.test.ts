@@ -1,9 +1,27 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { pino } from 'pino';
 import { createRouterApp } from '../app.js';
 import { GlossaryClient } from '../glossaries.js';
+import { hashKey } from '../keys/key-ring.js';
+import { KeyedAccess } from '../keys/keyed-access.js';
+
+/** An upstream that records what the router sends it and answers every translation `x`. */
+function recordingUpstream() {
+  const sent: unknown[] = [];
+  const upstream = {
+    translate: async (request: { body: unknown }) => {
+      sent.push(request.body);
+      return { body: new TextEncoder().encode('{"translated":"x"}') as Uint8Array<ArrayBuffer>, headers: {} };
+    },
+    ping: async () => true,
+  };
+  return { sent, upstream };
+}
 
 /** The router's glossary client over two real model servers (echo models: glossaries need no engine). */
 describe('GlossaryClient over several model servers', () => {
@@ -66,14 +84,7 @@ describe('GlossaryClient over several model servers', () => {
 
   it('POST / with a glossary_id sends its entries inline; an unknown id or another pair is a 400', async () => {
     const made = await client.create({ ...fields, target_lang: 'ko' }, undefined);
-    const sent: unknown[] = [];
-    const upstream = {
-      translate: async (request: { body: unknown }) => {
-        sent.push(request.body);
-        return { body: new TextEncoder().encode('{"translated":"x"}') as Uint8Array<ArrayBuffer>, headers: {} };
-      },
-      ping: async () => true,
-    };
+    const { sent, upstream } = recordingUpstream();
     const app = createRouterApp(
       { maxBodyBytes: 4096, languages: ['ko', 'de'], logBodies: false },
       { upstream, logger: pino({ level: 'silent' }), glossaries: client },
@@ -92,5 +103,68 @@ describe('GlossaryClient over several model servers', () => {
       expect(((await refused.json()) as { message: string }).message).toMatch(message);
     }
     expect(sent).toHaveLength(1);
+  });
+
+  it('with keys on: a key keeps at most its max_glossaries, every glossary call counts, POST / uses its own', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mt-glossary-keys-'));
+    try {
+      const keys = [
+        { id: 'few', sha256: hashKey('secret-few'), max_glossaries: 2 },
+        { id: 'other', sha256: hashKey('secret-other') },
+        { id: 'slow', sha256: hashKey('secret-slow'), requests_per_second: 1 },
+      ];
+      writeFileSync(path.join(dir, 'keys.json'), JSON.stringify({ keys }));
+      const access = new KeyedAccess({
+        keys: path.join(dir, 'keys.json'),
+        store: { kind: 'file', dir: path.join(dir, 'usage') },
+      });
+      const { sent, upstream } = recordingUpstream();
+      const app = createRouterApp(
+        { maxBodyBytes: 4096, languages: ['en', 'de'], logBodies: false },
+        { upstream, logger: pino({ level: 'silent' }), glossaries: client, access },
+      );
+      const create = (secret: string, name: string) =>
+        app.request('/v2/glossaries', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `DeepL-Auth-Key ${secret}` },
+          body: JSON.stringify({
+            name,
+            source_lang: 'en',
+            target_lang: 'de',
+            entries: 'fox\tFuchs',
+            entries_format: 'tsv',
+          }),
+        });
+      const first = (await (await create('secret-few', 'one')).json()) as { glossary_id: string };
+      expect((await create('secret-few', 'two')).status).toBe(201);
+      const third = await create('secret-few', 'three');
+      expect([third.status, await third.json()]).toEqual([
+        456,
+        { message: 'Quota Exceeded: this key keeps 2 glossaries, the most it may.' },
+      ]);
+      expect((await create('secret-other', 'mine')).status).toBe(201);
+
+      let refused: Response | undefined;
+      for (let i = 0; i < 20 && refused === undefined; i++) {
+        const res = await app.request('/v2/glossaries', { headers: { authorization: 'DeepL-Auth-Key secret-slow' } });
+        if (res.status !== 200) refused = res;
+      }
+      expect([refused?.status, refused?.headers.get('retry-after')]).toEqual([429, '1']);
+      expect((await access.report()).find((k) => k.id === 'few')).toMatchObject({ requests: 3, characters: 0 });
+
+      // The native API resolves a glossary_id as its key's: another key's glossary is unknown to it.
+      const translate = (secret: string) =>
+        app.request('/', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${secret}` },
+          body: JSON.stringify({ src_lang: 'en', src_text: 'a fox', tgt_lang: 'de', glossary_id: first.glossary_id }),
+        });
+      expect((await translate('secret-few')).status).toBe(200);
+      expect((await translate('secret-other')).status).toBe(400);
+      expect(sent).toEqual([{ src_lang: 'en', src_text: 'a fox', glossary: { fox: 'Fuchs' } }]);
+      await access.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -48,7 +48,7 @@ beforeAll(async () => {
       demoModel: 'tiny',
       routers: 2,
       // info: the router's request lines, which must name the key id and never the key.
-      env: { API_KEYS: keysDir, LOG_LEVEL: 'info' },
+      env: { API_KEYS: keysDir, LOG_LEVEL: 'info', PUBLIC_URL: PUBLIC_URL },
       register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
     },
     FRONTS,
@@ -73,6 +73,11 @@ async function firstRefusal(call: (i: number) => Promise<unknown>): Promise<unkn
   }
   return undefined;
 }
+
+/** Where the download URLs point (PUBLIC_URL): any front serves their path. */
+const PUBLIC_URL = 'https://mt.example';
+/** The document keys of the download URLs handed out, which no log may hold. */
+const downloadKeys: string[] = [];
 
 const ENGLISH = 'The weather is very nice today, and we are going to the park together.';
 
@@ -205,7 +210,7 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     expect((await result.text()).endsWith('\n')).toBe(true);
   });
 
-  it("LibreTranslate's /translate_file answers a URL on the front that downloads the translated file", async () => {
+  it("LibreTranslate's /translate_file answers a URL on PUBLIC_URL whose path downloads the translated file", async () => {
     const form = new FormData();
     for (const [name, value] of Object.entries({ source: 'en', target: 'ko', api_key: KEYS.main }))
       form.append(name, value);
@@ -213,8 +218,10 @@ describe.each(FRONTS)('through the %s front', (kind) => {
     const res = await fetch(`${url()}/translate_file`, { method: 'POST', body: form });
     expect(res.status).toBe(200);
     const { translatedFileUrl } = (await res.json()) as { translatedFileUrl: string };
-    expect(translatedFileUrl.startsWith(`${url()}/download_file/`)).toBe(true);
-    const download = await fetch(translatedFileUrl);
+    expect(translatedFileUrl.startsWith(`${PUBLIC_URL}/download_file/`)).toBe(true);
+    const { pathname } = new URL(translatedFileUrl);
+    downloadKeys.push(pathname.split('.')[1]!);
+    const download = await fetch(`${url()}${pathname}`);
     expect(download.status).toBe(200);
     expect(download.headers.get('content-type')).toBe('text/vtt; charset=utf-8');
     expect(await download.text()).toMatch(/^WEBVTT\n\n00:01\.000 --> 00:02\.000\n.+\n$/);
@@ -278,6 +285,6 @@ describe('keys in the logs', () => {
     // Every file under the logs folder (the model server keeps its registrations in a folder there too).
     for (const file of readdirSync(logs, { recursive: true, encoding: 'utf8' }))
       if (statSync(path.join(logs, file)).isFile())
-        for (const secret of Object.values(KEYS)) expect(read(file)).not.toContain(secret);
+        for (const secret of [...Object.values(KEYS), ...downloadKeys]) expect(read(file)).not.toContain(secret);
   });
 });
