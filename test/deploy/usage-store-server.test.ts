@@ -63,7 +63,7 @@ describe.skipIf(!installed)('USAGE_STORE_SERVER', () => {
     server = spawn(app.script, app.args, { stdio: 'ignore' });
     const store = new RedisUsageStore(`redis://127.0.0.1:${port}`);
     const key = { id: 'served', periodS: 60, characterQuota: 10 };
-    expect(await store.admit(key, 8)).toEqual({ ok: true });
+    expect(await store.admit(key, 8)).toMatchObject({ ok: true, charge: { characters: 8 } });
     expect(await store.admit(key, 8)).toEqual({ ok: false, reason: 'quota', limit: 10 });
     await store.close();
   });
