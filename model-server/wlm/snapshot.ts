@@ -12,7 +12,7 @@
  * loaded: it is moved aside (`models.json.corrupt-<time>`, kept for a look) and the previous file is loaded.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { readJsonFile, syncPath } from '../../common/atomic-file.js';
@@ -73,13 +73,18 @@ export class SnapshotStore {
 
   /**
    * Save `models` atomically; the file it replaces becomes the previous snapshot when it held models. Saving what
-   * the current file holds already changes nothing (a restart that restored everything keeps the previous file).
+   * the current file holds already leaves it as it is, and makes the previous file a copy of it if it is not.
    */
   save(models: readonly SavedModel[]): void {
     mkdirSync(this.dir, { recursive: true });
     const current = path.join(this.dir, CURRENT);
     const before = existsSync(current) ? readSnapshot(current) : undefined;
-    if (before?.ok && checksum(before.models) === checksum(models)) return;
+    if (before?.ok && checksum(before.models) === checksum(models)) {
+      // Nothing changed, but the previous file must be a good copy of it: a current file corrupted later falls back
+      // to these models, not to an older list (the restart drill: a restored server, then a torn models.json).
+      this.#keepPrevious(current, models);
+      return;
+    }
     const body = {
       format: FORMAT,
       savedAt: new Date().toISOString(),
@@ -91,6 +96,18 @@ export class SnapshotStore {
     syncPath(temp);
     if (before?.ok && before.models.length > 0) renameSync(current, path.join(this.dir, PREVIOUS));
     renameSync(temp, current);
+    syncPath(this.dir);
+  }
+
+  #keepPrevious(current: string, models: readonly SavedModel[]): void {
+    if (models.length === 0) return;
+    const previous = path.join(this.dir, PREVIOUS);
+    const held = existsSync(previous) ? readSnapshot(previous) : undefined;
+    if (held?.ok && checksum(held.models) === checksum(models)) return;
+    const temp = `${previous}.tmp-${process.pid}`;
+    copyFileSync(current, temp);
+    syncPath(temp);
+    renameSync(temp, previous);
     syncPath(this.dir);
   }
 }
