@@ -47,13 +47,18 @@ describe('SRT', () => {
     );
   });
 
-  it('pairs the tags of a line of a hundred thousand unmatched ones in linear time', () => {
-    const line = '<a>'.repeat(100_000) + 'word' + '</b>'.repeat(100_000);
-    const started = performance.now();
+  // Their cost: linear-time.test.ts.
+  it('keeps the tags of a line of a thousand unmatched ones where they are', () => {
+    const line = '<a>'.repeat(1_000) + 'word' + '</b>'.repeat(1_000);
     const plan = planSubtitles(`1\n00:00:01,000 --> 00:00:02,000\n${line}\n`, 'srt');
     expect(plan.texts).toEqual(['word']);
     expect(plan.render(['Wort'])).toBe(`1\n00:00:01,000 --> 00:00:02,000\n${line.replace('word', 'Wort')}\n`);
-    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
+  it('a `<` that no `>` follows is text', () => {
+    const plan = planSubtitles('1\n00:00:01,000 --> 00:00:02,000\n<i>one </i>< two <<\n', 'srt');
+    expect(plan.texts).toEqual(['one < two <<']);
+    expect(plan.render(['eins < zwei <<'])).toBe('1\n00:00:01,000 --> 00:00:02,000\neins < zwei <<\n');
   });
 
   it('a translation with fewer words than a cue has lines keeps the cue, with fewer lines', () => {

@@ -23,11 +23,8 @@ const SRT_TIMING = /^\s*\d+:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d+:\d{2}:\d{2}[,.]\d
 const VTT_TIMING = /^(?:\d+:)?\d{2}:\d{2}\.\d{3}[ \t]+-->[ \t]+(?:\d+:)?\d{2}:\d{2}\.\d{3}(?:[ \t].*)?$/;
 const VTT_HEADER = /^\uFEFF?WEBVTT(?:[ \t].*)?$/;
 const VTT_UNTRANSLATED_BLOCK = /^(?:NOTE|STYLE|REGION)(?:[ \t].*)?$/;
-const LEADING_TAGS = /^(?:<[^>]*>)+/;
-const TRAILING_TAGS = /(?:<\/[^>]*>)+$/;
-const ANY_TAG = /<[^>]*>/g;
-/** A tag: whether it closes, and its name (`v` of `<v Bob>`, `c` of `<c.yellow>`). */
-const TAG = /<(\/?)([^\s.>/]*)[^>]*>/g;
+// What ends a tag's name (`v` of `<v Bob>`, `c` of `<c.yellow>`).
+const TAG_NAME_END = /[\s.>/]/;
 const SENTENCE_END = /[.!?…。！？‼⁇⁈⁉؟।॥][\p{Pe}\p{Pf}"']*$/u;
 const WORDS = /\p{L}/u;
 // A file without sentence punctuation would otherwise be one group: a group's translation is one engine row
@@ -132,38 +129,75 @@ function parseCues(lines: readonly string[], format: SubtitleFormat): CueLine[][
   return cues;
 }
 
+/** A formatting tag of a cue line: `<` to the next `>`. */
+interface Tag {
+  start: number;
+  end: number;
+  closing: boolean;
+  name: string;
+}
+
+/**
+ * A line's tags, left to right, in one scan: patterns that look for tags (`<[^>]*>`, `(?:<\/[^>]*>)+$`) start again
+ * at every `<` and cost quadratic or cubic time in a run of them (`<` ×6,000 took 50 s).
+ */
+function tagsOf(line: string): Tag[] {
+  const tags: Tag[] = [];
+  for (let open = line.indexOf('<'); open >= 0;) {
+    const end = line.indexOf('>', open + 1) + 1;
+    // No `>` after this `<`, so none after a later one either.
+    if (end === 0) break;
+    const closing = line[open + 1] === '/';
+    const nameStart = open + (closing ? 2 : 1);
+    let nameEnd = nameStart;
+    while (nameEnd < end - 1 && !TAG_NAME_END.test(line[nameEnd]!)) nameEnd++;
+    tags.push({ start: open, end, closing, name: line.slice(nameStart, nameEnd).toLowerCase() });
+    open = line.indexOf('<', end);
+  }
+  return tags;
+}
+
 /**
  * A cue line's words, and the tags at its start and end that wrap them all. A start tag closed inside the words, or
  * an end tag opened there, marks only some words and goes with its partner, as every tag inside does; a tag left
  * open or closing an earlier line's (an italic run over several lines, WebVTT's `<v Bob>` without `</v>`) stays.
  */
 function lineParts(line: string): Omit<CueLine, 'index'> {
-  const lead = LEADING_TAGS.exec(line)?.[0] ?? '';
-  const rest = line.slice(lead.length);
-  const trail = TRAILING_TAGS.exec(rest)?.[0] ?? '';
-  const middle = rest.slice(0, rest.length - trail.length);
-  const tags = [lead, middle, trail].flatMap((part, region) =>
-    [...part.matchAll(TAG)].map((m) => ({ text: m[0], closing: m[1] === '/', name: m[2]!.toLowerCase(), region })),
-  );
+  const tags = tagsOf(line);
+  // Regions: 0 the tags the line starts with, 2 the end tags it ends with, 1 those among the words.
+  let lead = 0;
+  while (lead < tags.length && tags[lead]!.start === (lead === 0 ? 0 : tags[lead - 1]!.end)) lead++;
+  let trail = tags.length;
+  while (trail > lead && tags[trail - 1]!.closing && tags[trail - 1]!.end === (tags[trail]?.start ?? line.length)) {
+    trail--;
+  }
+  const region = (t: number) => (t < lead ? 0 : t < trail ? 1 : 2);
   // Each end tag pairs with the nearest start tag of its name still open before it (a stack per name: a line of
-  // hostile tags costs linear time).
-  const partner = new Map<number, number>();
+  // hostile tags costs linear time). Partners by index in a typed array: a Map of tens of thousands of entries
+  // costs several times more per entry than one of a few thousand.
+  const partner = new Int32Array(tags.length).fill(-1);
   const opened = new Map<string, number[]>();
   tags.forEach((tag, t) => {
     const stack = opened.get(tag.name) ?? [];
     opened.set(tag.name, stack);
     if (!tag.closing) return void stack.push(t);
     const o = stack.pop();
-    if (o !== undefined) partner.set(t, o).set(o, t);
+    if (o !== undefined) [partner[t], partner[o]] = [o, t];
   });
-  const kept = (region: number) =>
+  const kept = (r: number) =>
     tags
-      .map((tag, t) => ({ tag, other: partner.get(t) }))
-      .filter(({ tag, other }) => tag.region === region && (other === undefined || tags[other]!.region !== 1))
-      .map(({ tag }) => tag.text)
+      .filter((tag, t) => region(t) === r && (partner[t] === -1 || region(partner[t]!) !== 1))
+      .map((tag) => line.slice(tag.start, tag.end))
       .join('');
-  const words = middle.replace(ANY_TAG, '').replace(/\s+/g, ' ').trim();
-  return { open: kept(0), words, close: kept(2) };
+  // The words: the text between the tags from the end of the leading ones to the start of the trailing ones.
+  let words = '';
+  let at = lead === 0 ? 0 : tags[lead - 1]!.end;
+  for (let t = lead; t < trail; t++) {
+    words += line.slice(at, tags[t]!.start);
+    at = tags[t]!.end;
+  }
+  words += line.slice(at, trail < tags.length ? tags[trail]!.start : line.length);
+  return { open: kept(0), words: words.replace(/\s+/g, ' ').trim(), close: kept(2) };
 }
 
 /**
