@@ -49,6 +49,34 @@ describe('cutDocument', () => {
     expect(cutDocument('WEBVTT\n\n00:01.000 --> 00:02.000\nHello.\n', 'vtt')).toBeNull();
   });
 
+  it('cuts Windows (CRLF) and old Mac (CR) files as their LF twins: subtitles between cues, text at paragraphs', () => {
+    for (const lineBreak of ['\r\n', '\r']) {
+      const text = srt(20).replace(/\n/g, lineBreak);
+      const pieces = cutAll(text, 'srt', 150);
+      expect(pieces.length).toBeGreaterThan(4);
+      expect(pieces.join('')).toBe(text);
+      for (const piece of pieces) expect(piece).toMatch(/^\d+\r\n?\d\d:\d\d:\d\d,\d{3} --> /);
+      const vtt = `WEBVTT\n\n00:01.000 --> 00:02.000\nHello.\n\n00:03.000 --> 00:04.000\nBye.\n`.replace(
+        /\n/g,
+        lineBreak,
+      );
+      const cut = cutDocument(vtt, 'vtt')!;
+      expect(cut.pieces[1]).toBe(`WEBVTT\n\n00:03.000 --> 00:04.000${lineBreak}Bye.${lineBreak}`);
+      expect(cut.join(cut.pieces)).toBe(vtt);
+      const paragraphs = 'One. Two.\n\nThree four five six.\n\nSeven.\n'.replace(/\n/g, lineBreak);
+      expect(cutDocument(paragraphs, 'text')!.pieces[0]).toBe(`One. Two.${lineBreak}${lineBreak}`);
+    }
+  });
+
+  it('reads CRLF as one line break, never as a blank line: cues not parted by one are not cut apart', () => {
+    expect(
+      cutDocument(
+        '1\r\n00:00:01,000 --> 00:00:02,000\r\nOne.\r\n2\r\n00:00:03,000 --> 00:00:04,000\r\nTwo.\r\n',
+        'srt',
+      ),
+    ).toBeNull();
+  });
+
   it('never cuts markup', () => {
     expect(cutDocument('<p>One.</p>\n\n<p>Two.</p>', 'html')).toBeNull();
   });

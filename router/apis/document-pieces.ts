@@ -19,6 +19,13 @@ export interface Cut {
 
 const VTT_HEADER = 'WEBVTT\n\n';
 
+// A line break (LF, CRLF or CR: Windows and old Mac files too, as planSubtitles reads them), a line of spaces or
+// tabs, and another line break. A CR is never read as a break of its own before an LF: CRLF is one line break.
+const BLANK_LINE = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)/;
+const PARAGRAPH_BREAK = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s*/g;
+// Before a cue: a blank line, then the block's first character.
+const BLOCK_START = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)(?=\S)/g;
+
 /** Waits between tries while the model servers refuse or are away: doubled from 1 s up to this, ms. */
 export const MAX_RETRY_WAIT_MS = 30_000;
 
@@ -75,7 +82,7 @@ export function cutDocument(text: string, format: DocumentFormat): Cut | null {
       return null;
     case 'text': {
       // A paragraph break, else a line break, else a sentence's end followed by space: the cut goes after it.
-      for (const boundary of [/\n[ \t]*\n\s*/g, /\n/g, /[.!?。！？]\s+/g]) {
+      for (const boundary of [PARAGRAPH_BREAK, /\n|\r(?!\n)/g, /[.!?。！？]\s+/g]) {
         const at = nearestMiddle(text, boundary);
         if (at !== null) return { pieces: [text.slice(0, at), text.slice(at)], join: concat };
       }
@@ -85,10 +92,9 @@ export function cutDocument(text: string, format: DocumentFormat): Cut | null {
     case 'vtt': {
       // Cues are blocks between blank lines; a cut before a block's first line leaves two whole files. WebVTT's
       // first block is its header, which the second piece needs too: the cut must come after it.
-      const blocks = /\n[ \t]*\n(?=[^\s])/g;
       const first = format === 'vtt' ? firstBlockEnd(text) : 0;
       if (first === null) return null;
-      const at = nearestMiddle(text, blocks, first);
+      const at = nearestMiddle(text, BLOCK_START, first);
       if (at === null) return null;
       if (format === 'srt') return { pieces: [text.slice(0, at), text.slice(at)], join: concat };
       return {
@@ -115,6 +121,6 @@ function nearestMiddle(text: string, boundary: RegExp, from = 0): number | null 
 
 /** Where WebVTT's header block ends (its blank line), or null when the file is only a header. */
 function firstBlockEnd(text: string): number | null {
-  const match = /\n[ \t]*\n/.exec(text);
+  const match = BLANK_LINE.exec(text);
   return match === null ? null : match.index + match[0].length;
 }
