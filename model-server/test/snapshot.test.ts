@@ -18,9 +18,10 @@ const servers: TestServer[] = [];
 
 /** `entries`: the store entries there are (default all three); a saved model whose entry is missing cannot register. */
 async function start(entries = ['echo', 'other', 'echo-2']): Promise<TestServer> {
-  // A second version of "echo" in a store entry of its own, `echo-2` (registered with model_name=echo).
+  // A second version of "echo" in a store entry of its own, `echo-2` (registered with model_name=echo). The store
+  // holds `unsaved` too, an entry no snapshot names: a store is never empty (the archiver refuses no names).
   const t = await startTestServer({
-    entries: ['placeholder', ...entries.filter((e) => e !== 'echo-2')],
+    entries: ['unsaved', ...entries.filter((e) => e !== 'echo-2')],
     versionedEntries: entries.includes('echo-2') ? [{ names: ['echo-2'], version: '2.0' }] : [],
     snapshotDir,
   });

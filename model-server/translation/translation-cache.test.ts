@@ -1,6 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { expectLinearTime } from '../../harness/linear-time.js';
 import { cacheModeOf, TranslationCache, type ModelIdentity } from './translation-cache.js';
 import type { SentenceItem } from '../protocol.js';
 
@@ -110,5 +111,10 @@ describe('cacheModeOf', () => {
     expect(cacheModeOf('No-Cache')).toBe('refresh');
     expect(cacheModeOf('max-age = 0')).toBe('refresh');
     expect(cacheModeOf('no-cache, no-store')).toBe('skip');
+    expect(cacheModeOf(' max-age\t=\t0 ')).toBe('refresh');
+  });
+
+  it("reads a client's header in linear time: a run of spaces not followed by = is one pass", () => {
+    expectLinearTime((n) => `max-age${' '.repeat(n)}x`, cacheModeOf, 4_000);
   });
 });

@@ -150,13 +150,16 @@ export class TranslationCache {
 /** The Cache-Control directives of a request, as a mode. */
 export function cacheModeOf(cacheControl: string | undefined): CacheMode {
   if (cacheControl === undefined) return 'use';
-  const directives = cacheControl
-    .toLowerCase()
-    .split(',')
-    .map((d) => d.trim().replace(/\s*=\s*/, '='));
+  const directives = cacheControl.toLowerCase().split(',').map(directive);
   if (directives.includes('no-store')) return 'skip';
   if (directives.includes('no-cache') || directives.includes('max-age=0')) return 'refresh';
   return 'use';
+}
+
+/** `max-age = 0` as `max-age=0`: split at the first `=`, each side trimmed (a client's header: one linear pass). */
+function directive(text: string): string {
+  const at = text.indexOf('=');
+  return at < 0 ? text.trim() : `${text.slice(0, at).trim()}=${text.slice(at + 1).trim()}`;
 }
 
 /**

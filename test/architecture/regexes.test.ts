@@ -27,9 +27,6 @@ const EXCUSED: Record<string, string> = {
     "reads the first line of an error message from onnxruntime's WebGPU setup, not a client's text",
   'model-server/worker/webgpu-probe.ts /Failed to [^\\n]*$/':
     "reads the first line of an error message from onnxruntime's WebGPU setup, not a client's text",
-  'model-server/translation/translation-cache.ts /\\s*=\\s*/':
-    "KNOWN, a client's text: a request's Cache-Control directives, quadratic in a run of spaces or tabs not followed " +
-    "by '=' (16 KB of header: 0.23 s); bounded by the header size limit, to be replaced by a scan in translation/",
 };
 
 interface Pattern {
