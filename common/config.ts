@@ -70,7 +70,7 @@ export interface ModelServerConfig {
    */
   modelDtype: ModelDtypeSetting;
   /**
-   * How engines generate: `in-graph` (the whole generation of a batch in one onnxruntime run, engine/search-graph.ts),
+   * How engines generate: `in-graph` (the whole generation of a batch in one onnxruntime run, engine/search/graph.ts),
    * `step-loop` (a decoder run per step), `auto`: in-graph on CUDA, the step loop elsewhere.
    */
   generation: GenerationSetting;

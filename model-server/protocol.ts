@@ -43,7 +43,7 @@ export interface WorkerOptions {
   minNewTokens?: number;
   /** MODEL_DTYPE: which weights the engine loads (engine/session.ts; absent: `auto`). */
   modelDtype?: ModelDtypeSetting;
-  /** GENERATION: in one run per batch or by the step loop (engine/search-load.ts; absent: `auto`). */
+  /** GENERATION: in one run per batch or by the step loop (engine/search/load.ts; absent: `auto`). */
   generation?: GenerationSetting;
 }
 

@@ -27,8 +27,8 @@ import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
 import { sentence } from '../lib/workload.js';
 import type { DeviceRequest } from '../../model-server/protocol.js';
 import { convertModelToFloat16 } from '../../model-server/engine/float16.js';
-import { searchGraph } from '../../model-server/engine/search-graph.js';
-import { SearchSession } from '../../model-server/engine/search-session.js';
+import { searchGraph } from '../../model-server/engine/search/graph.js';
+import { SearchSession } from '../../model-server/engine/search/session.js';
 
 interface PrepRow {
   inputIds: number[];

@@ -77,13 +77,13 @@ export interface EngineOptions {
   maxCohorts?: number;
   /**
    * How a row is generated: `step-loop` (generate.ts: a decoder run per step, rows joining and leaving between
-   * steps), `in-graph` (search-graph.ts: the whole generation of a batch in one onnxruntime run, its caches on the
+   * steps), `in-graph` (search/graph.ts: the whole generation of a batch in one onnxruntime run, its caches on the
    * device; rows with glossary constraints or alternatives, or another `earlyStopping`, still take the step loop),
    * or `auto` (default): in-graph on CUDA, where the step loop moves every step's caches across PCIe, else the step
    * loop. If the search graph cannot be built or loaded, the step loop serves and `generation.reason` says why.
    */
   search?: 'auto' | 'in-graph' | 'step-loop';
-  /** In-graph search: runs on the device at once (search-runs.ts). Default 2. */
+  /** In-graph search: runs on the device at once (search/runs.ts). Default 2. */
   searchRunsInFlight?: number;
   /** Defaults for every call, over generation_config.json's. */
   defaults?: TranslateOptions;

@@ -34,8 +34,8 @@ import {
   type ModelDtype,
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
-import { loadSearch, type LoadedSearch, type SearchMode } from './search-load.js';
-import type { SearchRunStats } from './search-runs.js';
+import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
+import type { SearchRunStats } from './search/runs.js';
 
 export * from './engine-options.js';
 

@@ -171,7 +171,7 @@ function defaultProviderDir(): string | undefined {
 
 /**
  * Worker processes for a model on `device` when its registration does not say (GPU_WORKERS). `auto`: 2 on CUDA, where
- * a worker's runs (the search graph, engine/search-runs.ts) leave the GPU idle while its host gathers and answers a
+ * a worker's runs (the search graph, engine/search/runs.ts) leave the GPU idle while its host gathers and answers a
  * batch, and a second process fills those gaps (H200, 418M, 256 closed-loop clients through the stack: served ÷
  * engine 0.60 with one worker, 0.78 with two, 0.44 with four); 1 on WebGPU, not measured side by side yet.
  */

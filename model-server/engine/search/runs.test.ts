@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { seededRows } from '../test/engine-fixtures.js';
-import { type TranslateOptions, TranslationEngine } from './engine.js';
+import { makeDemoModel } from '../../tools/demo-model/index.js';
+import { seededRows } from '../../test/engine-fixtures.js';
+import { type TranslateOptions, TranslationEngine } from '../engine.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'search-runs-'));
 const dir = path.join(root, 'tiny');

@@ -1,5 +1,5 @@
 /**
- * @module engine/search-session — runs the search graph (search-graph.ts): a batch of rows in, each row's generated
+ * @module engine/search/session — runs the search graph (graph.ts): a batch of rows in, each row's generated
  * tokens out, the whole generation in one onnxruntime run.
  *
  * A run holds its whole batch until the last row ends: rows cannot join or leave it. Several runs may be in flight on
@@ -7,8 +7,8 @@
  * long rows finish.
  */
 import * as ort from 'onnxruntime-node';
-import type { ModelConfig } from './model-config.js';
-import { SEARCH_INPUTS, SEARCH_OUTPUTS } from './search-graph.js';
+import type { ModelConfig } from '../model-config.js';
+import { SEARCH_INPUTS, SEARCH_OUTPUTS } from './graph.js';
 
 export interface SearchRow {
   /** Encoder ids, `[__src__] tokens </s>`. */
@@ -43,7 +43,7 @@ export class SearchSession {
     this.#config = config;
   }
 
-  /** `graph`: search-graph.ts' result; its external weights are read from its `weightsDir`. */
+  /** `graph`: graph.ts' result; its external weights are read from its `weightsDir`. */
   static async create(
     graph: { bytes: Uint8Array; weightsDir: string },
     config: ModelConfig,

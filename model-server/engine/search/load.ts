@@ -1,5 +1,5 @@
 /**
- * @module engine/search-load — whether an engine generates in one run per batch (search-graph.ts) or by the step loop,
+ * @module engine/search/load — whether an engine generates in one run per batch (graph.ts) or by the step loop,
  * and the search graph's session when it does: built from the same files and on the same device as the step loop's
  * sessions, which stay loaded for the rows the graph cannot take (glossary constraints, alternatives).
  */
@@ -7,12 +7,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type * as ort from 'onnxruntime-node';
-import type { EngineOptions } from './engine-options.js';
-import type { ModelConfig } from './model-config.js';
-import { searchGraph } from './search-graph.js';
-import { SearchRuns } from './search-runs.js';
-import { SearchSession } from './search-session.js';
-import { DTYPE_SUFFIX, type EngineSessions } from './session.js';
+import type { EngineOptions } from '../engine-options.js';
+import type { ModelConfig } from '../model-config.js';
+import { searchGraph } from './graph.js';
+import { SearchRuns } from './runs.js';
+import { SearchSession } from './session.js';
+import { DTYPE_SUFFIX, type EngineSessions } from '../session.js';
 
 /** What generates rows, and why it is not the search graph when that was asked for (or chosen by `auto`). */
 export interface SearchMode {

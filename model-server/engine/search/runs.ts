@@ -1,5 +1,5 @@
 /**
- * @module engine/search-runs — schedules the search graph's runs (search-session.ts): rows submitted one by one are
+ * @module engine/search/runs — schedules the search graph's runs (session.ts): rows submitted one by one are
  * gathered into runs, each a whole generation of its batch in one onnxruntime call.
  *
  * - **Batching.** A run takes every waiting row with its settings (numBeams, token caps, length penalty), at most
@@ -22,9 +22,9 @@
  * - **A row failing alone.** If a run of several rows fails, each of its rows runs again alone, so only the row that
  *   cannot run fails.
  */
-import type { Hypothesis, SearchSettings } from './decoding.js';
-import type { SearchRow, SearchRunSettings, SearchSession } from './search-session.js';
-import type { SubmitOptions } from './sequences.js';
+import type { Hypothesis, SearchSettings } from '../decoding.js';
+import type { SearchRow, SearchRunSettings, SearchSession } from './session.js';
+import type { SubmitOptions } from '../sequences.js';
 
 export interface SearchRunsOptions {
   /** Decoder rows (rows × beams) per run at most. */
