@@ -13,7 +13,7 @@
  * ```
  * upload ─ <id>.source, <id>.json queued ─▶ job: translating ─ piece … piece ─▶ <id>.result, done | error
  * ```
- * `<id>.json` is replaced whole at each step and names the process running the job; an instance asked about a job
+ * The files are ./document-folder.ts'. `<id>.json` is replaced whole at each step and names the process running the job; an instance asked about a job
  * whose process has died takes it over. A document is removed when its result is fetched (DeepL) or `keepMs` after
  * its upload: a record past that is never served, and every instance sweeps the folder on a timer.
  *
@@ -22,48 +22,21 @@
  * it, which keeps at most its `maxDocuments` of the folder's `maxDocuments`, and is billed only once its document has
  * its slot (`submit`'s `bill`): an upload refused for room costs nothing.
  */
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { readJsonFile, writeFileAtomic } from '../../common/atomic-file.js';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { checkFilename, documentType } from './document-files.js';
+import {
+  type DocumentApi,
+  DocumentFolder,
+  type DocumentRecord,
+  type DocumentState,
+  hashKey,
+  keyMatches,
+} from './document-folder.js';
+
+export type { DocumentApi, DocumentState } from './document-folder.js';
 import { type DocumentFormat, MAX_RETRY_WAIT_MS, translateInPieces } from './document-pieces.js';
-
-export type DocumentState = 'queued' | 'translating' | 'done' | 'error';
-
-/** `<id>.json`: everything about a document but its text. */
-interface DocumentRecord {
-  id: string;
-  /** sha256 of the key its uploader got, hex: the key itself is never stored. */
-  keyHash: string;
-  /** The API key id that uploaded it (keys on), which alone may ask about it. */
-  owner: string | null;
-  /** The API that took it: only LibreTranslate's are downloaded by URL (`download`). Absent (older records): DeepL. */
-  api?: DocumentApi;
-  /**
-   * False while its upload is being billed: the document holds its slot but is no job yet, and nobody may see it
-   * or take it over. Absent (older records): admitted.
-   */
-  admitted?: boolean;
-  filename: string;
-  srcLang: string;
-  tgtLang: string;
-  glossary: Record<string, string> | null;
-  /** The file began with a UTF-8 byte order mark: kept off the text, put back on the result. */
-  bom: boolean;
-  characters: number;
-  state: DocumentState;
-  /** Why it failed, and the status of that error. */
-  error: { status: number; message: string } | null;
-  /** The process that runs the job (or last did). */
-  pid: number;
-  createdMs: number;
-  /** Past this the job has failed, wherever it runs. */
-  deadlineMs: number;
-}
 
 /** What callers see of a document. */
 export interface DocumentView {
@@ -73,8 +46,6 @@ export interface DocumentView {
   characters: number;
   error: { status: number; message: string } | null;
 }
-
-export type DocumentApi = 'deepl' | 'libretranslate';
 
 export interface DocumentUpload {
   /** The file's text (readDocument) and whether it had a byte order mark. */
@@ -123,17 +94,13 @@ export interface DocumentKey {
   owner: string | undefined;
 }
 
-const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** How often each instance removes expired documents: every minute, or `keepMs` when shorter (at least 100 ms). */
 const SWEEP_EVERY_MS = 60_000;
 
-const hash = (key: string) => createHash('sha256').update(key).digest('hex');
-
 export class DocumentJobs {
-  readonly #dir: string;
+  readonly #folder: DocumentFolder;
   readonly #translate: DocumentJobsOptions['translate'];
   readonly #logger: Logger | undefined;
-  readonly #keepMs: number;
   readonly #jobTimeoutMs: number;
   readonly #concurrency: number;
   readonly #maxDocuments: number;
@@ -149,15 +116,14 @@ export class DocumentJobs {
   readonly #sweeper: NodeJS.Timeout;
 
   constructor(options: DocumentJobsOptions) {
-    this.#dir = options.dir;
     this.#translate = options.translate;
     this.#logger = options.logger;
-    this.#keepMs = options.keepMs ?? 3_600_000;
+    const keepMs = options.keepMs ?? 3_600_000;
+    this.#folder = new DocumentFolder(options.dir, keepMs);
     this.#jobTimeoutMs = options.jobTimeoutMs ?? 900_000;
     this.#concurrency = options.concurrency ?? 2;
     this.#maxDocuments = options.maxDocuments ?? 1000;
-    mkdirSync(this.#dir, { recursive: true });
-    const sweepEveryMs = Math.max(100, Math.min(SWEEP_EVERY_MS, this.#keepMs));
+    const sweepEveryMs = Math.max(100, Math.min(SWEEP_EVERY_MS, keepMs));
     this.#sweeper = setInterval(() => this.#sweep(), sweepEveryMs).unref();
   }
 
@@ -172,9 +138,9 @@ export class DocumentJobs {
   async submit(upload: DocumentUpload, bill?: () => Promise<void>): Promise<{ id: string; key: string }> {
     if (!this.#accepting) throw new ServeError('SHUTTING_DOWN');
     checkFilename(upload.filename);
-    if (this.#recordNames().length >= this.#maxDocuments) {
+    if (this.#folder.count() >= this.#maxDocuments) {
       this.#sweep();
-      if (this.#recordNames().length >= this.#maxDocuments)
+      if (this.#folder.count() >= this.#maxDocuments)
         throw new ServeError(
           'QUEUE_FULL',
           `${this.#maxDocuments} documents are being translated or waiting to be fetched.`,
@@ -182,7 +148,7 @@ export class DocumentJobs {
         );
     }
     const { owner } = upload;
-    if (owner !== undefined && (await this.#ownedBy(owner.id)) >= owner.maxDocuments)
+    if (owner !== undefined && (await this.#folder.ownedBy(owner.id)) >= owner.maxDocuments)
       throw new ServeError(
         'KEY_RATE_LIMITED',
         `API key "${owner.id}" keeps ${owner.maxDocuments} documents, the most it may: fetch them, or wait until they expire.`,
@@ -191,10 +157,10 @@ export class DocumentJobs {
     const id = randomUUID();
     const key = randomBytes(32).toString('hex');
     const now = Date.now();
-    writeFileAtomic(this.#file(id, 'source'), upload.text);
+    this.#folder.writeText(id, 'source', upload.text);
     const record: DocumentRecord = {
       id,
-      keyHash: hash(key),
+      keyHash: hashKey(key),
       owner: owner?.id ?? null,
       api: upload.api,
       admitted: bill === undefined,
@@ -210,7 +176,7 @@ export class DocumentJobs {
       createdMs: now,
       deadlineMs: now + this.#jobTimeoutMs,
     };
-    this.#write(record);
+    this.#folder.write(record);
     if (bill !== undefined) {
       try {
         await bill();
@@ -218,7 +184,7 @@ export class DocumentJobs {
         this.remove(id);
         throw err;
       }
-      this.#write({ ...record, admitted: true });
+      this.#folder.write({ ...record, admitted: true });
     }
     this.#enqueue(id);
     return { id, key };
@@ -235,7 +201,7 @@ export class DocumentJobs {
    * credential, as the URL is LibreTranslate's); undefined for any other document, or one not done.
    */
   download(id: string, key: string): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
-    const record = this.#read(id);
+    const record = this.#folder.read(id);
     if (record?.api !== 'libretranslate' || !keyMatches(record, key)) return undefined;
     return this.#result(record);
   }
@@ -249,19 +215,15 @@ export class DocumentJobs {
   #result(record: DocumentRecord): { bytes: Uint8Array<ArrayBuffer>; filename: string } | undefined {
     const { id } = record;
     if (record.state !== 'done') return undefined;
-    try {
-      const text = readFileSync(this.#file(id, 'result'));
-      const bytes = new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
-      return { bytes, filename: record.filename };
-    } catch {
-      return undefined;
-    }
+    const text = this.#folder.readResult(id);
+    if (text === undefined) return undefined;
+    const bytes = new Uint8Array(record.bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text);
+    return { bytes, filename: record.filename };
   }
 
   /** Forget a document (its result fetched). */
   remove(id: string): void {
-    if (!ID.test(id)) return;
-    for (const part of ['json', 'source', 'result'] as const) rmSync(this.#file(id, part), { force: true });
+    this.#folder.remove(id);
   }
 
   /** Resolves when this process's job for `id` has ended (at once when it runs none). */
@@ -300,7 +262,7 @@ export class DocumentJobs {
       } else if (this.#accepting && record.pid !== process.pid && !alive(record.pid)) {
         this.#logger?.info({ document: record.id, diedPid: record.pid }, 'document job taken over');
         record = { ...record, state: 'queued', pid: process.pid };
-        this.#write(record);
+        this.#folder.write(record);
         this.#enqueue(record.id);
       }
     }
@@ -310,29 +272,10 @@ export class DocumentJobs {
 
   /** The admitted record `given` is the key (and API key) of; undefined otherwise. */
   #owned(id: string, given: DocumentKey): DocumentRecord | undefined {
-    const record = this.#read(id);
+    const record = this.#folder.read(id);
     if (record === undefined || record.admitted === false || (record.owner ?? undefined) !== given.owner)
       return undefined;
     return keyMatches(record, given.key) ? record : undefined;
-  }
-
-  /** Documents kept for API key `owner` (read from the shared folder: every instance's count). */
-  async #ownedBy(owner: string): Promise<number> {
-    const owners = await Promise.all(
-      this.#recordNames().map(async (name) => {
-        try {
-          const record = JSON.parse(await readFile(path.join(this.#dir, name), 'utf8')) as DocumentRecord;
-          return this.#expired(record) ? null : record.owner;
-        } catch {
-          return null; // removed meanwhile
-        }
-      }),
-    );
-    return owners.filter((id) => id === owner).length;
-  }
-
-  #expired(record: DocumentRecord): boolean {
-    return Date.now() - record.createdMs > this.#keepMs;
   }
 
   #enqueue(id: string): void {
@@ -359,17 +302,17 @@ export class DocumentJobs {
 
   async #run(id: string): Promise<void> {
     if (this.#closing.signal.aborted) return;
-    const queued = this.#read(id);
+    const queued = this.#folder.read(id);
     if (queued === undefined || queued.state === 'done' || queued.state === 'error') return;
     const record: DocumentRecord = { ...queued, state: 'translating', pid: process.pid };
-    this.#write(record);
+    this.#folder.write(record);
     const started = performance.now();
     const requests = { count: 0 };
     try {
       const type = documentType(record.filename);
       if (type === undefined)
         throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
-      const source = readFileSync(this.#file(id, 'source'), 'utf8');
+      const source = this.#folder.readSource(id);
       const translated = await translateInPieces(source, {
         format: type.format,
         translate: async (text) =>
@@ -388,16 +331,16 @@ export class DocumentJobs {
         signal: this.#closing.signal,
         requests,
       });
-      if (this.#read(id) === undefined) return; // removed meanwhile
-      writeFileAtomic(this.#file(id, 'result'), translated);
-      this.#write({ ...record, state: 'done' });
+      if (this.#folder.read(id) === undefined) return; // removed meanwhile
+      this.#folder.writeText(id, 'result', translated);
+      this.#folder.write({ ...record, state: 'done' });
       const ms = Math.round(performance.now() - started);
       this.#logger?.info(
         { document: id, characters: record.characters, requests: requests.count, ms },
         'document translated',
       );
     } catch (err) {
-      if (this.#closing.signal.aborted || this.#read(id) === undefined) return; // left to another instance, or gone
+      if (this.#closing.signal.aborted || this.#folder.read(id) === undefined) return; // left to another instance, or gone
       this.#fail(record, toServeError(err));
     }
   }
@@ -408,59 +351,18 @@ export class DocumentJobs {
       state: 'error',
       error: { status: error.status, message: error.message },
     };
-    this.#write(failed);
+    this.#folder.write(failed);
     this.#logger?.warn({ document: record.id, error: error.code, message: error.message }, 'document failed');
     return failed;
   }
 
-  #file(id: string, part: 'json' | 'source' | 'result'): string {
-    return path.join(this.#dir, `${id}.${part}`);
-  }
-
-  /** The record of `id`; undefined when there is none, or it has expired (removed then, whenever the sweep runs). */
-  #read(id: string): DocumentRecord | undefined {
-    if (!ID.test(id)) return undefined;
-    const read = readJsonFile(this.#file(id, 'json'));
-    if (!read.ok) return undefined;
-    const record = read.value as DocumentRecord;
-    if (!this.#expired(record)) return record;
-    this.remove(id);
-    return undefined;
-  }
-
-  #write(record: DocumentRecord): void {
-    writeFileAtomic(this.#file(record.id, 'json'), JSON.stringify(record));
-  }
-
-  #recordNames(): string[] {
-    return readdirSync(this.#dir).filter((name) => name.endsWith('.json') && ID.test(name.slice(0, -5)));
-  }
-
-  /** Remove documents past `keepMs`: records by their upload time (`#read`), stray files by theirs. */
   #sweep(): void {
-    const now = Date.now();
-    let names: string[];
     try {
-      names = readdirSync(this.#dir);
+      this.#folder.sweep();
     } catch (err) {
       this.#logger?.warn({ err: (err as Error).message }, 'documents folder not swept');
-      return;
-    }
-    for (const name of names) {
-      const id = name.slice(0, name.indexOf('.'));
-      if (!ID.test(id) || this.#read(id) !== undefined) continue;
-      try {
-        if (now - statSync(path.join(this.#dir, name)).mtimeMs > this.#keepMs) this.remove(id);
-      } catch {
-        // removed meanwhile
-      }
     }
   }
-}
-
-/** Whether `key` is the document's key (compared in constant time). */
-function keyMatches(record: DocumentRecord, key: string): boolean {
-  return timingSafeEqual(Buffer.from(hash(key), 'hex'), Buffer.from(record.keyHash, 'hex'));
 }
 
 /** Whether a process of this machine with this pid is alive. */
