@@ -1,21 +1,22 @@
 /**
- * @module bench/gpu/driver — the engine side of the GPU benchmark (bench/gpu/run.sh), bundled with esbuild into
- * one file that runs on a GPU machine with only the kit's node and onnxruntime-node (scripts/gpu-bench-kit).
+ * @module bench/gpu/driver — the engine side of the GPU benchmarks (bench/gpu/run.sh, run-cuda.sh), bundled with esbuild
+ * into one file that runs on a GPU machine with only the kit's node and onnxruntime-node (scripts/gpu-bench-kit).
  *
  *   driver prep    --model DIR [--preset m2m100-418m] [--rows 256] --out prep.json
  *       the model folder's JSON files, and the fixed rows' encoder ids (torch-m2m100.py's TORCH_INPUTS)
  *   driver graph   --model DIR [--preset …] --part encoder|decoder     one fp32 graph (the project's own builder)
- *   driver bench   --model DIR --ep webgpu|cpu --prep prep.json --out FILE [--parts 1x1,64x1,64x2,256x1]
- *                  [--new-tokens 16] [--runs 3] [--threads 0] [--software] [--deadline-s 600]
- *       TranslationEngine, fp32, per part (BATCHxBEAMS): one warm-up and `runs` timed calls of every row at once,
- *       exactly `new-tokens` tokens per row; tokens/s, the engine's counters per step (host bytes per row per
- *       step), and the last run's token ids. The JSON is rewritten after every part (a deadline keeps the parts done).
- *       --profile: onnxruntime's per-node profile of every session, summarised into the JSON (`profile`: runs, kernels
- *       per run by provider and operator, their summed durations) and the raw files deleted; slows the timed calls.
- *   driver summary --webgpu A.json --cpu B.json [--torch T.json] [--served V.json] --out S.json
- *       ratios (engine ÷ torch fp16 / fp32 per part, webgpu ÷ cpu) and rows with equal tokens webgpu vs cpu; with
- *       the served arm's JSON (bench/gpu/served.ts), served tokens/s per worker count and concurrency ÷ the engine's
- *       at that batch
+ *   driver fp16    --model DIR                                          the two graphs' `_fp16` files (float16.ts)
+ *   driver bench   --model DIR --ep webgpu|cuda|cpu --prep prep.json --out FILE [--parts 1x1,64x1,64x2,256x1]
+ *                  [--dtype fp32|fp16] [--search steps|in-graph] [--in-flight 1] [--new-tokens 16] [--runs 3]
+ *                  [--threads 0] [--software] [--deadline-s 600] [--profile]
+ *       per part (BATCHxBEAMS): one warm-up and `runs` timed calls of every row at once, exactly `new-tokens` tokens
+ *       per row; tokens/s and the last run's token ids, rewritten after every part (a deadline keeps the parts done).
+ *       `steps`: TranslationEngine's step loop, with its counters per step (host bytes per row per step); --profile:
+ *       onnxruntime's per-node profile of every session, summarised into the JSON and the raw files deleted.
+ *       `in-graph`: the search graph (engine/search/), one run per call, `in-flight` runs at once on its session.
+ *   driver summary --arm NAME=FILE … [--reference NAME] [--torch T.json] [--served V.json --served-vs NAME] --out S.json
+ *       per part every arm's tokens/s ÷ torch fp16 / fp32 and its rows with the reference's tokens; served tokens/s
+ *       per worker count and concurrency ÷ the `served-vs` arm at that batch
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -141,46 +142,30 @@ async function bench(options: {
     if (options.ep !== 'cpu' && engine.device.kind !== options.ep) {
       throw new Error(`not on ${options.ep}: ${engine.device.fallbackReason ?? 'unknown'}`);
     }
-    for (const [batch, beams] of options.parts) {
-      if (elapsedS() > options.deadlineS) {
-        result.errors.push(`${batch}x${beams}: skipped, past the ${options.deadlineS} s deadline`);
-        continue;
-      }
-      const pool = batch === 1 ? options.prep.single : options.prep.batch;
-      const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
+    await timeParts(options, result, `${options.ep}`, elapsedS, save, async (rows, batch, beams) => {
       const settings = { numBeams: beams, maxNewTokens: options.newTokens, minNewTokens: options.newTokens };
       const call = async () =>
         (await Promise.all(rows.map((r) => engine.generateIds(r.inputIds, r.forcedTokenId, settings)))).map(
           (h) => h.tokens,
         );
       let before = engine.stats();
-      const { seconds, tokens, ids } = await timeCalls(call, options.runs, batch, () => (before = engine.stats()));
+      const timed = await timeCalls(call, options.runs, batch, () => (before = engine.stats()));
       const after = engine.stats();
       const steps = after.decoderRuns - before.decoderRuns;
-      const rowSteps = after.decoderRows - before.decoderRows;
       const hostBytes = after.decoderHostBytes - before.decoderHostBytes;
-      const key = `${batch}x${beams}`;
-      const total = seconds.reduce((a, b) => a + b, 0);
-      result.parts[key] = {
-        batch,
-        beams,
-        runs: options.runs,
-        tokensPerS: tokens / total,
-        seconds,
-        generatedTokens: tokens,
-        decoderSteps: steps,
-        decoderMsPerStep: (after.decoderMs - before.decoderMs) / steps,
-        encoderMsPerCall: (after.encoderMs - before.encoderMs) / options.runs,
-        searchMsPerStep: (after.searchMs - before.searchMs) / steps,
-        layoutMsPerStep: (after.layoutMs - before.layoutMs) / steps,
-        hostBytesPerStep: hostBytes / steps,
-        hostBytesPerRowStep: hostBytes / rowSteps,
-        ids,
+      return {
+        ...timed,
+        counters: {
+          decoderSteps: steps,
+          decoderMsPerStep: (after.decoderMs - before.decoderMs) / steps,
+          encoderMsPerCall: (after.encoderMs - before.encoderMs) / options.runs,
+          searchMsPerStep: (after.searchMs - before.searchMs) / steps,
+          layoutMsPerStep: (after.layoutMs - before.layoutMs) / steps,
+          hostBytesPerStep: hostBytes / steps,
+          hostBytesPerRowStep: hostBytes / (after.decoderRows - before.decoderRows),
+        },
       };
-      result.tokensPerS[key] = tokens / total;
-      console.error(`[${options.ep} t=${elapsedS().toFixed(1)}s] ${key}: ${(tokens / total).toFixed(1)} tokens/s`);
-      save();
-    }
+    });
     result.finished = true;
   } catch (err) {
     result.errors.push(String((err as Error).stack ?? err));
@@ -245,13 +230,8 @@ async function benchSearch(options: {
     });
     result.loadS = elapsedS();
     save();
-    for (const [batch, beams] of options.parts) {
-      if (elapsedS() > options.deadlineS) {
-        result.errors.push(`${batch}x${beams}: skipped, past the ${options.deadlineS} s deadline`);
-        continue;
-      }
-      const pool = batch === 1 ? options.prep.single : options.prep.batch;
-      const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
+    const label = `search ${options.ep} ${options.dtype}`;
+    await timeParts(options, result, label, elapsedS, save, async (rows, batch, beams) => {
       const settings = {
         numBeams: beams,
         maxNewTokens: options.newTokens,
@@ -262,30 +242,56 @@ async function benchSearch(options: {
         (await Promise.all(Array.from({ length: options.inFlight }, () => session!.run(rows, settings))))
           .flat()
           .map((r) => r.tokenIds);
-      const { seconds, tokens, ids } = await timeCalls(call, options.runs, batch);
-      const key = `${batch}x${beams}`;
-      const total = seconds.reduce((a, b) => a + b, 0);
-      result.parts[key] = {
-        batch,
-        beams,
-        runs: options.runs,
-        tokensPerS: tokens / total,
-        seconds,
-        generatedTokens: tokens,
-        ids,
-      };
-      result.tokensPerS[key] = tokens / total;
-      console.error(
-        `[search ${options.ep} ${options.dtype} t=${elapsedS().toFixed(1)}s] ${key}: ${(tokens / total).toFixed(1)} tokens/s`,
-      );
-      save();
-    }
+      return timeCalls(call, options.runs, batch);
+    });
     result.finished = true;
   } catch (err) {
     result.errors.push(String((err as Error).stack ?? err));
   } finally {
     save();
     await session?.release();
+  }
+}
+
+/**
+ * Each part (BATCHxBEAMS) of `options` measured by `measure` on its fixed rows and recorded in `result`, saved after
+ * each; a part past the arm's deadline is skipped and named in `result.errors`.
+ */
+async function timeParts(
+  options: { parts: [number, number][]; prep: Prep; runs: number; deadlineS: number },
+  result: { parts: Record<string, PartResult>; tokensPerS: Record<string, number>; errors: string[] },
+  label: string,
+  elapsedS: () => number,
+  save: () => void,
+  measure: (
+    rows: PrepRow[],
+    batch: number,
+    beams: number,
+  ) => Promise<{ seconds: number[]; tokens: number; ids: number[][]; counters?: Partial<PartResult> }>,
+): Promise<void> {
+  for (const [batch, beams] of options.parts) {
+    const key = `${batch}x${beams}`;
+    if (elapsedS() > options.deadlineS) {
+      result.errors.push(`${key}: skipped, past the ${options.deadlineS} s deadline`);
+      continue;
+    }
+    const pool = batch === 1 ? options.prep.single : options.prep.batch;
+    const rows = Array.from({ length: batch }, (_, i) => pool[i % pool.length]!);
+    const { seconds, tokens, ids, counters } = await measure(rows, batch, beams);
+    const tokensPerS = tokens / seconds.reduce((a, b) => a + b, 0);
+    result.parts[key] = {
+      batch,
+      beams,
+      runs: options.runs,
+      tokensPerS,
+      seconds,
+      generatedTokens: tokens,
+      ...counters,
+      ids,
+    };
+    result.tokensPerS[key] = tokensPerS;
+    console.error(`[${label} t=${elapsedS().toFixed(1)}s] ${key}: ${tokensPerS.toFixed(1)} tokens/s`);
+    save();
   }
 }
 

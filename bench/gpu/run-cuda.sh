@@ -36,34 +36,27 @@ want() { [[ "$ARMS_WANTED" == *",$1,"* ]]; }
 # A smoke test on a CPU-only machine: GPU_EP=cpu runs every arm on the CPU provider (fp16 arms fail: onnxruntime's
 # CPU BeamSearch is float32), with GPU_PRESET=tiny.
 EP="${GPU_EP:-cuda}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/gpu-bench.log") 2>&1
-t0=$(date +%s)
-step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
+# shellcheck source=bench/gpu/common.sh
+source bench/gpu/common.sh
+gpu_start
 
 step "kit"
-set +u
-# shellcheck source=/dev/null
-source "$KIT_DIR/kit-env.sh"
+gpu_kit
 if [[ "$EP" == cuda ]]; then
+  set +u
   # shellcheck source=/dev/null
   source "$(ls -d "$CUDA_KIT"/p*/ | tail -1)cuda-env.sh"
+  set -u
 fi
-set -u
 # The bundle beside a node_modules holding the CUDA build of onnxruntime-node (ESM resolves from the file's folder).
 RUN_DIR="$KIT_WORK/cuda-run"
 mkdir -p "$RUN_DIR"
 rm -f "$RUN_DIR/node_modules" && ln -s "${KIT_CUDA_NODE_MODULES:-$KIT_NODE_MODULES}" "$RUN_DIR/node_modules"
 xz -dc "$KIT_DIR/engine.mjs.xz" >"$RUN_DIR/engine.mjs"
-export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296
 ENGINE=("$KIT_NODE" "$RUN_DIR/engine.mjs")
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 
 MODEL="${GPU_MODEL_DIR:-$KIT_WORK/$PRESET}"
 step "model: prep, the two fp32 graphs in parallel, then their fp16 files ($MODEL)"
-# shellcheck source=bench/gpu/model.sh
-source bench/gpu/model.sh
 gpu_model || exit 1
 timeout 120 "${ENGINE[@]}" fp16 --model "$MODEL" || echo "fp16 files: FAILED"
 ls -la "$MODEL/onnx"

@@ -32,28 +32,17 @@ SERVED_WORKERS="${GPU_SERVED_WORKERS:-1,2}"
 PRESET="${GPU_PRESET:-m2m100-418m}"
 SOFTWARE=()
 [[ "${GPU_SOFTWARE:-0}" == 1 ]] && SOFTWARE=(--software)
-mkdir -p "$OUT"
-# Absolute: the served arm runs from the unpacked stack's folder.
-OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/gpu-bench.log") 2>&1
-t0=$(date +%s)
-step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
+# shellcheck source=bench/gpu/common.sh
+source bench/gpu/common.sh
+gpu_start
 
 step "kit"
-# The kit's scripts read unset variables: sourced without -u.
-set +u
-# shellcheck source=/dev/null
-source "$KIT_DIR/kit-env.sh"
-set -u
+gpu_kit
 xz -dc "$KIT_DIR/engine.mjs.xz" >"$KIT_WORK/engine.mjs"
-export MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296
 ENGINE=("$KIT_NODE" "$KIT_WORK/engine.mjs")
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 
 MODEL="${GPU_MODEL_DIR:-$KIT_WORK/$PRESET}"
 step "model: prep + the two fp32 graphs in parallel ($MODEL)"
-# shellcheck source=bench/gpu/model.sh
-source bench/gpu/model.sh
 gpu_model || exit 1
 ls -la "$MODEL/onnx"
 
@@ -84,10 +73,10 @@ rm -rf "$STACK" && mkdir -p "$STACK" && xz -dc "$KIT_DIR/stack.tar.xz" | tar -C 
   (cd "$STACK" && timeout 240 "$KIT_NODE" dist/bench/gpu/served.js --model "$MODEL" --out "$OUT/gpu-served.json" \
     --concurrency "$SERVED_LEVELS" --workers "$SERVED_WORKERS" --new-tokens "$NEW_TOKENS" --deadline-s 200 "${SOFTWARE[@]}")
 SERVED=()
-[[ -f "$OUT/gpu-served.json" ]] && SERVED=(--served "$OUT/gpu-served.json")
+[[ -f "$OUT/gpu-served.json" ]] && SERVED=(--served "$OUT/gpu-served.json" --served-vs webgpu)
 
 step "summary"
-"${ENGINE[@]}" summary --webgpu "$OUT/gpu-engine-webgpu.json" --cpu "$OUT/gpu-engine-cpu.json" \
+"${ENGINE[@]}" summary --arm webgpu="$OUT/gpu-engine-webgpu.json" --arm cpu="$OUT/gpu-engine-cpu.json" --reference cpu \
   --torch "$OUT/gpu-torch.json" "${SERVED[@]}" --out "$OUT/gpu-summary.json"
 rm -f "$OUT/gpu-prep.json"
 step "done"
