@@ -19,9 +19,8 @@
  * both subgraphs read, so the decoder's weights are loaded once; an encoder weight whose name a decoder weight also
  * has is renamed (two exports name their anonymous weights independently).
  *
- * M2M100's forced target-language token comes in as `prefix_vocab_mask`, one row per sequence with a 1 at its
- * language token (so one batch holds several target languages); the encoder subgraph turns it into the first step's
- * scores (subgraph.ts `forcedLogits`).
+ * M2M100's forced target-language token comes in as `forced_token_ids`, one per sequence (so one batch holds several
+ * target languages); the encoder subgraph turns them into the first step's scores (subgraph.ts `forcedLogits`).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -46,7 +45,7 @@ export const SEARCH_INPUTS = {
   numReturnSequences: 'num_return_sequences',
   lengthPenalty: 'length_penalty',
   repetitionPenalty: 'repetition_penalty',
-  prefixVocabMask: 'prefix_vocab_mask',
+  forcedTokenIds: 'forced_token_ids',
   attentionMask: 'attention_mask',
 } as const;
 export const SEARCH_OUTPUTS = { sequences: 'sequences', scores: 'sequences_scores' } as const;
@@ -152,7 +151,7 @@ export function searchGraph(
       return name;
     };
     need(first, 'logits');
-    e.output('logits', e.forcedLogits(SEARCH_INPUTS.prefixVocabMask, start, vocab, config.eosTokenId, real), real, [
+    e.output('logits', e.forcedLogits(SEARCH_INPUTS.forcedTokenIds, start, vocab, config.eosTokenId, real), real, [
       'batch',
       1,
       vocab,
@@ -225,7 +224,7 @@ export function searchGraph(
         I.lengthPenalty,
         I.repetitionPenalty,
         '',
-        // The encoder subgraph reads the mask itself (`forcedLogits`).
+        // The encoder subgraph forces the first token itself, from the outer `forced_token_ids` (`forcedLogits`).
         '',
         I.attentionMask,
       ],
@@ -256,7 +255,7 @@ export function searchGraph(
         scalar(I.numReturnSequences, INT32),
         scalar(I.lengthPenalty, FLOAT),
         scalar(I.repetitionPenalty, FLOAT),
-        valueInfo(I.prefixVocabMask, INT32, ['batch', vocab]),
+        valueInfo(I.forcedTokenIds, INT32, ['batch']),
         valueInfo(I.attentionMask, INT32, ['batch', 'source']),
       ],
       output: [

@@ -87,10 +87,12 @@ describe('an engine generating in one run per batch (GENERATION=in-graph)', () =
     const results = await Promise.allSettled([
       ...rows.map((r) => inGraph.generateIds(r.inputIds, r.forcedTokenId, options)),
       inGraph.generateIds(bad, rows[0]!.forcedTokenId, options),
+      inGraph.generateIds(rows[1]!.inputIds, 10_000, options),
     ]);
-    expect(results.at(-1)!.status).toBe('rejected');
+    expect(results.slice(-2).map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results.at(-1) as PromiseRejectedResult).reason.message).toMatch(/forced token 10000 is outside/);
     const expected = await Promise.all(rows.map((r) => stepLoop.generateIds(r.inputIds, r.forcedTokenId, options)));
-    expect(results.slice(0, -1).map((r) => (r.status === 'fulfilled' ? r.value.tokens : null))).toEqual(
+    expect(results.slice(0, -2).map((r) => (r.status === 'fulfilled' ? r.value.tokens : null))).toEqual(
       expected.map((h) => h.tokens),
     );
     expect(inGraph.searchStats()!.retriedRuns).toBeGreaterThan(retried);

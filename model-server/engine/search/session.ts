@@ -63,13 +63,16 @@ export class SearchSession {
     const source = Math.max(...rows.map((r) => r.inputIds.length));
     const ids = new Int32Array(batch * source).fill(padTokenId);
     const mask = new Int32Array(batch * source);
-    const forced = new Int32Array(batch * vocabSize);
+    const forced = new Int32Array(batch);
     rows.forEach((row, b) => {
       row.inputIds.forEach((id, j) => {
         ids[b * source + j] = id;
         mask[b * source + j] = 1;
       });
-      forced[b * vocabSize + row.forcedTokenId] = 1;
+      // Out of the vocabulary it would force no token at all (the graph compares it with every id): refused.
+      if (!(row.forcedTokenId >= 0 && row.forcedTokenId < vocabSize))
+        throw new RangeError(`forced token ${row.forcedTokenId} is outside the vocabulary (0..${vocabSize - 1})`);
+      forced[b] = row.forcedTokenId;
     });
     const int = (value: number) => new ort.Tensor('int32', Int32Array.of(value), [1]);
     const float = (value: number) => new ort.Tensor('float32', Float32Array.of(value), [1]);
@@ -84,7 +87,7 @@ export class SearchSession {
         [I.numReturnSequences]: int(1),
         [I.lengthPenalty]: float(settings.lengthPenalty),
         [I.repetitionPenalty]: float(1),
-        [I.prefixVocabMask]: new ort.Tensor('int32', forced, [batch, vocabSize]),
+        [I.forcedTokenIds]: new ort.Tensor('int32', forced, [batch]),
         [I.attentionMask]: new ort.Tensor('int32', mask, [batch, source]),
       },
       [SEARCH_OUTPUTS.sequences, SEARCH_OUTPUTS.scores],

@@ -16,7 +16,6 @@ export const FLOAT = 1;
 export const FLOAT16 = 10;
 export const INT32 = 6;
 export const INT64 = 7;
-const BOOL = 9;
 const HALF_MAX = 65504;
 
 export function intAttr(name: string, value: number): onnxProto.onnx.IAttributeProto {
@@ -46,7 +45,7 @@ export class SubgraphBuilder {
   }
 
   /**
-   * The first step's scores: 0 at each row's language token, -1e9 elsewhere, from the outer graph's `mask` [batch, V],
+   * The first step's scores: 0 at each row's language token, -1e9 elsewhere, from the outer graph's `ids` [batch],
    * each row repeated for its beams when the subgraph's rows (those of `like`) are the beams of each row. As in transformers'
    * forced-BOS processor the language token then costs nothing: the operator's own `prefix_vocab_mask` would keep the
    * token's model log-probability, which shifts every hypothesis of the row by one constant and so, through the length
@@ -54,12 +53,27 @@ export class SubgraphBuilder {
    * 2·numBeams candidates, and a `</s>` among the runners-up would be kept as a finished hypothesis, filling a slot
    * that early stopping counts.
    */
-  forcedLogits(mask: string, like: string, vocab: number, eos: number, real: number): string {
+  forcedLogits(ids: string, like: string, vocab: number, eos: number, real: number): string {
     const n = (name: string) => `forced/${name}`;
+    const scalar = (name: string, value: number) => ({
+      name: n(name),
+      opType: 'Constant',
+      output: [n(name)],
+      attribute: [{ name: 'value', type: ATTR.TENSOR, t: { dims: [], dataType: INT64, int64Data: [value] } }],
+    });
     this.#nodes.push(
+      // One row per sequence, true at its language token: [batch, V] from the ids, not sent as a mask (256 rows of
+      // 418M's vocabulary would be 131 MB a run).
+      { name: n('ids'), opType: 'Cast', input: [ids], output: [n('ids')], attribute: [intAttr('to', INT64)] },
       { name: n('axis1'), opType: 'Constant', output: [n('axis1')], attribute: [longs('value', [1])] },
-      { name: n('row'), opType: 'Unsqueeze', input: [mask, n('axis1')], output: [n('row')] },
-      { name: n('batch'), opType: 'Shape', input: [mask], output: [n('batch')], attribute: [intAttr('end', 1)] },
+      { name: n('column'), opType: 'Unsqueeze', input: [n('ids'), n('axis1')], output: [n('column')] },
+      scalar('first', 0),
+      scalar('limit', vocab),
+      scalar('step', 1),
+      { name: n('tokens'), opType: 'Range', input: [n('first'), n('limit'), n('step')], output: [n('tokens')] },
+      { name: n('hit'), opType: 'Equal', input: [n('column'), n('tokens')], output: [n('hit')] },
+      { name: n('row'), opType: 'Unsqueeze', input: [n('hit'), n('axis1')], output: [n('row')] },
+      { name: n('batch'), opType: 'Shape', input: [ids], output: [n('batch')], attribute: [intAttr('end', 1)] },
       { name: n('rowsB'), opType: 'Shape', input: [like], output: [n('rowsB')], attribute: [intAttr('end', 1)] },
       { name: n('beams'), opType: 'Div', input: [n('rowsB'), n('batch')], output: [n('beams')] },
       { name: n('vocab'), opType: 'Constant', output: [n('vocab')], attribute: [longs('value', [vocab])] },
@@ -73,7 +87,6 @@ export class SubgraphBuilder {
       { name: n('rows'), opType: 'Expand', input: [n('row'), n('shape')], output: [n('rows')] },
       { name: n('flat'), opType: 'Constant', output: [n('flat')], attribute: [longs('value', [-1, 1, vocab])] },
       { name: n('each'), opType: 'Reshape', input: [n('rows'), n('flat')], output: [n('each')] },
-      { name: n('bool'), opType: 'Cast', input: [n('each')], output: [n('bool')], attribute: [intAttr('to', BOOL)] },
       { name: n('zero'), opType: 'Constant', output: [n('zero')], attribute: [realConstant('value', 0, real)] },
       {
         name: n('never'),
@@ -90,7 +103,7 @@ export class SubgraphBuilder {
           ),
         ],
       },
-      { name: n('logits'), opType: 'Where', input: [n('bool'), n('zero'), n('never')], output: [n('logits')] },
+      { name: n('logits'), opType: 'Where', input: [n('each'), n('zero'), n('never')], output: [n('logits')] },
     );
     return n('logits');
   }
