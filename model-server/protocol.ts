@@ -87,7 +87,7 @@ export interface BatchItem<Body extends ItemBody = ItemBody> {
   /** Registered model (language) the job was sent to; the translation handler's target language. */
   model: string;
   body: Body;
-  /** Part of a large request (a long document): the engine schedules it as bulk work (engine/generate.ts). */
+  /** Part of a large request (a long document): the engine schedules it as bulk work (engine/loop/generate.ts). */
   bulk?: boolean;
 }
 

@@ -53,7 +53,7 @@ const buildEntry = fileURLToPath(
 
 const demoModelSources = fileURLToPath(new URL('../../model-server/tools/demo-model/', import.meta.url));
 /** Sources the generator also runs: the int8 files are made by the quantizer, which writes ONNX with onnx-wire. */
-const generatorDependencies = ['tools/quantize.ts', 'engine/onnx-wire.ts'].map((f) =>
+const generatorDependencies = ['tools/quantize.ts', 'engine/graphs/onnx-wire.ts'].map((f) =>
   fileURLToPath(new URL(`../../model-server/${f}`, import.meta.url)),
 );
 const STAMP = '.bench-build.json';

@@ -1,7 +1,7 @@
 /**
  * @module bench/scenarios/engine-layout — figure 12, the weight layout: does a model whose weights are inline in
  * its .onnx files (the published export: a 1.3 GB decoder file) run as fast as the same model with its weights in
- * `*.onnx_data` files? The engine edits the decoder graph at load on both (engine/onnx-wire.ts), so both should
+ * `*.onnx_data` files? The engine edits the decoder graph at load on both (engine/graphs/onnx-wire.ts), so both should
  * take the fast path; this measures that they do and what it costs.
  *
  *     node --import tsx bench/scenarios/engine-layout.ts [inlineDir externalDir] [--pairs 3] [--tokens 16] [--threads 2]

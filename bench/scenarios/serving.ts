@@ -213,7 +213,7 @@ async function run(ctx: BenchContext): Promise<Section> {
     s.notes.push(
       `At concurrency ${c}, 14 languages served ${formatRatio(ratio(all.sentencesPerS as number, one.sentencesPerS as number))} the sentences/s of 1 language; ` +
         `the engine stepped ${formatNumber(all.rowsPerStep as number)} and ${formatNumber(one.rowsPerStep as number)} rows per decoder run. Each language keeps its own queue and batches; ` +
-        'the engine batches whatever it holds, and rows that arrive while others generate catch up with them (engine/catch-up.ts).',
+        'the engine batches whatever it holds, and rows that arrive while others generate catch up with them (engine/loop/catch-up.ts).',
     );
   }
   ctx.shared.set(SERVED_ONE_LANGUAGE_KEY, oneLanguage);

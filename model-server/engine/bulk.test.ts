@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import type { TranslateOptions } from './engine.js';
 import { TranslationEngine } from './engine.js';
-import { BULK_SHARE } from './generate.js';
+import { BULK_SHARE } from './loop/generate.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-bulk-'));
 let engine: TranslationEngine;

@@ -7,7 +7,7 @@ import * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DeviceLayout } from './device-layout.js';
-import { relayoutRows } from './row-layout.js';
+import { relayoutRows } from './loop/row-layout.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 const provider = { name: 'webgpu' } as ort.InferenceSession.ExecutionProviderConfig;

@@ -16,7 +16,7 @@
 import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
-import { valueInfo as io } from './onnx-wire.js';
+import { valueInfo as io } from './graphs/onnx-wire.js';
 
 const { onnx } = onnxProto;
 const FLOAT = 1;

@@ -8,7 +8,7 @@ import { ServeError } from '../../common/errors.js';
 import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
 import type { Hypothesis } from './decoding.js';
 import { sourceLengthCap, type TranslateOptions, type TranslateRow, TranslationEngine } from './engine.js';
-import { MAX_PACKED_TOKENS } from './encode.js';
+import { MAX_PACKED_TOKENS } from './loop/encode.js';
 import { seededRows, transformersReference } from '../test/engine-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'engine-'));

@@ -15,7 +15,7 @@
 import type { DeviceInfo } from '../protocol.js';
 import type { Hypothesis, SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
-import { Generator, type GeneratorStats, type SubmitOptions } from './generate.js';
+import { Generator, type GeneratorStats, type SubmitOptions } from './loop/generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
 import {
   DEFAULT_MAX_BATCH_ROWS,

@@ -14,7 +14,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import onnxProto from 'onnx-proto';
 import type * as ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
-import { joinModel, splitModel } from './onnx-wire.js';
+import { joinModel, splitModel } from './graphs/onnx-wire.js';
 
 /** What the step loop needs of a session (the float32 boundary provides the same). */
 export interface EngineSession {

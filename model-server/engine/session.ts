@@ -26,11 +26,11 @@ import {
   type DtypeChoice,
   type ModelDtype,
 } from './model-files.js';
-import { asExported, type DecoderOutputs, deviceGraphs, rewriteDecoder } from './session-graphs.js';
+import { asExported, type DecoderOutputs, deviceGraphs, rewriteDecoder } from './graphs/session-graphs.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 /** Which decoder graph drives generation. */
-export type { DecoderOutputs } from './session-graphs.js';
+export type { DecoderOutputs } from './graphs/session-graphs.js';
 export {
   AUTO_DTYPES,
   chooseDtype,

@@ -18,7 +18,7 @@
 import { lstatSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { joinModel, splitModel } from '../engine/onnx-wire.js';
+import { joinModel, splitModel } from '../engine/graphs/onnx-wire.js';
 import { elementCount, inlined, sourceWeights, WeightReader } from './onnx-weights.js';
 import { DT, quantizeGraph, valuesRead, type ActivationQuantization } from './quantize-graph.js';
 

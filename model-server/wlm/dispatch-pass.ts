@@ -7,7 +7,7 @@
  * translation engine: its decoder rows ÷ beams). Whenever room may have opened or a batch may be due, `pump()`
  * hands batches out one at a time — to the ready worker holding the fewest jobs, from the attached batchers in
  * round-robin order (so one busy language cannot starve the others on a shared device), each at most the room
- * left. The engine batches whatever it holds at every step (engine/generate.ts): batches sent while it generates
+ * left. The engine batches whatever it holds at every step (engine/loop/generate.ts): batches sent while it generates
  * start at its next boundary and share its decoder runs at once or after catching up.
  *
  * Beyond the cap a worker has a small reserve (a quarter of the cap, and no more than the bulk jobs it holds)
@@ -41,7 +41,7 @@ export function dispatchPass(
   const held = (w: WorkerHandle) => w.inFlightJobs + (given.get(w)?.jobs ?? 0);
   // Beyond its cap a worker keeps a reserve for interactive jobs (job.ts BULK_REQUEST_JOBS): a sentence that
   // arrives while a document fills the worker starts at the engine's next step boundary, where the engine
-  // steps it apart from the document's rows (engine/generate.ts), instead of waiting for a document row to end.
+  // steps it apart from the document's rows (engine/loop/generate.ts), instead of waiting for a document row to end.
   const reserve = Math.max(1, Math.ceil(attachedCap / 4));
   const pick = (limit: (w: WorkerHandle) => number) => {
     let best: { worker: WorkerHandle; room: number } | undefined;

@@ -53,7 +53,7 @@ export interface JobOptions {
 
 /**
  * Requests with more jobs than this (a document of more than a few paragraphs, a big array) are bulk work: the
- * engine gives them a bounded share of its time while interactive rows generate (engine/generate.ts), and a worker
+ * engine gives them a bounded share of its time while interactive rows generate (engine/loop/generate.ts), and a worker
  * keeps room for interactive jobs beyond its cap (worker-pool.ts). A paragraph or a short list stays interactive.
  */
 export const BULK_REQUEST_JOBS = 16;

@@ -25,9 +25,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { splitCrossAttention } from '../decoder-split.js';
+import { splitCrossAttention } from '../graphs/decoder-split.js';
 import type { ModelConfig } from '../model-config.js';
-import { splitModel, valueInfo, weightName } from '../onnx-wire.js';
+import { splitModel, valueInfo, weightName } from '../graphs/onnx-wire.js';
 import { ATTR, FLOAT, FLOAT16, INT32, INT64, intAttr, SubgraphBuilder } from './subgraph.js';
 import { mergeWeights, packWeights, type PackOptions } from './weights.js';
 

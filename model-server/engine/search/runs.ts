@@ -24,7 +24,7 @@
  */
 import type { Hypothesis, SearchSettings } from '../decoding.js';
 import type { SearchRow, SearchRunSettings, SearchSession } from './session.js';
-import type { SubmitOptions } from '../sequences.js';
+import type { SubmitOptions } from '../loop/sequences.js';
 
 export interface SearchRunsOptions {
   /** Decoder rows (rows × beams) per run at most. */

@@ -5,7 +5,7 @@
  */
 import onnxProto from 'onnx-proto';
 import { float16Bits, toFloat16 } from '../float16.js';
-import { type Dim, valueInfo } from '../onnx-wire.js';
+import { type Dim, valueInfo } from '../graphs/onnx-wire.js';
 
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type INodeProto = onnxProto.onnx.INodeProto;

@@ -6,7 +6,7 @@
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { externalizedWeight, joinModel, renamedWeight, weightName, wireFields } from '../onnx-wire.js';
+import { externalizedWeight, joinModel, renamedWeight, weightName, wireFields } from '../graphs/onnx-wire.js';
 
 const INLINE_LIMIT = 1.8e9;
 const SCRATCH_WEIGHTS = 'search_weights.bin';

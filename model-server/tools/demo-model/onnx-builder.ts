@@ -5,7 +5,7 @@
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import onnxProto from 'onnx-proto';
-import { type Dim, valueInfo } from '../../engine/onnx-wire.js';
+import { type Dim, valueInfo } from '../../engine/graphs/onnx-wire.js';
 import { Mulberry32, streamSeed } from './prng.js';
 
 const { onnx } = onnxProto;
@@ -18,8 +18,8 @@ type IAttributeProto = onnxProto.onnx.IAttributeProto;
 export const ElemType = { FLOAT: 1, INT64: 7, BOOL: 9 } as const;
 export type ElemTypeId = (typeof ElemType)[keyof typeof ElemType];
 
-/** A dimension (a number, or a symbolic name) and a graph input/output: one copy, in engine/onnx-wire.ts. */
-export type { Dim } from '../../engine/onnx-wire.js';
+/** A dimension (a number, or a symbolic name) and a graph input/output: one copy, in engine/graphs/onnx-wire.ts. */
+export type { Dim } from '../../engine/graphs/onnx-wire.js';
 export { valueInfo };
 
 /** Tagged attribute values: ONNX needs the type spelled out (a float 1 is not an int 1). */

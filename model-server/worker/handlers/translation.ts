@@ -4,7 +4,7 @@
  *
  * One engine per worker serves every language its tokenizer knows. Batches that arrive while another is
  * still generating are not queued behind it: their rows start at the engine's next step boundary and share its
- * decoder runs at once or after catching up (engine/generate.ts), and each row is answered as soon as it finishes
+ * decoder runs at once or after catching up (engine/loop/generate.ts), and each row is answered as soon as it finishes
  * (the engine's single step loop guarantees the sessions never run two generations at once).
  *
  * Nothing is cut silently. The frontend sends one sentence per job (translation/translation-plan.ts); a sentence the

@@ -3,9 +3,9 @@
  * stays on the device"): the decoder run over device-held caches (the cross-attention cache made at encoding), and a
  * head's top-k of the logits read back; nothing else crosses to the host.
  */
-import './ort-env.js';
+import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
-import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import { BEAM_HEAD_OUTPUTS } from '../beam-head.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
 

@@ -8,7 +8,7 @@ import type onnxProto from 'onnx-proto';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
-import type { ModelConfig } from './model-config.js';
+import type { ModelConfig } from '../model-config.js';
 import { joinModel, smallFloatWeights, splitModel, weightDims, weightName } from './onnx-wire.js';
 
 /** What the step loop fetches from the decoder, beyond `present.*.encoder` on the first step. */

@@ -6,13 +6,13 @@
  * inputs): until `stepCohort` applies a successful run, the cohort is as it was, so a failed run can be retried
  * with other rows (generate.ts).
  */
-import './ort-env.js';
+import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
-import { BEAM_HEAD_OUTPUTS } from './beam-head.js';
+import { BEAM_HEAD_OUTPUTS } from '../beam-head.js';
 import { type Cohort, type CohortContext, disposeDevice } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
-import { BEAM_TOPK } from './decoder-graph.js';
-import { decideStep, type SearchState, type StepDecision, type StepScores } from './decoding.js';
+import { BEAM_TOPK } from '../graphs/decoder-graph.js';
+import { decideStep, type SearchState, type StepDecision, type StepScores } from '../decoding.js';
 import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
 import { runOnDevice } from './step-device.js';
 

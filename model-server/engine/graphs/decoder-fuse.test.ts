@@ -9,12 +9,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../tools/demo-model/index.js';
-import { Mulberry32 } from '../tools/demo-model/prng.js';
+import { makeDemoModel } from '../../tools/demo-model/index.js';
+import { Mulberry32 } from '../../tools/demo-model/prng.js';
 import { type FuseOptions, floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { splitCrossAttention } from './decoder-split.js';
 import { joinModel, smallFloatWeights, splitModel, weightDims, weightName } from './onnx-wire.js';
-import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
+import { restrictVulkanDrivers, webgpuDrivers } from '../vulkan-drivers.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'decoder-fuse-'));
 const dir = path.join(root, 'tiny');

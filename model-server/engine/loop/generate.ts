@@ -47,18 +47,18 @@
  *   otherwise the whole `present.*.decoder` is fetched (onnxruntime-node copies each fetched output into a
  *   fresh ArrayBuffer: ~100 MB per step at batch 64).
  */
-import { ServeError } from '../../common/errors.js';
-import type { Hypothesis } from './decoding.js';
+import { ServeError } from '../../../common/errors.js';
+import type { Hypothesis } from '../decoding.js';
 import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
 import { gatherRows, mergeCohorts, removeRows } from './cohort-layout.js';
 import { encodeCohort } from './encode.js';
 import { encodeOnDevice } from './encode-device.js';
-import type { EngineOptions } from './engine-options.js';
+import type { EngineOptions } from '../engine-options.js';
 import { emptyGeneratorStats, type GeneratorStats } from './generator-stats.js';
-import type { ModelConfig } from './model-config.js';
+import type { ModelConfig } from '../model-config.js';
 import { type GenerationRequest, Sequences, type SubmitOptions } from './sequences.js';
-import type { EngineSessions } from './session.js';
+import type { EngineSessions } from '../session.js';
 import { type DecoderRun, failingSequences, runDecoder, stepCohort } from './step.js';
 
 export type { GeneratorStats } from './generator-stats.js';

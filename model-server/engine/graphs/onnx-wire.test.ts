@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeDemoModel } from '../tools/demo-model/index.js';
+import { makeDemoModel } from '../../tools/demo-model/index.js';
 import { joinModel, renamedWeight, splitModel, varint, weightName, wireFields } from './onnx-wire.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'onnx-wire-'));

@@ -7,11 +7,11 @@
  * gives everything back once the cohort's rows are gone or live in another cohort's tensors.
  */
 import type * as ort from 'onnxruntime-node';
-import type { Row } from './decoding.js';
+import type { Row } from '../decoding.js';
 import type { GeneratorStats } from './generator-stats.js';
 import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
-import type { ModelConfig } from './model-config.js';
-import type { EngineSessions } from './session.js';
+import type { ModelConfig } from '../model-config.js';
+import type { EngineSessions } from '../session.js';
 
 /**
  * Room a new pooled row tensor gets beyond what it needs, so the next batch's (a source a few tokens longer)

@@ -5,8 +5,8 @@
  */
 import type * as ort from 'onnxruntime-node';
 import type { Cohort, CohortContext } from './cohort.js';
-import type { Row } from './decoding.js';
-import { crossCacheOutputs } from './decoder-split.js';
+import type { Row } from '../decoding.js';
+import { crossCacheOutputs } from '../graphs/decoder-split.js';
 import { type Admitted, type Encoded, encodeGroup } from './encode.js';
 import { sourceBuckets } from './source-buckets.js';
 

@@ -6,7 +6,7 @@
  * Who writes what: `add` and abort listeners append (a waiting sequence cancelled leaves the queue at once);
  * everything else is called by the generation loop between runs. Every sequence is answered exactly once.
  */
-import { type Hypothesis, SearchState, type SearchSettings } from './decoding.js';
+import { type Hypothesis, SearchState, type SearchSettings } from '../decoding.js';
 import type { Admitted } from './encode.js';
 import type { GeneratorStats } from './generator-stats.js';
 

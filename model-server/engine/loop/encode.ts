@@ -2,12 +2,12 @@
  * @module engine/encode — the encoder side of admission: the sequences that start at one step boundary are
  * encoded in groups of similar source length (source-buckets.ts) and become one new cohort at step 0.
  */
-import './ort-env.js';
+import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
-import { type Row, SearchState } from './decoding.js';
+import { type Row, SearchState } from '../decoding.js';
 import type { Cohort, CohortContext } from './cohort.js';
 import { gatherRows } from './cohort-layout.js';
-import { crossCacheOutputs } from './decoder-split.js';
+import { crossCacheOutputs } from '../graphs/decoder-split.js';
 import { sourceBuckets } from './source-buckets.js';
 
 /** Most cache positions a cohort's buffers are sized for up front (see `expectedCacheLength`). */

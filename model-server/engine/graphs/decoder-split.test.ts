@@ -2,13 +2,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import './ort-env.js';
+import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { crossCacheOutputs, splitCrossAttention } from './decoder-split.js';
-import { ElemType, encodeModel, GraphBuilder, WeightSink } from '../tools/demo-model/onnx-builder.js';
+import { ElemType, encodeModel, GraphBuilder, WeightSink } from '../../tools/demo-model/onnx-builder.js';
 import { joinModel, splitModel, weightName } from './onnx-wire.js';
-import { makeDemoModel } from '../tools/demo-model/index.js';
+import { makeDemoModel } from '../../tools/demo-model/index.js';
 
 const { onnx } = onnxProto;
 const B = 'batch_size';

@@ -4,7 +4,7 @@
  */
 import type * as ort from 'onnxruntime-node';
 import type { Cohort, CohortContext, DeviceTensors } from './cohort.js';
-import type { StepScores } from './decoding.js';
+import type { StepScores } from '../decoding.js';
 
 /** What a decoder run returned, with what the step needs to apply it. */
 export interface DecoderRun {

@@ -1,5 +1,5 @@
 import onnxProto from 'onnx-proto';
-import './ort-env.js';
+import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import {
@@ -10,7 +10,7 @@ import {
   exposeGreedyTop2,
   TOP2_OUTPUTS,
 } from './decoder-graph.js';
-import { ElemType, encodeModel, GraphBuilder, WeightSink } from '../tools/demo-model/onnx-builder.js';
+import { ElemType, encodeModel, GraphBuilder, WeightSink } from '../../tools/demo-model/onnx-builder.js';
 
 const { onnx } = onnxProto;
 const DIMS = ['batch_size', 2, 'past', 3];

@@ -4,7 +4,7 @@
  * decides the lengths (trimmed to the longest content a remaining row needs) and swaps pooled memory in and out.
  */
 import type * as ort from 'onnxruntime-node';
-import type { Row, SearchState } from './decoding.js';
+import type { Row, SearchState } from '../decoding.js';
 import { type Cohort, type CohortContext, type DeviceTensors, disposeDevice } from './cohort.js';
 import { relayoutRows, type RowSource } from './row-layout.js';
 
