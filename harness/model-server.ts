@@ -23,6 +23,7 @@ import { createModelServer, type ModelServer } from '../model-server/http/server
 import type { WorkerSpawner } from '../model-server/wlm/worker-handle.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { archiveModels } from '../model-server/tools/archiver.js';
+import './compiled.js';
 import { faultSpawner } from './fault-spawner.js';
 import { call } from './http.js';
 

@@ -2,12 +2,14 @@
  * @module harness/pm2 — a private pm2 for a test: its own PM2_HOME (so a user's pm2 is never touched; `kill()` ends
  * the daemon and its apps), commands run in the repository with that environment, and the stack's three apps with
  * ecosystem.config.js's settings (model server in fork mode, the router in cluster mode with wait_ready, the front;
- * their drain budgets), run from source through tsx so a drill needs no build. harness/stack.ts starts a stack under
+ * their drain budgets), run from the build when it is current and from source through tsx otherwise
+ * (harness/compiled.ts), so a drill needs no build. harness/stack.ts starts a stack under
  * it (`supervisor: 'pm2'`); the start.sh suite (test/e2e/pm2-operations.ts) runs the real scripts with it.
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { ROOT, tsx } from './processes.js';
+import { entryFile } from './compiled.js';
+import { nodeArgs, ROOT } from './processes.js';
 
 export const PM2 = path.join(ROOT, 'node_modules/.bin/pm2');
 
@@ -80,7 +82,7 @@ export function pm2Apps(options: Pm2AppsOptions): { apps: object[] } {
     script: path.join(ROOT, 'harness/pm2-entry.js'),
     env: { ...options.env, MT_ENTRY: path.join(ROOT, file) },
     cwd: dir,
-    node_args: ['--import', tsx()],
+    node_args: nodeArgs(file),
     merge_logs: true,
     out_file: path.join(dir, 'logs', `${name}.log`),
     error_file: path.join(dir, 'logs', `${name}.log`),
@@ -96,7 +98,7 @@ export function pm2Apps(options: Pm2AppsOptions): { apps: object[] } {
         min_uptime: 5_000,
       },
       {
-        ...app('router', 'router/main.ts'),
+        ...app('router', entryFile('router/main')),
         exec_mode: 'cluster',
         instances: options.routerInstances,
         wait_ready: true,
@@ -104,7 +106,7 @@ export function pm2Apps(options: Pm2AppsOptions): { apps: object[] } {
         kill_timeout: 130_000,
       },
       {
-        ...app('front', 'front/main.ts'),
+        ...app('front', entryFile('front/main')),
         exec_mode: 'fork',
         wait_ready: true,
         listen_timeout: 20_000,

@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import './compiled.js';
 import { killAll, startProcess, type ManagedProcess } from './process-registry.js';
 
 /** The repository root. */
@@ -20,6 +21,11 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
  * compiled harness also runs where only the production modules are (bench/gpu/served.ts on a GPU machine).
  */
 export const tsx = (): string => pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+/** The Node flags a child needs to run `file`: the tsx loader for TypeScript. */
+export function nodeArgs(file: string): string[] {
+  return file.endsWith('.ts') ? ['--import', tsx()] : [];
+}
 
 export interface EntryOptions {
   /** Entry point relative to the repository root: `router/main.ts` (through tsx) or `dist/router/main.js`. */
@@ -62,7 +68,7 @@ export function startEntry(options: EntryOptions): ManagedProcess {
     name,
     file: path.join(ROOT, options.entry),
     ...(options.args ? { args: options.args } : {}),
-    execArgv: options.entry.endsWith('.ts') ? ['--import', tsx()] : [],
+    execArgv: nodeArgs(options.entry),
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },
     logFile: options.logFile ?? defaultLogFile(name),

@@ -24,10 +24,8 @@ import { jsonOrText } from './http.js';
 import { privatePm2, pm2Apps, PM2, type Pm2 } from './pm2.js';
 import { until } from './polling.js';
 import { freePort, type ManagedProcess } from './process-registry.js';
-import { isListening, ROOT, startEntry, tsx } from './processes.js';
-
-/** Entries run from source (tsx) when the harness does, compiled when it runs from dist/. */
-const EXT = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+import { entryFile } from './compiled.js';
+import { isListening, nodeArgs, ROOT, startEntry } from './processes.js';
 
 /** What a test stack runs with unless told otherwise: quiet logs, one onnxruntime thread, greedy 16-token outputs. */
 export const TEST_ENV: Readonly<Record<string, string>> = {
@@ -171,13 +169,15 @@ export async function startStack(options: StackOptions): Promise<Stack | Pm2Stac
   const setupConfig = path.join(dir, 'setup_config.json');
   const cudaId = Object.fromEntries(options.languages.map((l) => [l, options.devices?.[l] ?? '0']));
   writeFileSync(setupConfig, JSON.stringify({ cuda_id: cudaId }));
-  const cli = (script: string, args: string[]) =>
-    execFileSync(process.execPath, ['--import', tsx(), path.join(ROOT, script), ...args], { cwd: dir, stdio: 'pipe' });
-  if (options.demoModel) cli('scripts/make-demo-model.ts', [options.demoModel, modelDir, '--no-check']);
+  const cli = (script: string, args: string[]) => {
+    const file = entryFile(script);
+    execFileSync(process.execPath, [...nodeArgs(file), path.join(ROOT, file), ...args], { cwd: dir, stdio: 'pipe' });
+  };
+  if (options.demoModel) cli('scripts/make-demo-model', [options.demoModel, modelDir, '--no-check']);
   else mkdirSync(modelDir, { recursive: true });
   if (options.archiveWithCli) {
     const args = ['archive', '--model-dir', modelDir, '--store', store, '--setup-config', setupConfig];
-    cli('model-server/cli.ts', [...args, '--handler', options.handler]);
+    cli('model-server/cli', [...args, '--handler', options.handler]);
   } else {
     archiveModels({ modelDir, store, names: options.languages, handler: options.handler });
   }
@@ -193,7 +193,7 @@ export async function startStack(options: StackOptions): Promise<Stack | Pm2Stac
     ...(options.faults ? { MT_TEST_FAULTS: JSON.stringify(options.faults) } : {}),
     ...options.env,
   } as Record<string, string>;
-  const modelServerEntry = options.faults ? `harness/model-server-with-faults.${EXT}` : `model-server/main.${EXT}`;
+  const modelServerEntry = entryFile(options.faults ? 'harness/model-server-with-faults' : 'model-server/main');
   const files = { dir, store, modelDir, env, modelServerEntry };
   const removeDir = () => {
     if (options.workDir === undefined) rmSync(dir, { recursive: true, force: true });
@@ -296,9 +296,9 @@ export async function startStack(options: StackOptions): Promise<Stack | Pm2Stac
     };
     if (options.routerCluster !== undefined) {
       const instances = options.routerCluster > 0 ? options.routerCluster : availableParallelism();
-      await startRouter('router', `bench/router-cluster.${EXT}`, [String(instances)]);
+      await startRouter('router', entryFile('bench/router-cluster'), [String(instances)]);
     } else {
-      for (let i = 0; i < (options.routers ?? 1); i++) await startRouter(`router-${i}`, `router/main.${EXT}`);
+      for (let i = 0; i < (options.routers ?? 1); i++) await startRouter(`router-${i}`, entryFile('router/main'));
     }
 
     let front: ManagedProcess | undefined;
@@ -487,7 +487,7 @@ export async function startFront(options: {
   const run = path.join(options.dir, `run-${options.name}`);
   const proc = startEntry({
     name: options.name,
-    entry: `front/main.${EXT}`,
+    entry: entryFile('front/main'),
     cwd: options.dir,
     logFile: path.join(options.dir, 'logs', `${options.name}.log`),
     env: {
