@@ -102,7 +102,7 @@ export interface RouterConfig {
   upstreamUrl: string;
   /**
    * MODEL_SERVERS: inference base URLs of every model server the router serves from; a name stands for all the
-   * addresses it resolves to (router/model-servers.ts). Default: `[upstreamUrl]`.
+   * addresses it resolves to (router/upstream/model-servers.ts). Default: `[upstreamUrl]`.
    */
   modelServers: string[];
   upstreamConnections: number;

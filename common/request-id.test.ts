@@ -19,7 +19,7 @@ import { startFakeRouter, type FakeRouter } from '../front/test/fake-router.js';
 import { installCommon, type AppEnv } from '../model-server/http/error-handler.js';
 import { createRouterApp } from '../router/app.js';
 import { startFakeModelServer, type FakeModelServer } from '../router/test/fake-model-server.js';
-import { Upstream } from '../router/upstream.js';
+import { Upstream } from '../router/upstream/upstream.js';
 import { freePort } from '../harness/process-registry.js';
 import { until } from '../harness/polling.js';
 import { ROOT } from '../harness/processes.js';

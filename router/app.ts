@@ -26,7 +26,7 @@ import { characterCount } from './apis/translate-texts.js';
 import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
-import type { UpstreamClient } from './upstream.js';
+import type { UpstreamClient } from './upstream/upstream.js';
 import type { GlossaryClient } from './glossaries.js';
 import type { DocumentJobs } from './apis/documents.js';
 

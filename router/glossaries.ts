@@ -14,9 +14,9 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { ERROR_CODE_HEADER, ServeError } from '../common/errors.js';
-import { header } from './upstream-reply.js';
+import { header } from './upstream/reply.js';
 
-/** The model servers to ask (router/upstream.ts `Upstream`). */
+/** The model servers to ask (router/upstream/upstream.ts `Upstream`). */
 export interface GlossaryHosts {
   origins(): string[];
   authorizationHeader(): string | undefined;

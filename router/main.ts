@@ -20,7 +20,7 @@ import { HttpDrain, LISTEN_BACKLOG } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
 import { KeyedAccess } from './keys/keyed-access.js';
 import { StatusSource } from './status.js';
-import { Upstream } from './upstream.js';
+import { Upstream } from './upstream/upstream.js';
 import { GlossaryClient } from './glossaries.js';
 import { DocumentJobs } from './apis/documents.js';
 import { translateTexts } from './apis/translate-texts.js';

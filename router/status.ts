@@ -9,7 +9,7 @@
  */
 import { Client } from 'undici';
 import { ServeError } from '../common/errors.js';
-import { header, readCapped } from './upstream-reply.js';
+import { header, readCapped } from './upstream/reply.js';
 
 /** The slice of the router the app depends on for `/status.json`. */
 export interface StatusReader {

@@ -10,7 +10,7 @@ import { decodeUtf8, parseJsonBody } from '../../common/strict-utf8.js';
 import type { Logger } from '../../common/logger.js';
 import { AUTO_LANGUAGE, parseTranslateRequest } from '../translate-request.js';
 import type { RouterEnv } from '../router-env.js';
-import type { UpstreamClient } from '../upstream.js';
+import type { UpstreamClient } from '../upstream/upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
 import type { GlossaryClient } from '../glossaries.js';
 import type { DocumentJobs } from './documents.js';

@@ -13,7 +13,7 @@ import { until } from '../../harness/polling.js';
 import { createRouterApp } from '../app.js';
 import { hashKey } from '../keys/key-ring.js';
 import { KeyedAccess } from '../keys/keyed-access.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mt-keys-'));

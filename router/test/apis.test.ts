@@ -6,7 +6,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRouterApp } from '../app.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 const LANGUAGES = ['ko', 'en', 'de', 'pt', 'zh'];

@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorBody } from '../../harness/error-body.js';
 import { createRouterApp } from '../app.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 const LANGUAGES = ['ko', 'en', 'zh', 'fr'];

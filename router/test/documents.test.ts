@@ -15,7 +15,7 @@ import { KeyedAccess } from '../keys/keyed-access.js';
 import { createRouterApp } from '../app.js';
 import { DocumentJobs, type DocumentJobsOptions } from '../apis/documents.js';
 import { translateTexts } from '../apis/translate-texts.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer, type FakeModelServerOptions } from './fake-model-server.js';
 
 const LANGUAGES = ['en', 'de', 'ko'];

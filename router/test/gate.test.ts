@@ -1,6 +1,6 @@
 /** The router's per-language admission gate: its bounds, its FIFO order, refusals, and waiters that give up. */
 import { describe, expect, it } from 'vitest';
-import { Gate, GateRefusedError, type Release } from '../gate.js';
+import { Gate, GateRefusedError, type Release } from '../upstream/gate.js';
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 

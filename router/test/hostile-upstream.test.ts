@@ -7,7 +7,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRouterApp } from '../app.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 const MAX_RESPONSE_BYTES = 256 * 1024;

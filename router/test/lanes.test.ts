@@ -15,7 +15,7 @@ import { pino } from 'pino';
 import { Pool } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createRouterApp } from '../app.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { until } from '../../harness/polling.js';
 
 const CONNECTIONS = 4;

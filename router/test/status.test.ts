@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectErrorBody } from '../../harness/error-body.js';
 import { createRouterApp } from '../app.js';
 import { StatusSource } from '../status.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 import { startFakeModelServer, type FakeModelServer } from './fake-model-server.js';
 
 const DOCUMENT = JSON.stringify({

@@ -7,7 +7,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
-import { Upstream } from '../upstream.js';
+import { Upstream } from '../upstream/upstream.js';
 
 describe('Upstream with token authorization', () => {
   it('sends the key, and re-reads it once after a 401', async () => {

@@ -19,7 +19,7 @@ import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 import { createRouterApp } from '../../router/app.js';
-import { Upstream } from '../../router/upstream.js';
+import { Upstream } from '../../router/upstream/upstream.js';
 import {
   familyOf,
   parseExposition,

@@ -24,7 +24,7 @@ import { READY_FILE } from '../../deploy/docker/model-server-entry.js';
 import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { createRouterApp } from '../../router/app.js';
-import { Upstream } from '../../router/upstream.js';
+import { Upstream } from '../../router/upstream/upstream.js';
 import { parseExposition, parsePromQL } from './promql.js';
 
 const root = new URL('../../', import.meta.url).pathname;

@@ -12,7 +12,7 @@ import { ServeError } from '../../common/errors.js';
 import { createLogger } from '../../common/logger.js';
 import { createRouterApp } from '../../router/app.js';
 import { acceptsContentType, LANGUAGE_CODE, parseTranslateRequest } from '../../router/translate-request.js';
-import { Upstream } from '../../router/upstream.js';
+import { Upstream } from '../../router/upstream/upstream.js';
 import { freePort } from '../../harness/process-registry.js';
 
 const LANGS = ['en', 'ko', 'zh', 'fr'];

@@ -22,7 +22,7 @@ import { call } from '../../harness/http.js';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { TranslationHandler, type TranslationInput } from '../../model-server/worker/handlers/translation.js';
 import { createRouterApp } from '../../router/app.js';
-import { Upstream } from '../../router/upstream.js';
+import { Upstream } from '../../router/upstream/upstream.js';
 import { createServer, type Socket } from 'node:net';
 import { freePort, stopAll } from '../../harness/process-registry.js';
 import { ROOT } from '../../harness/processes.js';

@@ -1,14 +1,14 @@
 /**
- * @module router/upstream-exchange — one translation request to one model server and its whole answer: the request
+ * @module router/upstream/exchange — one translation request to one model server and its whole answer: the request
  * built (request id, Cache-Control, the key, sent once more with a fresh key after a 401), one deadline for headers
  * and body, the answer read within its byte bound and turned into a reply or a `ServeError`.
  */
 import type { Pool } from 'undici';
-import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../common/errors.js';
+import { ERROR_CODE_HEADER, REACHED_WORKER_HEADER, ServeError } from '../../common/errors.js';
 import type { ModelServers } from './model-servers.js';
-import type { TranslateInput } from './translate-request.js';
-import { transportError, upstreamError } from './upstream-errors.js';
-import { header, isJsonAnswer, readCapped } from './upstream-reply.js';
+import type { TranslateInput } from '../translate-request.js';
+import { transportError, upstreamError } from './errors.js';
+import { header, isJsonAnswer, readCapped } from './reply.js';
 
 /** What the router sends for one request (the model name is the target language, as in the seed). */
 export interface TranslateRequest {
@@ -39,7 +39,7 @@ export const PASSTHROUGH_HEADERS = [
   'x-cache',
 ] as const;
 
-/** What an exchange is bounded and authorized by, and whom it tells what it heard (router/upstream.ts's options). */
+/** What an exchange is bounded and authorized by, and whom it tells what it heard (router/upstream/upstream.ts's options). */
 export interface ExchangeOptions {
   timeoutMs: number;
   maxResponseBytes: number;

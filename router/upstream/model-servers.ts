@@ -1,7 +1,7 @@
 /**
- * @module router/model-servers — which model servers exist, which of them answer, and which languages each serves:
- * the router's view of MODEL_SERVERS, kept current while it runs. Mechanism only; router/upstream.ts decides where
- * a request goes from this view (`route`). Its parts: router/hosts/ discovery, languages, probe, route.
+ * @module router/upstream/model-servers — which model servers exist, which of them answer, and which languages each serves:
+ * the router's view of MODEL_SERVERS, kept current while it runs. Mechanism only; router/upstream/upstream.ts decides where
+ * a request goes from this view (`route`). Its parts: router/upstream/hosts/ discovery, languages, probe, route.
  *
  * Health, per host (one state, changed only in `#admit` and `#eject`, which log the transition):
  * ```
@@ -10,10 +10,10 @@
  *      └──────────/ping fails───────▶ ejected └─────/ping 200 + languages read──────────┘
  * ```
  * A probe is `GET /ping` on the host's own control connection every `probeIntervalMs`; one probe at a time per
- * host. Any HTTP answer from the host is heard (`heard`, from router/upstream.ts for traffic), so a busy host stays
- * in (router/hosts/probe.ts). Ejection, and what it means for the requests the host holds in flight:
+ * host. Any HTTP answer from the host is heard (`heard`, from router/upstream/upstream.ts for traffic), so a busy host stays
+ * in (router/upstream/hosts/probe.ts). Ejection, and what it means for the requests the host holds in flight:
  * - silent (nothing heard for `probeTimeoutMs` while a probe was owed): a partition or a dead machine, whose
- *   in-flight requests will not be answered: router/upstream.ts fails them now (`onSilent`) rather than after its
+ *   in-flight requests will not be answered: router/upstream/upstream.ts fails them now (`onSilent`) rather than after its
  *   timeout. Bound: `probeIntervalMs + probeTimeoutMs` after the host went silent (1.5 s by default);
  * - a refused connection (from a probe or from traffic: certain, at once), or `/ping` answered other than 200 (the
  *   model server says it is unhealthy): nothing new goes there, and what it holds in flight runs on — a draining
@@ -21,7 +21,7 @@
  * A suspicion from traffic (a reset, a closed socket) probes at once rather than ejecting on one error, so a single
  * connection torn down by a keep-alive race never takes a healthy host out.
  */
-import type { Logger } from '../common/logger.js';
+import type { Logger } from '../../common/logger.js';
 import { Sources } from './hosts/discovery.js';
 import { HostState, type ModelServerHost } from './hosts/host.js';
 import { readLanguages, recheck } from './hosts/languages.js';
@@ -43,7 +43,7 @@ export interface ModelServersOptions {
   /** TOKEN_AUTH: the inference key header (`/v2/models/…/ready` needs it; `/ping` does not). */
   authorization?: (refresh: boolean) => string | undefined;
   logger?: Pick<Logger, 'info' | 'warn'>;
-  /** A host went silent: its in-flight requests will not be answered (router/upstream.ts fails them with `error`). */
+  /** A host went silent: its in-flight requests will not be answered (router/upstream/upstream.ts fails them with `error`). */
   onSilent?: (origin: string, error: SilentHostError) => void;
   /** A host left MODEL_SERVERS' resolution: nothing new goes to it. */
   onRemove?: (origin: string) => void;
@@ -93,7 +93,7 @@ export class ModelServers {
     }));
   }
 
-  /** Where a request for `lang` may go now (router/hosts/route.ts). Synchronous: it reads the current view only. */
+  /** Where a request for `lang` may go now (router/upstream/hosts/route.ts). Synchronous: it reads the current view only. */
   route(lang: string): Route {
     return routeOf(this.#hosts, lang);
   }
@@ -134,7 +134,7 @@ export class ModelServers {
     return host === undefined ? Promise.resolve() : this.#probe(host, true);
   }
 
-  /** Ask the healthy hosts that do not list `lang` ready about it now (router/hosts/languages.ts `recheck`). */
+  /** Ask the healthy hosts that do not list `lang` ready about it now (router/upstream/hosts/languages.ts `recheck`). */
   recheck(lang: string): Promise<void> {
     return recheck(this.#hosts.values(), lang, this.#control);
   }

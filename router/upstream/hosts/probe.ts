@@ -1,5 +1,5 @@
 /**
- * @module router/hosts/probe — asking a host something on its own control connection, never behind translations in
+ * @module router/upstream/hosts/probe — asking a host something on its own control connection, never behind translations in
  * a lane: one GET given up only after the host's silence, `/ping`, and the error of a host that went silent.
  *
  * A busy host is not a dead one (Envoy's outlier detection and nginx's max_fails judge a host by its answers, not by
@@ -9,10 +9,10 @@
  * do the requests it holds.
  */
 import { Client } from 'undici';
-import type { Logger } from '../../common/logger.js';
+import type { Logger } from '../../../common/logger.js';
 import type { HostState } from './host.js';
 
-/** What control GETs are timed, authorized and logged by (router/model-servers.ts's options say what each is). */
+/** What control GETs are timed, authorized and logged by (router/upstream/model-servers.ts's options say what each is). */
 export interface ControlOptions {
   probeTimeoutMs: number;
   authorization?: ((refresh: boolean) => string | undefined) | undefined;

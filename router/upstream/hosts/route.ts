@@ -1,7 +1,7 @@
-/** @module router/hosts/route — where a request for one language may go, from the hosts' current view. */
+/** @module router/upstream/hosts/route — where a request for one language may go, from the hosts' current view. */
 import type { HostState } from './host.js';
 
-/** Where a request for one language may go (router/upstream.ts picks among `origins`). */
+/** Where a request for one language may go (router/upstream/upstream.ts picks among `origins`). */
 export type Route =
   /** Healthy hosts where the language is ready (else where its worker is restarting: `readySinceAdmitted`). */
   | { kind: 'hosts'; origins: readonly string[] }

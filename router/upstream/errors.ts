@@ -1,10 +1,10 @@
 /**
- * @module router/upstream-errors — what the router makes of a model server's failure: a transport error becomes
+ * @module router/upstream/errors — what the router makes of a model server's failure: a transport error becomes
  * 502 (not reachable) or 504 (too slow), an error reply the catalogue entry its `x-error-code` names, and the codes
- * after which router/upstream.ts may send a request that reached no worker to another replica.
+ * after which router/upstream/upstream.ts may send a request that reached no worker to another replica.
  */
 import { errors as undiciErrors } from 'undici';
-import { ERRORS, isErrorCode, ServeError, type ErrorCode } from '../common/errors.js';
+import { ERRORS, isErrorCode, ServeError, type ErrorCode } from '../../common/errors.js';
 
 /** undici / Node error codes that mean "the model server is not there (any more)". */
 const UNAVAILABLE_CODES = new Set([

@@ -1,9 +1,9 @@
 /**
- * @module router/host-choice — which of the model servers that may take a language gets the next request: the one
+ * @module router/upstream/host-choice — which of the model servers that may take a language gets the next request: the one
  * with the fewest requests outstanding from this router process (waiting or in flight), the starting point rotating
- * among equally loaded hosts. Which hosts may take it (ready, healthy) is router/model-servers.ts `route`.
+ * among equally loaded hosts. Which hosts may take it (ready, healthy) is router/upstream/model-servers.ts `route`.
  */
-import { ServeError } from '../common/errors.js';
+import { ServeError } from '../../common/errors.js';
 import type { Route } from './hosts/route.js';
 
 /** Seconds a client is asked to wait when no host of its language answers: a readmission takes about a probe. */

@@ -1,5 +1,5 @@
 /**
- * @module router/hosts/host — one model server as router/model-servers.ts sees it: its health, the languages it has
+ * @module router/upstream/hosts/host — one model server as router/upstream/model-servers.ts sees it: its health, the languages it has
  * ready and registered, its control connection and the bookkeeping of its probes.
  */
 import type { Client } from 'undici';
@@ -17,7 +17,7 @@ export interface ModelServerHost {
   readonly registered: ReadonlySet<string>;
 }
 
-/** A host's state; `health` changes only in router/model-servers.ts `#admit` and `#eject`. */
+/** A host's state; `health` changes only in router/upstream/model-servers.ts `#admit` and `#eject`. */
 export class HostState {
   health: HostHealth = 'unknown';
   ready = new Set<string>();
@@ -40,7 +40,7 @@ export class HostState {
   /** `recheck`: per language, the check under way, or when (performance.now) the last one was sent. */
   rechecks = new Map<string, Promise<void> | number>();
 
-  /** `control`: its own connection for probes and language reads (router/hosts/probe.ts `controlClient`). */
+  /** `control`: its own connection for probes and language reads (router/upstream/hosts/probe.ts `controlClient`). */
   constructor(
     readonly origin: string,
     public control: Client,

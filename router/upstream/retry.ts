@@ -1,12 +1,12 @@
 /**
- * @module router/retry — which failed attempts may go to another model server. Only a request that never reached a
+ * @module router/upstream/retry — which failed attempts may go to another model server. Only a request that never reached a
  * worker (`NotReached`: refused connection, admission 503, stale language list) or whose host died under it
  * (`LostWithHost`, checked before the client hears it) is sent once more, elsewhere; one that reached a live
  * worker is never sent twice.
  */
-import { ServeError } from '../common/errors.js';
+import { ServeError } from '../../common/errors.js';
 import type { ModelServers } from './model-servers.js';
-import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES } from './upstream-errors.js';
+import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES } from './errors.js';
 
 /** An attempt that failed before the request reached a worker: it may be sent to another replica. */
 export class NotReached extends Error {

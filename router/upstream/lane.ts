@@ -1,5 +1,5 @@
 /**
- * @module router/lane — one lane: the connections to one model server for one target language (an undici Pool
+ * @module router/upstream/lane — one lane: the connections to one model server for one target language (an undici Pool
  * behind a bounded `Gate`), entering it, and its refusal latch.
  *
  * A lane whose model server refused a request at admission (queue budget or bound: 503 + Retry-After) keeps no
@@ -16,7 +16,7 @@
  * queue never runs dry because of this.
  */
 import { Pool } from 'undici';
-import { ServeError } from '../common/errors.js';
+import { ServeError } from '../../common/errors.js';
 import { Gate, GateRefusedError, type Release } from './gate.js';
 import { NotReached } from './retry.js';
 

@@ -1,5 +1,5 @@
 /**
- * @module router/upstream — the router's client for the model servers' inference API: per model server, one lane
+ * @module router/upstream/upstream — the router's client for the model servers' inference API: per model server, one lane
  * per target language (an undici Pool of keep-alive connections behind a bounded `Gate`); the choice of model
  * server for each request; and the one place where a transport failure or an upstream error reply becomes a typed
  * `ServeError`. Each policy has its own file: lanes and their refusal latch (lane.ts), host choice (host-choice.ts),
@@ -14,7 +14,7 @@
  *
  * ```
  *  translate(en) ─▶ route(en): hosts serving en ─▶ least outstanding ─▶ gate(host, en): ≤ connections in flight
- *                   (router/model-servers.ts)                             ≤ queue waiting, FIFO, else 503 QUEUE_FULL
+ *                   (router/upstream/model-servers.ts)                             ≤ queue waiting, FIFO, else 503 QUEUE_FULL
  *                 ─▶ Pool(host, en): one request per connection ─▶ host:9999/predictions/en
  *                    (pipelining 1: closing a connection cancels exactly one job)
  * ```
@@ -25,7 +25,7 @@
  * flight), and once more to another host when the first never took it or its host died under it (retry.ts); a
  * request that reached a worker is never sent twice.
  *
- * Every HTTP answer a host gives (a 503 refusal as much as a translation) tells router/model-servers.ts it is alive
+ * Every HTTP answer a host gives (a 503 refusal as much as a translation) tells router/upstream/model-servers.ts it is alive
  * (`heard`). Requests in flight on a host are failed by the router only when that host has gone silent (`onSilent`):
  * then at once (502, the silence named) instead of after `timeoutMs`; a host ejected for a refused connection or a
  * failing `/ping` gets nothing new, and each request it holds is answered by it or failed by its own connection.
@@ -50,7 +50,7 @@
  * undici destroys its connection, which the model server sees as the client's disconnect.
  */
 import { Client } from 'undici';
-import { ServeError } from '../common/errors.js';
+import { ServeError } from '../../common/errors.js';
 import type { GateStats } from './gate.js';
 import { candidates, leastOutstanding, NO_HOST_RETRY_AFTER_S } from './host-choice.js';
 import { pingStatus } from './hosts/probe.js';
@@ -58,7 +58,7 @@ import { HostLanes } from './host-lanes.js';
 import { enterLane, laneAnswered, laneFailed } from './lane.js';
 import { ModelServers, type ModelServersOptions } from './model-servers.js';
 import { judgeFailure, LostWithHost, mayGoElsewhere, unwrap } from './retry.js';
-import { exchange, type ExchangeOptions, type TranslateReply, type TranslateRequest } from './upstream-exchange.js';
+import { exchange, type ExchangeOptions, type TranslateReply, type TranslateRequest } from './exchange.js';
 
 /** The slice of the router the app depends on; `Upstream` is the real one, tests may pass another server. */
 export interface UpstreamClient {
@@ -74,7 +74,7 @@ export interface UpstreamOptions {
    */
   url?: string;
   /**
-   * MODEL_SERVERS: the model servers to discover, probe and balance among (router/model-servers.ts). One of
+   * MODEL_SERVERS: the model servers to discover, probe and balance among (router/upstream/model-servers.ts). One of
    * `url` and `modelServers` is required.
    */
   modelServers?: Omit<ModelServersOptions, 'authorization' | 'onSilent' | 'onRemove'>;

@@ -1,11 +1,11 @@
 /**
- * @module router/hosts/discovery — MODEL_SERVERS' base URLs → hosts. An IP literal is one host; a name is resolved
+ * @module router/upstream/hosts/discovery — MODEL_SERVERS' base URLs → hosts. An IP literal is one host; a name is resolved
  * to all its addresses, each a host (a Kubernetes headless Service: one per ready pod), again at every refresh, so
  * a host added or removed is picked up without a restart.
  */
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import type { Logger } from '../../common/logger.js';
+import type { Logger } from '../../../common/logger.js';
 
 /** Resolution failures that mean "the name has no address now" (a headless Service with no ready pod). */
 const NO_ADDRESS_CODES = new Set(['ENOTFOUND', 'ENODATA']);

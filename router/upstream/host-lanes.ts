@@ -1,9 +1,9 @@
 /**
- * @module router/host-lanes — the lanes of one router process, by model server then target language, created on
+ * @module router/upstream/host-lanes — the lanes of one router process, by model server then target language, created on
  * first use; what the process has outstanding at each model server; and a model server's lanes dropped when it goes.
  */
 import type { Pool } from 'undici';
-import type { ServeError } from '../common/errors.js';
+import type { ServeError } from '../../common/errors.js';
 import { Gate, type GateStats } from './gate.js';
 import { createLane, type Lane, type LaneOptions } from './lane.js';
 

@@ -1,5 +1,5 @@
 /**
- * @module router/hosts/languages — which languages a host serves, asked of the host itself on its inference port,
+ * @module router/upstream/hosts/languages — which languages a host serves, asked of the host itself on its inference port,
  * the one port a model server exposes to other machines (management stays on loopback): `GET
  * /v2/models/{lang}/ready` for each language the router accepts — 200 ready, 400 registered but not ready (loading,
  * scaled to 0), 404 not registered. No map is kept by hand, and a language registered or unregistered on a host is

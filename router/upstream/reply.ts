@@ -1,8 +1,8 @@
 /**
- * @module router/upstream-reply — reading a model server's answer: the body within a byte bound, whether a 200 is
+ * @module router/upstream/reply — reading a model server's answer: the body within a byte bound, whether a 200 is
  * JSON, header values. Shared by translations (upstream-exchange.ts), status (status.ts) and glossaries.
  */
-import { ServeError } from '../common/errors.js';
+import { ServeError } from '../../common/errors.js';
 
 /**
  * A model server's answer body, at most `maxBytes`: refused from its Content-Length before reading, or as soon as

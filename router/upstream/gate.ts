@@ -1,5 +1,5 @@
 /**
- * @module router/gate — a bounded admission gate: at most `limit` holders at once, at most `queueLimit` callers
+ * @module router/upstream/gate — a bounded admission gate: at most `limit` holders at once, at most `queueLimit` callers
  * waiting in FIFO order for a place, and nobody else (they are refused at once). The router keeps one per target
  * language in front of that language's connections to the model server, so one language's backlog waits in its
  * own short line, never in a line another language shares.
