@@ -9,7 +9,7 @@
  */
 import { resolveEntry } from '../common/entry.js';
 import { forkWorker } from '../model-server/http/server.js';
-import type { SpawnedEngine, WorkerSpawner } from '../model-server/wlm/worker-handle.js';
+import type { SpawnedEngine, WorkerSpawner } from '../model-server/wlm/workers/worker-handle.js';
 
 /** The fault of the workers of `engine` (undefined: none); throws when its models disagree. */
 export function faultOf(faults: Readonly<Record<string, string>>, engine: SpawnedEngine): string | undefined {

@@ -20,7 +20,7 @@ import type { AppEnv } from '../model-server/http/error-handler.js';
 import type { GpuMonitor } from '../model-server/wlm/gpu-monitor.js';
 import type { ManagerTimings } from '../model-server/wlm/model-manager.js';
 import { createModelServer, type ModelServer } from '../model-server/http/server.js';
-import type { WorkerSpawner } from '../model-server/wlm/worker-handle.js';
+import type { WorkerSpawner } from '../model-server/wlm/workers/worker-handle.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { archiveModels } from '../model-server/tools/archiver.js';
 import './compiled.js';

@@ -3,7 +3,7 @@
  *
  * Transport: Node IPC (`child_process.fork`, `serialization: 'advanced'`). The frontend sends `init` once,
  * then `batch` (or `round`: several batches at once) messages — many before the first finishes, up to the
- * worker's job cap (wlm/worker-pool.ts): the handler batches everything it holds itself (the translation
+ * worker's job cap (wlm/workers/worker-pool.ts): the handler batches everything it holds itself (the translation
  * engine at every step boundary). The worker answers every item of every batch exactly once with an `item`
  * message as soon as that item is done (finished rows leave early), then one `batch-done`. Each item carries its own status, so one bad input fails
  * alone (TorchServe fails the whole batch, pytorch/serve#1329). Errors travel as `{code, message}`.

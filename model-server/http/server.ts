@@ -26,11 +26,11 @@ import { createMetricsApp } from './metrics-api.js';
 import { ServerMetrics } from '../wlm/metrics.js';
 import { buildStatus } from '../translation/status.js';
 import { ModelFingerprints } from '../wlm/model-fingerprint.js';
-import type { ManagerTimings } from '../wlm/worker-pool.js';
+import type { ManagerTimings } from '../wlm/workers/worker-pool.js';
 import { ModelManager } from '../wlm/model-manager.js';
 import { TranslationCache } from '../translation/translation-cache.js';
 import { TextPool } from '../translation/text-pool.js';
-import type { WorkerSpawner } from '../wlm/worker-handle.js';
+import type { WorkerSpawner } from '../wlm/workers/worker-handle.js';
 
 export interface ModelServerDeps {
   config: ModelServerConfig;

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { forkWorker } from '../http/server.js';
-import type { WorkerSpawner } from '../wlm/worker-handle.js';
+import type { WorkerSpawner } from '../wlm/workers/worker-handle.js';
 import type { FromWorker, ToWorker } from '../protocol.js';
 import { faultSpawner } from '../../harness/fault-spawner.js';
 import { call, metricValue } from '../../harness/http.js';

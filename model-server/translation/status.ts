@@ -18,7 +18,7 @@ import type { ActivityHistory, ModelWindow, RecentActivity } from '../wlm/recent
 import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
 import type { TranslationCache } from './translation-cache.js';
 import { deviceLabel } from '../wlm/devices.js';
-import type { WorkerPool } from '../wlm/worker-pool.js';
+import type { WorkerPool } from '../wlm/workers/worker-pool.js';
 
 export interface WorkerStatus {
   id: string;

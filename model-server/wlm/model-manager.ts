@@ -8,7 +8,7 @@ import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import type { ItemBody } from '../protocol.js';
 import { Batcher } from './batcher.js';
-import { DEFAULT_TIMINGS, EngineSet } from './engine-set.js';
+import { DEFAULT_TIMINGS, EngineSet } from './workers/engine-set.js';
 import type { GpuMonitor } from './gpu-monitor.js';
 import { BULK_REQUEST_JOBS, Job, newJobId } from './job.js';
 import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
@@ -20,11 +20,11 @@ import {
 } from './registration.js';
 import { entryKey, ModelRegistry, type ModelEntry } from './registry.js';
 import { RegistrySnapshot } from './registry-snapshot.js';
-import type { WorkerSpawner } from './worker-handle.js';
-import type { ManagerTimings } from './worker-pool.js';
+import type { WorkerSpawner } from './workers/worker-handle.js';
+import type { ManagerTimings } from './workers/worker-pool.js';
 
 /** Where the timings are defined (worker-pool.ts); exported here too, as the manager's options name them. */
-export type { ManagerTimings } from './worker-pool.js';
+export type { ManagerTimings } from './workers/worker-pool.js';
 
 export interface ModelManagerOptions extends RegistrationContext {
   spawn: WorkerSpawner;

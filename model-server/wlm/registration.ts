@@ -12,7 +12,7 @@ import type { BatcherOptions } from './batcher.js';
 import { placeModel, type CudaAvailability, type WebGpuAvailability, gpuWorkers } from './devices.js';
 import type { ModelFingerprints } from './model-fingerprint.js';
 import type { ModelEntry } from './registry.js';
-import type { EngineSpec } from './worker-pool.js';
+import type { EngineSpec } from './workers/worker-pool.js';
 
 /** A registration, with TorchServe's parameters already validated and typed. */
 export interface RegisterRequest {

@@ -11,7 +11,7 @@ import type { Logger } from '../../common/logger.js';
 import type { RegisterRequest } from './registration.js';
 import { entryKey, type ModelEntry, type ModelRegistry } from './registry.js';
 import { SnapshotStore, type SavedModel } from './snapshot.js';
-import { backoffUnits } from './worker-pool.js';
+import { backoffUnits } from './workers/worker-pool.js';
 
 export interface RegistrySnapshotOptions {
   /** The snapshot folder; none: nothing is saved and nothing restored. */

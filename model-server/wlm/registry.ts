@@ -8,7 +8,7 @@
 import { ServeError } from '../../common/errors.js';
 import type { Batcher } from './batcher.js';
 import type { Placement } from './devices.js';
-import type { WorkerPool } from './worker-pool.js';
+import type { WorkerPool } from './workers/worker-pool.js';
 
 /** One registered model version. Batch settings are fixed at registration; worker counts change by scaling. */
 export interface ModelEntry {

@@ -31,7 +31,7 @@ export interface Handler<Input = unknown, Output = unknown, Body extends ItemBod
   dtype?(): string;
   /**
    * Most inputs this handler runs at once, across `inference` calls (absent: no bound, e.g. a handler that
-   * answers at once). The frontend keeps at most this many jobs in flight on the worker (wlm/worker-pool.ts).
+   * answers at once). The frontend keeps at most this many jobs in flight on the worker (wlm/workers/worker-pool.ts).
    */
   capacity?(): number;
   /** Decoder runs and the rows they carried since load, for handlers that batch in steps (the engine's real batch). */

@@ -1,5 +1,5 @@
 /**
- * @module model-server/wlm/worker-batches — the batches one worker holds (worker-handle.ts owns the process): sent
+ * @module model-server/wlm/workers/worker-batches — the batches one worker holds (worker-handle.ts owns the process): sent
  * as one message per round, answered item by item, reported with the worker's step counters when done.
  *
  * Invariants:
@@ -11,10 +11,10 @@
  *   and still answers the id once, which is when the job stops counting against the worker's room. If its rows
  *   finished before the cancel arrived, that answer is ok: it is counted (BatchReport.finishedAfterAbandon).
  */
-import { ServeError } from '../../common/errors.js';
-import type { Logger } from '../../common/logger.js';
-import type { BatchDoneMessage, BatchMessage, ItemMessage, StepCounters, ToWorker } from '../protocol.js';
-import type { AbandonReason, Job, JobHolder, JobResult } from './job.js';
+import { ServeError } from '../../../common/errors.js';
+import type { Logger } from '../../../common/logger.js';
+import type { BatchDoneMessage, BatchMessage, ItemMessage, StepCounters, ToWorker } from '../../protocol.js';
+import type { AbandonReason, Job, JobHolder, JobResult } from '../job.js';
 
 /** One model's batch for a round. */
 export interface OutgoingBatch {

@@ -1,5 +1,5 @@
 /**
- * @module model-server/wlm/worker-pool — one engine: N worker processes that each load the same
+ * @module model-server/wlm/workers/worker-pool — one engine: N worker processes that each load the same
  * (handler, model dir, device), shared by every model (language) attached to it. Feeds the attached models'
  * batchers into free worker slots, restarts dead workers with backoff, and reports health.
  *
@@ -13,9 +13,9 @@
  * Concurrency: all state is mutated on the event loop by the pool's own methods and the handles' callbacks;
  * `pump()` is re-entrancy safe (a nested call, e.g. from `putBack`, just asks for one more pass).
  */
-import type { Logger } from '../../common/logger.js';
-import type { InitMessage } from '../protocol.js';
-import type { Batcher } from './batcher.js';
+import type { Logger } from '../../../common/logger.js';
+import type { InitMessage } from '../../protocol.js';
+import type { Batcher } from '../batcher.js';
 import { dispatchPass } from './dispatch-pass.js';
 import type { BatchReport } from './worker-batches.js';
 import { WorkerHandle, type WorkerSpawner } from './worker-handle.js';

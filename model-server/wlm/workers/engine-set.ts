@@ -1,15 +1,15 @@
 /**
- * @module model-server/wlm/engine-set — the engines (worker pools) of one model server. A model is served by the
+ * @module model-server/wlm/workers/engine-set — the engines (worker pools) of one model server. A model is served by the
  * engine keyed by (handler, model dir, device) — with ENGINE_SHARING=device every language pinned to one device
  * shares one engine and its weights; with `language` each model gets its own (TorchServe's layout). An engine runs
  * as many worker processes as the most demanding model attached to it asks for; an engine with no model left is
  * stopped. Each engine's batches, rows and deaths are reported to the metrics.
  */
-import type { EngineSharing } from '../../common/config.js';
-import type { Logger } from '../../common/logger.js';
-import type { MetricsSnapshot, ServerMetrics } from './metrics.js';
-import type { ModelEntry } from './registry.js';
-import { deviceLabel } from './devices.js';
+import type { EngineSharing } from '../../../common/config.js';
+import type { Logger } from '../../../common/logger.js';
+import type { MetricsSnapshot, ServerMetrics } from '../metrics.js';
+import type { ModelEntry } from '../registry.js';
+import { deviceLabel } from '../devices.js';
 import type { WorkerSpawner } from './worker-handle.js';
 import { WorkerPool, type EngineSpec, type ManagerTimings } from './worker-pool.js';
 

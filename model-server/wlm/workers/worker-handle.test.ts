@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { createLogger } from '../../common/logger.js';
-import type { ItemBody } from '../protocol.js';
-import { Job, newJobId } from './job.js';
+import { createLogger } from '../../../common/logger.js';
+import type { ItemBody } from '../../protocol.js';
+import { Job, newJobId } from '../job.js';
 import type { BatchReport } from './worker-batches.js';
 import { WorkerHandle } from './worker-handle.js';
 

@@ -1,5 +1,5 @@
 /**
- * @module model-server/wlm/worker-handle — one worker process seen from the frontend: spawn it, load it,
+ * @module model-server/wlm/workers/worker-handle — one worker process seen from the frontend: spawn it, load it,
  * send it batches, match its per-item replies to jobs, and end it (gracefully or not).
  *
  * State (one union, changed only in `#setState`, which logs every transition):
@@ -19,11 +19,11 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { ServeError } from '../../common/errors.js';
-import type { Logger } from '../../common/logger.js';
-import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../protocol.js';
-import { deviceLabel } from './devices.js';
-import type { AbandonReason, Job, JobHolder } from './job.js';
+import { ServeError } from '../../../common/errors.js';
+import type { Logger } from '../../../common/logger.js';
+import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../../protocol.js';
+import { deviceLabel } from '../devices.js';
+import type { AbandonReason, Job, JobHolder } from '../job.js';
 import { WorkerBatches, type BatchReport, type OutgoingBatch } from './worker-batches.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';

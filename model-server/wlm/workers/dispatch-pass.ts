@@ -1,5 +1,5 @@
 /**
- * @module model-server/wlm/dispatch-pass — one pass of an engine's dispatch (worker-pool.ts `pump()`): which due
+ * @module model-server/wlm/workers/dispatch-pass — one pass of an engine's dispatch (worker-pool.ts `pump()`): which due
  * batches go to which ready worker.
  *
  * Dispatch: a worker has room while it holds fewer jobs than its cap, the sum of its attached models' batch sizes
@@ -19,8 +19,8 @@
  * but the first of them in the queue until a whole generation had finished. With the cap in jobs they reach the
  * engine at once and batches grow in the queue only once the worker is full.
  */
-import type { Batcher } from './batcher.js';
-import type { Job } from './job.js';
+import type { Batcher } from '../batcher.js';
+import type { Job } from '../job.js';
 import type { WorkerHandle } from './worker-handle.js';
 
 /** What one worker gets in a pass: the batches, each with the batcher it came from (to put back if unsent). */
