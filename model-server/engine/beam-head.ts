@@ -12,16 +12,11 @@
  */
 import type * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
+import { ATTR, FLOAT, INT32, INT64 } from './graphs/onnx-wire.js';
 
 const { onnx } = onnxProto;
 
 export const BEAM_HEAD_OUTPUTS = { values: 'top_values', ids: 'top_ids', logSumExp: 'log_sum_exp' } as const;
-
-const FLOAT = 1;
-const INT32 = 6;
-const INT64 = 7;
-const ATTRIBUTE_INT = 2;
-const ATTRIBUTE_INTS = 7;
 
 const int64 = (name: string, values: bigint[]) => ({
   name,
@@ -40,14 +35,14 @@ const io = (name: string, elemType: number, dims: (number | string)[]) => ({
   },
 });
 
-const KEEP_DIMS = { name: 'keepdims', type: ATTRIBUTE_INT, i: 1 };
+const KEEP_DIMS = { name: 'keepdims', type: ATTR.INT, i: 1 };
 
 const reduce = (opType: string, input: string, output: string): onnxProto.onnx.INodeProto => ({
   opType,
   input: [input],
   output: [output],
   name: output,
-  attribute: [{ name: 'axes', type: ATTRIBUTE_INTS, ints: [-1] }, KEEP_DIMS],
+  attribute: [{ name: 'axes', type: ATTR.INTS, ints: [-1] }, KEEP_DIMS],
 });
 
 /** `logits` [n, T, V] → `last` [n, 1, V], then `nodes`; the three outputs of `beamHeadModel`. */
@@ -86,7 +81,7 @@ function headModel(
           input: [ids],
           output: [BEAM_HEAD_OUTPUTS.ids],
           name: 'ids32',
-          attribute: [{ name: 'to', type: ATTRIBUTE_INT, i: INT32 }],
+          attribute: [{ name: 'to', type: ATTR.INT, i: INT32 }],
         },
       ],
       input: [io('logits', FLOAT, ['n', 'T', 'V']), io('k', INT64, [1])],
@@ -116,9 +111,9 @@ export function beamHeadModel(): Uint8Array {
       output: [BEAM_HEAD_OUTPUTS.values, 'top_ids64'],
       name: 'topk',
       attribute: [
-        { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
-        { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
-        { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
+        { name: 'axis', type: ATTR.INT, i: -1 },
+        { name: 'largest', type: ATTR.INT, i: 1 },
+        { name: 'sorted', type: ATTR.INT, i: 1 },
       ],
     },
   ]);
@@ -149,7 +144,7 @@ function concat(input: string[], output: string): onnxProto.onnx.INodeProto {
     input,
     output: [output],
     name: output,
-    attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: -1 }],
+    attribute: [{ name: 'axis', type: ATTR.INT, i: -1 }],
   };
 }
 

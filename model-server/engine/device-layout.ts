@@ -17,11 +17,9 @@ import './ort-env.js';
 import * as ort from 'onnxruntime-node';
 import onnxProto from 'onnx-proto';
 import { valueInfo as io } from './graphs/onnx-wire.js';
+import { ATTR, FLOAT, INT64 } from './graphs/onnx-wire.js';
 
 const { onnx } = onnxProto;
-const FLOAT = 1;
-const INT64 = 7;
-const ATTRIBUTE_INT = 2;
 
 function model(name: string, graph: Omit<onnxProto.onnx.IGraphProto, 'name'>): Uint8Array {
   const proto = onnx.ModelProto.create({
@@ -51,7 +49,7 @@ export function rowsModel(count: number, cut = true): Uint8Array {
         input: [`x${t}`, 'rows'],
         output: [gathered(t)],
         name: `gather${t}`,
-        attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
+        attribute: [{ name: 'axis', type: ATTR.INT, i: 0 }],
       },
       ...(cut
         ? [
@@ -83,7 +81,7 @@ export function concatModel(count: number): Uint8Array {
       input: [`a${t}`, `b${t}`],
       output: [`y${t}`],
       name: `concat${t}`,
-      attribute: [{ name: 'axis', type: ATTRIBUTE_INT, i: 0 }],
+      attribute: [{ name: 'axis', type: ATTR.INT, i: 0 }],
     })),
     input: each.flatMap((t) => [
       io(`a${t}`, FLOAT, ['n', `A${t}`, `L${t}`, `B${t}`]),

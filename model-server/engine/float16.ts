@@ -15,6 +15,7 @@ import onnxProto from 'onnx-proto';
 import type * as ort from 'onnxruntime-node';
 import { Tensor } from 'onnxruntime-node';
 import { joinModel, splitModel } from './graphs/onnx-wire.js';
+import { FLOAT, FLOAT16 } from './graphs/onnx-wire.js';
 
 /** What the step loop needs of a session (the float32 boundary provides the same). */
 export interface EngineSession {
@@ -109,8 +110,6 @@ export function float32Boundary(session: ort.InferenceSession): EngineSession {
 }
 
 const { onnx } = onnxProto;
-const FLOAT = 1;
-const FLOAT16 = 10;
 /** Largest finite half: fp32 constants beyond it (attention masks' −1e9) are clamped, not turned into inf. */
 const HALF_MAX = 65504;
 

@@ -18,11 +18,11 @@
  */
 import onnxProto from 'onnx-proto';
 import { Index, intAttr, matchAttention, projectionBiases } from './decoder-match.js';
+import { ATTR } from './onnx-wire.js';
 
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type INodeProto = onnxProto.onnx.INodeProto;
 
-const ATTRIBUTE = onnxProto.onnx.AttributeProto.AttributeType;
 const MS_DOMAIN = 'com.microsoft';
 
 export interface FuseOptions {
@@ -102,14 +102,14 @@ export function fuseDecoderGraph(
             input: [`${shape}.q`, `${shape}.one`],
             output: [`${shape}.s`],
             name: `${shape}/gather`,
-            attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: 0 }],
+            attribute: [{ name: 'axis', type: ATTR.INT, i: 0 }],
           },
           {
             opType: 'Concat',
             input: [`${shape}.ones`, `${shape}.s`, `${shape}.one_tail`],
             output: [shape],
             name: `${shape}/concat`,
-            attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: 0 }],
+            attribute: [{ name: 'axis', type: ATTR.INT, i: 0 }],
           },
           { opType: 'Expand', input: [bias, shape], output: [expanded], name: `${expanded}/expand` },
         ];
@@ -154,8 +154,8 @@ export function fuseDecoderGraph(
       input: [query, key, value, packed, '', bias, ...(m.past ? [m.past.key, m.past.value] : [])],
       output: [m.output, ...(m.past ? [m.past.presentKey, m.past.presentValue] : [])],
       attribute: [
-        { name: 'num_heads', type: ATTRIBUTE.INT, i: heads },
-        { name: 'scale', type: ATTRIBUTE.FLOAT, f: m.scale },
+        { name: 'num_heads', type: ATTR.INT, i: heads },
+        { name: 'scale', type: ATTR.FLOAT, f: m.scale },
       ],
     };
     replace(m.replaced, [mha], m.replaced[0]!);
@@ -208,7 +208,7 @@ export function fuseDecoderGraph(
       name: `mt_serve.fused.skip_layer_norm.${skipLayerNorm}`,
       input: [found.y.matmulOut, found.skip, ln.input![1]!, ln.input![2]!, found.y.bias],
       output: [ln.output![0]!, '', '', ...(sumRead ? [sum] : [])],
-      attribute: [{ name: 'epsilon', type: ATTRIBUTE.FLOAT, f: epsilon }],
+      attribute: [{ name: 'epsilon', type: ATTR.FLOAT, f: epsilon }],
     };
     replace([ln, residual, found.y.add], [sln], residual);
     skipLayerNorm += 1;
@@ -255,7 +255,7 @@ function packProjections(
       input: w,
       output: [`${name}.weight`],
       name: `${name}/weight`,
-      attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: 1 }],
+      attribute: [{ name: 'axis', type: ATTR.INT, i: 1 }],
     },
     { opType: 'MatMul', input: [x!, `${name}.weight`], output: [`${name}.out`], name: `${name}/matmul` },
     {
@@ -263,7 +263,7 @@ function packProjections(
       input: [`${name}.out`, sizes.name],
       output: outputs,
       name: `${name}/split`,
-      attribute: [{ name: 'axis', type: ATTRIBUTE.INT, i: -1 }],
+      attribute: [{ name: 'axis', type: ATTR.INT, i: -1 }],
     },
   ];
   return { replaced: matmuls.map((m) => m!), nodes, sizes };

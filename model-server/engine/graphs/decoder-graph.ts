@@ -18,20 +18,17 @@
  *   appended part.
  */
 import onnxProto from 'onnx-proto';
+import { ATTR, FLOAT, INT32, INT64 } from './onnx-wire.js';
 
 type IModelProto = onnxProto.onnx.IModelProto;
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type INodeProto = onnxProto.onnx.INodeProto;
 type IValueInfoProto = onnxProto.onnx.IValueInfoProto;
 
-const FLOAT = 1;
-const INT64 = 7;
-
 /** The element type the graph declares for output `name` (float32 unless it says otherwise: fp16 exports). */
 function outputElemType(graph: IGraphProto, name: string): number {
   return graph.output?.find((o) => o.name === name)?.type?.tensorType?.elemType ?? FLOAT;
 }
-const ATTRIBUTE_INT = onnxProto.onnx.AttributeProto.AttributeType.INT;
 
 /** Output name of the appended keys/values of cache tensor `present.{layer}.decoder.{part}`. */
 export function appendedOutputName(layer: number, part: 'key' | 'value'): string {
@@ -197,9 +194,9 @@ function topK(name: string, k: string, output: string[]): INodeProto {
     output,
     name,
     attribute: [
-      { name: 'axis', type: ATTRIBUTE_INT, i: -1 },
-      { name: 'largest', type: ATTRIBUTE_INT, i: 1 },
-      { name: 'sorted', type: ATTRIBUTE_INT, i: 1 },
+      { name: 'axis', type: ATTR.INT, i: -1 },
+      { name: 'largest', type: ATTR.INT, i: 1 },
+      { name: 'sorted', type: ATTR.INT, i: 1 },
     ],
   };
 }
@@ -232,7 +229,6 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
   const elemType = outputElemType(graph, 'logits');
   if (elemType !== FLOAT) return { ok: false, reason: 'logits are not float32' };
   const opset = Number(model.opsetImport?.find((o) => (o.domain ?? '') === '')?.version ?? 0);
-  const INT32 = 6;
   const BOOL = 9;
   const lseOut = `${BEAM_TOPK.logSumExp}.then`;
   // From opset 18 ReduceLogSumExp takes its axes as an input.
@@ -246,8 +242,8 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
           output: [lseOut],
           name: 'mt_serve.beam/lse',
           attribute: [
-            { name: 'axes', type: onnxProto.onnx.AttributeProto.AttributeType.INTS, ints: [-1] },
-            { name: 'keepdims', type: ATTRIBUTE_INT, i: 1 },
+            { name: 'axes', type: ATTR.INTS, ints: [-1] },
+            { name: 'keepdims', type: ATTR.INT, i: 1 },
           ],
         };
   const thenBranch: IGraphProto = {
@@ -264,7 +260,7 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
         input: ['mt_serve.beam.ids64'],
         output: [`${BEAM_TOPK.ids}.then`],
         name: 'mt_serve.beam/ids32',
-        attribute: [{ name: 'to', type: ATTRIBUTE_INT, i: INT32 }],
+        attribute: [{ name: 'to', type: ATTR.INT, i: INT32 }],
       },
     ],
     output: [
@@ -277,9 +273,7 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
     opType: 'Constant',
     output: [name],
     name: `${name}/constant`,
-    attribute: [
-      { name: 'value', type: onnxProto.onnx.AttributeProto.AttributeType.TENSOR, t: { dims: [0], dataType, name } },
-    ],
+    attribute: [{ name: 'value', type: ATTR.TENSOR, t: { dims: [0], dataType, name } }],
   });
   const elseBranch: IGraphProto = {
     name: 'mt_serve.beam.else',
@@ -304,8 +298,8 @@ export function exposeBeamTopK(model: IModelProto, vocab: number): BeamTopKResul
     output: [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp],
     name: 'mt_serve.beam/if',
     attribute: [
-      { name: 'then_branch', type: onnxProto.onnx.AttributeProto.AttributeType.GRAPH, g: thenBranch },
-      { name: 'else_branch', type: onnxProto.onnx.AttributeProto.AttributeType.GRAPH, g: elseBranch },
+      { name: 'then_branch', type: ATTR.GRAPH, g: thenBranch },
+      { name: 'else_branch', type: ATTR.GRAPH, g: elseBranch },
     ],
   });
   graph.output!.push(

@@ -13,6 +13,14 @@ import onnxProto from 'onnx-proto';
 type IModelProto = onnxProto.onnx.IModelProto;
 
 /** A dimension: a number, or a symbolic name (`batch_size`). */
+/** The TensorProto element types the engine's graphs use. */
+export const FLOAT = 1;
+export const INT32 = 6;
+export const INT64 = 7;
+export const FLOAT16 = 10;
+/** AttributeProto's types (`ATTR.INT`, `ATTR.INTS`, …). */
+export const ATTR = onnxProto.onnx.AttributeProto.AttributeType;
+
 export type Dim = number | string;
 
 /** A graph input or output: a tensor of ONNX element type `elemType` (1 float, 7 int64, …) and shape `dims`. */

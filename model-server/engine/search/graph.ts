@@ -27,8 +27,8 @@ import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { splitCrossAttention } from '../graphs/decoder-split.js';
 import type { ModelConfig } from '../model-config.js';
-import { splitModel, valueInfo, weightName } from '../graphs/onnx-wire.js';
-import { ATTR, FLOAT, FLOAT16, INT32, INT64, intAttr, SubgraphBuilder } from './subgraph.js';
+import { ATTR, FLOAT, FLOAT16, INT32, INT64, splitModel, valueInfo, weightName } from '../graphs/onnx-wire.js';
+import { intAttr, SubgraphBuilder } from './subgraph.js';
 import { mergeWeights, packWeights, type PackOptions } from './weights.js';
 
 type IGraphProto = onnxProto.onnx.IGraphProto;

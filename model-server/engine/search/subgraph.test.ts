@@ -2,7 +2,8 @@ import onnxProto from 'onnx-proto';
 import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { FLOAT, INT32, INT64, SubgraphBuilder } from './subgraph.js';
+import { FLOAT, INT32, INT64 } from '../graphs/onnx-wire.js';
+import { SubgraphBuilder } from './subgraph.js';
 
 const VOCAB = 12;
 const EOS = 2;

@@ -5,17 +5,12 @@
  */
 import onnxProto from 'onnx-proto';
 import { float16Bits, toFloat16 } from '../float16.js';
-import { type Dim, valueInfo } from '../graphs/onnx-wire.js';
+import { ATTR, type Dim, FLOAT, FLOAT16, INT32, INT64, valueInfo } from '../graphs/onnx-wire.js';
 
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type INodeProto = onnxProto.onnx.INodeProto;
 type ITensorProto = onnxProto.onnx.ITensorProto;
 
-export const ATTR = onnxProto.onnx.AttributeProto.AttributeType;
-export const FLOAT = 1;
-export const FLOAT16 = 10;
-export const INT32 = 6;
-export const INT64 = 7;
 const HALF_MAX = 65504;
 
 export function intAttr(name: string, value: number): onnxProto.onnx.IAttributeProto {
