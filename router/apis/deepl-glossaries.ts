@@ -144,7 +144,7 @@ async function glossaryFor(
   const glossary = await context.glossaries.resolve(id, key?.id);
   if (glossary === undefined) throw new DeepLError(404, 'Glossary not found');
   if (glossary.info.source_lang !== srcLang || glossary.info.target_lang !== tgtLang) {
-    throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
+    throw new DeepLError(400, `No dictionary found for language pair ${srcLang}-${tgtLang} in glossary ${id}.`);
   }
   return glossary.entries;
 }
