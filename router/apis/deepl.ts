@@ -1,7 +1,7 @@
 /**
  * @module router/apis/deepl — DeepL API v2 on the public port, for DeepL's own clients (`serverUrl`):
  * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`, and the glossary API (`/v2/glossaries`,
- * `/v2/glossary-language-pairs`, ./deepl-glossaries.ts). Texts go through the router's translation path
+ * `/v2/glossary-language-pairs`, ./deepl-glossaries.ts; v3's multilingual `/v3/glossaries`, ./deepl-glossaries-v3.ts). Texts go through the router's translation path
  * (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
  * clients parse: `{"translations": [{"detected_source_language", "text"}]}`, errors `{"message"}` with 400, 403
  * (key), 413, 429 (+ Retry-After), 456 (quota), 5xx.
@@ -15,6 +15,7 @@ import { deeplLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { mountDocuments } from './deepl-documents.js';
 import { mountGlossaries, translationPair } from './deepl-glossaries.js';
+import { mountMultilingualGlossaries } from './deepl-glossaries-v3.js';
 import { billedOnSuccess } from '../keys/request-key.js';
 import { type ApiContext, characterCount, param, type Params, translateTexts } from './translate-texts.js';
 
@@ -219,10 +220,12 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.post('/v2/usage', usage);
 
   mountGlossaries(app, context, languages);
+  mountMultilingualGlossaries(app, context, languages);
   mountDocuments(app, context, languages, (params) => checkParameters(params, DOCUMENT_PARAMETERS));
 
   const paths = ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'];
-  for (const path of [...paths, '/v2/document'])
+  for (const path of [...paths, '/v2/document', '/v3/glossaries'])
     app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
-  app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
+  for (const prefix of ['/v2/*', '/v3/*'])
+    app.all(prefix, (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
 }
