@@ -9,43 +9,21 @@
  * types and everything but the model's words (markup kept, alternatives distinct, a detected language among those
  * served, a confidence from 0 to 100) must be LibreTranslate's.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { Translate } from 'translate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findNginx } from '../../front/nginx.js';
 import { DEMO_LANGUAGES } from '../../model-server/tools/demo-model/index.js';
-import { stopAll } from '../../harness/process-registry.js';
-import { startStackWithFronts, type StackWithFronts } from '../../harness/stack.js';
-import { hashKey } from '../../router/keys/key-ring.js';
+import { type KeyedStack, startKeyedStack } from '../../harness/keyed-stack.js';
 
 const KEY = 'libretranslate-examples-key-0123456789';
-const keysDir = mkdtempSync(path.join(tmpdir(), 'mt-libre-keys-'));
-let stack: StackWithFronts;
+let stack: KeyedStack;
 let url: string;
 
 beforeAll(async () => {
-  writeFileSync(path.join(keysDir, 'keys.json'), JSON.stringify({ keys: [{ id: 'examples', sha256: hashKey(KEY) }] }));
-  const front = findNginx(process.env) ? 'nginx' : 'builtin';
-  stack = await startStackWithFronts(
-    {
-      languages: DEMO_LANGUAGES,
-      handler: 'translation',
-      demoModel: 'tiny',
-      env: { API_KEYS: keysDir },
-      register: { batchSize: 8, maxBatchDelayMs: 5, workers: 1 },
-    },
-    [front],
-  );
-  url = stack.fronts[front]!.url;
+  stack = await startKeyedStack('examples', KEY);
+  url = stack.url;
 }, 600_000);
 
-afterAll(async () => {
-  await stack?.stop();
-  await stopAll();
-  rmSync(keysDir, { recursive: true, force: true });
-});
+afterAll(() => stack?.stop());
 
 const post = async (route: string, body: object) => {
   const res = await fetch(`${url}${route}`, {
