@@ -3,11 +3,16 @@
  * glossaries need no engine): made with dictionaries from a form (deepl-node's fields) or JSON, read, listed beside
  * v2 ones, changed on every model server, and used by /v2/translate for the pair a translation asks for.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../harness/model-server.js';
 import { createRouterApp } from '../app.js';
 import { GlossaryClient } from '../glossaries.js';
+import { hashKey } from '../keys/key-ring.js';
+import { KeyedAccess } from '../keys/keyed-access.js';
 
 let a: TestServer;
 let b: TestServer;
@@ -221,5 +226,62 @@ describe('DeepL /v3/glossaries', () => {
       [app.request('/v3/style_rules'), 404, 'Not found'],
     ];
     for (const [res, status, message] of cases) expect(await answer(res)).toEqual([status, { message }]);
+  });
+
+  it('with keys on: a glossary is its key’s (others get 404 and do not list it), and counts against max_glossaries', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'mt-glossary-v3-keys-'));
+    try {
+      const keys = [
+        { id: 'owner', sha256: hashKey('secret-owner'), max_glossaries: 2 },
+        { id: 'other', sha256: hashKey('secret-other') },
+      ];
+      writeFileSync(path.join(dir, 'keys.json'), JSON.stringify({ keys }));
+      const access = new KeyedAccess({
+        keys: path.join(dir, 'keys.json'),
+        store: { kind: 'file', dir: path.join(dir, 'usage') },
+      });
+      const keyed = createRouterApp(
+        { maxBodyBytes: 1 << 20, languages: ['en', 'de'], logBodies: false },
+        { upstream, logger: pino({ level: 'silent' }), glossaries: client, access },
+      );
+      const call = (secret: string, method: string, route: string, fields?: Record<string, string>) =>
+        answer(
+          keyed.request(route, {
+            method,
+            headers: {
+              'content-type': 'application/x-www-form-urlencoded',
+              authorization: `DeepL-Auth-Key ${secret}`,
+            },
+            ...(fields === undefined ? {} : { body: new URLSearchParams(fields).toString() }),
+          }),
+        );
+      const dictionary = {
+        'dictionaries[0].source_lang': 'en',
+        'dictionaries[0].target_lang': 'de',
+        'dictionaries[0].entries': 'fox\tFuchs',
+      };
+      const [, mine] = await call('secret-owner', 'POST', '/v3/glossaries', { name: 'one', ...dictionary });
+      const id = mine.glossary_id as string;
+      // A v2 glossary of the same key takes the second slot: both kinds count together.
+      const v2 = { name: 'two', source_lang: 'en', target_lang: 'de', entries: 'fox\tFuchs' };
+      expect((await call('secret-owner', 'POST', '/v2/glossaries', v2))[0]).toBe(201);
+      expect(await call('secret-owner', 'POST', '/v3/glossaries', { name: 'three', ...dictionary })).toEqual([
+        456,
+        { message: 'Quota Exceeded: this key keeps 2 glossaries, the most it may.' },
+      ]);
+      expect(await call('secret-other', 'GET', `/v3/glossaries/${id}`)).toEqual([
+        404,
+        { message: 'Glossary not found' },
+      ]);
+      expect((await call('secret-other', 'GET', '/v3/glossaries'))[1]).toEqual({ glossaries: [] });
+      expect((await call('secret-other', 'PATCH', `/v3/glossaries/${id}`, { name: 'taken' }))[0]).toBe(404);
+      const translate = (secret: string) =>
+        call(secret, 'POST', '/v2/translate', { text: 'x', source_lang: 'EN', target_lang: 'DE', glossary_id: id });
+      expect(await translate('secret-other')).toEqual([404, { message: 'Glossary not found' }]);
+      expect((await translate('secret-owner'))[0]).toBe(200);
+      await access.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
