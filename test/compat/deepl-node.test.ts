@@ -17,6 +17,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KeyedStack, startKeyedStack } from '../../harness/keyed-stack.js';
 
 const FOLDER = path.join(import.meta.dirname, 'deepl-node');
+/** Longest one suite file may take (its document tests poll every 5 s, as deepl-node does). */
+const FILE_TIMEOUT_MS = 240_000;
+
 const SUITE_FILES = [
   'client.test.ts',
   'general.test.ts',
@@ -115,6 +118,8 @@ async function runSuiteFile(file: string): Promise<Outcome[]> {
     cwd: FOLDER,
     env: { ...env, DEEPL_SERVER_URL: stack.url, DEEPL_AUTH_KEY: KEY, SUITE_RESULTS: out },
     stdio: ['ignore', 'ignore', 'pipe'],
+    // A hang is a failure: the file's process is ended and its missing results say so.
+    timeout: FILE_TIMEOUT_MS,
   });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
@@ -139,14 +144,18 @@ async function runSuiteFile(file: string): Promise<Outcome[]> {
 }
 
 describe("deepl-node's own suite against the stack, keys on", () => {
-  it.each(SUITE_FILES)('%s: every test passes but the listed ones', async (file) => {
-    const outcomes = await runSuiteFile(file);
-    for (const o of outcomes.filter((o) => o.status === 'failed'))
-      console.log(`failed (listed?) ${o.name} — ${o.message}`);
-    const listed = (o: Outcome) => o.name in MODEL_WORDS || o.name in UNSUPPORTED;
-    expect(outcomes.filter((o) => o.status === 'failed' && !listed(o)).map((o) => `${o.name}: ${o.message}`)).toEqual(
-      [],
-    );
-    expect(outcomes.filter((o) => o.status === 'passed' && listed(o)).map((o) => o.name)).toEqual([]);
-  });
+  it.each(SUITE_FILES)(
+    '%s: every test passes but the listed ones',
+    async (file) => {
+      const outcomes = await runSuiteFile(file);
+      for (const o of outcomes.filter((o) => o.status === 'failed'))
+        console.log(`failed (listed?) ${o.name} — ${o.message}`);
+      const listed = (o: Outcome) => o.name in MODEL_WORDS || o.name in UNSUPPORTED;
+      expect(outcomes.filter((o) => o.status === 'failed' && !listed(o)).map((o) => `${o.name}: ${o.message}`)).toEqual(
+        [],
+      );
+      expect(outcomes.filter((o) => o.status === 'passed' && listed(o)).map((o) => o.name)).toEqual([]);
+    },
+    FILE_TIMEOUT_MS + 30_000,
+  );
 });
