@@ -5,7 +5,8 @@ import { defineConfig } from 'vitest/config';
  * - unit: a module's own tests, beside its code;
  * - integration: a process's tests from its edge (`router/test/`, `model-server/test/`, `front/test/`, real servers
  *   on port 0, real workers) and the repository's checks (`test/architecture`, `test/docs`, `test/deploy`);
- * - stack: whole stacks from a user's seat (`test/e2e`, `test/browser`: pm2, nginx, chromium);
+ * - stack: whole stacks from a user's seat (`test/e2e`, `test/browser`: pm2, nginx, chromium; `test/compat`: the
+ *   DeepL and LibreTranslate clients' own suites);
  * - drills: faults and hostile traffic against whole stacks (`test/reliability`);
  * - solo: the drills whose outcome depends on timing under load they create themselves: goodput at 10× overload and
  *   refusals answered at admission (goodput), 1,000 clients leaving at once (abandon), a router instance SIGKILLed
@@ -18,7 +19,8 @@ const SOLO = ['goodput', 'abandon', 'pm2', 'restart', 'hosts'].map((name) => `te
 
 const tier = (name: string, include: string[], exclude: string[] = []) => ({
   extends: true as const,
-  test: { name, include, exclude: ['node_modules/**', 'dist/**', ...exclude] },
+  // test/compat/<client>/ holds a client's own suite (vendored, run by its own runner) and its own node_modules.
+  test: { name, include, exclude: ['node_modules/**', 'dist/**', 'test/compat/*/**', ...exclude] },
 });
 
 // Tests start real servers and child processes; on a 2-core machine two test files at a time is the
@@ -36,9 +38,9 @@ export default defineConfig({
       tier(
         'integration',
         ['**/test/**/*.test.ts', 'test/{architecture,docs,deploy}/**/*.test.ts'],
-        ['test/{e2e,browser,reliability}/**'],
+        ['test/{e2e,browser,compat,reliability}/**'],
       ),
-      tier('stack', ['test/{e2e,browser}/**/*.test.ts']),
+      tier('stack', ['test/{e2e,browser,compat}/**/*.test.ts']),
       tier('drills', ['test/reliability/**/*.test.ts'], SOLO),
       {
         extends: true,

@@ -59,4 +59,16 @@ describe('createRequestParser() — the model server edge', () => {
       format: 'html',
     });
   });
+
+  it('fragment is for XML only, and a boolean', () => {
+    expect(parse({ src_lang: 'en', src_text: 'a <b>b</b>', format: 'xml', fragment: true })).toMatchObject({
+      fragment: true,
+    });
+    expect(bad({ src_lang: 'en', src_text: 'a', fragment: true })).toThrow(
+      expect.objectContaining({ code: 'BAD_REQUEST', message: 'fragment applies to format "xml" only.' }),
+    );
+    expect(bad({ src_lang: 'en', src_text: 'a', format: 'xml', fragment: 'yes' })).toThrow(
+      expect.objectContaining({ code: 'BAD_REQUEST', message: 'Field "fragment" must be true or false.' }),
+    );
+  });
 });

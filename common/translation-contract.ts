@@ -41,6 +41,8 @@ export interface TranslationRequest {
   format?: TextFormat;
   /** Markup elements whose content is kept as it is (`format` html or xml). */
   ignore_tags?: string[];
+  /** `format` xml: each text may be a fragment (text outside an element, several top-level elements), as DeepL's. */
+  fragment?: boolean;
   /** A stored glossary (the model server's `/glossaries`) the translation follows. */
   glossary_id?: string;
   /** An inline glossary, source term → target term. */
@@ -117,6 +119,7 @@ const FIELDS = {
     })
     .max(100, { error: 'Field "ignore_tags" names at most 100 elements.' })
     .optional(),
+  fragment: z.boolean({ error: 'Field "fragment" must be true or false.' }).optional(),
   glossary_id: z
     .string({ error: 'Field "glossary_id" must be a string (a glossary\'s id).' })
     .max(64, { error: 'Field "glossary_id" is at most 64 characters.' })
@@ -153,7 +156,8 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
     // Runs once every field is valid: alternatives are beams of one plain-text row.
     .refine((r) => !r.alternatives || (r.format ?? 'text') === 'text', {
       error: 'alternatives are offered for plain text (format "text") only.',
-    });
+    })
+    .refine((r) => !r.fragment || r.format === 'xml', { error: 'fragment applies to format "xml" only.' });
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {

@@ -8,6 +8,11 @@
  * language then applies it, whether it holds the glossary or not. Glossaries never change once made (as DeepL's),
  * so their entries are kept here for a few seconds; a deleted glossary may still apply for that long.
  *
+ * DeepL's v3 multilingual glossaries (`/multilingual-glossaries` on the model servers) are made the same way, and
+ * each change (a new name, dictionaries merged, replaced or deleted) is sent to every model server. They do change,
+ * so a translation's dictionary is kept only until this router changes its glossary, and at most those seconds
+ * when another router instance does.
+ *
  * With API keys on, each glossary belongs to the key that made it (`x-glossary-owner`, the key's id): another key
  * neither sees nor uses it.
  */
@@ -40,6 +45,36 @@ export interface GlossaryFields {
   /** TSV or CSV, as `entries_format` says. */
   entries: string;
   entries_format: 'tsv' | 'csv';
+}
+
+/** A dictionary of a multilingual glossary as DeepL's v3 describes it. */
+export interface DictionaryInfo {
+  source_lang: string;
+  target_lang: string;
+  entry_count: number;
+}
+
+/** A multilingual glossary as DeepL's v3 describes one (the model server answers in this shape). */
+export interface MultilingualGlossaryInfo {
+  glossary_id: string;
+  name: string;
+  dictionaries: DictionaryInfo[];
+  creation_time: string;
+}
+
+/** A dictionary as it is sent: its entries TSV or CSV, as `entries_format` says. */
+export interface DictionaryFields {
+  source_lang: string;
+  target_lang: string;
+  entries: string;
+  entries_format: 'tsv' | 'csv';
+}
+
+/** A dictionary's entries as DeepL's v3 answers them (TSV). */
+export interface DictionaryEntries {
+  source_lang: string;
+  target_lang: string;
+  entries: string;
 }
 
 /** A glossary with its entries, ready to send inline. */
@@ -99,7 +134,7 @@ export class GlossaryClient {
 
   /** Delete it everywhere; false when no model server had it. */
   async delete(id: string, owner: string | undefined): Promise<boolean> {
-    this.#kept.delete(`${owner ?? ''}\u0000${id}`);
+    this.#forget(id, owner);
     const answers = await this.#everyHost('DELETE', `/glossaries/${encodeURIComponent(id)}`, owner);
     if (answers.some((a) => a.status === 204)) return true;
     if (answers.every((a) => a.status === 404)) return false;
@@ -113,15 +148,115 @@ export class GlossaryClient {
     if (kept && performance.now() - kept.at < KEEP_MS) return kept.glossary;
     const [info, tsv] = await Promise.all([this.info(id, owner), this.entries(id, owner)]);
     if (info === undefined || tsv === undefined) return undefined;
-    const entries: Record<string, string> = {};
-    for (const line of tsv.split('\n')) {
-      const tab = line.indexOf('\t');
-      if (tab > 0) entries[line.slice(0, tab)] = line.slice(tab + 1);
+    const glossary = { info, entries: entriesOf(tsv) };
+    this.#keep(key, glossary);
+    return glossary;
+  }
+
+  /** Make a multilingual glossary on every model server (as `create`). */
+  async createMultilingual(
+    fields: { name: string; dictionaries: DictionaryFields[] },
+    owner: string | undefined,
+  ): Promise<MultilingualGlossaryInfo> {
+    const answers = await this.#everyHost('PUT', `${V3}/${randomUUID()}`, owner, JSON.stringify(fields));
+    const made = answers.find((a) => a.status === 201);
+    if (made) return JSON.parse(made.body) as MultilingualGlossaryInfo;
+    throw errorOf(answers);
+  }
+
+  /** Every glossary the owner may see, v2 ones as one dictionary, each once, oldest first. */
+  async listMultilingual(owner: string | undefined): Promise<MultilingualGlossaryInfo[]> {
+    const answers = await this.#everyHost('GET', V3, owner);
+    const byId = new Map<string, MultilingualGlossaryInfo>();
+    for (const answer of answers.filter((a) => a.status === 200)) {
+      for (const info of (JSON.parse(answer.body) as { glossaries: MultilingualGlossaryInfo[] }).glossaries) {
+        if (!byId.has(info.glossary_id)) byId.set(info.glossary_id, info);
+      }
     }
-    const glossary = { info, entries };
+    if (!answers.some((a) => a.status === 200)) throw errorOf(answers);
+    return [...byId.values()].sort((a, b) => a.creation_time.localeCompare(b.creation_time));
+  }
+
+  /** A glossary of either kind as a multilingual one, or undefined when no model server has it for this owner. */
+  async multilingualInfo(id: string, owner: string | undefined): Promise<MultilingualGlossaryInfo | undefined> {
+    const body = await this.#first(`${V3}/${encodeURIComponent(id)}`, owner);
+    return body === undefined ? undefined : (JSON.parse(body) as MultilingualGlossaryInfo);
+  }
+
+  /**
+   * A glossary's dictionaries with their entries, the one for a pair when it is given; undefined when no model
+   * server has the glossary for this owner. @throws ServeError GLOSSARY_NOT_FOUND when it lacks the pair
+   */
+  async dictionaryEntries(
+    id: string,
+    owner: string | undefined,
+    pair?: { source: string; target: string },
+  ): Promise<DictionaryEntries[] | undefined> {
+    const query =
+      pair === undefined ? '' : `?${new URLSearchParams({ source_lang: pair.source, target_lang: pair.target })}`;
+    const body = await this.#first(`${V3}/${encodeURIComponent(id)}/entries${query}`, owner);
+    return body === undefined ? undefined : (JSON.parse(body) as { dictionaries: DictionaryEntries[] }).dictionaries;
+  }
+
+  /**
+   * Change a multilingual glossary on every model server that has it: `PATCH` (a new name, dictionaries merged in),
+   * `PUT …/dictionaries` (one replaced), `DELETE …/dictionaries?…` (one removed). Returns the first answer's body.
+   * @throws ServeError with a model server's 4xx (GLOSSARY_NOT_FOUND when none has it), or UPSTREAM_UNAVAILABLE
+   */
+  async changeMultilingual(
+    id: string,
+    owner: string | undefined,
+    change: { method: 'PATCH' | 'PUT' | 'DELETE'; path?: string; body?: object },
+  ): Promise<string> {
+    this.#forget(id, owner);
+    const path = `${V3}/${encodeURIComponent(id)}${change.path ?? ''}`;
+    const body = change.body === undefined ? undefined : JSON.stringify(change.body);
+    const answers = await this.#everyHost(change.method, path, owner, body);
+    const done = answers.find((a) => a.status === 200 || a.status === 204);
+    if (done !== undefined) return done.body;
+    throw errorOf(answers);
+  }
+
+  /**
+   * The entries a translation from `source` to `target` follows, from a glossary of either kind: undefined when
+   * no model server has it for this owner, null when it has no dictionary for the pair.
+   */
+  async resolvePair(
+    id: string,
+    owner: string | undefined,
+    source: string,
+    target: string,
+  ): Promise<Record<string, string> | null | undefined> {
+    const key = `${owner ?? ''}\u0000${id}\u0000${source}-${target}`;
+    const kept = this.#kept.get(key);
+    if (kept && performance.now() - kept.at < KEEP_MS) return kept.glossary.entries;
+    const all = await this.dictionaryEntries(id, owner);
+    if (all === undefined) return undefined;
+    const dictionary = all.find((d) => d.source_lang === source && d.target_lang === target);
+    if (dictionary === undefined) return null;
+    const entries = entriesOf(dictionary.entries);
+    const info: GlossaryInfo = {
+      glossary_id: id,
+      name: '',
+      ready: true,
+      source_lang: source,
+      target_lang: target,
+      creation_time: '',
+      entry_count: Object.keys(entries).length,
+    };
+    this.#keep(key, { info, entries });
+    return entries;
+  }
+
+  /** Drops what is kept of a glossary: its v2 entries and each pair's. */
+  #forget(id: string, owner: string | undefined): void {
+    const key = `${owner ?? ''}\u0000${id}`;
+    for (const kept of this.#kept.keys()) if (kept === key || kept.startsWith(`${key}\u0000`)) this.#kept.delete(kept);
+  }
+
+  #keep(key: string, glossary: ResolvedGlossary): void {
     if (this.#kept.size >= MAX_KEPT) this.#kept.delete(this.#kept.keys().next().value!);
     this.#kept.set(key, { at: performance.now(), glossary });
-    return glossary;
   }
 
   /** The first 200 body among the hosts, asked in turn; undefined when every host answered 404. */
@@ -160,6 +295,19 @@ export class GlossaryClient {
       return { status: 0, body: (err as Error).message, code: undefined };
     }
   }
+}
+
+/** Where the model servers keep DeepL's v3 glossaries. */
+const V3 = '/multilingual-glossaries';
+
+/** TSV entries as source term → target term. */
+function entriesOf(tsv: string): Record<string, string> {
+  const entries: Record<string, string> = {};
+  for (const line of tsv.split('\n')) {
+    const tab = line.indexOf('\t');
+    if (tab > 0) entries[line.slice(0, tab)] = line.slice(tab + 1);
+  }
+  return entries;
 }
 
 interface Answer {

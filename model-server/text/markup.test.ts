@@ -197,4 +197,36 @@ describe('XML', () => {
       expect((error as ServeError).message).toContain(where);
     }
   });
+
+  const fragmentOf = (source: string, ignoreTags: string[] = []) => {
+    const plan = planMarkup(source, 'xml', { ignoreTags, fragment: true });
+    return { texts: plan.texts, out: plan.render(plan.texts.map((t) => `[${t.toUpperCase()}]`)) };
+  };
+
+  it("fragment: text outside a root and several roots, as DeepL's own tag_handling=xml examples send them", () => {
+    const settings = fragmentOf('Please open the page <x>Settings</x> to configure your system.', ['x']);
+    expect(settings.texts).toEqual(['Please open the page', 'to configure your system.']);
+    expect(settings.out).toBe('[PLEASE OPEN THE PAGE] <x>Settings</x> [TO CONFIGURE YOUR SYSTEM.]');
+    const roots = fragmentOf(
+      '<p>This is a <b>short</b> <i>sentence</i>.</p> <ignore>Kept as it is.</ignore> This is another sentence.',
+      ['ignore'],
+    );
+    expect(roots.texts).toEqual(['This is a', 'short', 'sentence', 'This is another sentence.']);
+    expect(roots.out).toBe(
+      '<p>[THIS IS A] <b>[SHORT]</b> <i>[SENTENCE]</i>.</p> <ignore>Kept as it is.</ignore> [THIS IS ANOTHER SENTENCE.]',
+    );
+    expect(fragmentOf('Press <b>Continue</b> to advance.').out).toBe('[PRESS] <b>[CONTINUE]</b> [TO ADVANCE.]');
+    // Without the option the same text is still a 400, as the native API answers it.
+    expect(() => planMarkup('Press <b>Continue</b> to advance.', 'xml')).toThrow(/not well-formed/);
+  });
+
+  it('fragment: a whole document (declaration, doctype) parses as one; a bad fragment is a 400 saying what is wrong', () => {
+    const document = '<?xml version="1.0"?>\n<!DOCTYPE doc>\n<doc>Hello <b>there</b></doc>';
+    expect(fragmentOf(document).out).toBe('<?xml version="1.0"?>\n<!DOCTYPE doc>\n<doc>[HELLO] <b>[THERE]</b></doc>');
+    expect(fragmentOf('  <!DOCTYPE html>\n<html><body><p>Hi</p></body></html>').texts).toEqual(['Hi']);
+    expect(() => fragmentOf('Text <b>unclosed')).toThrow(
+      'The XML is not well-formed at line 1, column 16: unclosed tag: b',
+    );
+    expect(() => fragmentOf('<?xml version="1.0"?><a>x</b>')).toThrow(/line 1, column 29: unexpected close tag/);
+  });
 });

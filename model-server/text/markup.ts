@@ -21,6 +21,11 @@ export type MarkupFormat = 'html' | 'xml';
 export interface MarkupOptions {
   /** Elements whose content is kept as it is (DeepL's `ignore_tags`), besides the format's own. */
   ignoreTags?: readonly string[];
+  /**
+   * XML only: the source may be a fragment — text outside any element, several top-level elements — as DeepL's
+   * `tag_handling=xml` takes it. A source that is a whole document (an XML declaration, a doctype) parses as one.
+   */
+  fragment?: boolean;
 }
 
 /** Text units to translate, and the document rebuilt from their translations. */
@@ -72,7 +77,7 @@ interface Span {
  */
 export function planMarkup(source: string, format: MarkupFormat, options: MarkupOptions = {}): MarkupPlan {
   const ignored = new Set((options.ignoreTags ?? []).map((tag) => (format === 'html' ? tag.toLowerCase() : tag)));
-  const spans = format === 'html' ? htmlSpans(source, ignored) : xmlSpans(source, ignored);
+  const spans = format === 'html' ? htmlSpans(source, ignored) : xmlSpans(source, ignored, options.fragment === true);
   spans.sort((a, b) => a.start - b.start);
   // parse5 reports every node at its own place in the source, so spans never overlap; one that did would be
   // written twice, so it is kept as it is instead.
@@ -225,18 +230,46 @@ function attributeSpan(source: string, start: number, end: number, value: string
   };
 }
 
-function xmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
-  const parser = new SaxesParser({ xmlns: false });
+/**
+ * The text spans of an XML source. A fragment is parsed as one (saxes' fragment mode refuses an XML declaration or a
+ * doctype, which only a document has); when that fails the source is tried as a document, and when both fail the
+ * error reported is the one found further into the source, the one that says what is wrong with it.
+ */
+function xmlSpans(source: string, ignored: ReadonlySet<string>, fragment: boolean): Span[] {
+  const first = parseXml(source, ignored, fragment);
+  if (!fragment || !(first instanceof XmlError)) return orThrow(first);
+  const asDocument = parseXml(source, ignored, false);
+  if (!(asDocument instanceof XmlError)) return asDocument;
+  return orThrow(asDocument.at > first.at ? asDocument : first);
+}
+
+/** Where saxes stopped on a source that is not well-formed, and what it said. */
+class XmlError {
+  constructor(
+    readonly at: number,
+    readonly error: Error,
+  ) {}
+}
+
+function orThrow(spans: Span[] | XmlError): Span[] {
+  if (!(spans instanceof XmlError)) return spans;
+  const [, line, column, what] = /^(\d+):(\d+): (.*)$/.exec(spans.error.message) ?? [];
+  const where = line === undefined ? '' : ` at line ${line}, column ${column}`;
+  throw new ServeError('BAD_REQUEST', `The XML is not well-formed${where}: ${what ?? spans.error.message}`);
+}
+
+function parseXml(source: string, ignored: ReadonlySet<string>, fragment: boolean): Span[] | XmlError {
+  const parser = new SaxesParser({ xmlns: false, fragment });
   const spans: Span[] = [];
   // Depth inside an ignored element, and where the last event ended: text starts there.
   let ignoredDepth = 0;
   let eventEnd = 0;
-  let failure: Error | undefined;
+  let failure: XmlError | undefined;
   const markEnd = () => {
     eventEnd = parser.position;
   };
   parser.on('error', (error) => {
-    failure ??= error;
+    failure ??= new XmlError(parser.position, error);
   });
   parser.on('text', (text) => {
     // saxes reports text when it reaches the next `<`, already consumed; positions count UTF-16 units.
@@ -262,12 +295,7 @@ function xmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
   try {
     parser.write(source).close();
   } catch (error) {
-    failure ??= error as Error;
+    failure ??= new XmlError(parser.position, error as Error);
   }
-  if (failure) {
-    const [, line, column, what] = /^(\d+):(\d+): (.*)$/.exec(failure.message) ?? [];
-    const where = line === undefined ? '' : ` at line ${line}, column ${column}`;
-    throw new ServeError('BAD_REQUEST', `The XML is not well-formed${where}: ${what ?? failure.message}`);
-  }
-  return spans;
+  return failure ?? spans;
 }

@@ -37,4 +37,43 @@ describe('GlossaryStore', () => {
     expect(() => store.put({ ...fields, id: 'g', name: 'other' })).toThrow(/already exists with other content/);
     expect(() => store.put({ ...fields, id: '../x' })).toThrow(/letters, digits and dashes/);
   });
+
+  it('multilingual glossaries: kept on disk beside v2 ones, one id space, v2 ones seen as one dictionary and unchanged', () => {
+    const dir = folder();
+    const store = new GlossaryStore(dir);
+    store.put({ ...fields, id: 'v2', owner: 'a' });
+    const dictionary = (sourceLang: string, targetLang: string, pairs: [string, string][]) => ({
+      sourceLang,
+      targetLang,
+      entries: glossaryEntries(pairs),
+    });
+    const v3 = store.putMultilingual({
+      id: 'v3',
+      name: 'm',
+      owner: 'a',
+      dictionaries: [dictionary('en', 'de', [['fox', 'Fuchs']]), dictionary('de', 'en', [['Fuchs', 'fox']])],
+    });
+    expect(store.putMultilingual({ ...v3 })).toBe(v3);
+    expect(() => store.putMultilingual({ ...v3, id: 'v2' })).toThrow(/already exists/);
+    expect(() => store.put({ ...fields, id: 'v3', owner: 'a' })).toThrow(/already exists/);
+    expect(() =>
+      store.putMultilingual({ ...v3, id: 'twice', dictionaries: [v3.dictionaries[0]!, v3.dictionaries[0]!] }),
+    ).toThrow('Two dictionaries are for the language pair en-de.');
+    store.updateMultilingual('v3', 'a', (g) => ({ name: 'renamed', dictionaries: g.dictionaries.slice(1) }));
+    expect(() => store.updateMultilingual('v2', 'a', (g) => g)).toThrow(/made with \/v2\/glossaries/);
+    expect(() => store.getMultilingual('v3', 'b')).toThrow(/not found/);
+
+    const again = new GlossaryStore(dir);
+    const seen = again
+      .listMultilingual('a')
+      .map((g) => [g.id, g.name, g.dictionaries.map((d) => [d.sourceLang, [...d.entries]])]);
+    expect(seen).toEqual([
+      ['v2', 'n', [['en', [['fox', 'Fuchs']]]]],
+      ['v3', 'renamed', [['de', [['Fuchs', 'fox']]]]],
+    ]);
+    // The v2 API sees its own kind only; a delete takes either.
+    expect(again.list('a').map((g) => g.id)).toEqual(['v2']);
+    again.delete('v3', 'a');
+    expect(new GlossaryStore(dir).listMultilingual('a').map((g) => g.id)).toEqual(['v2']);
+  });
 });

@@ -114,7 +114,7 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
   let sentences = 0;
   const docs = texts.map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
-    const content = contentOf(text, format, request.ignore_tags ?? []);
+    const content = contentOf(text, format, request);
     const lang = auto ? detected(content.texts.join('\n'), name, context.readable, detect === 'guess') : srcLang;
     const units = content.texts.map((unit) => {
       let segments: Segments;
@@ -165,9 +165,7 @@ export function answerTranslation(
     units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
   );
   const translated = texts.map((text, d) =>
-    contentOf(text, format, request.ignore_tags ?? []).render(
-      perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang)),
-    ),
+    contentOf(text, format, request).render(perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang))),
   );
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
@@ -210,13 +208,17 @@ function glossaryOf(
   return context.glossary;
 }
 
-function contentOf(text: string, format: TextFormat, ignoreTags: readonly string[]): Content {
+function contentOf(
+  text: string,
+  format: TextFormat,
+  { ignore_tags: ignoreTags = [], fragment }: TranslationRequest,
+): Content {
   switch (format) {
     case 'text':
       return { texts: [text], render: (translations) => translations[0]! };
     case 'html':
     case 'xml':
-      return planMarkup(text, format, { ignoreTags });
+      return planMarkup(text, format, { ignoreTags, ...(fragment === undefined ? {} : { fragment }) });
     case 'srt':
     case 'vtt':
       return planSubtitles(text, format);

@@ -61,6 +61,7 @@ function fromServeError(error: ServeError): DeepLError {
   if (error.status === 503 && error.retryAfterS !== undefined)
     return new DeepLError(429, `Too many requests: ${error.message}`, error.retryAfterS);
   if (error.status === 401 || error.status === 403) return new DeepLError(403, error.message);
+  if (error.code === 'GLOSSARY_NOT_FOUND') return new DeepLError(404, error.message);
   if (error.status === 404) return new DeepLError(503, error.message, error.retryAfterS);
   if (error.status === 415) return new DeepLError(400, error.message);
   return new DeepLError(error.status, error.message, error.retryAfterS);

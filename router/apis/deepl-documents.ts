@@ -9,6 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context, Hono } from 'hono';
+import { ServeError } from '../../common/errors.js';
 import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
@@ -26,6 +27,16 @@ const UPLOAD_WAIT_MS = 1_000;
 const SUPPORTED = Object.keys(DOCUMENT_TYPES)
   .map((extension) => `.${extension}`)
   .join(', ');
+
+/** The upload's text, or DeepL's 400 for file data that is not text (its wording, which clients match on). */
+function fileText(bytes: Uint8Array): { text: string; bom: boolean } {
+  try {
+    return readDocument(bytes);
+  } catch (err) {
+    if (err instanceof ServeError && err.status === 400) throw new DeepLError(400, `Invalid file data: ${err.message}`);
+    throw err;
+  }
+}
 
 /**
  * Registers DeepL's document routes. `check(params)` applies `/v2/translate`'s checks to the parameters both take
@@ -53,14 +64,16 @@ export function mountDocuments(
       checkFilename(filename);
       const type = documentType(filename);
       if (type === undefined)
-        throw new DeepLError(400, `Document type of '${filename}' not supported; supported: ${SUPPORTED}.`);
+        throw new DeepLError(400, `Invalid file data or file extension: '${filename}' is none of ${SUPPORTED}.`);
       const output = param(params, 'output_format');
       if (output !== undefined && output !== '' && DOCUMENT_TYPES[output.toLowerCase()]?.format !== type.format)
         throw unsupported('output_format');
       const { srcLang, tgtLang, glossary } = await translationPair(context, params, languages, key);
+      // Refused before it is billed; one detected in its target language fails in the job (translate-texts.ts).
+      if (srcLang === tgtLang) throw new DeepLError(400, 'Source and target language are equal.');
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
-      const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
+      const { text, bom } = fileText(new Uint8Array(await file.arrayBuffer()));
       const made = await documents.submit(
         { text, bom, filename, srcLang, tgtLang, glossary, api: 'deepl', owner: key && ownerOf(key) },
         key && (() => admit(context, key, characterCount([text])).then(() => {})),

@@ -8,23 +8,16 @@ import type { Context, Hono } from 'hono';
 import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import { type ApiKey, DEFAULT_MAX_GLOSSARIES } from '../keys/api-access.js';
+import type { GlossaryClient } from '../glossaries.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { type ApiContext, param, type Params } from './translate-texts.js';
 
 /** DeepL's glossary API over the model servers' glossaries, each scoped to the key that made it. */
 export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, languages: DeepLLanguages): void {
-  const client = () => {
-    if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
-    return context.glossaries;
-  };
+  const client = () => glossaryClient(context);
   const notFound = () => new DeepLError(404, 'Glossary not found');
-  /** The key of a glossary call, counted as one (undefined: keys off). */
-  const caller = async (c: Context<RouterEnv>, params: Params) => {
-    const key = authorize(c, params, context);
-    if (key !== undefined) await admit(context, key, null);
-    return key;
-  };
+  const caller = glossaryCaller(context);
 
   app.post('/v2/glossaries', (c) =>
     answer(context, c, async () => {
@@ -43,12 +36,7 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
       if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
         throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
       }
-      if (key !== undefined) {
-        const most = key.maxGlossaries ?? DEFAULT_MAX_GLOSSARIES;
-        // Counted across the model servers as they list them: two creations at once may both pass the last slot.
-        if ((await client().list(key.id)).length >= most)
-          throw new DeepLError(456, `Quota Exceeded: this key keeps ${most} glossaries, the most it may.`);
-      }
+      if (key !== undefined) await checkGlossaryRoom(context, key);
       const info = await client().create(
         { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
         key?.id,
@@ -104,6 +92,31 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
   );
 }
 
+/** The model servers' glossaries. @throws DeepLError 503 when the router has none */
+export function glossaryClient(context: ApiContext): GlossaryClient {
+  if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
+  return context.glossaries;
+}
+
+/** The key of a glossary call, counted as one request (undefined: keys off). */
+export const glossaryCaller =
+  (context: ApiContext) =>
+  async (c: Context<RouterEnv>, params: Params): Promise<ApiKey | undefined> => {
+    const key = authorize(c, params, context);
+    if (key !== undefined) await admit(context, key, null);
+    return key;
+  };
+
+/**
+ * @throws DeepLError 456 when the key keeps its `maxGlossaries` already, v2 and v3 together (counted across the
+ *   model servers as they list them: two creations at once may both pass the last slot)
+ */
+export async function checkGlossaryRoom(context: ApiContext, key: ApiKey): Promise<void> {
+  const most = key.maxGlossaries ?? DEFAULT_MAX_GLOSSARIES;
+  if ((await glossaryClient(context).listMultilingual(key.id)).length >= most)
+    throw new DeepLError(456, `Quota Exceeded: this key keeps ${most} glossaries, the most it may.`);
+}
+
 /**
  * A translation's languages (`target_lang`, and `source_lang` or `auto` when absent) and the entries of the glossary
  * it names (`glossary_id`), as `/v2/translate` and `/v2/document` read them.
@@ -128,8 +141,8 @@ export async function translationPair(
 }
 
 /**
- * The entries of the glossary a translation names, checked against its language pair (DeepL needs source_lang
- * with a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
+ * The entries of the glossary a translation names (v2 or v3) for its language pair (DeepL needs source_lang with
+ * a glossary). @throws DeepLError 400 (no source_lang, another pair), 404 (no such glossary)
  */
 async function glossaryFor(
   context: ApiContext,
@@ -140,11 +153,10 @@ async function glossaryFor(
 ): Promise<Record<string, string> | undefined> {
   if (id === undefined) return undefined;
   if (srcLang === AUTO_LANGUAGE) throw new DeepLError(400, "Use of a glossary requires the 'source_lang' parameter.");
-  if (context.glossaries === undefined) throw new DeepLError(503, 'Glossaries are not available.');
-  const glossary = await context.glossaries.resolve(id, key?.id);
-  if (glossary === undefined) throw new DeepLError(404, 'Glossary not found');
-  if (glossary.info.source_lang !== srcLang || glossary.info.target_lang !== tgtLang) {
-    throw new DeepLError(400, "Glossary's language pair does not match the request's source_lang and target_lang.");
-  }
-  return glossary.entries;
+  // A v2 glossary is one dictionary; a v3 one has one per pair.
+  const entries = await glossaryClient(context).resolvePair(id, key?.id, srcLang, tgtLang);
+  if (entries === undefined) throw new DeepLError(404, 'Glossary not found');
+  if (entries === null)
+    throw new DeepLError(400, `No dictionary found for language pair ${srcLang}-${tgtLang} in glossary ${id}.`);
+  return entries;
 }

@@ -1,7 +1,7 @@
 /**
  * @module router/apis/deepl — DeepL API v2 on the public port, for DeepL's own clients (`serverUrl`):
  * `POST /v2/translate`, `GET|POST /v2/languages`, `GET|POST /v2/usage`, and the glossary API (`/v2/glossaries`,
- * `/v2/glossary-language-pairs`, ./deepl-glossaries.ts). Texts go through the router's translation path
+ * `/v2/glossary-language-pairs`, ./deepl-glossaries.ts; v3's multilingual `/v3/glossaries`, ./deepl-glossaries-v3.ts). Texts go through the router's translation path
  * (./translate-texts.ts); answers and errors take DeepL's shapes and status codes, which the official
  * clients parse: `{"translations": [{"detected_source_language", "text"}]}`, errors `{"message"}` with 400, 403
  * (key), 413, 429 (+ Retry-After), 456 (quota), 5xx.
@@ -15,6 +15,7 @@ import { deeplLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { mountDocuments } from './deepl-documents.js';
 import { mountGlossaries, translationPair } from './deepl-glossaries.js';
+import { mountMultilingualGlossaries } from './deepl-glossaries-v3.js';
 import { billedOnSuccess } from '../keys/request-key.js';
 import { type ApiContext, characterCount, param, type Params, translateTexts } from './translate-texts.js';
 
@@ -35,6 +36,9 @@ const oneOf =
 const refuse = (name: string) => (): void => {
   throw unsupported(name);
 };
+
+/** DeepL's model types; `model_type_used` names the one that served (one model serves them all here). */
+const MODEL_TYPES = ['quality_optimized', 'latency_optimized', 'prefer_quality_optimized'];
 
 /** Every `/v2/translate` parameter DeepL documents; any other is ignored, as DeepL ignores it. */
 export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
@@ -84,14 +88,29 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
   translation_memory_id: { handling: 'unsupported', note: '400 for any value', check: refuse('translation_memory_id') },
   custom_instructions: { handling: 'unsupported', note: '400 for any value', check: refuse('custom_instructions') },
   context: { handling: 'ignored', note: 'accepted, not translated, not billed (as DeepL)' },
-  model_type: { handling: 'ignored', note: 'one model serves every request' },
-  tag_handling_version: { handling: 'ignored', note: 'meaningful only with tag_handling' },
-  outline_detection: { handling: 'ignored', note: 'meaningful only with tag_handling' },
-  non_splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
-  splitting_tags: { handling: 'ignored', note: 'meaningful only with tag_handling' },
+  model_type: {
+    handling: 'mapped',
+    note: 'one model serves every type: model_type_used answers quality_optimized, or latency_optimized when asked',
+    check: oneOf('model_type', MODEL_TYPES),
+  },
+  tag_handling_version: {
+    handling: 'ignored',
+    note: 'v1 and v2 parse alike here',
+    check: oneOf('tag_handling_version', ['v1', 'v2']),
+  },
+  outline_detection: {
+    handling: 'mapped',
+    note: 'every element is its own unit here, as with outline_detection=0',
+    check: oneOf('outline_detection', ['0', '1', 'true', 'false']),
+  },
+  non_splitting_tags: {
+    handling: 'mapped',
+    note: 'accepted (comma-separated or repeated); the text either side is still translated apart',
+  },
+  splitting_tags: { handling: 'honoured', note: 'every element splits sentences here, these too' },
   ignore_tags: {
     handling: 'honoured',
-    note: 'with tag_handling: these elements are kept as they are (comma-separated)',
+    note: 'with tag_handling: these elements are kept as they are (comma-separated or repeated)',
   },
   translation_memory_threshold: { handling: 'ignored', note: 'meaningful only with translation_memory_id' },
   enable_beta_languages: { handling: 'ignored', note: 'every served language is listed' },
@@ -107,6 +126,18 @@ function checkParameters(params: Params, names: readonly string[]): void {
     const check = TRANSLATE_PARAMETERS[name]?.check;
     if (value !== undefined && check !== undefined) check(value);
   }
+}
+
+/** A list of element names: each value comma-separated, the values of a repeated field (a JSON array) joined. */
+function tagList(params: Params, name: string): string[] | undefined {
+  const values = params.get(name);
+  if (values === undefined) return undefined;
+  return values.flatMap((value) =>
+    String(value)
+      .split(',')
+      .map((tag) => tag.trim())
+      .filter((tag) => tag !== ''),
+  );
 }
 
 /** DeepL's usage figures for a keyless server: nothing counted, no limit. */
@@ -131,10 +162,9 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
       const charged = key && { access: context.access!, key, charge: await admit(context, key, characterCount(texts)) };
       const split = param(params, 'split_sentences') === '0' ? 'none' : undefined;
       const format = param(params, 'tag_handling') as 'html' | 'xml' | undefined;
-      const ignoreTags = param(params, 'ignore_tags')
-        ?.split(',')
-        .map((tag) => tag.trim())
-        .filter((tag) => tag !== '');
+      const ignoreTags = tagList(params, 'ignore_tags');
+      const modelType = param(params, 'model_type');
+      const modelTypeUsed = modelType === 'latency_optimized' ? modelType : 'quality_optimized';
       const reply = await billedOnSuccess(
         charged,
         () =>
@@ -142,10 +172,14 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
             texts,
             ...(format === undefined ? {} : { format }),
             ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
+            // DeepL's XML is inline markup in a text: text outside any element, several elements side by side.
+            ...(format === 'xml' ? { fragment: true } : {}),
             srcLang,
             tgtLang,
             ...(split === undefined ? {} : { split }),
             ...(glossary === undefined ? {} : { glossary }),
+            // DeepL answers a text already in the target language as it is (and bills it).
+            sameLanguage: 'as-is',
             requestId: c.get('requestId'),
             signal: c.req.raw.signal,
           }),
@@ -157,6 +191,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
           detected_source_language: reply.sourceLangs[i]!.toUpperCase(),
           text,
           ...(billed ? { billed_characters: characterCount([texts[i]!]) } : {}),
+          ...(modelType === undefined ? {} : { model_type_used: modelTypeUsed }),
         })),
       };
     }),
@@ -185,10 +220,12 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
   app.post('/v2/usage', usage);
 
   mountGlossaries(app, context, languages);
+  mountMultilingualGlossaries(app, context, languages);
   mountDocuments(app, context, languages, (params) => checkParameters(params, DOCUMENT_PARAMETERS));
 
   const paths = ['/v2/translate', '/v2/languages', '/v2/usage', '/v2/glossaries', '/v2/glossary-language-pairs'];
-  for (const path of [...paths, '/v2/document'])
+  for (const path of [...paths, '/v2/document', '/v3/glossaries'])
     app.all(path, (c) => answer(context, c, () => Promise.reject(new DeepLError(405, 'Method Not Allowed'))));
-  app.all('/v2/*', (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
+  for (const prefix of ['/v2/*', '/v3/*'])
+    app.all(prefix, (c) => answer(context, c, () => Promise.reject(new DeepLError(404, 'Not found'))));
 }

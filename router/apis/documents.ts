@@ -68,6 +68,8 @@ export interface DocumentTranslation {
   srcLang: string;
   tgtLang: string;
   glossary?: Record<string, string>;
+  /** DeepL fails a document already in its target language (translate-texts.ts `TextsRequest`). */
+  sameLanguage?: 'refuse';
   requestId: string;
   signal: AbortSignal;
 }
@@ -323,6 +325,7 @@ export class DocumentJobs {
               srcLang: record.srcLang,
               tgtLang: record.tgtLang,
               ...(record.glossary === null ? {} : { glossary: record.glossary }),
+              ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
               requestId: record.id,
               signal: this.#closing.signal,
             })

@@ -1,6 +1,7 @@
 /**
  * @module router/apis/libretranslate — LibreTranslate's API on the public port, for its clients (any that take a
- * server URL): `POST /translate`, `GET|POST /languages`, `POST /detect`, `GET /frontend/settings`. Texts go through
+ * server URL): `POST /translate`, `GET|POST /languages`, `POST /detect`, `GET /frontend/settings`, `POST /suggest`
+ * (403 as LibreTranslate answers with suggestions off, its default). Texts go through
  * the router's translation path (./translate-texts.ts); answers and errors take LibreTranslate's shapes:
  * `{"translatedText", "detectedLanguage": {"language", "confidence"}, "alternatives"}`, errors `{"error"}` with
  * 400, 403 (key), 429 (`Slowdown: …`, + Retry-After), 5xx.
@@ -191,6 +192,17 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       return [
         { confidence: Math.round(guess.confidence * 1000) / 10, language: LISTED_CODES[guess.lang] ?? guess.lang },
       ];
+    }),
+  );
+
+  // LibreTranslate's default (--suggestions off), after its key check as its access_check runs first: there is no
+  // store of users' corrections to keep them in.
+  app.post('/suggest', (c) =>
+    answer(context, c, async () => {
+      const { params } = await requestParams(c, context);
+      const key = authorize(c, params, context);
+      if (key !== undefined) await admit(context, key, null);
+      throw new LibreTranslateError(403, 'Suggestions are disabled on this server.');
     }),
   );
 

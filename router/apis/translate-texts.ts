@@ -118,6 +118,8 @@ export interface TextsRequest {
   format?: TextFormat;
   /** Markup elements whose content is kept as it is. */
   ignoreTags?: string[];
+  /** XML texts may be fragments (DeepL's tag_handling=xml). */
+  fragment?: boolean;
   /** Other translations wanted per text (plain text only). */
   alternatives?: number;
   /** Glossary entries (source term → target term) the translation must follow. */
@@ -126,6 +128,11 @@ export interface TextsRequest {
   srcLang: string;
   tgtLang: string;
   split?: 'sentences' | 'none';
+  /**
+   * A text whose source language (given or detected) is the target: `as-is` answers it as it is, `refuse` fails the
+   * request (DeepL's answers to a text and to a document); absent, it is translated like any other.
+   */
+  sameLanguage?: 'as-is' | 'refuse';
   requestId: string;
   signal?: AbortSignal;
 }
@@ -155,6 +162,10 @@ export async function translateTexts(
   const alternatives = request.texts.map((): string[] => []);
   const fallback = request.srcLang === AUTO_LANGUAGE ? (context.languages[0] ?? 'en') : request.srcLang;
   const sourceLangs = request.texts.map(() => fallback);
+  if (request.sameLanguage !== undefined && request.srcLang === request.tgtLang) {
+    if (request.sameLanguage === 'refuse') throw sameLanguageError();
+    return { translated, alternatives, sourceLangs };
+  }
   if (sent.length === 0) return { translated, alternatives, sourceLangs };
   const input = parseTranslateRequest(
     {
@@ -166,6 +177,7 @@ export async function translateTexts(
       ...(request.srcLang === AUTO_LANGUAGE ? { detect: 'guess' } : {}),
       ...(request.format === undefined ? {} : { format: request.format }),
       ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
+      ...(request.fragment ? { fragment: true } : {}),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
       ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },
@@ -192,6 +204,11 @@ export async function translateTexts(
     alternatives[at] = answer.alternatives?.[k]?.map((alternative) => alternative.translated) ?? [];
     const lang = detected?.[k];
     if (typeof lang === 'string') sourceLangs[at] = lang;
+    if (request.sameLanguage !== undefined && lang === request.tgtLang) {
+      if (request.sameLanguage === 'refuse') throw sameLanguageError();
+      translated[at] = request.texts[at]!;
+      alternatives[at] = [];
+    }
   });
   // A blank text has no language of its own: it takes the first one detected in the request.
   const first = typeof detected?.[0] === 'string' ? detected[0] : undefined;
@@ -199,6 +216,9 @@ export async function translateTexts(
     for (const [i, text] of request.texts.entries()) if (text.trim() === '') sourceLangs[i] = first;
   return { translated, alternatives, sourceLangs };
 }
+
+/** DeepL's refusal of a document already in its target language. */
+const sameLanguageError = () => new ServeError('BAD_REQUEST', 'Source and target language are equal.');
 
 /** Characters a text is counted as (Unicode code points, as both services count them). */
 export function characterCount(texts: readonly string[]): number {

@@ -179,6 +179,69 @@ describe('DeepL /v2/translate', () => {
     expect(await res.json()).toEqual({ translations: [{ detected_source_language: 'EN', text: 'ko:iH' }] });
   });
 
+  it('takes XML as a fragment: text outside a root, several roots; ignore_tags from a JSON array', async () => {
+    const text = '<p>This is a <b>short</b> sentence.</p> <ignore>x</ignore> This is another sentence.';
+    const res = await json('/v2/translate', {
+      text: [text],
+      source_lang: 'EN',
+      target_lang: 'DE',
+      tag_handling: 'xml',
+      ignore_tags: ['ignore', 'raw,code'],
+      non_splitting_tags: ['b'],
+      splitting_tags: 'p,par',
+      outline_detection: false,
+    });
+    expect(res.status).toBe(200);
+    expect(last().body).toEqual({
+      src_lang: 'en',
+      src_text: [text],
+      format: 'xml',
+      ignore_tags: ['ignore', 'raw', 'code'],
+      fragment: true,
+    });
+  });
+
+  it('echoes model_type_used when model_type is sent, and refuses a model type DeepL does not have', async () => {
+    const used = async (modelType: string) => {
+      const res = await form('/v2/translate', {
+        text: 'Hi',
+        source_lang: 'EN',
+        target_lang: 'DE',
+        model_type: modelType,
+      });
+      return [res.status, await res.json()];
+    };
+    const translation = (model_type_used: string) => ({
+      translations: [{ detected_source_language: 'EN', text: 'de:iH', model_type_used }],
+    });
+    expect(await used('quality_optimized')).toEqual([200, translation('quality_optimized')]);
+    expect(await used('prefer_quality_optimized')).toEqual([200, translation('quality_optimized')]);
+    expect(await used('latency_optimized')).toEqual([200, translation('latency_optimized')]);
+    expect(await used('fastest')).toEqual([400, { message: "Value for 'model_type' not supported." }]);
+    const none = await form('/v2/translate', { text: 'Hi', source_lang: 'EN', target_lang: 'DE' });
+    expect(await none.json()).toEqual({ translations: [{ detected_source_language: 'EN', text: 'de:iH' }] });
+  });
+
+  it('answers a text already in the target language as it is, given or detected, as DeepL does', async () => {
+    const seen = fake.seen.length;
+    const given = await form('/v2/translate', { text: ['Hallo', 'Welt'], source_lang: 'DE', target_lang: 'DE' });
+    expect(await given.json()).toEqual({
+      translations: [
+        { detected_source_language: 'DE', text: 'Hallo' },
+        { detected_source_language: 'DE', text: 'Welt' },
+      ],
+    });
+    expect(fake.seen.length).toBe(seen);
+    const detected = await json('/v2/translate', { text: ['!lang de Hallo'], target_lang: 'DE' });
+    expect(await detected.json()).toEqual({
+      translations: [{ detected_source_language: 'DE', text: '!lang de Hallo' }],
+    });
+    const other = await json('/v2/translate', { text: ['!lang en Hello'], target_lang: 'DE' });
+    expect(await other.json()).toEqual({
+      translations: [{ detected_source_language: 'EN', text: 'de:olleH ne gnal!' }],
+    });
+  });
+
   it("answers the model server's refusal under load as DeepL's 429 with Retry-After", async () => {
     const res = await form('/v2/translate', { text: '!status 503 7', source_lang: 'EN', target_lang: 'DE' });
     expect(res.status).toBe(429);

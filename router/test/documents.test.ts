@@ -174,7 +174,7 @@ describe('DeepL /v2/document', () => {
     const cases: [Response | Promise<Response>, string][] = [
       [
         upload(s.app, '/v2/document', 'report.docx', 'x', { target_lang: 'DE' }),
-        "Document type of 'report.docx' not supported; supported: .txt, .htm, .html, .srt, .vtt.",
+        "Invalid file data or file extension: 'report.docx' is none of .txt, .htm, .html, .srt, .vtt.",
       ],
       [
         upload(s.app, '/v2/document', 'a.txt', 'x', { target_lang: 'DE', output_format: 'docx' }),
@@ -184,13 +184,17 @@ describe('DeepL /v2/document', () => {
       [upload(s.app, '/v2/document', 'a.txt', 'x', {}), "Parameter 'target_lang' not specified."],
       [
         upload(s.app, '/v2/document', 'a.txt', new Uint8Array([0x48, 0xff, 0x0a]), { target_lang: 'DE' }),
-        'The file is not valid UTF-8.',
+        'Invalid file data: The file is not valid UTF-8.',
       ],
       [
         upload(s.app, '/v2/document', 'a.txt', 'x', { target_lang: 'DE', formality: 'more' }),
         "'formality' is not supported for given 'target_lang'.",
       ],
       [call(s.app, '/v2/document', { target_lang: 'DE' }), "Parameter 'file' not specified."],
+      [
+        upload(s.app, '/v2/document', 'a.txt', 'Hallo.', { target_lang: 'DE', source_lang: 'DE' }),
+        'Source and target language are equal.',
+      ],
       [
         upload(s.app, '/v2/document', `${'n'.repeat(300)}.txt`, 'x', { target_lang: 'DE' }),
         'The file name is longer than 255 characters.',
@@ -201,6 +205,15 @@ describe('DeepL /v2/document', () => {
       expect([answer.status, await answer.json()]).toEqual([400, { message }]);
     }
     expect(s.fake.seen).toEqual([]);
+  });
+
+  it('fails a DeepL document detected in its target language, as DeepL does', async () => {
+    const s = await setup();
+    const { status } = await deeplDocument(s, 'a.txt', '!lang de Hallo.');
+    expect(status).toMatchObject({ status: 'error', error_message: 'Source and target language are equal.' });
+    expect(s.fake.seen.map((r) => r.body)).toEqual([
+      { src_lang: 'auto', src_text: ['!lang de Hallo.'], detect: 'guess', format: 'text' },
+    ]);
   });
 
   it('keeps a byte order mark off the text and puts it back on the result', async () => {

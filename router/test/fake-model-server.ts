@@ -7,7 +7,8 @@
  * `!slow <ms>` answers after a delay, `!reset` destroys the socket, `!garbage` answers a non-JSON 500.
  * Hostile ones: `!huge <bytes>` a 200 of that many bytes (not JSON), `!huge-declared <bytes>` a Content-Length of
  * that many and nothing sent, `!drip <ms>` a JSON 200 sent one byte every `ms`, `!redirect` a 302, `!html` a 200
- * text/html page, `!badjson` a 200 application/json that does not parse. `bodies` records how each hostile
+ * text/html page, `!badjson` a 200 application/json that does not parse. `!lang <code>` translates and, for
+ * `src_lang: "auto"`, answers every text detected as `<code>`. `bodies` records how each hostile
  * answer ended: 'finished' (all sent) or 'closed' (the router closed the connection first).
  *
  * Options, as the model server's limits and load would answer: `maxChars` refuses a request of more characters
@@ -79,8 +80,12 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
       if (options.maxChars !== undefined && texts.reduce((n, t) => n + t.length, 0) > options.maxChars)
         return refuse(413, 'PAYLOAD_TOO_LARGE');
       const [directive, a, b] = texts[0]!.split(' ');
-      const answer = () => {
+      const answer = (detected?: string) => {
         const translated = texts.map((t) => `${match[1]}:${[...t].reverse().join('')}`);
+        const detection =
+          detected === undefined || body.src_lang !== 'auto'
+            ? {}
+            : { detected_src_lang: Array.isArray(body.src_text) ? texts.map(() => detected) : detected };
         res
           .writeHead(200, {
             'content-type': 'application/json',
@@ -90,7 +95,7 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
             'x-device-fallback': 'no CUDA provider',
             'x-internal-only': 'must not pass',
           })
-          .end(JSON.stringify({ translated: Array.isArray(body.src_text) ? translated : translated[0] }));
+          .end(JSON.stringify({ translated: Array.isArray(body.src_text) ? translated : translated[0], ...detection }));
       };
       switch (directive) {
         case '!status': {
@@ -105,6 +110,9 @@ export async function startFakeModelServer(options: FakeModelServerOptions = {})
         }
         case '!slow':
           setTimeout(answer, Number(a));
+          return;
+        case '!lang':
+          answer(a);
           return;
         case '!reset':
           req.socket.destroy();

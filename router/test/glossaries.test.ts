@@ -105,6 +105,34 @@ describe('GlossaryClient over several model servers', () => {
     expect(sent).toHaveLength(1);
   });
 
+  it("DeepL's /v2/translate with a glossary for another pair: DeepL's 400, which its clients match on", async () => {
+    const made = await client.create(fields, undefined);
+    const { sent, upstream } = recordingUpstream();
+    const app = createRouterApp(
+      { maxBodyBytes: 4096, languages: ['en', 'de'], logBodies: false },
+      { upstream, logger: pino({ level: 'silent' }), glossaries: client },
+    );
+    const translate = (source: string, target: string) =>
+      app.request('/v2/translate', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          text: ['Test'],
+          source_lang: source,
+          target_lang: target,
+          glossary_id: made.glossary_id,
+        }),
+      });
+    const refused = await translate('DE', 'EN-US');
+    expect([refused.status, await refused.json()]).toEqual([
+      400,
+      { message: `No dictionary found for language pair de-en in glossary ${made.glossary_id}.` },
+    ]);
+    expect(sent).toEqual([]);
+    await translate('EN', 'DE'); // the recording upstream's answer is no DeepL answer: only what was sent is read
+    expect(sent).toEqual([{ src_lang: 'en', src_text: ['Test'], glossary: { fox: 'Fuchs' } }]);
+  });
+
   it('with keys on: a key keeps at most its max_glossaries, every glossary call counts, POST / uses its own', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'mt-glossary-keys-'));
     try {

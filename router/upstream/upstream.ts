@@ -3,8 +3,8 @@
  * per target language (an undici Pool of keep-alive connections behind a bounded `Gate`); the choice of model
  * server for each request; and the one place where a transport failure or an upstream error reply becomes a typed
  * `ServeError`. Each policy has its own file: lanes and their refusal latch (lane.ts), host choice (host-choice.ts),
- * what may go to another host (retry.ts), one request and its answer (upstream-exchange.ts), error mapping
- * (upstream-errors.ts), reading answers (upstream-reply.ts).
+ * what may go to another host (retry.ts), one request and its answer (exchange.ts), error mapping
+ * (errors.ts), reading answers (reply.ts).
  *
  * Why lanes: the model server keeps one queue per language, and a language served by its own engine answers in
  * its own time. A pool shared by every language would be one FIFO in front of those queues: a flood of `en`
