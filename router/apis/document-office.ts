@@ -1,0 +1,46 @@
+/**
+ * @module router/apis/document-office — an Office or EPUB document job (./documents.ts): the file planned in the
+ * office thread (./office-threads.ts), its units translated as plain text in batches — a few at once, each a request
+ * through the router's path, halved when the model server finds it too large or too slow and a lone unit cut like a
+ * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread.
+ */
+import type { OfficeKind } from '../../model-server/text/office/office-document.js';
+import { type Cut, cutDocument, type PieceTranslation, translateInPieces } from './document-pieces.js';
+import { UNIT_SEPARATOR } from './office-task.js';
+import type { OfficeThreads } from './office-threads.js';
+
+/** Batches of one document in flight at once: enough to keep the model servers' batches full. */
+const BATCHES_AT_ONCE = 4;
+
+export interface OfficeJob extends Omit<PieceTranslation<string[]>, 'cut'> {
+  threads: OfficeThreads;
+}
+
+/** `bytes` (a file of `kind`) translated. @throws ServeError as translateInPieces, or the thread's 400 / 413 */
+export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: OfficeJob): Promise<Uint8Array> {
+  const { batches } = await job.threads.plan(bytes, kind, job.signal);
+  const translated: string[] = new Array<string>(batches.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < batches.length) {
+      const at = next++;
+      const units = batches[at]!.split(UNIT_SEPARATOR);
+      const out = await translateInPieces(units, { ...job, cut: cutUnits });
+      // A separator inside a translation would shift every unit after it.
+      translated[at] = out.map((text) => text.replaceAll(UNIT_SEPARATOR, '')).join(UNIT_SEPARATOR);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(BATCHES_AT_ONCE, batches.length) }, worker));
+  return job.threads.render(bytes, kind, translated, job.signal);
+}
+
+/** A batch halved; a lone unit cut as plain text is (its two halves' translations joined as one unit's). */
+function cutUnits(units: string[]): Cut<string[]> | null {
+  if (units.length > 1) {
+    const half = Math.ceil(units.length / 2);
+    return { pieces: [units.slice(0, half), units.slice(half)], join: ([a, b]) => [...a, ...b] };
+  }
+  const cut = cutDocument(units[0]!, 'text');
+  if (cut === null) return null;
+  return { pieces: [[cut.pieces[0]], [cut.pieces[1]]], join: ([a, b]) => [cut.join([a[0]!, b[0]!])] };
+}
