@@ -4,6 +4,7 @@
  * through the router's path, halved when the model server finds it too large or too slow and a lone unit cut like a
  * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread.
  */
+import { randomUUID } from 'node:crypto';
 import type { OfficeKind } from '../../model-server/text/office/office-document.js';
 import { type Cut, cutDocument, type PieceTranslation, translateInPieces } from './document-pieces.js';
 import { UNIT_SEPARATOR } from './office-task.js';
@@ -18,7 +19,9 @@ export interface OfficeJob extends Omit<PieceTranslation<string[]>, 'cut'> {
 
 /** `bytes` (a file of `kind`) translated. @throws ServeError as translateInPieces, or the thread's 400 / 413 */
 export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: OfficeJob): Promise<Uint8Array> {
-  const { batches } = await job.threads.plan(bytes, kind, job.signal);
+  // The thread keeps this plan for the rebuild, so the file is parsed once here (and once at its upload).
+  const keep = randomUUID();
+  const { batches } = await job.threads.plan(bytes, kind, { keep, signal: job.signal });
   const translated: string[] = new Array<string>(batches.length);
   let next = 0;
   const worker = async () => {
@@ -31,7 +34,7 @@ export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: 
     }
   };
   await Promise.all(Array.from({ length: Math.min(BATCHES_AT_ONCE, batches.length) }, worker));
-  return job.threads.render(bytes, kind, translated, job.signal);
+  return job.threads.render(bytes, kind, translated, { keep, signal: job.signal });
 }
 
 /** A batch halved; a lone unit cut as plain text is (its two halves' translations joined as one unit's). */

@@ -7,7 +7,7 @@
  * would hold its event loop.
  */
 import { ServeError, type WireError } from '../../common/errors.js';
-import { type OfficeKind, planOffice } from '../../model-server/text/office/office-document.js';
+import { type OfficeKind, type OfficePlan, planOffice } from '../../model-server/text/office/office-document.js';
 
 /** The separator of units in a joined list: no XML part can hold it. */
 export const UNIT_SEPARATOR = '\u0000';
@@ -22,10 +22,18 @@ export interface OfficeUnits {
   characters: number;
 }
 
+/** `keep`: a job's key, under which `plan` keeps its plan for the job's `render` (which plans again without it). */
 export type OfficeTask =
-  | { name: 'plan'; bytes: Uint8Array; kind: OfficeKind }
-  | { name: 'render'; bytes: Uint8Array; kind: OfficeKind; translations: string[] }
+  | { name: 'plan'; bytes: Uint8Array; kind: OfficeKind; keep?: string }
+  | { name: 'render'; bytes: Uint8Array; kind: OfficeKind; translations: string[]; keep?: string }
   | { name: 'ready' };
+
+/**
+ * Plans kept from a job's `plan` to its `render`, oldest first: a few, since each holds its file inflated. One gone
+ * (dropped, or its thread stopped while idle) is planned again.
+ */
+const KEPT_PLANS = 4;
+const kept = new Map<string, OfficePlan>();
 
 export type OfficeOutcome = { ok: true; value: OfficeUnits | Uint8Array | number } | { ok: false; error: WireError };
 
@@ -36,10 +44,17 @@ export type OfficeOutcome = { ok: true; value: OfficeUnits | Uint8Array | number
 export default function run(task: OfficeTask): OfficeOutcome {
   try {
     switch (task.name) {
-      case 'plan':
-        return { ok: true, value: batchesOf(planOffice(task.bytes, task.kind).texts) };
-      case 'render': {
+      case 'plan': {
         const plan = planOffice(task.bytes, task.kind);
+        if (task.keep !== undefined) {
+          kept.set(task.keep, plan);
+          for (const key of kept.keys()) if (kept.size > KEPT_PLANS) kept.delete(key);
+        }
+        return { ok: true, value: batchesOf(plan.texts) };
+      }
+      case 'render': {
+        const plan = (task.keep === undefined ? undefined : kept.get(task.keep)) ?? planOffice(task.bytes, task.kind);
+        if (task.keep !== undefined) kept.delete(task.keep);
         return { ok: true, value: plan.render(task.translations.flatMap((batch) => batch.split(UNIT_SEPARATOR))) };
       }
       case 'ready':

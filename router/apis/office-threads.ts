@@ -20,13 +20,25 @@ export class OfficeThreads {
    * The file's units, in batches.
    * @throws ServeError BAD_REQUEST, PAYLOAD_TOO_LARGE for a file that is not what its type says, or hostile
    */
-  plan(bytes: Uint8Array, kind: OfficeKind, signal?: AbortSignal): Promise<OfficeUnits> {
-    return this.#run<OfficeUnits>({ name: 'plan', bytes, kind }, signal);
+  plan(
+    bytes: Uint8Array,
+    kind: OfficeKind,
+    options: { keep?: string; signal?: AbortSignal } = {},
+  ): Promise<OfficeUnits> {
+    return this.#run<OfficeUnits>({ name: 'plan', bytes, kind, ...keep(options.keep) }, options.signal);
   }
 
-  /** The file rebuilt from its units' translations, in the batches `plan` gave (each joined). */
-  render(bytes: Uint8Array, kind: OfficeKind, translations: string[], signal?: AbortSignal): Promise<Uint8Array> {
-    return this.#run<Uint8Array>({ name: 'render', bytes, kind, translations }, signal);
+  /**
+   * The file rebuilt from its units' translations, in the batches `plan` gave (each joined); from the plan kept
+   * under `keep` when the thread still has it.
+   */
+  render(
+    bytes: Uint8Array,
+    kind: OfficeKind,
+    translations: string[],
+    options: { keep?: string; signal?: AbortSignal } = {},
+  ): Promise<Uint8Array> {
+    return this.#run<Uint8Array>({ name: 'render', bytes, kind, translations, ...keep(options.keep) }, options.signal);
   }
 
   /** Stop the thread; what runs is rejected. Idempotent. */
@@ -54,3 +66,5 @@ export class OfficeThreads {
     return outcome.value as T;
   }
 }
+
+const keep = (key: string | undefined) => (key === undefined ? {} : { keep: key });
