@@ -25,6 +25,12 @@ export const isOffice = (format: DocumentFormat | OfficeKind): format is OfficeK
 
 const OOXML_TYPE = 'application/vnd.openxmlformats-officedocument';
 
+/**
+ * An upload's content as `DocumentJobs.read` checked it — a text file's text (without its byte order mark, and
+ * whether it had one) or an Office file's bytes — and the characters it has to translate.
+ */
+export type DocumentContent = ({ text: string; bom: boolean } | { bytes: Uint8Array }) & { characters: number };
+
 /** The file types translated, by extension (lower case). */
 export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
   txt: { format: 'text', contentType: 'text/plain; charset=utf-8' },

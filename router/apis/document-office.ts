@@ -3,9 +3,11 @@
  * office thread (./office-threads.ts), its units translated as plain text in batches — a few at once, each a request
  * through the router's path, halved when the model server finds it too large or too slow and a lone unit cut like a
  * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread.
+ * And an upload read: checked and counted, an Office file planned in the thread.
  */
 import { randomUUID } from 'node:crypto';
 import type { OfficeKind } from '../../model-server/text/office/office-document.js';
+import { type DocumentContent, documentType, isOffice, readDocument } from './document-files.js';
 import { type Cut, cutDocument, type PieceTranslation, translateInPieces } from './document-pieces.js';
 import { UNIT_SEPARATOR } from './office-task.js';
 import type { OfficeThreads } from './office-threads.js';
@@ -15,6 +17,19 @@ const BATCHES_AT_ONCE = 4;
 
 export interface OfficeJob extends Omit<PieceTranslation<string[]>, 'cut'> {
   threads: OfficeThreads;
+}
+
+/** An upload of `filename` read: a text file as UTF-8, an Office file planned in the office thread (and counted). */
+export async function readContent(
+  filename: string,
+  bytes: Uint8Array,
+  threads: OfficeThreads,
+): Promise<DocumentContent> {
+  const format = documentType(filename)?.format;
+  if (format !== undefined && isOffice(format))
+    return { bytes, characters: (await threads.plan(bytes, format)).characters };
+  const { text, bom } = readDocument(bytes);
+  return { text, bom, characters: [...text].length };
 }
 
 /** `bytes` (a file of `kind`) translated. @throws ServeError as translateInPieces, or the thread's 400 / 413 */

@@ -26,8 +26,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import { checkFilename, documentType, isOffice, readDocument } from './document-files.js';
-import { translateOffice } from './document-office.js';
+import { checkFilename, type DocumentContent, documentType, isOffice } from './document-files.js';
+import { readContent, translateOffice } from './document-office.js';
 import {
   type DocumentApi,
   DocumentFolder,
@@ -49,12 +49,6 @@ export interface DocumentView {
   characters: number;
   error: { status: number; message: string } | null;
 }
-
-/**
- * An upload's content as `read` checked it — a text file's text (without its byte order mark, and whether it had
- * one) or an Office file's bytes — and the characters it has to translate.
- */
-export type DocumentContent = ({ text: string; bom: boolean } | { bytes: Uint8Array }) & { characters: number };
 
 export type DocumentUpload = DocumentContent & {
   filename: string;
@@ -204,12 +198,8 @@ export class DocumentJobs {
    * @throws ServeError BAD_REQUEST for a file that is not text, or not the Office file it is named; PAYLOAD_TOO_LARGE
    *   for one that inflates past the caps (model-server/text/office/zip-package.ts)
    */
-  async read(filename: string, bytes: Uint8Array): Promise<DocumentContent> {
-    const format = documentType(filename)?.format;
-    if (format !== undefined && isOffice(format))
-      return { bytes, characters: (await this.#office.plan(bytes, format)).characters };
-    const { text, bom } = readDocument(bytes);
-    return { text, bom, characters: [...text].length };
+  read(filename: string, bytes: Uint8Array): Promise<DocumentContent> {
+    return readContent(filename, bytes, this.#office);
   }
 
   /** The document, when `key` is its key and `owner` its uploader's key id; undefined otherwise. */
