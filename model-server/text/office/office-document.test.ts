@@ -149,6 +149,15 @@ describe('hostile files', () => {
         /^The entry "\[Content_Types\]\.xml" inflates \d+ times, more than 200: a zip bomb\.$/,
       ),
     });
+    // A million tiny runs fit an upload only by compressing hundreds of times: refused the same way.
+    const runs = docxFile([Array.from({ length: 1_000_000 }, () => 'a')]);
+    expect(runs.length).toBeLessThan(1024 * 1024);
+    expect(refusal(() => planOffice(runs, 'docx'))).toEqual({
+      status: 413,
+      message: expect.stringMatching(
+        /^The entry "word\/document\.xml" inflates \d+ times, more than 200: a zip bomb\.$/,
+      ),
+    });
     const limits = { maxEntries: 3, maxEntryBytes: 1000, maxTotalBytes: 1500, maxRatio: 200 };
     expect(refusal(() => planOffice(FILES.docx, 'docx', limits)).status).toBe(413);
     expect(refusal(() => readPackage(zipSync({ a: new Uint8Array(900), b: new Uint8Array(900) }), limits))).toEqual({
