@@ -28,7 +28,8 @@ import { summarize, type LatencySummary } from './stats.js';
 export interface RequestSpec {
   path: string;
   method?: 'GET' | 'POST' | 'PUT';
-  body?: string;
+  /** JSON text (sent as application/json unless `headers` says otherwise), or bytes such as a multipart upload. */
+  body?: string | Uint8Array;
   headers?: Record<string, string>;
   /** Units of work the request carries (sentences in a translation request); 1 when omitted. */
   units?: number;

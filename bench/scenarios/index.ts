@@ -11,6 +11,7 @@ import { engineLayoutScenario } from './engine-layout.js';
 import { goodputScenario } from './goodput.js';
 import { isolationScenario } from './isolation.js';
 import { memoryScenario } from './memory.js';
+import { officeScenario } from './office.js';
 import { overheadScenario } from './overhead.js';
 import { policyScenario } from './policy.js';
 import { routerHopScenario } from './router-hop.js';
@@ -30,4 +31,5 @@ export const SCENARIOS: Scenario[] = [
   isolationScenario,
   engineLayoutScenario,
   contentScenario,
+  officeScenario,
 ];

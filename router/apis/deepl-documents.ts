@@ -3,8 +3,8 @@
  * upload / status / download calls it makes) over the router's document jobs (./documents.ts): `POST /v2/document`
  * (multipart: `file`, `target_lang`, and `source_lang`, `filename`, `output_format`, `glossary_id`, `formality`),
  * `POST|GET /v2/document/{id}` and `POST|GET /v2/document/{id}/result` with the `document_key` the upload answered.
- * The file types: .txt, .htm/.html, .srt and .vtt; DeepL's own list has these but .vtt, plus Office and PDF files,
- * which are refused here. As DeepL does, a result is removed once downloaded. Every call names the document by its id
+ * The file types: .txt, .htm/.html, .srt, .vtt, .docx, .pptx, .xlsx, .odt, .odp and .epub (./document-files.ts);
+ * DeepL's PDF is refused here. As DeepL does, a result is removed once downloaded. Every call names the document by its id
  * and `document_key` (and, keys on, the API key that uploaded it); an upload is billed once it has its slot.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,7 +14,15 @@ import type { RouterEnv } from '../router-env.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { admit, answer, authorize, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
 import { translationPair } from './deepl-glossaries.js';
-import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf, readDocument } from './document-files.js';
+import {
+  checkFilename,
+  type DocumentContent,
+  DOCUMENT_TYPES,
+  documentType,
+  download,
+  ownerOf,
+} from './document-files.js';
+import type { DocumentJobs } from './documents.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
 
 /**
@@ -28,10 +36,10 @@ const SUPPORTED = Object.keys(DOCUMENT_TYPES)
   .map((extension) => `.${extension}`)
   .join(', ');
 
-/** The upload's text, or DeepL's 400 for file data that is not text (its wording, which clients match on). */
-function fileText(bytes: Uint8Array): { text: string; bom: boolean } {
+/** The upload read as its type says, or DeepL's 400 for file data that is not (its wording, which clients match on). */
+async function fileContent(documents: DocumentJobs, filename: string, bytes: Uint8Array): Promise<DocumentContent> {
   try {
-    return readDocument(bytes);
+    return await documents.read(filename, bytes);
   } catch (err) {
     if (err instanceof ServeError && err.status === 400) throw new DeepLError(400, `Invalid file data: ${err.message}`);
     throw err;
@@ -73,10 +81,10 @@ export function mountDocuments(
       if (srcLang === tgtLang) throw new DeepLError(400, 'Source and target language are equal.');
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
-      const { text, bom } = fileText(new Uint8Array(await file.arrayBuffer()));
+      const content = await fileContent(documents, filename, new Uint8Array(await file.arrayBuffer()));
       const made = await documents.submit(
-        { text, bom, filename, srcLang, tgtLang, glossary, api: 'deepl', owner: key && ownerOf(key) },
-        key && (() => admit(context, key, characterCount([text])).then(() => {})),
+        { ...content, filename, srcLang, tgtLang, glossary, api: 'deepl', owner: key && ownerOf(key) },
+        key && (() => admit(context, key, content.characters).then(() => {})),
       );
       await Promise.race([documents.settled(made.id), sleep(UPLOAD_WAIT_MS)]);
       return { document_id: made.id, document_key: made.key };

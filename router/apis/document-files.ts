@@ -1,17 +1,35 @@
 /**
  * @module router/apis/document-files — what a translated file is to the APIs that take one (./deepl-documents.ts,
  * ./libretranslate.ts): the types translated, an upload's name and text checked, and a result sent back as a download.
+ * Text types go to the model server as a document of their format; Office and EPUB files are zip containers whose
+ * text units the router sends as plain text (./document-office.ts).
  */
 import { ServeError } from '../../common/errors.js';
 import { decodeUtf8 } from '../../common/strict-utf8.js';
 import { type ApiKey, DEFAULT_MAX_DOCUMENTS } from '../keys/api-access.js';
+import { OFFICE_KINDS, type OfficeKind } from '../../model-server/text/office/office-document.js';
 import type { DocumentFormat } from './document-pieces.js';
 
-/** A file type this server translates: what the model server calls it, and what its result is sent as. */
+/**
+ * A file type this server translates: what the model server calls it (or, for a zip container, which kind of Office
+ * file it is), and what its result is sent as.
+ */
 export interface DocumentType {
-  format: DocumentFormat;
+  format: DocumentFormat | OfficeKind;
   contentType: string;
 }
+
+/** Whether a type's format is an Office or EPUB container. */
+export const isOffice = (format: DocumentFormat | OfficeKind): format is OfficeKind =>
+  (OFFICE_KINDS as readonly string[]).includes(format);
+
+const OOXML_TYPE = 'application/vnd.openxmlformats-officedocument';
+
+/**
+ * An upload's content as `DocumentJobs.read` checked it — a text file's text (without its byte order mark, and
+ * whether it had one) or an Office file's bytes — and the characters it has to translate.
+ */
+export type DocumentContent = ({ text: string; bom: boolean } | { bytes: Uint8Array }) & { characters: number };
 
 /** The file types translated, by extension (lower case). */
 export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
@@ -20,6 +38,12 @@ export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
   html: { format: 'html', contentType: 'text/html; charset=utf-8' },
   srt: { format: 'srt', contentType: 'application/x-subrip; charset=utf-8' },
   vtt: { format: 'vtt', contentType: 'text/vtt; charset=utf-8' },
+  docx: { format: 'docx', contentType: `${OOXML_TYPE}.wordprocessingml.document` },
+  pptx: { format: 'pptx', contentType: `${OOXML_TYPE}.presentationml.presentation` },
+  xlsx: { format: 'xlsx', contentType: `${OOXML_TYPE}.spreadsheetml.sheet` },
+  odt: { format: 'odt', contentType: 'application/vnd.oasis.opendocument.text' },
+  odp: { format: 'odp', contentType: 'application/vnd.oasis.opendocument.presentation' },
+  epub: { format: 'epub', contentType: 'application/epub+zip' },
 };
 
 /** A document's owner as `DocumentJobs.submit` takes it: the API key, with its share of the folder. */

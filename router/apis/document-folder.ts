@@ -80,12 +80,17 @@ export class DocumentFolder {
     writeFileAtomic(this.#file(record.id, 'json'), JSON.stringify(record));
   }
 
-  writeText(id: string, part: 'source' | 'result', text: string): void {
-    writeFileAtomic(this.#file(id, part), text);
+  writeText(id: string, part: 'source' | 'result', data: string | Uint8Array): void {
+    writeFileAtomic(this.#file(id, part), data);
   }
 
   readSource(id: string): string {
     return readFileSync(this.#file(id, 'source'), 'utf8');
+  }
+
+  /** An Office file's bytes. */
+  readSourceBytes(id: string): Uint8Array {
+    return readFileSync(this.#file(id, 'source'));
   }
 
   /** The translation's bytes; undefined when there is none (yet, or any more). */

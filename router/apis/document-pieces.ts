@@ -11,10 +11,13 @@ import { ServeError, toServeError } from '../../common/errors.js';
 /** What a document is, as the model server's `format` names it. */
 export type DocumentFormat = 'text' | 'html' | 'srt' | 'vtt';
 
-/** A document cut in two: each piece translated alone, then `join` of their translations is the document's. */
-export interface Cut {
-  pieces: [string, string];
-  join(translated: readonly [string, string]): string;
+/**
+ * A document cut in two: each piece translated alone, then `join` of their translations is the document's. A piece is
+ * a text, or a batch of an Office file's units (./document-office.ts).
+ */
+export interface Cut<T = string> {
+  pieces: [T, T];
+  join(translated: readonly [T, T]): T;
 }
 
 const VTT_HEADER = 'WEBVTT\n\n';
@@ -29,10 +32,11 @@ const BLOCK_START = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)(?=\S)/g;
 /** Waits between tries while the model servers refuse or are away: doubled from 1 s up to this, ms. */
 export const MAX_RETRY_WAIT_MS = 30_000;
 
-export interface PieceTranslation {
-  format: DocumentFormat;
+export interface PieceTranslation<T = string> {
   /** One request for one piece: its translation, or the router's error for it. */
-  translate(text: string): Promise<string>;
+  translate(piece: T): Promise<T>;
+  /** The piece cut in two, or null when it cannot be (`cutDocument` for a text of a format). */
+  cut(piece: T): Cut<T> | null;
   /** Past this (epoch ms) the document has failed. */
   deadlineMs: number;
   /** Aborted: no more tries (the router is closing). */
@@ -47,18 +51,18 @@ export interface PieceTranslation {
  * @throws ServeError the error that ended it: a piece that cannot be cut, a client error, REQUEST_TIMEOUT past the
  *   deadline
  */
-export async function translateInPieces(text: string, job: PieceTranslation): Promise<string> {
+export async function translateInPieces<T>(piece: T, job: PieceTranslation<T>): Promise<T> {
   for (let waitMs = 1_000; ; waitMs = Math.min(2 * waitMs, MAX_RETRY_WAIT_MS)) {
     if (Date.now() > job.deadlineMs)
       throw new ServeError('REQUEST_TIMEOUT', 'The document was not translated in time.');
     try {
       job.requests.count += 1;
-      return await job.translate(text);
+      return await job.translate(piece);
     } catch (err) {
       if (job.signal.aborted) throw err;
       const error = toServeError(err);
       if (error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'REQUEST_TIMEOUT') {
-        const cut = cutDocument(text, job.format);
+        const cut = job.cut(piece);
         if (cut === null) throw error;
         const first = await translateInPieces(cut.pieces[0], job);
         return cut.join([first, await translateInPieces(cut.pieces[1], job)]);

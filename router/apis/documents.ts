@@ -1,6 +1,7 @@
 /**
  * @module router/apis/documents — whole files translated for DeepL's document API (./deepl-documents.ts) and
- * LibreTranslate's `/translate_file` (./libretranslate.ts): plain text, HTML, SRT and WebVTT, kept in one folder that
+ * LibreTranslate's `/translate_file` (./libretranslate.ts): plain text, HTML, SRT, WebVTT, and Office and EPUB files
+ * (./document-office.ts), kept in one folder that
  * every router instance of the machine shares (RUN_DIR/documents), so whichever instance a client's next call
  * reaches can answer it.
  *
@@ -25,7 +26,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
-import { checkFilename, documentType } from './document-files.js';
+import { checkFilename, type DocumentContent, documentType, isOffice } from './document-files.js';
+import { readContent, translateOffice } from './document-office.js';
 import {
   type DocumentApi,
   DocumentFolder,
@@ -36,7 +38,8 @@ import {
 } from './document-folder.js';
 
 export type { DocumentApi, DocumentState } from './document-folder.js';
-import { type DocumentFormat, MAX_RETRY_WAIT_MS, translateInPieces } from './document-pieces.js';
+import { cutDocument, type DocumentFormat, MAX_RETRY_WAIT_MS, translateInPieces } from './document-pieces.js';
+import { OfficeThreads } from './office-threads.js';
 
 /** What callers see of a document. */
 export interface DocumentView {
@@ -47,10 +50,7 @@ export interface DocumentView {
   error: { status: number; message: string } | null;
 }
 
-export interface DocumentUpload {
-  /** The file's text (readDocument) and whether it had a byte order mark. */
-  text: string;
-  bom: boolean;
+export type DocumentUpload = DocumentContent & {
   filename: string;
   /** A served language, or `auto`. */
   srcLang: string;
@@ -59,7 +59,7 @@ export interface DocumentUpload {
   /** The API key uploading it (keys on): it alone may ask about the document, and keeps at most `maxDocuments`. */
   owner?: { id: string; maxDocuments: number } | undefined;
   api: DocumentApi;
-}
+};
 
 /** What a job asks of the router's translation path: a `TextsRequest` of translate-texts.ts `translateTexts`. */
 export interface DocumentTranslation {
@@ -116,6 +116,8 @@ export class DocumentJobs {
   /** Aborts the running jobs' requests when `close` has waited long enough. */
   readonly #closing = new AbortController();
   readonly #sweeper: NodeJS.Timeout;
+  /** Where Office files are planned and rebuilt, off the event loop. */
+  readonly #office = new OfficeThreads();
 
   constructor(options: DocumentJobsOptions) {
     this.#translate = options.translate;
@@ -159,7 +161,7 @@ export class DocumentJobs {
     const id = randomUUID();
     const key = randomBytes(32).toString('hex');
     const now = Date.now();
-    this.#folder.writeText(id, 'source', upload.text);
+    this.#folder.writeText(id, 'source', 'text' in upload ? upload.text : upload.bytes);
     const record: DocumentRecord = {
       id,
       keyHash: hashKey(key),
@@ -170,8 +172,8 @@ export class DocumentJobs {
       srcLang: upload.srcLang,
       tgtLang: upload.tgtLang,
       glossary: upload.glossary ?? null,
-      bom: upload.bom,
-      characters: [...upload.text].length,
+      bom: 'bom' in upload && upload.bom,
+      characters: upload.characters,
       state: 'queued',
       error: null,
       pid: process.pid,
@@ -190,6 +192,16 @@ export class DocumentJobs {
     }
     this.#enqueue(id);
     return { id, key };
+  }
+
+  /**
+   * An upload of `filename` (a type `documentType` knows) checked and counted: a text file read as UTF-8, an Office
+   * file planned in the office thread.
+   * @throws ServeError BAD_REQUEST for a file that is not text, or not the Office file it is named; PAYLOAD_TOO_LARGE
+   *   for one that inflates past the caps (model-server/text/office/zip-package.ts)
+   */
+  read(filename: string, bytes: Uint8Array): Promise<DocumentContent> {
+    return readContent(filename, bytes, this.#office);
   }
 
   /** The document, when `key` is its key and `owner` its uploader's key id; undefined otherwise. */
@@ -252,6 +264,7 @@ export class DocumentJobs {
     } finally {
       clearTimeout(timer);
       this.#closing.abort();
+      await this.#office.close();
     }
   }
 
@@ -314,26 +327,32 @@ export class DocumentJobs {
       const type = documentType(record.filename);
       if (type === undefined)
         throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
-      const source = this.#folder.readSource(id);
-      const translated = await translateInPieces(source, {
-        format: type.format,
-        translate: async (text) =>
-          (
-            await this.#translate({
-              texts: [text],
-              format: type.format,
-              srcLang: record.srcLang,
-              tgtLang: record.tgtLang,
-              ...(record.glossary === null ? {} : { glossary: record.glossary }),
-              ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
-              requestId: record.id,
-              signal: this.#closing.signal,
-            })
-          ).translated[0]!,
-        deadlineMs: record.deadlineMs,
-        signal: this.#closing.signal,
-        requests,
-      });
+      const { format } = type;
+      const request = async (texts: string[], as: DocumentFormat) =>
+        (
+          await this.#translate({
+            texts,
+            format: as,
+            srcLang: record.srcLang,
+            tgtLang: record.tgtLang,
+            ...(record.glossary === null ? {} : { glossary: record.glossary }),
+            ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
+            requestId: record.id,
+            signal: this.#closing.signal,
+          })
+        ).translated;
+      const job = { deadlineMs: record.deadlineMs, signal: this.#closing.signal, requests };
+      const translated = isOffice(format)
+        ? await translateOffice(this.#folder.readSourceBytes(id), format, {
+            ...job,
+            threads: this.#office,
+            translate: (units) => request(units, 'text'),
+          })
+        : await translateInPieces(this.#folder.readSource(id), {
+            ...job,
+            cut: (text) => cutDocument(text, format),
+            translate: async (text) => (await request([text], format))[0]!,
+          });
       if (this.#folder.read(id) === undefined) return; // removed meanwhile
       this.#folder.writeText(id, 'result', translated);
       this.#folder.write({ ...record, state: 'done' });

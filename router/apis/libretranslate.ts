@@ -10,7 +10,7 @@
  * mapped to the served languages; `format` `text` and `html` (only the text translated, tags kept) honoured;
  * `alternatives` honoured up to MAX_ALTERNATIVES (beam search's runners-up, plain text only); `api_key` honoured.
  *
- * Files: `POST /translate_file` (multipart `file`, `source`, `target`, `api_key`; .txt, .htm/.html, .srt, .vtt)
+ * Files: `POST /translate_file` (multipart `file`, `source`, `target`, `api_key`; the types of ./document-files.ts)
  * answers once the file is translated (./documents.ts) with `{"translatedFileUrl"}`: a `GET /download_file/…` URL on
  * PUBLIC_URL (never on request headers) that holds the document's id and key (the key its only credential, as
  * LibreTranslate's URL is) and works until the document expires. A file that fails is removed and not billed.
@@ -23,7 +23,7 @@ import type { RouterEnv } from '../router-env.js';
 import { AUTO_LANGUAGE } from '../translate-request.js';
 import type { ApiKey, Charge } from '../keys/api-access.js';
 import { billedOnSuccess, type Charged } from '../keys/request-key.js';
-import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf, readDocument } from './document-files.js';
+import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf } from './document-files.js';
 import {
   apiAnswerer,
   ApiAnswerError,
@@ -139,13 +139,13 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       checkFilename(file.name);
       c.set('tgtLang', tgtLang);
       c.set('texts', 1);
-      const { text, bom } = readDocument(new Uint8Array(await file.arrayBuffer()));
+      const content = await documents.read(file.name, new Uint8Array(await file.arrayBuffer()));
       let charged: Charged | undefined;
       const made = await documents.submit(
-        { text, bom, filename: file.name, srcLang, tgtLang, api: 'libretranslate', owner: key && ownerOf(key) },
+        { ...content, filename: file.name, srcLang, tgtLang, api: 'libretranslate', owner: key && ownerOf(key) },
         key &&
           (async () => {
-            charged = { access: context.access!, key, charge: await admit(context, key, characterCount([text])) };
+            charged = { access: context.access!, key, charge: await admit(context, key, content.characters) };
           }),
       );
       const translated = async () => {

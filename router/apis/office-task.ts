@@ -1,0 +1,86 @@
+/**
+ * @module router/apis/office-task — the office thread's entry (./office-threads.ts): an Office or EPUB file planned
+ * (its units) or rebuilt from their translations (model-server/text/office/), off the router's event loop. What comes
+ * in and goes out is structured-cloned; a `ServeError` (a 400, a 413) comes back as its wire form, since a thrown
+ * error would lose its code on the way. The units cross in batches, each one string of its units joined by NUL (which
+ * XML text never holds): the router splits one batch at a time as it sends it, where cloning a million short strings
+ * would hold its event loop.
+ */
+import { ServeError, type WireError } from '../../common/errors.js';
+import { type OfficeKind, type OfficePlan, planOffice } from '../../model-server/text/office/office-document.js';
+
+/** The separator of units in a joined list: no XML part can hold it. */
+export const UNIT_SEPARATOR = '\u0000';
+
+/** Most units, and characters, of a batch: one request to the model servers (well under MAX_REQUEST_CHARS). */
+export const BATCH_UNITS = 64;
+export const BATCH_CHARS = 16_000;
+
+/** A file's units in batches (each joined by UNIT_SEPARATOR), and their characters (code points), billed. */
+export interface OfficeUnits {
+  batches: string[];
+  characters: number;
+}
+
+/** `keep`: a job's key, under which `plan` keeps its plan for the job's `render` (which plans again without it). */
+export type OfficeTask =
+  | { name: 'plan'; bytes: Uint8Array; kind: OfficeKind; keep?: string }
+  | { name: 'render'; bytes: Uint8Array; kind: OfficeKind; translations: string[]; keep?: string }
+  | { name: 'ready' };
+
+/**
+ * Plans kept from a job's `plan` to its `render`, oldest first: a few, since each holds its file inflated. One gone
+ * (dropped, or its thread stopped while idle) is planned again.
+ */
+const KEPT_PLANS = 4;
+const kept = new Map<string, OfficePlan>();
+
+export type OfficeOutcome = { ok: true; value: OfficeUnits | Uint8Array | number } | { ok: false; error: WireError };
+
+/**
+ * `plan`: the file's units in batches; `render`: the file from its units' translations, in the plan's batches (each
+ * joined); `ready`: nothing, once this module is loaded.
+ */
+export default function run(task: OfficeTask): OfficeOutcome {
+  try {
+    switch (task.name) {
+      case 'plan': {
+        const plan = planOffice(task.bytes, task.kind);
+        if (task.keep !== undefined) {
+          kept.set(task.keep, plan);
+          for (const key of kept.keys()) if (kept.size > KEPT_PLANS) kept.delete(key);
+        }
+        return { ok: true, value: batchesOf(plan.texts) };
+      }
+      case 'render': {
+        const plan = (task.keep === undefined ? undefined : kept.get(task.keep)) ?? planOffice(task.bytes, task.kind);
+        if (task.keep !== undefined) kept.delete(task.keep);
+        return { ok: true, value: plan.render(task.translations.flatMap((batch) => batch.split(UNIT_SEPARATOR))) };
+      }
+      case 'ready':
+        return { ok: true, value: 1 };
+    }
+  } catch (err) {
+    if (err instanceof ServeError) return { ok: false, error: err.toWire() };
+    throw err;
+  }
+}
+
+function batchesOf(texts: readonly string[]): OfficeUnits {
+  const batches: string[] = [];
+  let batch: string[] = [];
+  let chars = 0;
+  let characters = 0;
+  for (const text of texts) {
+    if (batch.length === BATCH_UNITS || (batch.length > 0 && chars + text.length > BATCH_CHARS)) {
+      batches.push(batch.join(UNIT_SEPARATOR));
+      batch = [];
+      chars = 0;
+    }
+    batch.push(text);
+    chars += text.length;
+    for (const _ of text) characters++;
+  }
+  if (batch.length > 0) batches.push(batch.join(UNIT_SEPARATOR));
+  return { batches, characters };
+}
