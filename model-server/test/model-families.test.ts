@@ -1,0 +1,125 @@
+/**
+ * NLLB-200, mBART-50 and Marian stand-ins served by a real model server (worker processes, batching, the
+ * translation plan), held to transformers.js on the same files: greedy, and beam 2 (asked for with `alternatives`),
+ * one request at a time and batched with other traffic.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call } from '../../harness/http.js';
+import { startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
+import { makeDemoModel } from '../tools/demo-model/index.js';
+import { transformersReference } from './engine-fixtures.js';
+
+const TEXTS = [
+  'good morning the quick brown fox',
+  'thank you please translate the model',
+  'hello world and the lazy dog jumps',
+  'the server of the language and the batch',
+];
+
+/** Per family: the stand-in, the models (targets) registered, and each side's codes in the request and for transformers.js. */
+const CASES = [
+  {
+    preset: 'tiny-nllb',
+    targets: { de: 'deu_Latn', kor_Hang: 'kor_Hang' } as Record<string, string>,
+    sources: { en: 'eng_Latn', fra_Latn: 'fra_Latn' } as Record<string, string>,
+  },
+  {
+    preset: 'tiny-mbart50',
+    targets: { de: 'de_DE', ko: 'ko_KR' } as Record<string, string>,
+    sources: { en: 'en_XX', fr: 'fr_XX' } as Record<string, string>,
+  },
+  {
+    preset: 'tiny-opus-mt-en-de',
+    targets: { de: 'de' } as Record<string, string>,
+    sources: { en: 'en' } as Record<string, string>,
+  },
+];
+
+const refRoot = mkdtempSync(path.join(tmpdir(), 'families-ref-'));
+afterAll(() => rmSync(refRoot, { recursive: true, force: true }));
+
+describe.each(CASES)('$preset behind the model server equals transformers.js', ({ preset, targets, sources }) => {
+  let t: TestServer;
+  let reference: Awaited<ReturnType<typeof transformersReference>>;
+  const greedy = new Map<string, string>();
+  const beam = new Map<string, string>();
+  const key = (src: string, tgt: string, text: string) => `${src}>${tgt}:${text}`;
+
+  beforeAll(async () => {
+    // fp32 on both sides (the server's auto would load the int8 files on a CPU).
+    t = await startTinyTranslationServer(Object.keys(targets), {
+      preset,
+      batchSize: 16,
+      config: { modelDtype: 'fp32' },
+    });
+    makeDemoModel(preset, path.join(refRoot, preset), { quantize: false });
+    reference = await transformersReference(refRoot, preset, 'fp32');
+    const earlyStopping = preset !== 'tiny-opus-mt-en-de'; // Marian's generation_config.json does not ask for it
+    for (const [src, srcCode] of Object.entries(sources)) {
+      for (const [tgt, tgtCode] of Object.entries(targets)) {
+        for (const text of TEXTS) {
+          const row = { srcLang: srcCode, tgtLang: tgtCode, text };
+          greedy.set(key(src, tgt, text), (await reference.translate(row, 16)).text);
+          // The server caps a row at 2 × its source tokens + 10, above 16 for these texts.
+          beam.set(key(src, tgt, text), reference.decode(await reference.beam(row, 2, 16, earlyStopping)));
+        }
+      }
+    }
+  }, 120_000);
+  afterAll(async () => {
+    await reference?.dispose();
+    await t?.close();
+  });
+
+  it('greedy, one request at a time', async () => {
+    for (const [src] of Object.entries(sources)) {
+      for (const tgt of Object.keys(targets)) {
+        for (const text of TEXTS) {
+          const res = await call(`${t.inference}/predictions/${tgt}`, { body: { src_lang: src, src_text: text } });
+          expect(res.status, JSON.stringify(res.body)).toBe(200);
+          expect(res.body.translated).toBe(greedy.get(key(src, tgt, text)));
+        }
+      }
+    }
+  });
+
+  it('greedy and beam 2, batched: arrays for every pair at once, each element as transformers.js', async () => {
+    const pairs = Object.keys(sources).flatMap((src) => Object.keys(targets).map((tgt) => [src, tgt] as const));
+    const answers = await Promise.all(
+      pairs.flatMap(([src, tgt]) => [
+        call(`${t.inference}/predictions/${tgt}`, { body: { src_lang: src, src_text: TEXTS } }),
+        call(`${t.inference}/predictions/${tgt}`, { body: { src_lang: src, src_text: TEXTS, alternatives: 1 } }),
+      ]),
+    );
+    // Beam search finds something greedy does not, for some text of every family (else the test could not tell them).
+    expect([...beam].some(([k, text]) => greedy.get(k) !== text)).toBe(true);
+    pairs.forEach(([src, tgt], i) => {
+      const [plain, beamed] = [answers[2 * i]!, answers[2 * i + 1]!];
+      expect(plain.status, JSON.stringify(plain.body)).toBe(200);
+      expect(beamed.status, JSON.stringify(beamed.body)).toBe(200);
+      expect(plain.body.translated).toEqual(TEXTS.map((text) => greedy.get(key(src, tgt, text))));
+      expect(beamed.body.translated).toEqual(TEXTS.map((text) => beam.get(key(src, tgt, text))));
+    });
+  });
+});
+
+describe('a pair a model does not serve', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTinyTranslationServer(['de'], { preset: 'tiny-opus-mt-en-de' });
+  }, 60_000);
+  afterAll(() => t?.close());
+
+  it('is a 400 naming what the model reads', async () => {
+    const res = await call(`${t.inference}/predictions/de`, { body: { src_lang: 'fr', src_text: 'bonjour le monde' } });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      code: 400,
+      type: 'BadRequestException',
+      message: 'Unknown src_lang "fr". Supported languages: en.',
+    });
+  });
+});
