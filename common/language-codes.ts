@@ -1,6 +1,6 @@
 /**
- * @module common/language-codes — how the translation families spell a language, and the ISO 639-1 code each of
- * those spellings answers to: M2M100 `__en__`, NLLB-200 `eng_Latn` (FLORES-200), mBART-50 `en_XX`. The native API
+ * @module common/language-codes — how the translation families spell a language (the tokens each tokenizer class
+ * writes, read by the engine and by the registration's check of an export), and the ISO 639-1 code each answers to: M2M100 `__en__`, NLLB-200 `eng_Latn` (FLORES-200), mBART-50 `en_XX`. The native API
  * takes ISO 639-1 codes for every model and NLLB's codes as they are; the engine turns either into the model's token.
  */
 
@@ -93,6 +93,26 @@ export const NLLB_CODES: Readonly<Record<string, string>> = Object.freeze({
   yo: 'yor_Latn',
   zh: 'zho_Hans',
   zu: 'zul_Latn',
+});
+
+/**
+ * Each tokenizer class's language tokens (tokenizer_config.json's `tokenizer_class`, `Fast` dropped; group 1 is the
+ * code); null for a class without them (Marian: a model is one pair). The classes transformers.js translates with.
+ */
+export const LANGUAGE_TOKENS: Readonly<Record<string, RegExp | null>> = Object.freeze({
+  M2M100Tokenizer: /^__([a-z]{2,3})__$/,
+  NllbTokenizer: /^([a-z]{3}_[A-Z][a-z]{3})$/,
+  MBart50Tokenizer: /^([a-z]{2}_[A-Z]{2})$/,
+  MBartTokenizer: /^([a-z]{2}_[A-Z]{2})$/,
+  MarianTokenizer: null,
+});
+
+/** A language token a tokenizer class writes, as an example for messages. */
+export const LANGUAGE_TOKEN_EXAMPLE: Readonly<Record<string, string>> = Object.freeze({
+  M2M100Tokenizer: '__en__',
+  NllbTokenizer: 'eng_Latn',
+  MBart50Tokenizer: 'en_XX',
+  MBartTokenizer: 'en_XX',
 });
 
 /** An NLLB-200 (FLORES-200) code: ISO 639-3, `_`, ISO 15924 script. */

@@ -10,17 +10,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ServeError } from '../../common/errors.js';
-import { isoAlias } from '../../common/language-codes.js';
+import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
-
-/** Each tokenizer class's language tokens (group 1: the code); null: a class without them (one pair per model). */
-const LANGUAGE_TOKENS: Readonly<Record<string, RegExp | null>> = {
-  M2M100Tokenizer: /^__([a-z]{2,3})__$/,
-  NllbTokenizer: /^([a-z]{3}_[A-Z][a-z]{3})$/,
-  MBart50Tokenizer: /^([a-z]{2}_[A-Z]{2})$/,
-  MBartTokenizer: /^([a-z]{2}_[A-Z]{2})$/,
-  MarianTokenizer: null,
-};
 
 /** Which request field a language code came from, for error messages. */
 export type LanguageField = 'src_lang' | 'tgt_lang';
@@ -99,7 +90,7 @@ export class TranslationTokenizer {
     if (languages.sources.size === 0) {
       throw new ServeError(
         'WORKER_START_FAILED',
-        `${file('tokenizer.json')} has no language tokens for its ${className} (such as ${className === 'NllbTokenizer' ? 'eng_Latn' : className === 'M2M100Tokenizer' ? '__en__' : 'en_XX'}).`,
+        `${file('tokenizer.json')} has no language tokens for its ${className} (such as ${LANGUAGE_TOKEN_EXAMPLE[className]}).`,
       );
     }
     const template = templateOf(json, tokenizer, pattern, file('tokenizer.json'));

@@ -1,14 +1,14 @@
 /**
  * NLLB-200, mBART-50 and Marian stand-ins served by a real model server (worker processes, batching, the
  * translation plan), held to transformers.js on the same files: greedy, and beam 2 (asked for with `alternatives`),
- * one request at a time and batched with other traffic.
+ * one request at a time and batched with other traffic; and exports whose files disagree, refused at registration.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../../harness/http.js';
-import { startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
+import { startPerTest, startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { transformersReference } from './engine-fixtures.js';
 
@@ -123,3 +123,68 @@ describe('a pair a model does not serve', () => {
     });
   });
 });
+
+describe('an export whose files disagree is refused at registration, naming the file; nothing is registered', () => {
+  const start = startPerTest();
+  const breakages: { what: string; apply: (dir: string) => void; file: string; message: string }[] = [
+    {
+      what: 'a tokenizer without the language tokens its class names',
+      apply: (dir) => editJson(dir, 'tokenizer_config.json', (c) => ({ ...c, tokenizer_class: 'NllbTokenizer' })),
+      file: 'tokenizer.json',
+      message: 'has no language tokens (such as eng_Latn) for its NllbTokenizer.',
+    },
+    {
+      what: 'a missing decoder file',
+      apply: (dir) => rmSync(path.join(dir, 'onnx', 'decoder_model_merged_quantized.onnx')),
+      file: 'onnx/decoder_model_merged_quantized.onnx',
+      message: 'is missing (encoder_model_quantized.onnx has no decoder).',
+    },
+    {
+      what: 'a tokenizer larger than the model',
+      apply: (dir) => editJson(dir, 'config.json', (c) => ({ ...c, vocab_size: 300 })),
+      file: 'tokenizer.json',
+      message: "has token id 511, past config.json's vocab_size 300.",
+    },
+    {
+      what: 'an unknown tokenizer class',
+      apply: (dir) => editJson(dir, 'tokenizer_config.json', (c) => ({ ...c, tokenizer_class: 'T5Tokenizer' })),
+      file: 'tokenizer_config.json',
+      message:
+        'names tokenizer_class "T5Tokenizer", not one of M2M100Tokenizer, NllbTokenizer, MBart50Tokenizer, MBartTokenizer, MarianTokenizer.',
+    },
+    {
+      what: 'a Marian tokenizer without its pair',
+      apply: (dir) =>
+        editJson(dir, 'tokenizer_config.json', ({ source_lang: _, ...c }) => ({
+          ...c,
+          tokenizer_class: 'MarianTokenizer',
+        })),
+      file: 'tokenizer_config.json',
+      message: 'names no pair (source_lang and target_lang) for its MarianTokenizer.',
+    },
+  ];
+
+  it.each(breakages)('$what', async ({ apply, file, message }) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'disagree-'));
+    try {
+      makeDemoModel('tiny', dir);
+      apply(dir);
+      const t = await start({ entries: ['de'], handler: 'translation', modelDir: dir });
+      const res = await call(`${t.management}/models?url=de&synchronous=true`, { method: 'POST' });
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        code: 400,
+        type: 'BadRequestException',
+        message: `Model ${path.join(dir, file)} ${message}`,
+      });
+      expect((await call(`${t.management}/models`)).body).toEqual({ models: [] });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+function editJson(dir: string, name: string, edit: (value: Record<string, unknown>) => object): void {
+  const file = path.join(dir, name);
+  writeFileSync(file, JSON.stringify(edit(JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>)));
+}

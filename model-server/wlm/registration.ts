@@ -6,6 +6,7 @@
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import { checkExport } from '../store/export-check.js';
 import { DEFAULT_MODEL_VERSION, MODEL_NAME_PATTERN, RUNTIMES, resolveStoreEntry } from '../store/manifest.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import type { BatcherOptions } from './batcher.js';
@@ -54,7 +55,8 @@ export const DEFAULT_STARTUP_TIMEOUT_S = 120;
 
 /**
  * Read the request's store entry, fingerprint its folder and check its parameters (not yet against the registry).
- * @throws ServeError BAD_REQUEST (runtime, model name or handler), or the store entry's errors
+ * @throws ServeError BAD_REQUEST (runtime, model name, handler, or a translation export whose files disagree), or the
+ * store entry's errors
  */
 export async function resolveRegistration(request: RegisterRequest, ctx: RegistrationContext): Promise<Registration> {
   const { config, log } = ctx;
@@ -75,6 +77,8 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
       `Parameter handler must be one of ${HANDLER_NAMES.join(', ')}, got: ${handler}`,
     );
   }
+  // A folder whose files disagree is refused here, naming the file, before anything is registered or spawned.
+  if (handler === 'translation') checkExport(stored.modelDir);
   const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
   const workers =
     request.initialWorkers ??
