@@ -6,19 +6,35 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ServeError } from '../../common/errors.js';
-import { LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
 
 type Json = Record<string, unknown>;
 
-/** Folders already found sound, by path and their files' modification times (14 languages share one folder). */
-const sound = new Map<string, string>();
+/**
+ * Folders already found sound, with their files' modification times and the targets they write (14 languages share
+ * one folder: its tokenizer is read once).
+ */
+const sound = new Map<string, { stamp: string; targets: ReadonlySet<string> }>();
 
 /**
- * @throws ServeError BAD_REQUEST naming the file that is missing, unreadable or disagrees with the others
+ * Check the export in `modelDir`, and that it writes `target` (the model name a translation entry is registered
+ * under: its target language, in ISO 639-1 or the model's own code).
+ * @throws ServeError BAD_REQUEST naming the file that is missing, unreadable or disagrees with the others or the target
  */
-export function checkExport(modelDir: string): void {
+export function checkExport(modelDir: string, target: string): void {
   const stamp = stampOf(modelDir);
-  if (sound.get(modelDir) === stamp) return;
+  const targets = sound.get(modelDir)?.stamp === stamp ? sound.get(modelDir)!.targets : readExport(modelDir, stamp);
+  if (!targets.has(target)) {
+    const file = path.join(modelDir, targets.size === 1 ? 'tokenizer_config.json' : 'tokenizer.json');
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Model ${file} does not write "${target}", the language this model is registered for; it writes: ${[...targets].sort().join(', ')}.`,
+    );
+  }
+}
+
+/** Check the files and return the target languages they write. */
+function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   const config = readJson(modelDir, 'config.json');
   const tokenizerConfig = readJson(modelDir, 'tokenizer_config.json');
   const tokenizer = readJson(modelDir, 'tokenizer.json');
@@ -39,7 +55,8 @@ export function checkExport(modelDir: string): void {
     );
   }
   const added = (Array.isArray(tokenizer.added_tokens) ? tokenizer.added_tokens : []) as Json[];
-  if (pattern && !added.some((t) => t.special === true && pattern.test(String(t.content)))) {
+  const languages = pattern ? added.filter((t) => t.special === true && pattern.test(String(t.content))) : [];
+  if (pattern && languages.length === 0) {
     refuse(
       'tokenizer.json',
       `has no language tokens (such as ${LANGUAGE_TOKEN_EXAMPLE[className]}) for its ${className}.`,
@@ -59,7 +76,16 @@ export function checkExport(modelDir: string): void {
     refuse('tokenizer.json', `has token id ${top}, past config.json's vocab_size ${vocabSize as number}.`);
   }
   checkGraphs(modelDir);
-  sound.set(modelDir, stamp);
+  const targets = new Set<string>();
+  if (pattern === null) targets.add(String(tokenizerConfig.target_lang));
+  for (const token of languages) {
+    const code = pattern!.exec(String(token.content))![1]!;
+    targets.add(code);
+    const alias = isoAlias(code);
+    if (alias !== undefined) targets.add(alias);
+  }
+  sound.set(modelDir, { stamp, targets });
+  return targets;
 }
 
 /** Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there. */

@@ -184,6 +184,28 @@ describe('an export whose files disagree is refused at registration, naming the 
   });
 });
 
+describe('a language registered on a model that does not write it', () => {
+  const start = startPerTest();
+  it('is refused at registration, naming the languages the model writes', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'opus-'));
+    try {
+      makeDemoModel('tiny-opus-mt-en-de', dir, { quantize: false });
+      const t = await start({ entries: ['de', 'ko'], handler: 'translation', modelDir: dir });
+      const res = await call(`${t.management}/models?url=ko&synchronous=true`, { method: 'POST' });
+      expect(res.body).toEqual({
+        code: 400,
+        type: 'BadRequestException',
+        message: `Model ${path.join(dir, 'tokenizer_config.json')} does not write "ko", the language this model is registered for; it writes: de.`,
+      });
+      expect((await call(`${t.management}/models`)).body).toEqual({ models: [] });
+      const de = await call(`${t.management}/models?url=de&synchronous=true`, { method: 'POST' });
+      expect(de.status, JSON.stringify(de.body)).toBe(200);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 function editJson(dir: string, name: string, edit: (value: Record<string, unknown>) => object): void {
   const file = path.join(dir, name);
   writeFileSync(file, JSON.stringify(edit(JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>)));

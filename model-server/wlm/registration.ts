@@ -78,7 +78,7 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
     );
   }
   // A folder whose files disagree is refused here, naming the file, before anything is registered or spawned.
-  if (handler === 'translation') checkExport(stored.modelDir);
+  if (handler === 'translation') checkExport(stored.modelDir, name);
   const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
   const workers =
     request.initialWorkers ??
