@@ -93,6 +93,24 @@ describe.each(FAMILIES)('$preset against transformers.js on the same files', ({ 
     await Promise.all([reference.dispose(), q8.close()]);
   });
 
+  it('the in-graph search (what CUDA runs) gives the tokens of the step loop, greedy and beam 2', async () => {
+    const inGraph = await TranslationEngine.load({
+      modelDir: path.join(root, preset),
+      intraOpThreads: 1,
+      dtype: 'fp32',
+      search: 'in-graph',
+    });
+    expect(inGraph.generation.mode).toBe('in-graph');
+    for (const options of [
+      { numBeams: 1, maxNewTokens: 16 },
+      { numBeams: 2, maxNewTokens: 16, earlyStopping: true },
+    ]) {
+      const theirs = await engine.translate(list(), options);
+      expect((await inGraph.translate(list(), options)).map((t) => t.tokenIds)).toEqual(theirs.map((t) => t.tokenIds));
+    }
+    await inGraph.close();
+  });
+
   it('beam 2: the tokens of HF beam search over transformers.js logits, one row at a time and batched', async () => {
     const reference = await transformersReference(root, preset, 'fp32');
     const options = { numBeams: 2, maxNewTokens: 12, lengthPenalty: 1, earlyStopping: true };
