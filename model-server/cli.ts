@@ -25,7 +25,8 @@ const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--se
                             [--handler translation|echo] [--version 1.0]
   --model-dir     shared model folder the entries refer to (default ${ENV_DEFAULTS.MODEL_DIR})
   --store         model store to write (default ${ENV_DEFAULTS.MODEL_STORE})
-  --setup-config  one entry per language of this file (default ${ENV_DEFAULTS.SETUP_CONFIG})
+  --setup-config  one entry per language of this file, and one per pair of its "pairs" with that pair's model_dir
+                  (default ${ENV_DEFAULTS.SETUP_CONFIG})
   --name          write only this entry (repeatable); overrides --setup-config
   --handler       handler the entries are served by (default translation)
   --version       model version (default 1.0)
@@ -95,14 +96,17 @@ function runArchive(rest: readonly string[], out: (line: string) => void): numbe
       version: { type: 'string', default: '1.0' },
     });
   return subcommand('archive', parse, (values) => {
-    const names = values.name ?? Object.keys(readSetupConfig(path.resolve(values['setup-config'])).cuda_id);
+    const setup = values.name === undefined ? readSetupConfig(path.resolve(values['setup-config'])) : undefined;
+    const common = { store: values.store, handler: values.handler, version: values.version };
     const files = archiveModels({
+      ...common,
       modelDir: values['model-dir'],
-      store: values.store,
-      names,
-      handler: values.handler,
-      version: values.version,
+      names: values.name ?? Object.keys(setup!.cuda_id),
     });
+    // A pair with a model of its own: its entry refers to that model's folder.
+    for (const [pair, { model_dir }] of Object.entries(setup?.pairs ?? {})) {
+      files.push(...archiveModels({ ...common, modelDir: model_dir, names: [pair] }));
+    }
     for (const file of files) out(`archived ${file}`);
   });
 }

@@ -4,6 +4,7 @@
  * will get. model-manager.ts checks it against the registry and registers it.
  */
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
+import { deviceOf, targetOf } from '../../common/config/setup-config.js';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
 import { checkExport } from '../store/export-check.js';
@@ -32,7 +33,7 @@ export interface RegisterRequest {
 /** What a registration reads besides the request. */
 export interface RegistrationContext {
   config: ModelServerConfig;
-  /** setup_config.json (languages → GPU id); models it does not name run on the CPU. */
+  /** setup_config.json (languages and pairs → GPU id); models it does not name run on the CPU. */
   setupConfig: SetupConfig | undefined;
   cuda: CudaAvailability;
   /** Whether GPU-pinned models may run on WebGPU when CUDA is unusable (default: not probed, so the CPU). */
@@ -78,8 +79,8 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
     );
   }
   // A folder whose files disagree is refused here, naming the file, before anything is registered or spawned.
-  if (handler === 'translation') checkExport(stored.modelDir, name);
-  const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
+  if (handler === 'translation') checkExport(stored.modelDir, targetOf(name));
+  const placement = placeModel(deviceOf(ctx.setupConfig, name), ctx.cuda, ctx.webgpu);
   const workers =
     request.initialWorkers ??
     (placement.device.kind === 'cpu' ? config.defaultWorkersPerModel : gpuWorkers(config.gpuWorkers, placement.device));
