@@ -19,7 +19,7 @@ import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ENV_DEFAULTS, readSetupConfig } from '../common/config.js';
 import { quantizeModelDir } from './tools/quantize.js';
-import { archiveModels } from './tools/archiver.js';
+import { archiveModels, archiveSetupConfig } from './tools/archiver.js';
 
 const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--setup-config FILE | --name NAME ...]
                             [--handler translation|echo] [--version 1.0]
@@ -96,17 +96,16 @@ function runArchive(rest: readonly string[], out: (line: string) => void): numbe
       version: { type: 'string', default: '1.0' },
     });
   return subcommand('archive', parse, (values) => {
-    const setup = values.name === undefined ? readSetupConfig(path.resolve(values['setup-config'])) : undefined;
-    const common = { store: values.store, handler: values.handler, version: values.version };
-    const files = archiveModels({
-      ...common,
+    const options = {
       modelDir: values['model-dir'],
-      names: values.name ?? Object.keys(setup!.cuda_id),
-    });
-    // A pair with a model of its own: its entry refers to that model's folder.
-    for (const [pair, { model_dir }] of Object.entries(setup?.pairs ?? {})) {
-      files.push(...archiveModels({ ...common, modelDir: model_dir, names: [pair] }));
-    }
+      store: values.store,
+      handler: values.handler,
+      version: values.version,
+    };
+    const files =
+      values.name === undefined
+        ? archiveSetupConfig(readSetupConfig(path.resolve(values['setup-config'])), options)
+        : archiveModels({ ...options, names: values.name });
     for (const file of files) out(`archived ${file}`);
   });
 }
