@@ -111,6 +111,15 @@ describe.each(FAMILIES)('$preset against transformers.js on the same files', ({ 
     await inGraph.close();
   });
 
+  it('a glossary term is written, greedy and beam 2 (constrained decoding without or with a forced first token)', async () => {
+    const term = engine.encodeTerm('lazy dog');
+    const contains = (ids: number[]) => ids.some((_, i) => term.every((t, j) => ids[i + j] === t));
+    for (const numBeams of [1, 2]) {
+      const out = await engine.translate(list().slice(0, 4), { numBeams, maxNewTokens: 24, constraints: [term] });
+      for (const t of out) expect(contains(t.tokenIds), t.text).toBe(true);
+    }
+  });
+
   it('beam 2: the tokens of HF beam search over transformers.js logits, one row at a time and batched', async () => {
     const reference = await transformersReference(root, preset, 'fp32');
     const options = { numBeams: 2, maxNewTokens: 12, lengthPenalty: 1, earlyStopping: true };
