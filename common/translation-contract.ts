@@ -12,8 +12,11 @@
 import { z } from 'zod';
 import { type ErrorCode, ServeError } from './errors.js';
 
-/** Language codes as the model server and setup_config.json spell them (`en`, `ko`, `zh`, …). */
-export const LANGUAGE_CODE = /^[a-z]{2,3}$/;
+/**
+ * Language codes as the model server and setup_config.json spell them: ISO 639-1 (`en`, `ko`, `zh`, …) for every
+ * model, or NLLB-200's own (`eng_Latn`, common/language-codes.ts) for an NLLB model.
+ */
+export const LANGUAGE_CODE = /^[a-z]{2,3}(_[A-Z][a-z]{3})?$/;
 
 /** `src_lang` may also ask the model server to detect each text's language. */
 export const AUTO_LANGUAGE = 'auto';

@@ -129,17 +129,17 @@ export async function describeModel(t: TestServer, model: string): Promise<any> 
 }
 
 /**
- * A model server with the generated tiny M2M100 serving `models` (each registered with `batchSize`, default 8, and
- * a 5 ms batch delay), one CPU engine for all, greedy 16-token outputs unless `config` says otherwise; `close` also
- * removes the generated model.
+ * A model server with the generated tiny M2M100 (or another demo `preset`) serving `models` (each registered with
+ * `batchSize`, default 8, and a 5 ms batch delay), one CPU engine for all, greedy 16-token outputs unless `config`
+ * says otherwise; `close` also removes the generated model.
  */
 export async function startTinyTranslationServer(
   models: string[],
-  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> & { batchSize?: number } = {},
+  options: Omit<TestServerOptions, 'entries' | 'handler' | 'modelDir'> & { batchSize?: number; preset?: string } = {},
 ): Promise<TestServer> {
-  const { batchSize = 8, ...serverOptions } = options;
+  const { batchSize = 8, preset = 'tiny', ...serverOptions } = options;
   const modelRoot = mkdtempSync(path.join(tmpdir(), 'mt-serve-tiny-'));
-  makeDemoModel('tiny', modelRoot);
+  makeDemoModel(preset, modelRoot);
   const t = await startTestServer({
     ...serverOptions,
     entries: models,

@@ -19,13 +19,14 @@ import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ENV_DEFAULTS, readSetupConfig } from '../common/config.js';
 import { quantizeModelDir } from './tools/quantize.js';
-import { archiveModels } from './tools/archiver.js';
+import { archiveModels, archiveSetupConfig } from './tools/archiver.js';
 
 const USAGE = `usage: model-server archive [--model-dir DIR] [--store DIR] [--setup-config FILE | --name NAME ...]
                             [--handler translation|echo] [--version 1.0]
   --model-dir     shared model folder the entries refer to (default ${ENV_DEFAULTS.MODEL_DIR})
   --store         model store to write (default ${ENV_DEFAULTS.MODEL_STORE})
-  --setup-config  one entry per language of this file (default ${ENV_DEFAULTS.SETUP_CONFIG})
+  --setup-config  one entry per language of this file, and one per pair of its "pairs" with that pair's model_dir
+                  (default ${ENV_DEFAULTS.SETUP_CONFIG})
   --name          write only this entry (repeatable); overrides --setup-config
   --handler       handler the entries are served by (default translation)
   --version       model version (default 1.0)
@@ -95,14 +96,16 @@ function runArchive(rest: readonly string[], out: (line: string) => void): numbe
       version: { type: 'string', default: '1.0' },
     });
   return subcommand('archive', parse, (values) => {
-    const names = values.name ?? Object.keys(readSetupConfig(path.resolve(values['setup-config'])).cuda_id);
-    const files = archiveModels({
+    const options = {
       modelDir: values['model-dir'],
       store: values.store,
-      names,
       handler: values.handler,
       version: values.version,
-    });
+    };
+    const files =
+      values.name === undefined
+        ? archiveSetupConfig(readSetupConfig(path.resolve(values['setup-config'])), options)
+        : archiveModels({ ...options, names: values.name });
     for (const file of files) out(`archived ${file}`);
   });
 }

@@ -11,6 +11,7 @@
  * only. Anything else: TorchServe's 404/405 JSON.
  */
 import { Hono, type Context } from 'hono';
+import { entryFor, servedPairs, type SetupConfig, targetsOf } from '../common/config/setup-config.js';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
@@ -33,8 +34,14 @@ import type { DocumentJobs } from './apis/documents.js';
 export interface RouterAppConfig {
   /** Largest accepted request body in bytes (→ 413). */
   maxBodyBytes: number;
-  /** Languages served (keys of setup_config.json); `tgt_lang` must be one of them. */
+  /** Languages served by the default model (setup_config.json's `cuda_id`): the DeepL and LibreTranslate APIs' own. */
   languages: readonly string[];
+  /**
+   * setup_config.json, when it gives pairs models of their own: `POST /` takes their targets too, and sends each
+   * request to its pair's store entry when there is one (common/config/setup-config.ts `entryFor`). Absent: every
+   * request goes to its target's entry.
+   */
+  routes?: SetupConfig;
   /** Put request texts in the log line (off by default: texts can be personal data). */
   logBodies: boolean;
   /** How long `/health` waits for the model server's `/ping`, in ms. Default 1000. */
@@ -70,7 +77,8 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   const healthTimeoutMs = config.healthTimeoutMs ?? 1_000;
   const app = new Hono<Env>();
 
-  const parseTranslateRequest = createRequestParser(config.languages);
+  const routes = config.routes;
+  const parseTranslateRequest = createRequestParser(routes === undefined ? config.languages : targetsOf(routes));
   const tooLarge = () =>
     new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${config.maxBodyBytes} bytes.`);
 
@@ -153,9 +161,16 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       delete body.glossary_id;
       body.glossary = glossary.entries;
     }
+    const entry = routes === undefined ? tgtLang : entryFor(routes, body.src_lang, tgtLang);
+    if (entry === undefined) {
+      throw new ServeError(
+        'UNKNOWN_LANGUAGE',
+        `Pair ${body.src_lang} → ${tgtLang} is not served; served: ${servedPairs(routes!)}.`,
+      );
+    }
     const translate = () =>
       upstream.translate({
-        tgtLang,
+        tgtLang: entry,
         body,
         requestId,
         cacheControl: requestHeader(c, 'cache-control'),

@@ -15,6 +15,7 @@ import { availableParallelism } from 'node:os';
 import { createAdaptorServer } from '@hono/node-server';
 import { pino } from 'pino';
 import { configOrExit, loadConfig, readEnv, readSetupConfig } from '../common/config.js';
+import { entriesOf } from '../common/config/setup-config.js';
 import { answerClientErrors } from '../common/client-error.js';
 import { HttpDrain, LISTEN_BACKLOG } from '../common/http-drain.js';
 import { createRouterApp } from './app.js';
@@ -34,10 +35,12 @@ const KEEP_ALIVE_TIMEOUT_MS = 75_000;
 const DRAIN_GRACE_MS = 1_000;
 
 const root = process.cwd();
-const [config, languages] = configOrExit('router', () => {
+const [config, setup] = configOrExit('router', () => {
   const config = loadConfig(readEnv(root), root);
-  return [config, Object.keys(readSetupConfig(config.router.setupConfigPath).cuda_id)] as const;
+  return [config, readSetupConfig(config.router.setupConfigPath)] as const;
 });
+/** The default model's targets (what the DeepL and LibreTranslate APIs serve); `POST /` also takes the pairs'. */
+const languages = Object.keys(setup.cuda_id);
 const { router } = config;
 /**
  * common/logger's settings, written in batches: one write per request line cost the router as much CPU as the rest
@@ -78,7 +81,7 @@ const queuePerLanguage = Math.max(
   Math.ceil(config.modelServer.jobQueueSize / instances),
 );
 const upstream = new Upstream({
-  modelServers: { sources: router.modelServers, languages, logger },
+  modelServers: { sources: router.modelServers, languages: entriesOf(setup), logger },
   connections: router.upstreamConnections,
   queue: queuePerLanguage,
   timeoutMs: router.upstreamTimeoutMs,
@@ -112,6 +115,7 @@ const app = createRouterApp(
   {
     maxBodyBytes: router.maxBodyBytes,
     languages,
+    ...(setup.pairs === undefined ? {} : { routes: setup }),
     logBodies: router.logBodies,
     maxRequestChars: config.modelServer.maxRequestChars,
     nativeApiOpen: router.nativeApiOpen,

@@ -9,6 +9,7 @@
  * and exits 2, so `eval "$(…)" || exit` stops the script with that message.
  */
 import { ConfigError, loadConfig, localUrl, readEnv, readSetupConfig, type Config } from '../common/config.js';
+import { entriesOf } from '../common/config/setup-config.js';
 
 /** Shell-quote one value: 'it'\''s'. */
 export function shellQuote(value: string): string {
@@ -47,7 +48,8 @@ function main(): number {
   const root = process.cwd();
   try {
     const config = loadConfig(readEnv(root), root);
-    const languages = Object.keys(readSetupConfig(config.modelServer.setupConfigPath).cuda_id);
+    // Every store entry: the languages, and the pairs with a model of their own (registered alike).
+    const languages = entriesOf(readSetupConfig(config.modelServer.setupConfigPath));
     const lines = Object.entries(configVariables(config, languages)).map(([k, v]) => `${k}=${shellQuote(v)}`);
     process.stdout.write(`${lines.join('\n')}\n`);
     return 0;

@@ -1,8 +1,9 @@
 /**
  * @module scripts/make-demo-model — build a generated model folder: `make-demo-model <preset> [outDir]`.
  * Presets: tiny (tests, `npm start`), tiny-joinable (tiny with a decoder that lets rows join a running
- * batch), m2m100-418m (M2M100-418M's shapes, random weights, ~4 GB with the int8 files: benchmarks; never
- * committed). Each is written in the published layout: fp32 with inline weights, plus the q8 and q8-rows pairs.
+ * batch), tiny-nllb, tiny-nllb-legacy, tiny-mbart50, tiny-opus-mt-en-de (the other families on tiny's shapes),
+ * m2m100-418m (M2M100-418M's shapes, random weights, ~4 GB with the int8 files: benchmarks; never committed),
+ * opus-mt-en-de (Helsinki-NLP/opus-mt-en-de's shapes, ~0.5 GB with the int8 files). Each is written in the published layout: fp32 with inline weights, plus the q8 and q8-rows pairs.
  * After writing, the folder is loaded into onnxruntime-node and one row is translated, so a broken
  * model is caught here rather than at serving time (`--no-check` skips that).
  */
@@ -32,7 +33,9 @@ async function main(argv: string[]): Promise<number> {
   const engine = await TranslationEngine.load({ modelDir: outDir });
   try {
     const loadMs = performance.now() - started;
-    const [out] = await engine.translate([{ srcLang: 'en', text: 'Hello world.', tgtLang: 'ko' }], {
+    // en → ko, or the one pair a Marian model serves.
+    const tgtLang = engine.targetLanguages().includes('ko') ? 'ko' : engine.targetLanguages()[0]!;
+    const [out] = await engine.translate([{ srcLang: 'en', text: 'Hello world.', tgtLang }], {
       numBeams: 1,
       maxNewTokens: 8,
     });

@@ -117,11 +117,11 @@ fi
 if has_model_server && [[ ! -d $MT_MODEL_DIR ]]; then
   preset="$(basename "$MT_MODEL_DIR")"
   case "$preset" in
-    tiny | tiny-joinable | m2m100-418m)
+    tiny | tiny-joinable | tiny-nllb | tiny-mbart50 | m2m100-418m)
       step "generating the demo model '$preset' into $MT_MODEL_DIR (random weights: output is not a real translation)"
       scripts/make-demo-model "$preset" "$MT_MODEL_DIR" || die "could not generate the demo model"
       ;;
-    *) die "MODEL_DIR=$MT_MODEL_DIR does not exist: point it at an M2M100 ONNX export (scripts/download-model.sh) or at models/tiny" ;;
+    *) die "MODEL_DIR=$MT_MODEL_DIR does not exist: point it at an ONNX export (scripts/download-model.sh) or at models/tiny" ;;
   esac
 fi
 

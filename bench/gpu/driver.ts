@@ -74,7 +74,7 @@ function prep(modelDir: string, preset: string, count: number): Prep {
     eosTokenId: config.eosTokenId,
     maxInputTokens: config.maxInputTokens,
   });
-  const forcedTokenId = tokenizer.languageId(TARGET_LANG, 'tgt_lang');
+  const forcedTokenId = tokenizer.forcedTokenId(TARGET_LANG);
   const row = (i: number): PrepRow => ({ inputIds: tokenizer.encode(sentence(i), SOURCE_LANG).ids, forcedTokenId });
   return {
     batch: Array.from({ length: count }, (_, i) => row(i)),

@@ -5,6 +5,8 @@
  *   files plus ~1.5 GB of int8 ones under `models/m2m100-418m` — every speed figure runs on it, so the compute is
  *   the real model's.
  * - `tiny`: the test model, for the serving-overhead figures where compute must not matter.
+ * - `opus-mt-en-de`: Marian opus-mt-en-de's real shapes (~74M parameters), beside `m2m100-418m` on the same pair in
+ *   the families figure; `tiny-opus-mt-en-de` stands in for it in smoke runs.
  * - `bench-mid`: a bench-only preset small enough that 14 copies fit this machine's memory (the one-engine-per-
  *   language side of the memory figure), with M2M100's vocabulary so its embedding dominates as in the real one.
  * - `m2m100-418m-external`, `tiny-external`: the same preset and seed with the weights in `*.onnx_data` files
@@ -23,7 +25,14 @@ import { QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../../model-server/tools/qua
 import { startProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 
-export type BenchModel = 'm2m100-418m' | 'tiny' | 'bench-mid' | 'm2m100-418m-external' | 'tiny-external';
+export type BenchModel =
+  | 'm2m100-418m'
+  | 'tiny'
+  | 'bench-mid'
+  | 'm2m100-418m-external'
+  | 'tiny-external'
+  | 'opus-mt-en-de'
+  | 'tiny-opus-mt-en-de';
 
 /** The models that have an external-data twin, and its name. */
 export const EXTERNAL_TWIN = {

@@ -8,6 +8,7 @@ import { contentScenario } from './content.js';
 import { documentsScenario } from './documents.js';
 import { engineScenario } from './engine.js';
 import { engineLayoutScenario } from './engine-layout.js';
+import { familiesScenario } from './families.js';
 import { goodputScenario } from './goodput.js';
 import { isolationScenario } from './isolation.js';
 import { memoryScenario } from './memory.js';
@@ -32,4 +33,5 @@ export const SCENARIOS: Scenario[] = [
   engineLayoutScenario,
   contentScenario,
   officeScenario,
+  familiesScenario,
 ];

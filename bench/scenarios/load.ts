@@ -40,9 +40,13 @@ export const LOAD_COLUMNS = [
 ] as const;
 
 /** Request number `seq` of the translation workload over `targets`, shaped for `entry`. */
-export function translationRequest(entry: EntryKind, targets: readonly string[]): (seq: number) => RequestSpec {
+export function translationRequest(
+  entry: EntryKind,
+  targets: readonly string[],
+  sources?: readonly string[],
+): (seq: number) => RequestSpec {
   return (seq) => {
-    const j = job(seq, targets);
+    const j = job(seq, targets, sources);
     return entry === 'front'
       ? { path: '/', body: JSON.stringify(j), units: 1 }
       : {
@@ -69,6 +73,8 @@ export interface MeasureOptions {
   entry: EntryKind;
   concurrency: number;
   targets: readonly string[];
+  /** Source languages the requests are drawn from (default the seed's 14; a one-pair model reads one). */
+  sources?: readonly string[];
   /** The model server's metrics base URL, for the mean batch size. */
   metricsUrl?: string;
   /** `cycle`: one request per client, all sent at once, measured to the last answer (default: `window`). */
@@ -102,7 +108,7 @@ export async function measure(ctx: BenchContext, options: MeasureOptions): Promi
   const load = await runClosedLoop({
     origin: options.origin,
     concurrency: options.concurrency,
-    request: translationRequest(options.entry, options.targets),
+    request: translationRequest(options.entry, options.targets, options.sources),
     check: translatedCheck,
     ...(cycle
       ? { requests: options.concurrency }

@@ -26,10 +26,11 @@ import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { configOrExit, loadConfig, localUrl, readEnv, readSetupConfig, type Config } from '../../common/config.js';
+import { entriesOf } from '../../common/config/setup-config.js';
 import { resolveEntry } from '../../common/entry.js';
 import { createLogger, type Logger } from '../../common/logger.js';
 import type { ListeningMessage } from '../../model-server/main.js';
-import { archiveModels } from '../../model-server/tools/archiver.js';
+import { archiveSetupConfig } from '../../model-server/tools/archiver.js';
 
 /** The file the startupProbe checks, relative to RUN_DIR. */
 export const READY_FILE = 'models-registered';
@@ -69,10 +70,12 @@ async function register(config: Readonly<Config>, languages: string[], managemen
 
 function main(): void {
   const root = process.cwd();
-  const [config, languages] = configOrExit('model-server-entry', () => {
+  const [config, setup] = configOrExit('model-server-entry', () => {
     const config = loadConfig(readEnv(root), root);
-    return [config, Object.keys(readSetupConfig(config.modelServer.setupConfigPath).cuda_id)] as const;
+    return [config, readSetupConfig(config.modelServer.setupConfigPath)] as const;
   });
+  // Every store entry: the languages, and the pairs with a model of their own (registered alike).
+  const languages = entriesOf(setup);
   const log = createLogger('model-server-entry', config.logLevel);
   const ms = config.modelServer;
   const readyFile = path.join(config.runDir, READY_FILE);
@@ -80,12 +83,7 @@ function main(): void {
   rmSync(readyFile, { force: true });
 
   try {
-    const written = archiveModels({
-      modelDir: ms.modelDir,
-      store: ms.modelStore,
-      names: languages,
-      handler: 'translation',
-    });
+    const written = archiveSetupConfig(setup, { modelDir: ms.modelDir, store: ms.modelStore, handler: 'translation' });
     log.info({ store: ms.modelStore, modelDir: ms.modelDir, entries: written.length }, 'model store archived');
   } catch (err) {
     // Typically an empty or unmounted models volume: say which variable points where, without a stack.

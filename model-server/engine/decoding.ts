@@ -3,8 +3,9 @@
  * follow each decoder row, given that row's next-token logits. No tensors or sessions here; the step
  * loop in generate.ts owns those.
  *
- * Semantics follow Hugging Face `generate` for M2M100: the first generated token is forced (the target
- * language, log-probability 0); `</s>` is suppressed until `minNewTokens` tokens exist; a row stops at
+ * Semantics follow Hugging Face `generate`: the first generated token is forced where the family names the target by
+ * a token (M2M100, NLLB, mBART: the target language, log-probability 0; Marian forces nothing); `</s>` is suppressed
+ * until `minNewTokens` tokens exist, and a model's `bad_words_ids` of one token always (Marian's `<pad>`); a row stops at
  * `</s>` or after `maxNewTokens` tokens. Beam search follows HF's BeamSearchScorer: 2·numBeams
  * candidates per sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis
  * scores sum(logprob) / length^lengthPenalty (length = generated tokens, `</s>` included); with
@@ -19,10 +20,16 @@ type ResolvedOption = 'strategy' | 'numBeams' | 'maxNewTokens' | 'minNewTokens' 
 
 /** Per-sequence generation settings, resolved (no undefined; the engine's `#settings`). */
 export interface SearchSettings extends Required<Pick<TranslateOptions, ResolvedOption>> {
+  /** The first generated token, or `NO_FORCED_TOKEN` where the model chooses it (Marian). */
   forcedTokenId: number;
+  /** Tokens never generated (generation_config.json's one-token `bad_words_ids`); absent: none. */
+  suppressTokenIds?: readonly number[];
   /** Token sequences every hypothesis must contain before it ends; absent for most rows. */
   constraints?: Constraints;
 }
+
+/** `forcedTokenId` of a row whose first token the model chooses (a family without language tokens). */
+export const NO_FORCED_TOKEN = -1;
 
 /** One finished or best hypothesis of a sequence. */
 export interface Hypothesis {
@@ -135,22 +142,24 @@ function greedy(
   const progress = hyp.progress ?? NO_PROGRESS;
   const forced = constraints?.forced(progress, settings.maxNewTokens - generated);
   let token: number;
-  if (generated === 0) {
+  if (generated === 0 && settings.forcedTokenId !== NO_FORCED_TOKEN) {
     token = settings.forcedTokenId;
   } else if (forced !== undefined) {
     token = forced;
   } else {
-    const suppressEos = generated < settings.minNewTokens;
+    const suppressed = suppression(settings, generated, eosId);
     const base = scores.kind === 'topk' ? index * scores.k : scores.offset + index * scores.stride;
     if (scores.kind !== 'logits') {
-      // The decoder's TopK: the runner-up stands in when a suppressed `</s>` won.
-      const pick = Number(scores.ids[base]!) === eosId && suppressEos ? 1 : 0;
+      // The decoder's top-k, best first: the best not suppressed (the step asks for one more per suppressed token).
+      const k = scores.kind === 'topk' ? scores.k : 2;
+      let pick = 0;
+      while (pick < k - 1 && suppressed(Number(scores.ids[base + pick]!))) pick++;
       token = Number.isNaN(scores.values[base + pick]!) ? -1 : Number(scores.ids[base + pick]!);
     } else {
-      // The hot loop of a greedy step (vocab × rows per step): plain argmax first; the suppressed `</s>`
+      // The hot loop of a greedy step (vocab × rows per step): plain argmax first; a suppressed winner
       // costs a second scan only in the rare step where it won.
-      token = argmax(scores.data, base, scores.vocab, -1);
-      if (token === eosId && suppressEos) token = argmax(scores.data, base, scores.vocab, eosId);
+      token = argmax(scores.data, base, scores.vocab);
+      if (token >= 0 && suppressed(token)) token = argmaxAllowed(scores.data, base, scores.vocab, suppressed);
     }
     if (token < 0) token = eosId; // NaN logits: end the row rather than emit garbage forever
     if (token === eosId && constraints && !constraints.mayEnd(progress)) token = constraints.nextStart(progress);
@@ -179,6 +188,7 @@ function constrainedCandidates(
   constraints: Constraints,
   left: number,
   suppressEos: boolean,
+  banned: readonly number[],
   eosId: number,
   offer: (score: number, token: number, source: number) => void,
 ): void {
@@ -206,7 +216,7 @@ function constrainedCandidates(
   if (forced !== undefined) return offer(scoreOf(forced), forced, r);
   const endScore = holdEnd ? scoreOf(eosId) : -Infinity;
   for (const token of candidates) {
-    if ((suppressEos || holdEnd) && token === eosId) continue;
+    if (((suppressEos || holdEnd) && token === eosId) || banned.includes(token)) continue;
     offer(token === termStart ? Math.max(scoreOf(token), endScore) : scoreOf(token), token, r);
   }
 }
@@ -215,13 +225,34 @@ function* tokenIds(vocab: number): Generator<number> {
   for (let v = 0; v < vocab; v++) yield v;
 }
 
-/** Index of the largest of `logits[base … base+vocab)`, skipping `skip`; -1 when every value is NaN. */
-function argmax(logits: Float32Array, base: number, vocab: number, skip: number): number {
+/** Whether a greedy row may not write a token now: `</s>` before `minNewTokens`, a bad word always. */
+function suppression(settings: SearchSettings, generated: number, eosId: number): (token: number) => boolean {
+  const suppressEos = generated < settings.minNewTokens;
+  const banned = settings.suppressTokenIds ?? [];
+  return (token) => (suppressEos && token === eosId) || banned.includes(token);
+}
+
+/** Index of the largest of `logits[base … base+vocab)`; -1 when every value is NaN. */
+function argmax(logits: Float32Array, base: number, vocab: number): number {
   let best = -Infinity;
   let index = -1;
   for (let v = 0; v < vocab; v++) {
     const value = logits[base + v]!;
-    if (value > best && v !== skip) {
+    if (value > best) {
+      best = value;
+      index = v;
+    }
+  }
+  return index;
+}
+
+/** `argmax` over the tokens `suppressed` allows. */
+function argmaxAllowed(logits: Float32Array, base: number, vocab: number, suppressed: (t: number) => boolean): number {
+  let best = -Infinity;
+  let index = -1;
+  for (let v = 0; v < vocab; v++) {
+    const value = logits[base + v]!;
+    if (value > best && !suppressed(v)) {
       best = value;
       index = v;
     }
@@ -257,7 +288,7 @@ function beam(
   const { settings } = state;
   const generated = rows[start]!.hyp.tokens.length; // equal for all live beams of a sequence
   const successors: { source: number; hyp: Hypothesis }[] = [];
-  if (generated === 0) {
+  if (generated === 0 && settings.forcedTokenId !== NO_FORCED_TOKEN) {
     // The forced token has probability 1, so one hypothesis continues (HF keeps numBeams copies, all
     // but one at −1e9, which is the same search at numBeams times the cost).
     const hyp = rows[start]!.hyp;
@@ -265,6 +296,7 @@ function beam(
   } else {
     const width = 2 * settings.numBeams;
     const suppressEos = generated < settings.minNewTokens;
+    const banned = settings.suppressTokenIds ?? [];
     const constraints = settings.constraints;
     // Top `width` candidates over all live beams, kept sorted (descending) by insertion.
     const top: Candidate[] = [];
@@ -286,6 +318,7 @@ function beam(
           constraints,
           settings.maxNewTokens - generated,
           suppressEos,
+          banned,
           eosId,
           offer,
         );
@@ -297,7 +330,7 @@ function beam(
         const shift = rows[r]!.hyp.logprob - scores.logSumExp[r]!;
         for (let j = r * scores.k; j < (r + 1) * scores.k; j++) {
           const token = Number(scores.ids[j]!);
-          if (!(suppressEos && token === eosId)) offer(scores.values[j]! + shift, token, r);
+          if (!(suppressEos && token === eosId) && !banned.includes(token)) offer(scores.values[j]! + shift, token, r);
         }
         continue;
       }
@@ -306,7 +339,7 @@ function beam(
       const shift = rows[r]!.hyp.logprob - logSumExp(logits, base, vocab);
       // The hot loop of a host-scanned beam step (vocab × beams): `offer` inlined.
       for (let v = 0; v < vocab; v++) {
-        if (suppressEos && v === eosId) continue;
+        if ((suppressEos && v === eosId) || (banned.length > 0 && banned.includes(v))) continue;
         const score = logits[base + v]! + shift;
         if (top.length === width && !(score > top[width - 1]!.score)) continue;
         let at = top.length === width ? width - 1 : top.length;

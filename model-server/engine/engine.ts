@@ -13,7 +13,7 @@
  * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
 import type { DeviceInfo } from '../protocol.js';
-import type { Hypothesis, SearchSettings } from './decoding.js';
+import { type Hypothesis, NO_FORCED_TOKEN, type SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
 import { Generator, type GeneratorStats, type SubmitOptions } from './loop/generate.js';
 import { loadModelConfig, type ModelConfig } from './model-config.js';
@@ -137,9 +137,14 @@ export class TranslationEngine {
     return this.#maxBatchRows;
   }
 
-  /** Language codes served (the tokenizer's), sorted. */
+  /** Source language codes read (the tokenizer's own and their ISO 639-1 aliases), sorted. */
   languages(): string[] {
     return [...this.#tokenizer.languages()];
+  }
+
+  /** Target language codes written, sorted (a Marian model's one; the others' every language). */
+  targetLanguages(): string[] {
+    return [...this.#tokenizer.targetLanguages()];
   }
 
   stats(): Readonly<GeneratorStats> {
@@ -153,7 +158,7 @@ export class TranslationEngine {
 
   /** Validate languages and tokenize. @throws ServeError UNKNOWN_LANGUAGE naming the field and code */
   prepare(row: TranslateRow): PreparedRow {
-    const forcedTokenId = this.#tokenizer.languageId(row.tgtLang, 'tgt_lang');
+    const forcedTokenId = this.#tokenizer.forcedTokenId(row.tgtLang);
     const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang);
     return { inputIds: ids, forcedTokenId, truncated };
   }
@@ -245,15 +250,18 @@ export class TranslationEngine {
     // alone, step.ts); a GPU's reads whatever lies there and answers garbage. So off the CPU, ids are checked here.
     if (this.#sessions.device.kind !== 'cpu') {
       const vocab = this.#config.vocabSize;
-      const bad = [...inputIds, settings.forcedTokenId].find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
+      const forced = settings.forcedTokenId === NO_FORCED_TOKEN ? [] : [settings.forcedTokenId];
+      const bad = [...inputIds, ...forced].find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
       if (bad !== undefined) {
         return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`));
       }
     }
     const { runs } = this.#search;
-    // The graph stops a beam search once numBeams hypotheses are finished (greedy rows are the case of one beam).
+    // The graph stops a beam search once numBeams hypotheses are finished (greedy rows are the case of one beam); it
+    // forces a first token and suppresses none but `</s>`, so Marian's rows take the step loop.
     const stopsEarly = settings.numBeams === 1 || settings.earlyStopping;
-    if (runs !== null && !ranked && settings.constraints === undefined && stopsEarly) {
+    const graphFits = settings.forcedTokenId !== NO_FORCED_TOKEN && (settings.suppressTokenIds?.length ?? 0) === 0;
+    if (runs !== null && !ranked && settings.constraints === undefined && stopsEarly && graphFits) {
       return runs.submit({ inputIds, forcedTokenId: settings.forcedTokenId }, settings, options);
     }
     return this.#generator.submit({ inputIds, settings }, options);
@@ -270,7 +278,11 @@ export class TranslationEngine {
     return this.#closed;
   }
 
-  #settings(sourceTokens: number, forcedTokenId: number, options: TranslateOptions): SearchSettings {
+  #settings(
+    sourceTokens: number,
+    forcedTokenId: number,
+    options: TranslateOptions,
+  ): SearchSettings & { suppressTokenIds: readonly number[] } {
     const generation = this.#config.generation;
     const pick = <K extends keyof TranslateOptions>(key: K): TranslateOptions[K] => options[key] ?? this.#defaults[key];
     const alternatives = options.alternatives ?? 0;
@@ -308,6 +320,7 @@ export class TranslationEngine {
       minNewTokens,
       lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
       earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
+      suppressTokenIds: this.#config.suppressTokenIds,
       ...(constraints ? { constraints } : {}),
     };
   }

@@ -18,6 +18,8 @@ export interface ModelConfig {
   decoderStartTokenId: number;
   eosTokenId: number;
   padTokenId: number;
+  /** Tokens never generated: generation_config.json's `bad_words_ids` (Marian's `<pad>`, which starts decoding). */
+  suppressTokenIds: readonly number[];
   /** Longest tokenized input, special tokens included (min of tokenizer and position limits). */
   maxInputTokens: number;
   generation: GenerationDefaults;
@@ -85,6 +87,8 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     int(config, 'config.json', 'max_length', 200),
   );
   const numBeams = int(generation, 'generation_config.json', 'num_beams', 1);
+  const vocabSize = size('vocab_size');
+  const suppressTokenIds = badWords(generation.bad_words_ids ?? config.bad_words_ids, vocabSize);
   const lengthPenalty = generation.length_penalty ?? 1.0;
   if (typeof lengthPenalty !== 'number') {
     throw new ServeError('WORKER_START_FAILED', 'generation_config.json: "length_penalty" must be a number.');
@@ -95,7 +99,7 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     decoderLayers: size('decoder_layers'),
     encoderHeads: size('encoder_attention_heads'),
     decoderHeads: size('decoder_attention_heads'),
-    vocabSize: size('vocab_size'),
+    vocabSize,
     maxPositions,
     decoderStartTokenId: int(
       generation,
@@ -105,6 +109,7 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     ),
     eosTokenId,
     padTokenId: int(config, 'config.json', 'pad_token_id', 1),
+    suppressTokenIds,
     maxInputTokens: Math.min(tokenizerLimit, maxPositions),
     generation: Object.freeze({
       maxNewTokens: Math.max(1, Math.min(maxLength, maxPositions) - 1),
@@ -113,4 +118,23 @@ export function loadModelConfig(modelDir: string): ModelConfig {
       earlyStopping: generation.early_stopping === true,
     }),
   });
+}
+
+/** One-token `bad_words_ids` as ids. @throws ServeError WORKER_START_FAILED for a longer bad word, which no family uses. */
+function badWords(value: unknown, vocabSize: number): readonly number[] {
+  if (value === undefined || value === null) return Object.freeze([]);
+  const where = 'generation_config.json: "bad_words_ids"';
+  if (!Array.isArray(value)) throw new ServeError('WORKER_START_FAILED', `${where} must be a list of token id lists.`);
+  return Object.freeze(
+    value.map((word: unknown) => {
+      const id: unknown = Array.isArray(word) && word.length === 1 ? word[0] : undefined;
+      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= vocabSize) {
+        throw new ServeError(
+          'WORKER_START_FAILED',
+          `${where}: ${JSON.stringify(word)} is not one token id below vocab_size ${vocabSize} (bad words of several tokens are not supported).`,
+        );
+      }
+      return id;
+    }),
+  );
 }

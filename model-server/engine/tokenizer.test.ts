@@ -26,7 +26,7 @@ describe('TranslationTokenizer', () => {
 
   it('encodes M2M100-style: [__src__] tokens </s>', () => {
     const { ids, truncated } = tokenizer.encode('hello world', 'ko');
-    expect(ids[0]).toBe(tokenizer.languageId('ko', 'src_lang'));
+    expect(ids[0]).toBe(tokenizer.forcedTokenId('ko'));
     expect(ids.at(-1)).toBe(2);
     expect(ids.length).toBeGreaterThan(2);
     expect(truncated).toBe(false);
@@ -48,7 +48,7 @@ describe('TranslationTokenizer', () => {
 
   it('decodes without special tokens (start, language, </s>, padding)', () => {
     const body = tokenizer.encode('good morning', 'en').ids.slice(1, -1);
-    const de = tokenizer.languageId('de', 'tgt_lang');
+    const de = tokenizer.forcedTokenId('de');
     expect(tokenizer.decode([2, de, ...body, 2, 1, 1])).toBe('good morning');
   });
 
@@ -58,7 +58,7 @@ describe('TranslationTokenizer', () => {
     const { ids, truncated } = tokenizer.encode(long, 'en');
     expect(truncated).toBe(true);
     expect(ids).toHaveLength(config.maxInputTokens);
-    expect(ids[0]).toBe(tokenizer.languageId('en', 'src_lang'));
+    expect(ids[0]).toBe(tokenizer.forcedTokenId('en'));
     expect(ids.at(-1)).toBe(2);
     // The kept tokens are the text's first ones.
     const full = tokenizer.encode(long.slice(0, 200), 'en').ids;
@@ -81,7 +81,7 @@ describe('TranslationTokenizer', () => {
       type: 'BadRequestException',
       message: `Unknown src_lang "xx". Supported languages: ${SUPPORTED}.`,
     });
-    const tgt = attempt(() => tokenizer.languageId('EN', 'tgt_lang')) as ServeError;
+    const tgt = attempt(() => tokenizer.forcedTokenId('EN')) as ServeError;
     expect(tgt.code).toBe('UNKNOWN_LANGUAGE');
     expect(tgt.message).toBe(`Unknown tgt_lang "EN". Supported languages: ${SUPPORTED}.`);
   });

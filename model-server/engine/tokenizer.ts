@@ -1,105 +1,145 @@
 /**
- * @module engine/tokenizer — M2M100 tokenization on `@huggingface/tokenizers` (pure JS): the language
- * codes a model knows, `[__src__] tokens </s>` encoding with truncation, and decoding without specials.
+ * @module engine/tokenizer — translation tokenization on `@huggingface/tokenizers` (pure JS), for each family as
+ * its export's files say (never its folder name): tokenizer_config.json's `tokenizer_class` names how languages are
+ * spelt (M2M100 `__en__`, NLLB `eng_Latn`, mBART-50 `en_XX`; Marian none, its one pair in `source_lang` and
+ * `target_lang`), tokenizer.json's post-processor template where the source language and `</s>` go (as
+ * transformers.js, which swaps the source language into the template's first language token: NLLB's legacy
+ * template puts it after `</s>`). Encoding truncates the text to fit; decoding drops specials.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ServeError } from '../../common/errors.js';
-
-/** M2M100's language tokens: `__en__`, `__ast__`. */
-const LANGUAGE_TOKEN = /^__([a-z]{2,3})__$/;
+import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import { NO_FORCED_TOKEN } from './decoding.js';
 
 /** Which request field a language code came from, for error messages. */
 export type LanguageField = 'src_lang' | 'tgt_lang';
 
 export interface EncodedSource {
-  /** `[__src__] tokens </s>`, at most `maxInputTokens` long. */
+  /** The template's tokens with the text's (`[__src__] tokens </s>` for M2M100), at most `maxInputTokens` long. */
   ids: number[];
   /** Whether the text had to be cut to fit. */
   truncated: boolean;
 }
 
+/** One place of the post-processor template: the text, the source language, or a fixed special token. */
+type TemplateItem = 'text' | 'source' | number;
+
+/** What the tokenizer files say about languages. */
+interface Languages {
+  /** Codes a source may be given in (the model's own and their ISO 639-1 aliases) → token id (-1: Marian's). */
+  sources: ReadonlyMap<string, number>;
+  targets: ReadonlyMap<string, number>;
+}
+
+type Json = Record<string, unknown>;
+
 export class TranslationTokenizer {
   readonly #tokenizer: Tokenizer;
-  readonly #languageIds: ReadonlyMap<string, number>;
-  readonly #eosId: number;
+  readonly #languages: Languages;
+  readonly #template: readonly TemplateItem[];
   readonly #maxInputTokens: number;
-  /** Sorted codes, for error messages and `languages()`. */
-  readonly #codes: readonly string[];
   /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
   readonly #unwritable: ReadonlySet<number>;
 
-  private constructor(tokenizer: Tokenizer, languageIds: Map<string, number>, eosId: number, maxInputTokens: number) {
+  private constructor(
+    tokenizer: Tokenizer,
+    languages: Languages,
+    template: TemplateItem[],
+    eosId: number,
+    maxInputTokens: number,
+  ) {
     this.#tokenizer = tokenizer;
-    this.#languageIds = languageIds;
-    this.#eosId = eosId;
+    this.#languages = languages;
+    this.#template = template;
     this.#maxInputTokens = maxInputTokens;
-    this.#codes = Object.freeze([...languageIds.keys()].sort());
     const specials = [...tokenizer.get_added_tokens_decoder()].filter(([, token]) => token.special).map(([id]) => id);
     this.#unwritable = new Set([...specials, eosId, tokenizer.token_to_id('<unk>') ?? -1]);
   }
 
   /**
-   * Load `tokenizer.json` (+ `tokenizer_config.json` when present) from a model folder.
+   * Load `tokenizer.json` and `tokenizer_config.json` from a model folder.
    * @param maxInputTokens longest encoding, special tokens included (≥ 3)
+   * @throws ServeError WORKER_START_FAILED naming the file that is missing, unreadable or disagrees
    */
   static load(modelDir: string, options: { eosTokenId: number; maxInputTokens: number }): TranslationTokenizer {
-    const read = (name: string, required: boolean): object => {
+    const file = (name: string) => path.join(modelDir, name);
+    const read = (name: string): Json => {
       try {
-        return JSON.parse(readFileSync(path.join(modelDir, name), 'utf8')) as object;
+        return JSON.parse(readFileSync(file(name), 'utf8')) as Json;
       } catch (err) {
-        if (!required && (err as NodeJS.ErrnoException).code === 'ENOENT') return {};
-        throw new ServeError(
-          'WORKER_START_FAILED',
-          `Cannot read ${path.join(modelDir, name)}: ${(err as Error).message}`,
-          {
-            cause: err,
-          },
-        );
+        throw new ServeError('WORKER_START_FAILED', `Cannot read ${file(name)}: ${(err as Error).message}`, {
+          cause: err,
+        });
       }
     };
-    const tokenizer = new Tokenizer(read('tokenizer.json', true), read('tokenizer_config.json', false));
-    const languageIds = new Map<string, number>();
-    for (const [id, token] of tokenizer.get_added_tokens_decoder()) {
-      const match = LANGUAGE_TOKEN.exec(token.content);
-      if (match && token.special) languageIds.set(match[1]!, id);
+    const json = read('tokenizer.json');
+    const config = read('tokenizer_config.json');
+    const className = String(config.tokenizer_class ?? '').replace(/Fast$/, '');
+    const pattern = LANGUAGE_TOKENS[className];
+    if (pattern === undefined) {
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `${file('tokenizer_config.json')}: "tokenizer_class" ${JSON.stringify(config.tokenizer_class ?? null)} is not one of ${Object.keys(LANGUAGE_TOKENS).join(', ')}.`,
+      );
     }
-    if (languageIds.size === 0) {
-      throw new ServeError('WORKER_START_FAILED', `${modelDir}/tokenizer.json has no language tokens (__xx__).`);
+    const tokenizer = new Tokenizer(json, config);
+    const languages =
+      pattern === null ? pairOf(file('tokenizer_config.json'), config, tokenizer) : languageTokens(tokenizer, pattern);
+    if (languages.sources.size === 0) {
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `${file('tokenizer.json')} has no language tokens for its ${className} (such as ${LANGUAGE_TOKEN_EXAMPLE[className]}).`,
+      );
     }
-    if (options.maxInputTokens < 3) throw new RangeError('maxInputTokens must be at least 3');
-    return new TranslationTokenizer(tokenizer, languageIds, options.eosTokenId, options.maxInputTokens);
+    const template = templateOf(json, tokenizer, pattern, file('tokenizer.json'));
+    if (options.maxInputTokens < template.length + 1) throw new RangeError('maxInputTokens leaves no room for text');
+    return new TranslationTokenizer(tokenizer, languages, template, options.eosTokenId, options.maxInputTokens);
   }
 
-  /** Language codes this tokenizer knows, sorted. */
+  /** Source language codes this tokenizer reads (the model's own and their ISO 639-1 aliases), sorted. */
   languages(): readonly string[] {
-    return this.#codes;
+    return [...this.#languages.sources.keys()].sort();
+  }
+
+  /** Target language codes, sorted. */
+  targetLanguages(): readonly string[] {
+    return [...this.#languages.targets.keys()].sort();
   }
 
   hasLanguage(code: string): boolean {
-    return this.#languageIds.has(code);
+    return this.#languages.sources.has(code);
   }
 
-  /** Token id of `__code__`. @throws ServeError UNKNOWN_LANGUAGE naming the field, the code and the supported codes. */
-  languageId(code: string, field: LanguageField): number {
-    const id = this.#languageIds.get(code);
+  /**
+   * The first token forced for target `code` (its language token), or `NO_FORCED_TOKEN` for a model without them.
+   * @throws ServeError UNKNOWN_LANGUAGE naming the field, the code and the supported codes
+   */
+  forcedTokenId(code: string): number {
+    return this.#languageId(this.#languages.targets, code, 'tgt_lang');
+  }
+
+  #languageId(map: ReadonlyMap<string, number>, code: string, field: LanguageField): number {
+    const id = map.get(code);
     if (id === undefined) {
       throw new ServeError(
         'UNKNOWN_LANGUAGE',
-        `Unknown ${field} "${code}". Supported languages: ${this.#codes.join(', ')}.`,
+        `Unknown ${field} "${code}". Supported languages: ${[...map.keys()].sort().join(', ')}.`,
       );
     }
     return id;
   }
 
-  /** `[__src__] tokens </s>`, truncating the text's tokens (as the seed's `truncation=True`). */
+  /** The template around the text's tokens, the text truncated to fit (as the seed's `truncation=True`). */
   encode(text: string, srcLang: string): EncodedSource {
-    const languageId = this.languageId(srcLang, 'src_lang');
+    const languageId = this.#languageId(this.#languages.sources, srcLang, 'src_lang');
     const tokens = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
-    const room = this.#maxInputTokens - 2;
+    const room = this.#maxInputTokens - (this.#template.length - 1);
     const truncated = tokens.length > room;
-    return { ids: [languageId, ...(truncated ? tokens.slice(0, room) : tokens), this.#eosId], truncated };
+    const kept = truncated ? tokens.slice(0, room) : tokens;
+    const ids = this.#template.flatMap((item) => (item === 'text' ? kept : item === 'source' ? [languageId] : [item]));
+    return { ids, truncated };
   }
 
   /**
@@ -121,4 +161,82 @@ export class TranslationTokenizer {
   decode(ids: readonly number[]): string {
     return this.#tokenizer.decode(ids as number[], { skip_special_tokens: true });
   }
+}
+
+/** The language tokens matching `pattern`, by their own code and by ISO 639-1 alias where one is known. */
+function languageTokens(tokenizer: Tokenizer, pattern: RegExp): Languages {
+  const ids = new Map<string, number>();
+  for (const [id, token] of tokenizer.get_added_tokens_decoder()) {
+    const match = pattern.exec(token.content);
+    if (match && token.special) ids.set(match[1]!, id);
+  }
+  for (const [code, id] of [...ids]) {
+    const alias = isoAlias(code);
+    if (alias !== undefined && !ids.has(alias)) ids.set(alias, id);
+  }
+  return { sources: ids, targets: ids };
+}
+
+/** A Marian model's one pair, from tokenizer_config.json. @throws ServeError naming the file when it says none */
+function pairOf(file: string, config: Json, tokenizer: Tokenizer): Languages {
+  const code = (key: string) => {
+    const value = config[key];
+    if (typeof value !== 'string' || !/^[a-z]{2,3}$/.test(value)) {
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `${file}: "${key}" must name the model's language (ISO 639-1, such as "en"), got ${JSON.stringify(value ?? null)}.`,
+      );
+    }
+    return value;
+  };
+  if (config.separate_vocabs === true) {
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `${file}: "separate_vocabs" is true: its target vocabulary is not in tokenizer.json, so translations could not be decoded.`,
+    );
+  }
+  if ([...tokenizer.get_added_tokens_decoder()].some(([, t]) => /^>>\w+<<$/.test(t.content))) {
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `${file}: a Marian model with several targets (>>xx<< tokens) is not supported; use one export per pair.`,
+    );
+  }
+  return {
+    sources: new Map([[code('source_lang'), NO_FORCED_TOKEN]]),
+    targets: new Map([[code('target_lang'), NO_FORCED_TOKEN]]),
+  };
+}
+
+/**
+ * tokenizer.json's single-text template as items: where the text, the source language and each fixed special go.
+ * @throws ServeError naming the file when a family with languages has no language token in it
+ */
+function templateOf(json: Json, tokenizer: Tokenizer, pattern: RegExp | null, file: string): TemplateItem[] {
+  const processor = json.post_processor as Json | null | undefined;
+  const processors = processor?.type === 'Sequence' ? ((processor.processors ?? []) as Json[]) : [processor];
+  const single = processors.find((p) => p?.type === 'TemplateProcessing')?.single as Json[] | undefined;
+  let source = false;
+  const items: TemplateItem[] = (single ?? [{ Sequence: { id: 'A' } }]).map((item) => {
+    if ('Sequence' in item) return 'text';
+    const token = String((item.SpecialToken as Json | undefined)?.id);
+    if (!source && pattern !== null && pattern.test(token)) {
+      source = true;
+      return 'source';
+    }
+    const id = tokenizer.token_to_id(token);
+    if (id === undefined) {
+      throw new ServeError(
+        'WORKER_START_FAILED',
+        `${file}: the post-processor's token ${JSON.stringify(token)} is not in the vocabulary.`,
+      );
+    }
+    return id;
+  });
+  if (pattern !== null && !source) {
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `${file}: the post-processor template has no language token, so the source language would not be written.`,
+    );
+  }
+  return items;
 }

@@ -3,6 +3,7 @@
  * (TorchServe's `/predictions` in inference-api.ts, the Open Inference Protocol's `/v2/.../infer` in kserve-api.ts):
  * plan the jobs, admit them, wait for their answers, abandon them if the client goes away, count the request.
  */
+import { targetOf } from '../../common/config/setup-config.js';
 import { ServeError, toServeError } from '../../common/errors.js';
 import type { JsonValue } from '../../common/strict-utf8.js';
 import { createRequestParser } from '../../common/translation-contract.js';
@@ -74,7 +75,8 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
     const plan =
       entry.handler === 'translation'
         ? await deps.textPool.plan(parseTranslationRequest(decoded), {
-            tgtLang: entry.name,
+            // A pair's entry (`en-de`) translates into its target.
+            tgtLang: targetOf(entry.name),
             readable: deps.manager.readableLanguages(entry),
             limits: deps.translationLimits,
             ...(deps.glossaries ? { glossaries: deps.glossaries } : {}),

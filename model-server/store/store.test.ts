@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { resolveEntry } from '../../common/entry.js';
-import { archiveModels, ARCHIVER_VERSION } from '../tools/archiver.js';
+import { archiveModels, archiveSetupConfig, ARCHIVER_VERSION } from '../tools/archiver.js';
 import { formatCreatedOn, manifestPath, resolveStoreEntry } from './manifest.js';
 
 describe('store: archiver, manifests, url resolution', () => {
@@ -38,6 +38,16 @@ describe('store: archiver, manifests, url resolution', () => {
     expect(resolveStoreEntry(store, 'en').manifest.model.modelName).toBe('en');
     // The seed registers `ko.mar`: the same entry.
     expect(resolveStoreEntry(store, 'ko.mar').dir).toBe(path.join(store, 'ko'));
+  });
+
+  it("archives setup_config.json: its languages on the model folder, each pair on the pair's own", () => {
+    const opus = path.join(dir, 'models', 'opus-mt-en-de');
+    mkdirSync(opus, { recursive: true });
+    const setup = { cuda_id: { ko: '0', de: '1' }, pairs: { 'en-de': { model_dir: opus, cuda_id: '0' } } };
+    const files = archiveSetupConfig(setup, { modelDir, store, handler: 'translation' });
+    expect(files).toEqual(['ko', 'de', 'en-de'].map((name) => manifestPath(path.join(store, name))));
+    const dirOf = (name: string) => resolveStoreEntry(store, name).manifest.model.modelDir;
+    expect(['ko', 'de', 'en-de'].map(dirOf)).toEqual([modelDir, modelDir, opus]);
   });
 
   it('refuses bad options naming them', () => {

@@ -43,7 +43,11 @@ export async function transformersReference(root: string, name: string, dtype: '
   return {
     async translate(row: TranslateRow, maxNewTokens: number): Promise<ReferenceTranslation> {
       const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      const inputs = tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs);
+      // Marian's tokenizer has no languages: a model is one pair, and nothing is forced.
+      const inputs =
+        '_build_translation_inputs' in tokenizer
+          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
+          : tokenizer(row.text, { truncation: true });
       const output = await model.generate({
         ...inputs,
         forced_bos_token_id: kwargs.forced_bos_token_id,
@@ -58,6 +62,75 @@ export async function transformersReference(root: string, name: string, dtype: '
         text: tokenizer.decode(tokenIds, { skip_special_tokens: true }),
       };
     },
+    /**
+     * Beam search over transformers.js' logits, one row, the decoder run on the whole prefix each step (no cache):
+     * HF's BeamSearchScorer as decoding.ts documents it (2·numBeams candidates, a `</s>` ranked below numBeams
+     * dropped, scores sum(logprob) / length (length penalty 1), done at numBeams finished with `earlyStopping`, else
+     * once the best live beam cannot beat the worst finished one), the forced first token and
+     * generation_config's one-token bad words as HF's processors apply them (transformers.js' own `num_beams` is
+     * greedy). Returns the best hypothesis' tokens after the decoder start token.
+     */
+    async beam(row: TranslateRow, numBeams: number, maxNewTokens: number, earlyStopping = true): Promise<number[]> {
+      const { Tensor } = await import('@huggingface/transformers');
+      const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
+      const inputs =
+        '_build_translation_inputs' in tokenizer
+          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
+          : tokenizer(row.text, { truncation: true });
+      const forced = kwargs.forced_bos_token_id as number | undefined;
+      const config = model.generation_config;
+      const eos = Number(config.eos_token_id);
+      const start = Number(config.decoder_start_token_id);
+      const banned = new Set<number>((config.bad_words_ids ?? []).map((w: number[]) => w[0]));
+      let live: { tokens: number[]; logprob: number }[] = [{ tokens: [], logprob: 0 }];
+      const finished: { tokens: number[]; score: number }[] = [];
+      const keep = (tokens: number[], logprob: number, length: number) => {
+        finished.push({ tokens, score: logprob / length });
+        finished.sort((x, y) => y.score - x.score);
+        finished.splice(numBeams);
+      };
+      for (let step = 0; step < maxNewTokens; step++) {
+        const candidates: { tokens: number[]; logprob: number; token: number }[] = [];
+        for (const hyp of live) {
+          const prefix = [start, ...hyp.tokens];
+          const out = await model({
+            ...inputs,
+            decoder_input_ids: new Tensor('int64', BigInt64Array.from(prefix, BigInt), [1, prefix.length]),
+          });
+          const vocab = out.logits.dims[2] as number;
+          const last = (out.logits.data as Float32Array).subarray((prefix.length - 1) * vocab, prefix.length * vocab);
+          if (step === 0 && forced !== undefined) {
+            candidates.push({ tokens: hyp.tokens, logprob: hyp.logprob, token: forced });
+            continue;
+          }
+          let max = -Infinity;
+          for (const v of last) max = Math.max(max, v);
+          let sum = 0;
+          for (const v of last) sum += Math.exp(v - max);
+          const norm = max + Math.log(sum);
+          last.forEach((v, token) => {
+            if (!banned.has(token)) candidates.push({ tokens: hyp.tokens, logprob: hyp.logprob + v - norm, token });
+          });
+        }
+        candidates.sort((x, y) => y.logprob - x.logprob || x.token - y.token);
+        const next: typeof live = [];
+        candidates.slice(0, 2 * numBeams).forEach((c, rank) => {
+          const tokens = [...c.tokens, c.token];
+          if (c.token !== eos) {
+            if (next.length < numBeams) next.push({ tokens, logprob: c.logprob });
+          } else if (rank < numBeams) keep(tokens, c.logprob, tokens.length);
+        });
+        live = next;
+        const full = finished.length >= numBeams;
+        const unbeatable =
+          full && live.length > 0 && finished.at(-1)!.score >= live[0]!.logprob / live[0]!.tokens.length;
+        if (live.length === 0 || (full && (earlyStopping || unbeatable))) break;
+        if (step === maxNewTokens - 1) for (const hyp of live) keep(hyp.tokens, hyp.logprob, hyp.tokens.length + 1);
+      }
+      return finished[0]!.tokens;
+    },
+    /** Text of token ids, specials skipped (as a translation's). */
+    decode: (ids: number[]): string => tokenizer.decode(ids, { skip_special_tokens: true }),
     dispose: (): Promise<void> => model.dispose(),
   };
 }

@@ -5,6 +5,7 @@
  */
 import { existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { SetupConfig } from '../../common/config.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import {
   formatCreatedOn,
@@ -30,6 +31,18 @@ export interface ArchiveOptions {
   version?: string;
   /** Time written as createdOn (default now). */
   now?: Date;
+}
+
+/**
+ * The entries setup_config.json names: one per language of `cuda_id` referring to `options.modelDir`, and one per
+ * pair of `pairs` referring to that pair's `model_dir`. Returns the manifest paths.
+ */
+export function archiveSetupConfig(setup: SetupConfig, options: Omit<ArchiveOptions, 'names'>): string[] {
+  const files = archiveModels({ ...options, names: Object.keys(setup.cuda_id) });
+  for (const [pair, { model_dir: modelDir }] of Object.entries(setup.pairs ?? {})) {
+    files.push(...archiveModels({ ...options, modelDir, names: [pair] }));
+  }
+  return files;
 }
 
 /** Write (or overwrite) one entry per name; returns the manifest paths. @throws Error naming the bad option. */

@@ -4,8 +4,10 @@
  * will get. model-manager.ts checks it against the registry and registers it.
  */
 import type { ModelServerConfig, SetupConfig } from '../../common/config.js';
+import { deviceOf, targetOf } from '../../common/config/setup-config.js';
 import { ServeError } from '../../common/errors.js';
 import type { Logger } from '../../common/logger.js';
+import { checkExport } from '../store/export-check.js';
 import { DEFAULT_MODEL_VERSION, MODEL_NAME_PATTERN, RUNTIMES, resolveStoreEntry } from '../store/manifest.js';
 import { HANDLER_NAMES, isHandlerName } from '../worker/handlers/index.js';
 import type { BatcherOptions } from './batcher.js';
@@ -31,7 +33,7 @@ export interface RegisterRequest {
 /** What a registration reads besides the request. */
 export interface RegistrationContext {
   config: ModelServerConfig;
-  /** setup_config.json (languages → GPU id); models it does not name run on the CPU. */
+  /** setup_config.json (languages and pairs → GPU id); models it does not name run on the CPU. */
   setupConfig: SetupConfig | undefined;
   cuda: CudaAvailability;
   /** Whether GPU-pinned models may run on WebGPU when CUDA is unusable (default: not probed, so the CPU). */
@@ -54,7 +56,8 @@ export const DEFAULT_STARTUP_TIMEOUT_S = 120;
 
 /**
  * Read the request's store entry, fingerprint its folder and check its parameters (not yet against the registry).
- * @throws ServeError BAD_REQUEST (runtime, model name or handler), or the store entry's errors
+ * @throws ServeError BAD_REQUEST (runtime, model name, handler, or a translation export whose files disagree), or the
+ * store entry's errors
  */
 export async function resolveRegistration(request: RegisterRequest, ctx: RegistrationContext): Promise<Registration> {
   const { config, log } = ctx;
@@ -75,7 +78,9 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
       `Parameter handler must be one of ${HANDLER_NAMES.join(', ')}, got: ${handler}`,
     );
   }
-  const placement = placeModel(ctx.setupConfig?.cuda_id[name], ctx.cuda, ctx.webgpu);
+  // A folder whose files disagree is refused here, naming the file, before anything is registered or spawned.
+  if (handler === 'translation') checkExport(stored.modelDir, targetOf(name));
+  const placement = placeModel(deviceOf(ctx.setupConfig, name), ctx.cuda, ctx.webgpu);
   const workers =
     request.initialWorkers ??
     (placement.device.kind === 'cpu' ? config.defaultWorkersPerModel : gpuWorkers(config.gpuWorkers, placement.device));

@@ -185,8 +185,8 @@ describe('model server stopped and restarted; a model that cannot load (real mod
     expect(after.toJSON()).toMatchObject({ sent: 80, ok: 80, unanswered: 0 });
   });
 
-  it('a model whose worker cannot load: registration fails with a clear 500, it is not left registered, the others keep serving', async () => {
-    // A store entry whose model folder holds no model: the translation handler's load fails for real.
+  it('a model folder that holds no model: registration is refused naming the missing file, nothing is left registered, the others keep serving', async () => {
+    // A store entry whose model folder holds no model: the registration's check of the export refuses it.
     const empty = path.join(stack.dir, 'empty-model');
     mkdirSync(empty);
     archiveModels({ modelDir: empty, store: stack.store, names: ['broken'], handler: 'translation' });
@@ -200,15 +200,14 @@ describe('model server stopped and restarted; a model that cannot load (real mod
     const tally = await traffic.stop();
 
     expect(res).toEqual({
-      status: 500,
+      status: 400,
       body: {
-        code: 500,
-        type: 'InternalServerException',
-        message: 'Failed to start workers for model broken version: 1.0',
+        code: 400,
+        type: 'BadRequestException',
+        message: `Model ${path.join(empty, 'config.json')} is missing.`,
       },
     });
     expect((await fetch(`${stack.management}/models/broken`)).status).toBe(404);
-    expect(stack.modelServer.log()).toMatch(/Model file missing|config\.json/);
     expect(tally.toJSON()).toMatchObject({ errors: {}, unanswered: 0 });
     expect(tally.ok).toBe(tally.sent);
     expect((await send(`${stack.inference}/ping`)).status).toBe(200);

@@ -38,7 +38,10 @@ export function hostBytesOf(tensors: Iterable<ort.Tensor>): number {
 /** K = 2·numBeams + 1 of the widest beam sequence of `rows` (beam-head.ts), at least 2 (greedy rows read two). */
 export function candidates(ctx: CohortContext, rows: Cohort['rows']): number {
   let k = 2;
-  for (const row of rows)
-    if (row.state.settings.strategy === 'beam') k = Math.max(k, 2 * row.state.settings.numBeams + 1);
+  for (const { state } of rows) {
+    // One more candidate per token the row may not write (bad words), so enough allowed ones remain.
+    const banned = state.settings.suppressTokenIds?.length ?? 0;
+    k = Math.max(k, (state.settings.strategy === 'beam' ? 2 * state.settings.numBeams + 1 : 2) + banned);
+  }
   return Math.min(k, ctx.config.vocabSize);
 }

@@ -56,8 +56,13 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
   const dh = ctx.headDim;
   const first = cohort.crossCache === null;
   const { appendedCache, greedyTop2, beamTopK } = ctx.sessions.decoderOutputs;
-  // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row.
-  const top2 = greedyTop2 !== null && rows.every((r) => r.state.settings.strategy === 'greedy') ? greedyTop2 : null;
+  // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row; not when a row has
+  // bad words, which with a suppressed `</s>` could fill both places.
+  const top2 =
+    greedyTop2 !== null &&
+    rows.every((r) => r.state.settings.strategy === 'greedy' && !r.state.settings.suppressTokenIds?.length)
+      ? greedyTop2
+      : null;
   // Beam steps with the beam head in the graph fetch its top-k instead of the logits.
   const k = top2 === null && beamTopK && ctx.sessions.beamHead !== null ? candidates(ctx, rows) : 0;
   if (beamTopK) beamSwitch(feeds, k);

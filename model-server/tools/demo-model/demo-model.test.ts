@@ -119,8 +119,24 @@ describe('makeDemoModel', () => {
     expect((p.vocabSize * d + p.decoderLayers * decoderLayer) * 4).toBeLessThan(2 ** 31);
   });
 
+  it('opus-mt-en-de has Helsinki-NLP/opus-mt-en-de shapes and ≈74.4M parameters (frozen sinusoids counted)', () => {
+    const p = PRESETS['opus-mt-en-de']!;
+    expect(configJson(p)).toMatchObject({
+      model_type: 'marian',
+      d_model: 512,
+      encoder_layers: 6,
+      decoder_layers: 6,
+      vocab_size: 58101,
+      pad_token_id: 58100,
+      decoder_start_token_id: 58100,
+      eos_token_id: 0,
+    });
+    // 73,886,208 trainable + 2 × 512 × 512 frozen sinusoids (HF's model card rounds it to 74.4M).
+    expect(parameterCount(p)).toBe(74_410_496);
+  });
+
   it('writes exactly the parameters the formula counts', () => {
-    for (const preset of ['tiny', 'tiny-joinable']) {
+    for (const preset of ['tiny', 'tiny-joinable', 'tiny-nllb', 'tiny-mbart50', 'tiny-opus-mt-en-de']) {
       const summary = makeDemoModel(preset, tempDir());
       expect(summary.writtenParameters).toBe(parameterCount(PRESETS[preset]!));
     }

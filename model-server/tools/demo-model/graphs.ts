@@ -1,9 +1,11 @@
 /**
- * @module tools/demo-model/graphs — the encoder and decoder graphs of an M2M100-shaped transformer, in
+ * @module tools/demo-model/graphs — the encoder and decoder graphs of a BART-style translation transformer, in
  * the input/output layout of the Hugging Face ONNX export (see shared/M2M100_ONNX.md).
  *
- * The computation is M2M100's: scaled token embeddings plus sinusoidal positions (offset 2), pre-norm
- * layers (self-attention, cross-attention, ReLU feed-forward), final layer norms, an LM head.
+ * The computation is M2M100's (and NLLB's): scaled token embeddings plus sinusoidal positions (offset 2), pre-norm
+ * layers (self-attention, cross-attention, ReLU feed-forward), final layer norms, an LM head. mBART's learns its
+ * positions, normalises the embeddings and uses GELU; Marian's sinusoids start at 0, its layers normalise after the
+ * residual add, it has no final norms, uses SiLU and adds `final_logits_bias` (families.ts `FamilyTraits`).
  *
  * One optional addition over the export (`decoderSelfMask`): a `decoder_attention_mask` input over
  * cached + new decoder positions, from which positions are also derived. With it, rows whose caches have
@@ -12,12 +14,14 @@
  * where the engine merges only rows that have taken the same number of steps, as it must for real exports.
  */
 import { type Dim, ElemType, GraphBuilder, valueInfo } from './onnx-builder.js';
+import { FAMILIES, type FamilyTraits, specialIds } from './families.js';
 import type { DemoPreset } from './presets.js';
+import { Mulberry32 } from './prng.js';
 
 /** Large negative added to masked attention scores: exp() underflows to exactly 0, no inf arithmetic. */
 const MASKED = -1e9;
-/** M2M100's position offset (padding_idx + 1). */
-const POSITION_OFFSET = 2;
+/** The position table's first row: fairseq's (M2M100, NLLB, mBART) skip padding_idx + 1 rows; Marian's none. */
+const positionOffset = (traits: FamilyTraits) => (traits.positions === 'sinusoidal' ? 0 : 2);
 
 /** fairseq/M2M100 sinusoidal table: rows [sin | cos] per position, the padding row (1) zero. */
 export function sinusoidalTable(rows: number, dim: number): Float32Array {
@@ -35,12 +39,58 @@ export function sinusoidalTable(rows: number, dim: number): Float32Array {
   return table;
 }
 
+/** Marian's sinusoidal table: row p is [sin(p·ω_j) | cos(p·ω_j)], ω_j = 10000^(−2j/dim), from position 0. */
+export function marianSinusoidalTable(rows: number, dim: number): Float32Array {
+  const half = dim / 2;
+  const table = new Float32Array(rows * dim);
+  for (let pos = 0; pos < rows; pos++) {
+    for (let j = 0; j < half; j++) {
+      const angle = pos / Math.pow(10000, (2 * j) / dim);
+      table[pos * dim + j] = Math.sin(angle);
+      table[pos * dim + half + j] = Math.cos(angle);
+    }
+  }
+  return table;
+}
+
 /** Helpers shared by both graphs; `g` is the graph being built. */
 class Layers {
+  readonly traits: FamilyTraits;
+  readonly offset: number;
+
   constructor(
     readonly g: GraphBuilder,
     readonly p: DemoPreset,
-  ) {}
+  ) {
+    this.traits = FAMILIES[p.family];
+    this.offset = positionOffset(this.traits);
+  }
+
+  /** A residual block: `x + f(norm(x))` before-norm, `norm(x + f(x))` after-norm (Marian). */
+  block(x: string, normName: string, f: (h: string) => string): string {
+    if (this.traits.normBefore) return this.g.op('Add', [x, f(this.layerNorm(x, normName))]);
+    return this.layerNorm(this.g.op('Add', [x, f(x)]), normName);
+  }
+
+  /** The final layer norm of a stack, where the family has one. */
+  finalNorm(x: string, name: string): string {
+    return this.traits.finalNorm ? this.layerNorm(x, name) : x;
+  }
+
+  activation(x: string): string {
+    const g = this.g;
+    switch (this.traits.activation) {
+      case 'relu':
+        return g.op('Relu', [x]);
+      case 'swish':
+        return g.op('Mul', [x, g.op('Sigmoid', [x])]);
+      case 'gelu': // exact GELU (opset 17 has no Gelu op): x · ½(1 + erf(x/√2))
+        return g.op('Mul', [
+          g.op('Mul', [x, g.float(0.5)]),
+          g.op('Add', [g.float(1), g.op('Erf', [g.op('Mul', [x, g.float(Math.SQRT1_2)])])]),
+        ]);
+    }
+  }
 
   get headDim(): number {
     return this.p.dModel / this.p.heads;
@@ -83,21 +133,26 @@ class Layers {
   }
 
   feedForward(x: string, name: string): string {
-    const hidden = this.g.op('Relu', [this.linear(x, `${name}.fc1`, this.p.dModel, this.p.ffnDim)]);
+    const hidden = this.activation(this.linear(x, `${name}.fc1`, this.p.dModel, this.p.ffnDim));
     return this.linear(hidden, `${name}.fc2`, this.p.ffnDim, this.p.dModel);
   }
 
-  /** Scaled token embedding plus the position table rows `positionIds` (already offset). */
+  /** Scaled token embedding plus the position table rows `positionIds` (already offset), normalised for mBART. */
   embed(inputIds: string, positionIds: string, side: 'encoder' | 'decoder'): string {
     const g = this.g;
     const { dModel: d, vocabSize: v } = this.p;
     const table = g.weight('model.shared.weight', [v, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
-    const positions = g.weight(`model.${side}.embed_positions.weights`, [this.p.maxPositions + POSITION_OFFSET, d], {
-      kind: 'data',
-      data: sinusoidalTable(this.p.maxPositions + POSITION_OFFSET, d),
-    });
+    const rows = this.p.maxPositions + this.offset;
+    const positions =
+      this.traits.positions === 'learned'
+        ? g.weight(`model.${side}.embed_positions.weight`, [rows, d], { kind: 'uniform', std: 1 / Math.sqrt(d) })
+        : g.weight(`model.${side}.embed_positions.weights`, [rows, d], {
+            kind: 'data',
+            data: this.offset === 0 ? marianSinusoidalTable(rows, d) : sinusoidalTable(rows, d),
+          });
     const tokens = g.op('Mul', [g.op('Gather', [table, inputIds]), g.float(Math.sqrt(d))]);
-    return g.op('Add', [tokens, g.op('Gather', [positions, positionIds])]);
+    const x = g.op('Add', [tokens, g.op('Gather', [positions, positionIds])]);
+    return this.traits.embeddingNorm ? this.layerNorm(x, `model.${side}.layernorm_embedding`) : x;
   }
 
   /** [B, S] int64 key mask → additive [B, 1, 1, S] float bias. */
@@ -125,21 +180,22 @@ export function buildEncoder(g: GraphBuilder, p: DemoPreset): void {
 
   const length = L.dimScalar(inputIds, 1);
   const positionIds = g.op('Range', [
-    g.int64([POSITION_OFFSET], []),
-    g.op('Add', [length, g.int64([POSITION_OFFSET], [])]),
+    g.int64([L.offset], []),
+    g.op('Add', [length, g.int64([L.offset], [])]),
     g.int64([1], []),
   ]);
   let x = L.embed(inputIds, positionIds, 'encoder');
   const bias = L.keyMaskBias(mask);
   for (let i = 0; i < p.encoderLayers; i++) {
     const name = `model.encoder.layers.${i}`;
-    const h = L.layerNorm(x, `${name}.self_attn_layer_norm`);
-    const k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
-    const v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
-    x = g.op('Add', [x, L.attend(L.queries(h, `${name}.self_attn`), k, v, bias, `${name}.self_attn`)]);
-    x = g.op('Add', [x, L.feedForward(L.layerNorm(x, `${name}.final_layer_norm`), name)]);
+    x = L.block(x, `${name}.self_attn_layer_norm`, (h) => {
+      const k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
+      const v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
+      return L.attend(L.queries(h, `${name}.self_attn`), k, v, bias, `${name}.self_attn`);
+    });
+    x = L.block(x, `${name}.final_layer_norm`, (h) => L.feedForward(h, name));
   }
-  g.output(L.layerNorm(x, 'model.encoder.layer_norm'), 'last_hidden_state', ElemType.FLOAT, [...dims, d]);
+  g.output(L.finalNorm(x, 'model.encoder.layer_norm'), 'last_hidden_state', ElemType.FLOAT, [...dims, d]);
 }
 
 /**
@@ -185,10 +241,10 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
         }),
       ]);
 
-  // Position of a token = number of real tokens up to it − 1 (mask cumsum), + M2M100's offset.
+  // Position of a token = number of real tokens up to it − 1 (mask cumsum), + the family's offset.
   const realSoFar = g.op('CumSum', [selfMask, g.int64([1], [])]);
   const current = g.op('Slice', [realSoFar, pastLength, totalLength, g.int64([1])]);
-  const positionIds = g.op('Add', [g.op('Max', [current, g.int64([1], [])]), g.int64([POSITION_OFFSET - 1], [])]);
+  const positionIds = g.op('Add', [g.op('Max', [current, g.int64([1], [])]), g.int64([L.offset - 1], [])]);
   let x = L.embed(inputIds, positionIds, 'decoder');
 
   // Self-attention bias: key j visible to query i (absolute P + i) iff j ≤ P + i and mask[j] = 1.
@@ -249,34 +305,30 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
   const presentDims: Dim[] = ['batch_size', H, 'present_decoder_sequence_length', dh];
   for (let i = 0; i < p.decoderLayers; i++) {
     const name = `model.decoder.layers.${i}`;
-    let h = L.layerNorm(x, `${name}.self_attn_layer_norm`);
-    let k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
-    let v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
-    // The cache is the graph output itself (no Identity copy of the whole cache per step).
-    if (variant === 'merged') {
-      k = g.op('Concat', [past[i]!.key, k], { axis: { i: 2 } }, [`present.${i}.decoder.key`]);
-      v = g.op('Concat', [past[i]!.value, v], { axis: { i: 2 } }, [`present.${i}.decoder.value`]);
-    }
-    g.output(k, `present.${i}.decoder.key`, ElemType.FLOAT, presentDims);
-    g.output(v, `present.${i}.decoder.value`, ElemType.FLOAT, presentDims);
-    x = g.op('Add', [
-      x,
-      L.attend(
+    x = L.block(x, `${name}.self_attn_layer_norm`, (h) => {
+      let k = L.splitHeads(L.linear(h, `${name}.self_attn.k_proj`, d, d, g, p.attentionGain));
+      let v = L.splitHeads(L.linear(h, `${name}.self_attn.v_proj`, d, d));
+      // The cache is the graph output itself (no Identity copy of the whole cache per step).
+      if (variant === 'merged') {
+        k = g.op('Concat', [past[i]!.key, k], { axis: { i: 2 } }, [`present.${i}.decoder.key`]);
+        v = g.op('Concat', [past[i]!.value, v], { axis: { i: 2 } }, [`present.${i}.decoder.value`]);
+      }
+      g.output(k, `present.${i}.decoder.key`, ElemType.FLOAT, presentDims);
+      g.output(v, `present.${i}.decoder.value`, ElemType.FLOAT, presentDims);
+      return L.attend(
         L.queries(h, `${name}.self_attn`),
         `present.${i}.decoder.key`,
         `present.${i}.decoder.value`,
         selfBias,
         `${name}.self_attn`,
-      ),
-    ]);
-    h = L.layerNorm(x, `${name}.encoder_attn_layer_norm`);
-    x = g.op('Add', [
-      x,
+      );
+    });
+    x = L.block(x, `${name}.encoder_attn_layer_norm`, (h) =>
       L.attend(L.queries(h, `${name}.encoder_attn`), cross[i]!.key, cross[i]!.value, crossBias, `${name}.encoder_attn`),
-    ]);
-    x = g.op('Add', [x, L.feedForward(L.layerNorm(x, `${name}.final_layer_norm`), name)]);
+    );
+    x = L.block(x, `${name}.final_layer_norm`, (h) => L.feedForward(h, name));
   }
-  x = L.layerNorm(x, 'model.decoder.layer_norm');
+  x = L.finalNorm(x, 'model.decoder.layer_norm');
 
   // LM head as one GEMM over [B·T, d] with the [V, d] matrix transposed in place (no transposed copy).
   const head = p.tieEmbeddings
@@ -286,9 +338,18 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
   const logitsFlat = g.op('Gemm', [flat, head], { transB: { i: 1 } });
   const logitsShape = g.op('Concat', [g.op('Shape', [inputIds]), g.int64([p.vocabSize])], { axis: { i: 0 } });
   let logits = g.op('Reshape', [logitsFlat, logitsShape]);
+  if (L.traits.finalLogitsBias) {
+    // Random, and high at `<pad>`: the token decoding starts from is the one a random model repeats, so the stand-in
+    // needs generation_config's bad_words_ids (as the real one has) to write anything else.
+    const data = new Float32Array(p.vocabSize);
+    const rng = new Mulberry32(p.seed + 1);
+    for (let v = 0; v < p.vocabSize; v++) data[v] = rng.next() - 0.5;
+    data[specialIds(p.family, p.vocabSize).pad] = 4;
+    logits = g.op('Add', [logits, g.weight('final_logits_bias', [1, p.vocabSize], { kind: 'data', data })]);
+  }
   if (p.eosBiasPerPosition !== 0) {
     const eosBias = new Float32Array(p.vocabSize);
-    eosBias[2] = p.eosBiasPerPosition;
+    eosBias[specialIds(p.family, p.vocabSize).eos] = p.eosBiasPerPosition;
     const perPosition = g.weight('eos_position_bias', [p.vocabSize], { kind: 'data', data: eosBias });
     const position = g.op('Cast', [g.op('Unsqueeze', [positionIds, g.int64([2])])], { to: { i: ElemType.FLOAT } });
     logits = g.op('Add', [logits, g.op('Mul', [position, perPosition])]);

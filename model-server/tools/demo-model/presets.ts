@@ -1,6 +1,7 @@
 /**
- * @module tools/demo-model/presets — the generated models' shapes, and their parameter count.
+ * @module tools/demo-model/presets — the generated models' families and shapes, and their parameter count.
  */
+import { FAMILIES, type Family } from './families.js';
 
 /** The 14 languages of setup_config.json, in its order. */
 export const DEMO_LANGUAGES = [
@@ -22,6 +23,12 @@ export const DEMO_LANGUAGES = [
 
 export interface DemoPreset {
   name: string;
+  /** Which family's architecture, tokenizer and files (families.ts). */
+  family: Family;
+  /** NLLB's legacy placement of the source-language token (after `</s>`) in the tokenizer's template. */
+  legacyLanguagePlacement?: boolean;
+  /** A Marian model's one pair (tokenizer_config.json's source_lang and target_lang). */
+  pair?: { source: string; target: string };
   dModel: number;
   encoderLayers: number;
   decoderLayers: number;
@@ -55,6 +62,7 @@ export interface DemoPreset {
 /** The tests' and `npm start`'s model. */
 const TINY: DemoPreset = {
   name: 'tiny',
+  family: 'm2m100',
   dModel: 32,
   encoderLayers: 2,
   decoderLayers: 2,
@@ -71,12 +79,36 @@ const TINY: DemoPreset = {
   seed: 20240611,
 };
 
+/** What a benchmark preset keeps of the real model: its exact computation (no stopping bias), tied embeddings. */
+const REAL_MODEL = {
+  tieEmbeddings: true,
+  eosBiasPerPosition: 0,
+  attentionGain: 1,
+  decoderSelfMask: false,
+  withNoCacheDecoder: false,
+  externalData: false,
+} as const;
+
 export const PRESETS: Record<string, DemoPreset> = {
   tiny: TINY,
   /** `tiny`'s weights with a joinable decoder: rows arriving mid-generation share the running batch. */
   'tiny-joinable': { ...TINY, name: 'tiny-joinable', decoderSelfMask: true },
+  /** NLLB-200's tokenizer and codes (`eng_Latn`) on tiny's network. */
+  'tiny-nllb': { ...TINY, name: 'tiny-nllb', family: 'nllb', seed: 200 },
+  /** NLLB with the legacy template: the source language after `</s>`. */
+  'tiny-nllb-legacy': { ...TINY, name: 'tiny-nllb-legacy', family: 'nllb', legacyLanguagePlacement: true, seed: 200 },
+  'tiny-mbart50': { ...TINY, name: 'tiny-mbart50', family: 'mbart50', seed: 50 },
+  /** A Marian opus-mt model of one pair, en→de. */
+  'tiny-opus-mt-en-de': {
+    ...TINY,
+    name: 'tiny-opus-mt-en-de',
+    family: 'marian',
+    pair: { source: 'en', target: 'de' },
+    seed: 75,
+  },
   'm2m100-418m': {
     name: 'm2m100-418m',
+    family: 'm2m100',
     dModel: 1024,
     encoderLayers: 12,
     decoderLayers: 12,
@@ -84,14 +116,25 @@ export const PRESETS: Record<string, DemoPreset> = {
     ffnDim: 4096,
     vocabSize: 128112,
     maxPositions: 1024,
-    tieEmbeddings: true,
-    eosBiasPerPosition: 0,
-    attentionGain: 1,
-    decoderSelfMask: false,
-    withNoCacheDecoder: false,
+    ...REAL_MODEL,
     // Inline like the published export (1.1 and 1.3 GB files, under protobuf's 2 GB).
     externalData: false,
     seed: 418,
+  },
+  /** Helsinki-NLP/opus-mt-en-de's shapes (6+6 layers of 512, 58101 tokens, tied embeddings): ≈74M parameters. */
+  'opus-mt-en-de': {
+    name: 'opus-mt-en-de',
+    family: 'marian',
+    pair: { source: 'en', target: 'de' },
+    dModel: 512,
+    encoderLayers: 6,
+    decoderLayers: 6,
+    heads: 8,
+    ffnDim: 2048,
+    vocabSize: 58101,
+    maxPositions: 512,
+    ...REAL_MODEL,
+    seed: 75,
   },
 };
 
@@ -104,9 +147,9 @@ export function presetNamed(name: string): DemoPreset {
 }
 
 /**
- * Trainable parameters of an M2M100-shaped model, counting a tied embedding once (what
- * `model.num_parameters()` reports; sinusoidal positions are a buffer, not parameters).
- * M2M100-418M: 483.9M.
+ * Parameters as `model.num_parameters()` reports them, a tied embedding once: M2M100's sinusoidal positions and
+ * Marian's final_logits_bias are buffers, not counted; mBART's learned positions and Marian's frozen sinusoids are.
+ * M2M100-418M: 483.9M; opus-mt-en-de: 74.4M.
  */
 export function parameterCount(p: DemoPreset): number {
   const d = p.dModel;
@@ -118,5 +161,12 @@ export function parameterCount(p: DemoPreset): number {
   const decoderLayer = 2 * attention + ffn + 3 * layerNorm;
   const embedding = p.vocabSize * d;
   const lmHead = p.tieEmbeddings ? 0 : p.vocabSize * d;
-  return embedding + lmHead + p.encoderLayers * encoderLayer + p.decoderLayers * decoderLayer + 2 * layerNorm;
+  const traits = FAMILIES[p.family];
+  const extras =
+    (traits.finalNorm ? 2 * layerNorm : 0) +
+    (traits.embeddingNorm ? 2 * layerNorm : 0) +
+    (traits.positions === 'learned' ? 2 * (p.maxPositions + 2) * d : 0) +
+    // Marian's sinusoids are frozen parameters in HF (counted), fairseq's a buffer (not).
+    (traits.positions === 'sinusoidal' ? 2 * p.maxPositions * d : 0);
+  return embedding + lmHead + p.encoderLayers * encoderLayer + p.decoderLayers * decoderLayer + extras;
 }

@@ -1,14 +1,15 @@
 /**
  * @module tools/demo-model/vocab — the generated models' tokenizer: a SentencePiece-style Unigram
- * vocabulary (Metaspace `▁` word boundaries) with M2M100's special tokens and language tokens, written as
- * `tokenizer.json` + `tokenizer_config.json` the way transformers.js and @huggingface/tokenizers read them.
+ * vocabulary (Metaspace `▁` word boundaries) with a family's special tokens and language tokens, written as
+ * `tokenizer.json` the way transformers.js and @huggingface/tokenizers read it.
  *
- * Ids: 0 `<s>`, 1 `<pad>`, 2 `</s>`, 3 `<unk>` (as M2M100), then pieces, then `__xx__` for each language
- * at the very end of the vocabulary. Every printable ASCII character is a piece, so ASCII text never
+ * Ids: the family's leading specials (M2M100, NLLB, mBART: 0 `<s>`, 1 `<pad>`, 2 `</s>`, 3 `<unk>`; Marian: 0 `</s>`,
+ * 1 `<unk>`), then pieces, then the language tokens (`__xx__`, `xxx_Xxxx`, `xx_XX`), then the trailing specials
+ * (`<mask>`; Marian's `<pad>`) at the very end. Every printable ASCII character is a piece, so ASCII text never
  * needs `<unk>`; other scripts map to `<unk>` (the model is a stand-in, not a translator).
  */
+import { FAMILIES, type Family } from './families.js';
 
-export const SPECIAL_TOKENS = ['<s>', '<pad>', '</s>', '<unk>'] as const;
 const SPACE = '\u2581';
 
 const COMMON_WORDS = (
@@ -48,16 +49,30 @@ function pieces(count: number): [string, number][] {
   return out;
 }
 
-export const languageToken = (code: string): string => `__${code}__`;
+/** The template's token list: `</s>` closes the text; the source language (when the family has one) opens it, or with
+ * NLLB's legacy behaviour follows `</s>`. */
+function template(source: string | null, legacy: boolean, withB: boolean): object[] {
+  const special = (id: string) => ({ SpecialToken: { id, type_id: 0 } });
+  const text = [{ Sequence: { id: 'A', type_id: 0 } }, ...(withB ? [{ Sequence: { id: 'B', type_id: 0 } }] : [])];
+  if (source === null) return [...text, special('</s>')];
+  return legacy ? [...text, special('</s>'), special(source)] : [special(source), ...text, special('</s>')];
+}
 
-/** `tokenizer.json` for a vocabulary of `vocabSize` ids whose last ids are the language tokens. */
-export function tokenizerJson(vocabSize: number, languages: readonly string[]): object {
-  const pieceCount = vocabSize - SPECIAL_TOKENS.length - languages.length;
+/**
+ * `tokenizer.json` for a vocabulary of `vocabSize` ids: the family's leading specials, pieces, the language tokens
+ * (`languages` in ISO 639-1, spelt the family's way), then its trailing specials at the very end.
+ * `legacy`: NLLB's legacy placement of the source language (after `</s>`).
+ */
+export function tokenizerJson(vocabSize: number, family: Family, languages: readonly string[], legacy = false): object {
+  const traits = FAMILIES[family];
+  const tokens = traits.languageToken === null ? [] : languages.map(traits.languageToken);
+  const { leadingSpecials: lead, trailingSpecials: trail } = traits;
+  const pieceCount = vocabSize - lead.length - tokens.length - trail.length;
   if (pieceCount < 200) throw new Error(`vocab_size ${vocabSize} leaves too few pieces`);
   const vocab: [string, number][] = [
-    ...SPECIAL_TOKENS.map((t): [string, number] => [t, 0]),
+    ...lead.map((t): [string, number] => [t, 0]),
     ...pieces(pieceCount),
-    ...languages.map((code): [string, number] => [languageToken(code), 0]),
+    ...[...tokens, ...trail].map((t): [string, number] => [t, 0]),
   ];
   const added = (content: string, id: number) => ({
     id,
@@ -68,58 +83,32 @@ export function tokenizerJson(vocabSize: number, languages: readonly string[]): 
     normalized: false,
     special: true,
   });
-  const firstLanguageId = vocabSize - languages.length;
+  const firstLanguageId = lead.length + pieceCount;
+  const specials = [
+    ...lead.map((t, i): [string, number] => [t, i]),
+    ...[...tokens, ...trail].map((t, i): [string, number] => [t, firstLanguageId + i]),
+  ];
   const specialEntry = (token: string, id: number) => ({ id: token, ids: [id], tokens: [token] });
-  const defaultSource = languageToken(languages.includes('en') ? 'en' : languages[0]!);
+  const source = tokens.length === 0 ? null : (tokens[languages.indexOf('en')] ?? tokens[0]!);
+  const eos = lead.indexOf('</s>');
+  const unk = lead.indexOf('<unk>');
   return {
     version: '1.0',
     truncation: null,
     padding: null,
-    added_tokens: [
-      ...SPECIAL_TOKENS.map((t, i) => added(t, i)),
-      ...languages.map((code, i) => added(languageToken(code), firstLanguageId + i)),
-    ],
+    added_tokens: specials.map(([t, id]) => added(t, id)),
     normalizer: { type: 'NFKC' },
     pre_tokenizer: { type: 'Metaspace', replacement: SPACE, prepend_scheme: 'always', split: true },
     post_processor: {
       type: 'TemplateProcessing',
-      single: [
-        { SpecialToken: { id: defaultSource, type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: '</s>', type_id: 0 } },
-      ],
-      pair: [
-        { SpecialToken: { id: defaultSource, type_id: 0 } },
-        { Sequence: { id: 'A', type_id: 0 } },
-        { Sequence: { id: 'B', type_id: 0 } },
-        { SpecialToken: { id: '</s>', type_id: 0 } },
-      ],
+      single: template(source, legacy, false),
+      pair: template(source, legacy, true),
       special_tokens: {
-        '</s>': specialEntry('</s>', 2),
-        ...Object.fromEntries(
-          languages.map((code, i) => [languageToken(code), specialEntry(languageToken(code), firstLanguageId + i)]),
-        ),
+        '</s>': specialEntry('</s>', eos),
+        ...Object.fromEntries(tokens.map((t, i) => [t, specialEntry(t, firstLanguageId + i)])),
       },
     },
     decoder: { type: 'Metaspace', replacement: SPACE, prepend_scheme: 'always', split: true },
-    model: { type: 'Unigram', unk_id: 3, vocab, byte_fallback: false },
-  };
-}
-
-/** `tokenizer_config.json`: the M2M100 tokenizer class (transformers.js forces the target token only with it). */
-export function tokenizerConfigJson(maxLength: number, languages: readonly string[]): object {
-  return {
-    tokenizer_class: 'M2M100Tokenizer',
-    model_max_length: maxLength,
-    bos_token: '<s>',
-    eos_token: '</s>',
-    sep_token: '</s>',
-    pad_token: '<pad>',
-    unk_token: '<unk>',
-    src_lang: null,
-    tgt_lang: null,
-    language_codes: 'm2m100',
-    additional_special_tokens: languages.map(languageToken),
-    clean_up_tokenization_spaces: true,
+    model: { type: 'Unigram', unk_id: unk, vocab, byte_fallback: false },
   };
 }

@@ -12,6 +12,7 @@
  * natural boundaries (model-server/text/split-long.ts: clause punctuation, then whitespace, then characters), each
  * part is its own engine row, and the parts' translations are rejoined.
  */
+import { targetOf } from '../../../common/config/setup-config.js';
 import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
@@ -153,7 +154,8 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const { srcLang, text, terms, alternatives = 0 } = item.body;
     const glossary = terms === undefined ? undefined : glossaryEntries(terms);
     const engine = this.#requireEngine();
-    const tgtLang = item.model;
+    // The model is its target language, or a pair's entry (`en-de`) translating into its target.
+    const tgtLang = targetOf(item.model);
     const bulk = item.bulk === true;
     // Each row is held to the terms whose source term it contains: a split sentence's terms go with their part.
     // Every term is written as ids first, so a term the model cannot write fails the job before any work.

@@ -1,0 +1,125 @@
+/**
+ * @module model-server/store/export-check — whether a store entry's model folder is an export a translation worker
+ * can load, checked at registration before anything is registered: the files a worker would read exist and agree
+ * with each other. A refusal names the file. The worker's own load (engine/) checks again, with the graphs.
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { ServeError } from '../../common/errors.js';
+import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+
+type Json = Record<string, unknown>;
+
+/**
+ * Folders already found sound, with their files' modification times and the targets they write (14 languages share
+ * one folder: its tokenizer is read once).
+ */
+const sound = new Map<string, { stamp: string; targets: ReadonlySet<string> }>();
+
+/**
+ * Check the export in `modelDir`, and that it writes `target` (the model name a translation entry is registered
+ * under: its target language, in ISO 639-1 or the model's own code).
+ * @throws ServeError BAD_REQUEST naming the file that is missing, unreadable or disagrees with the others or the target
+ */
+export function checkExport(modelDir: string, target: string): void {
+  const stamp = stampOf(modelDir);
+  const targets = sound.get(modelDir)?.stamp === stamp ? sound.get(modelDir)!.targets : readExport(modelDir, stamp);
+  if (!targets.has(target)) {
+    const file = path.join(modelDir, targets.size === 1 ? 'tokenizer_config.json' : 'tokenizer.json');
+    throw new ServeError(
+      'BAD_REQUEST',
+      `Model ${file} does not write "${target}", the language this model is registered for; it writes: ${[...targets].sort().join(', ')}.`,
+    );
+  }
+}
+
+/** Check the files and return the target languages they write. */
+function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
+  const config = readJson(modelDir, 'config.json');
+  const tokenizerConfig = readJson(modelDir, 'tokenizer_config.json');
+  const tokenizer = readJson(modelDir, 'tokenizer.json');
+  const refuse = (file: string, problem: string): never => {
+    throw new ServeError('BAD_REQUEST', `Model ${path.join(modelDir, file)} ${problem}`);
+  };
+  if (config.is_encoder_decoder !== true) refuse('config.json', 'is not an encoder-decoder model.');
+  const vocabSize = config.vocab_size;
+  if (typeof vocabSize !== 'number' || !Number.isInteger(vocabSize) || vocabSize < 1) {
+    refuse('config.json', `has no "vocab_size" (got ${JSON.stringify(vocabSize ?? null)}).`);
+  }
+  const className = String(tokenizerConfig.tokenizer_class ?? '').replace(/Fast$/, '');
+  const pattern = LANGUAGE_TOKENS[className];
+  if (pattern === undefined) {
+    refuse(
+      'tokenizer_config.json',
+      `names tokenizer_class ${JSON.stringify(tokenizerConfig.tokenizer_class ?? null)}, not one of ${Object.keys(LANGUAGE_TOKENS).join(', ')}.`,
+    );
+  }
+  const added = (Array.isArray(tokenizer.added_tokens) ? tokenizer.added_tokens : []) as Json[];
+  const languages = pattern ? added.filter((t) => t.special === true && pattern.test(String(t.content))) : [];
+  if (pattern && languages.length === 0) {
+    refuse(
+      'tokenizer.json',
+      `has no language tokens (such as ${LANGUAGE_TOKEN_EXAMPLE[className]}) for its ${className}.`,
+    );
+  }
+  if (
+    pattern === null &&
+    (typeof tokenizerConfig.source_lang !== 'string' || typeof tokenizerConfig.target_lang !== 'string')
+  ) {
+    refuse('tokenizer_config.json', 'names no pair (source_lang and target_lang) for its MarianTokenizer.');
+  }
+  const vocab = (tokenizer.model as Json | undefined)?.vocab;
+  // Unigram's vocabulary is a list (ids are places), BPE's and WordPiece's an object of token → id.
+  const vocabIds = Array.isArray(vocab) ? [vocab.length - 1] : Object.values((vocab ?? {}) as Json).map(Number);
+  const top = [...vocabIds, ...added.map((t) => Number(t.id))].reduce((a, b) => Math.max(a, b), -1);
+  if (top >= (vocabSize as number)) {
+    refuse('tokenizer.json', `has token id ${top}, past config.json's vocab_size ${vocabSize as number}.`);
+  }
+  checkGraphs(modelDir);
+  const targets = new Set<string>();
+  if (pattern === null) targets.add(String(tokenizerConfig.target_lang));
+  for (const token of languages) {
+    const code = pattern!.exec(String(token.content))![1]!;
+    targets.add(code);
+    const alias = isoAlias(code);
+    if (alias !== undefined) targets.add(alias);
+  }
+  sound.set(modelDir, { stamp, targets });
+  return targets;
+}
+
+/** Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there. */
+function checkGraphs(modelDir: string): void {
+  const onnxDir = path.join(modelDir, 'onnx');
+  const files = existsSync(onnxDir) ? readdirSync(onnxDir) : [];
+  const encoders = files.filter((f) => /^encoder_model.*\.onnx$/.test(f));
+  if (encoders.length === 0) {
+    throw new ServeError('BAD_REQUEST', `Model ${path.join(onnxDir, 'encoder_model.onnx')} is missing.`);
+  }
+  for (const encoder of encoders) {
+    const suffix = encoder.slice('encoder_model'.length, -'.onnx'.length);
+    if (!files.includes(`decoder_model_merged${suffix}.onnx`) && !files.includes(`decoder_model${suffix}.onnx`)) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `Model ${path.join(onnxDir, `decoder_model_merged${suffix}.onnx`)} is missing (${encoder} has no decoder).`,
+      );
+    }
+  }
+}
+
+function readJson(modelDir: string, name: string): Json {
+  const file = path.join(modelDir, name);
+  if (!existsSync(file)) throw new ServeError('BAD_REQUEST', `Model ${file} is missing.`);
+  try {
+    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('not a JSON object');
+    return value as Json;
+  } catch (err) {
+    throw new ServeError('BAD_REQUEST', `Model ${file} cannot be read: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function stampOf(modelDir: string): string {
+  const names = ['config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
+  return names.map((n) => (existsSync(path.join(modelDir, n)) ? statSync(path.join(modelDir, n)).mtimeMs : -1)).join();
+}
