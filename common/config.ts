@@ -150,6 +150,8 @@ export interface FrontConfig {
   kind: FrontKind;
   routerUrl: string;
   maxBodyBytes: number;
+  /** How long past the router's own deadline the front still waits for its answer before its 504. */
+  timeoutSlackMs: number;
 }
 
 export interface Config {
@@ -262,6 +264,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       kind: e.FRONT,
       routerUrl: url(e.ROUTER_ADDRESS),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
+      timeoutSlackMs: e.FRONT_TIMEOUT_SLACK_MS,
     },
   };
   return deepFreeze(config);

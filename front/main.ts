@@ -20,14 +20,6 @@ import { createLogger, type Logger } from '../common/logger.js';
 import { createBuiltinProxy } from './builtin-proxy.js';
 import { checkNginxConfig, findNginx, spawnNginx, writeNginxConfig, type NginxFiles } from './nginx.js';
 
-/**
- * Slack on top of the router's own deadline. The router answers everything it accepted within its upstream
- * timeout (a 504 at worst), so a front still waiting past it waits on a connection nobody will answer: a request
- * that was being handed to a router instance when that instance was killed stays open in the cluster master
- * forever (Node's cluster round-robin never closes a handle whose worker died before taking it). The front then
- * answers 504 instead of hanging for the seed's 24 hours.
- */
-const ROUTER_TIMEOUT_SLACK_MS = 10_000;
 /** Longest wait for nginx to answer on its port before the start counts as failed. */
 const NGINX_START_TIMEOUT_MS = 15_000;
 
@@ -35,7 +27,14 @@ const root = process.cwd();
 const config = configOrExit('front', () => loadConfig(readEnv(root), root));
 const logger = createLogger('front', config.logLevel);
 const { front } = config;
-const routerTimeoutMs = config.router.upstreamTimeoutMs + ROUTER_TIMEOUT_SLACK_MS;
+/**
+ * The router answers everything it accepted within its upstream timeout (a 504 at worst), so a front still waiting
+ * past it (and its slack, FRONT_TIMEOUT_SLACK_MS) waits on a connection nobody will answer: a request that was being
+ * handed to a router instance when that instance was killed stays open in the cluster master forever (Node's cluster
+ * round-robin never closes a handle whose worker died before taking it). The front then answers 504 instead of
+ * hanging for the seed's 24 hours.
+ */
+const routerTimeoutMs = config.router.upstreamTimeoutMs + front.timeoutSlackMs;
 
 const nginxBinary = front.kind === 'builtin' ? undefined : findNginx(process.env);
 if (front.kind === 'nginx' && nginxBinary === undefined) {

@@ -131,6 +131,7 @@ const VARIABLES = {
   // the front (FrontConfig)
   FRONT_ADDRESS: ['http://0.0.0.0:7777', address],
   FRONT: ['auto', z.enum(['auto', 'nginx', 'builtin'])],
+  FRONT_TIMEOUT_SLACK_MS: ['10000', int(100, 3_600_000)],
   // every process
   LOG_LEVEL: ['info', z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])],
   LOG_DIR: ['./logs', nonEmpty],
