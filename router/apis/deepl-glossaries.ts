@@ -82,10 +82,13 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
   app.get('/v2/glossary-language-pairs', (c) =>
     answer(context, c, async () => {
       await caller(c, await requestParams(c, context));
-      const codes = context.languages;
+      const routes = context.routes;
+      const sources = routes?.sources ?? context.languages;
       return {
-        supported_languages: codes.flatMap((s) =>
-          codes.filter((t) => t !== s).map((t) => ({ source_lang: s, target_lang: t })),
+        supported_languages: sources.flatMap((s) =>
+          (routes?.targetsFrom(s) ?? context.languages)
+            .filter((t) => t !== s)
+            .map((t) => ({ source_lang: s, target_lang: t })),
         ),
       };
     }),
@@ -136,6 +139,11 @@ export async function translationPair(
   const source = param(params, 'source_lang');
   const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
   if (srcLang === undefined) throw unsupported('source_lang');
+  if (context.routes !== undefined && !context.routes.serves(srcLang, tgtLang))
+    throw new DeepLError(
+      400,
+      `Unsupported source and target language pair: ${srcLang.toUpperCase()} → ${tgtLang.toUpperCase()}.`,
+    );
   const glossary = await glossaryFor(context, param(params, 'glossary_id'), srcLang, tgtLang, key);
   return { srcLang, tgtLang, glossary };
 }

@@ -145,7 +145,10 @@ const UNLIMITED = 1_000_000_000_000;
 
 /** Registers DeepL's routes on the router app. */
 export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
-  const languages = deeplLanguages(context.languages);
+  const languages = deeplLanguages(
+    context.routes?.sources ?? context.languages,
+    context.routes?.targets ?? context.languages,
+  );
 
   app.post('/v2/translate', (c) =>
     answer(context, c, async () => {
