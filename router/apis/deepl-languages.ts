@@ -41,10 +41,19 @@ export interface DeepLLanguages {
   sourceOf(code: string): string | undefined;
   /** A `target_lang` value (any case) → the served language, or undefined when not served. */
   targetOf(code: string): string | undefined;
+  /** Whether a model translates the served language `src` (or `auto`) into `tgt`. */
+  serves(src: string, tgt: string): boolean;
 }
 
-/** The languages some model reads (`sources`) and writes (`targets`); the one list when they are the same. */
-export function deeplLanguages(sources: readonly string[], written: readonly string[] = sources): DeepLLanguages {
+/**
+ * The languages some model reads (`sources`) and writes (`written`), the one list when they are the same; `serves`
+ * tells which pairs of them a model translates (every pair when one model serves them all).
+ */
+export function deeplLanguages(
+  sources: readonly string[],
+  written: readonly string[] = sources,
+  serves: (src: string, tgt: string) => boolean = () => true,
+): DeepLLanguages {
   const targets = new Map<string, string>();
   for (const lang of [...written].sort())
     for (const code of TARGET_VARIANTS[lang] ?? [lang.toUpperCase()]) targets.set(code, lang);
@@ -63,5 +72,6 @@ export function deeplLanguages(sources: readonly string[], written: readonly str
       return read.has(lang) ? lang : undefined;
     },
     targetOf: (code) => targets.get(code.toUpperCase()),
+    serves,
   };
 }

@@ -160,6 +160,44 @@ describe('the compatible APIs route per pair', () => {
     expect((await file.text()).trim()).toBe(await direct('en-de', text));
   });
 
+  it("DeepL's documents go through the pair's model too", async () => {
+    const app = router({ cuda_id: { de: '0', ko: '0' }, pairs });
+    const made = await api(app, '/v2/document', { source_lang: 'EN', target_lang: 'DE' }, `${text}\n`);
+    expect(made, JSON.stringify(made.body)).toMatchObject({ status: 200 });
+    const handle = { document_key: made.body.document_key as string };
+    await jobs.at(-1)!.settled(made.body.document_id as string);
+    const result = await app.request(`/v2/document/${made.body.document_id}/result`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(handle).toString(),
+    });
+    expect((await result.text()).trim()).toBe(await direct('en-de', text));
+  });
+
+  it('a glossary for a pair no model serves is refused; one for a served pair goes on', async () => {
+    const app = router({ cuda_id: { fr: '0', ko: '0' }, pairs });
+    const glossary = (source_lang: string) => ({ name: 'g', source_lang, target_lang: 'DE', entries: 'a\tb' });
+    const refused = { status: 400, body: { message: 'Unsupported glossary source and target language pair.' } };
+    expect(await api(app, '/v2/glossaries', glossary('FR'))).toEqual(refused);
+    const v3 = (source_lang: string) =>
+      app.request('/v3/glossaries', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          name: 'g',
+          dictionaries: [{ source_lang, target_lang: 'DE', entries: 'a\tb', entries_format: 'tsv' }],
+        }),
+      });
+    const v3Fr = await v3('FR');
+    expect({ status: v3Fr.status, body: await v3Fr.json() }).toEqual(refused);
+    // Past the language check: this router keeps no glossaries.
+    expect(await api(app, '/v2/glossaries', glossary('EN'))).toEqual({
+      status: 503,
+      body: { message: 'Glossaries are not available.' },
+    });
+    expect((await v3('EN')).status).toBe(503);
+  });
+
   it('an unserved pair is refused in each API’s own shape and wording', async () => {
     const app = router({ cuda_id: { fr: '0', ko: '0' }, pairs });
     expect(await api(app, '/v2/translate', { text: french, source_lang: 'FR', target_lang: 'DE' })).toEqual({
