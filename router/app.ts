@@ -11,13 +11,14 @@
  * only. Anything else: TorchServe's 404/405 JSON.
  */
 import { Hono, type Context } from 'hono';
-import { entryFor, servedPairs, type SetupConfig, targetsOf } from '../common/config/setup-config.js';
+import type { SetupConfig } from '../common/config/setup-config.js';
 import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
 import { decodeUtf8, parseJsonBody } from '../common/strict-utf8.js';
 import { AUTO_LANGUAGE, createRequestParser } from '../common/translation-contract.js';
 import { acceptsContentType } from './translate-request.js';
+import { createLanguageRoutes } from './language-routes.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
 import type { ApiAccess } from './keys/api-access.js';
@@ -34,12 +35,12 @@ import type { DocumentJobs } from './apis/documents.js';
 export interface RouterAppConfig {
   /** Largest accepted request body in bytes (→ 413). */
   maxBodyBytes: number;
-  /** Languages served by the default model (setup_config.json's `cuda_id`): the DeepL and LibreTranslate APIs' own. */
+  /** Languages served by the default model (setup_config.json's `cuda_id`). */
   languages: readonly string[];
   /**
-   * setup_config.json, when it gives pairs models of their own: `POST /` takes their targets too, and sends each
-   * request to its pair's store entry when there is one (common/config/setup-config.ts `entryFor`). Absent: every
-   * request goes to its target's entry.
+   * setup_config.json, when it gives pairs models of their own: every API takes their languages too, and sends each
+   * request to its pair's store entry when there is one (./language-routes.ts). Absent: every request goes to its
+   * target's entry.
    */
   routes?: SetupConfig;
   /** Put request texts in the log line (off by default: texts can be personal data). */
@@ -77,8 +78,8 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   const healthTimeoutMs = config.healthTimeoutMs ?? 1_000;
   const app = new Hono<Env>();
 
-  const routes = config.routes;
-  const parseTranslateRequest = createRequestParser(routes === undefined ? config.languages : targetsOf(routes));
+  const routes = createLanguageRoutes(config.languages, config.routes);
+  const parseTranslateRequest = createRequestParser(routes.targets);
   const tooLarge = () =>
     new ServeError('PAYLOAD_TOO_LARGE', `Request body is larger than ${config.maxBodyBytes} bytes.`);
 
@@ -161,13 +162,8 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       delete body.glossary_id;
       body.glossary = glossary.entries;
     }
-    const entry = routes === undefined ? tgtLang : entryFor(routes, body.src_lang, tgtLang);
-    if (entry === undefined) {
-      throw new ServeError(
-        'UNKNOWN_LANGUAGE',
-        `Pair ${body.src_lang} → ${tgtLang} is not served; served: ${servedPairs(routes!)}.`,
-      );
-    }
+    const entry = routes.entryFor(body.src_lang, tgtLang, body.src_text);
+    if (entry === undefined) throw routes.unserved(body.src_lang, tgtLang);
     const translate = () =>
       upstream.translate({
         tgtLang: entry,
@@ -194,6 +190,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   // DeepL's and LibreTranslate's APIs (router/apis/), through the same translation path as `POST /`.
   const apiContext = {
     languages: config.languages,
+    routes,
     upstream,
     readBody: (c: Context<Env>) => readBody(c, config.maxBodyBytes, tooLarge),
     access: deps.access,

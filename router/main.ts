@@ -25,6 +25,7 @@ import { Upstream } from './upstream/upstream.js';
 import { GlossaryClient } from './glossaries.js';
 import { DocumentJobs } from './apis/documents.js';
 import { translateTexts } from './apis/translate-texts.js';
+import { createLanguageRoutes } from './language-routes.js';
 
 /**
  * Idle keep-alive connections from nginx or the front live until their client closes them: nginx's upstream
@@ -39,8 +40,10 @@ const [config, setup] = configOrExit('router', () => {
   const config = loadConfig(readEnv(root), root);
   return [config, readSetupConfig(config.router.setupConfigPath)] as const;
 });
-/** The default model's targets (what the DeepL and LibreTranslate APIs serve); `POST /` also takes the pairs'. */
+/** The default model's targets; the pairs' models add theirs (./language-routes.ts). */
 const languages = Object.keys(setup.cuda_id);
+/** Which entry serves each pair, for the documents translated in the background as for requests. */
+const routes = createLanguageRoutes(languages, setup);
 const { router } = config;
 /**
  * common/logger's settings, written in batches: one write per request line cost the router as much CPU as the rest
@@ -105,7 +108,7 @@ let documents: DocumentJobs | undefined;
 try {
   documents = new DocumentJobs({
     dir: path.join(config.runDir, 'documents'),
-    translate: (request) => translateTexts({ languages, upstream }, request),
+    translate: (request) => translateTexts({ languages, upstream, routes }, request),
     logger,
   });
 } catch (err) {

@@ -11,7 +11,7 @@ import type { RouterEnv } from '../router-env.js';
 import type { DictionaryFields, DictionaryInfo, MultilingualGlossaryInfo } from '../glossaries.js';
 import type { DeepLLanguages } from './deepl-languages.js';
 import { answer, DeepLError, requestParams, unsupported } from './deepl-dialect.js';
-import { checkGlossaryRoom, glossaryCaller, glossaryClient } from './deepl-glossaries.js';
+import { checkGlossaryRoom, glossaryCaller, glossaryClient, glossaryPair } from './deepl-glossaries.js';
 import { type ApiContext, param, type Params } from './translate-texts.js';
 
 const FIELD = /^dictionaries\[(\d+)\]\.(source_lang|target_lang|entries|entries_format)$/;
@@ -38,7 +38,7 @@ export function mountMultilingualGlossaries(
       if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${name}' not specified.`);
       return value;
     });
-    return languagePair(languages, source!, target!);
+    return glossaryPair(languages, source!, target!);
   };
 
   app.post('/v3/glossaries', (c) =>
@@ -123,16 +123,6 @@ export function mountMultilingualGlossaries(
 
 const notFound = () => new DeepLError(404, 'Glossary not found');
 
-/**
- * A dictionary's language pair as served codes. @throws DeepLError 400 for a pair not served, or one language twice
- */
-function languagePair(languages: DeepLLanguages, source: string, target: string) {
-  const [sourceLang, targetLang] = [languages.sourceOf(source), languages.targetOf(target)];
-  if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang)
-    throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
-  return { source: sourceLang, target: targetLang };
-}
-
 /** One dictionary's fields, read by `field(name)`. @throws DeepLError 400 naming what is missing or refused */
 function dictionaryOf(
   field: (name: string) => string | undefined,
@@ -144,7 +134,7 @@ function dictionaryOf(
     if (value === undefined || value === '') throw new DeepLError(400, `Parameter '${where}${name}' not specified.`);
     return value;
   };
-  const { source, target } = languagePair(languages, required('source_lang'), required('target_lang'));
+  const { source, target } = glossaryPair(languages, required('source_lang'), required('target_lang'));
   const entries = required('entries');
   const format = field('entries_format') ?? 'tsv';
   if (format !== 'tsv' && format !== 'csv') throw unsupported(`${where}entries_format`);

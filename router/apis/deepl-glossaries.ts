@@ -31,11 +31,7 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
       const [name, source, target, entries] = ['name', 'source_lang', 'target_lang', 'entries'].map(field);
       const format = param(params, 'entries_format') ?? 'tsv';
       if (format !== 'tsv' && format !== 'csv') throw unsupported('entries_format');
-      const sourceLang = languages.sourceOf(source!);
-      const targetLang = languages.targetOf(target!);
-      if (sourceLang === undefined || targetLang === undefined || sourceLang === targetLang) {
-        throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
-      }
+      const { source: sourceLang, target: targetLang } = glossaryPair(languages, source!, target!);
       if (key !== undefined) await checkGlossaryRoom(context, key);
       const info = await client().create(
         { name: name!, source_lang: sourceLang, target_lang: targetLang, entries: entries!, entries_format: format },
@@ -82,14 +78,33 @@ export function mountGlossaries(app: Hono<RouterEnv>, context: ApiContext, langu
   app.get('/v2/glossary-language-pairs', (c) =>
     answer(context, c, async () => {
       await caller(c, await requestParams(c, context));
-      const codes = context.languages;
+      const routes = context.routes;
+      const sources = routes?.sources ?? context.languages;
       return {
-        supported_languages: codes.flatMap((s) =>
-          codes.filter((t) => t !== s).map((t) => ({ source_lang: s, target_lang: t })),
+        supported_languages: sources.flatMap((s) =>
+          (routes?.targetsFrom(s) ?? context.languages)
+            .filter((t) => t !== s)
+            .map((t) => ({ source_lang: s, target_lang: t })),
         ),
       };
     }),
   );
+}
+
+/**
+ * A glossary's language pair as served codes. @throws DeepLError 400 for a language not served, one language twice,
+ * or a pair no model translates
+ */
+export function glossaryPair(languages: DeepLLanguages, source: string, target: string) {
+  const [sourceLang, targetLang] = [languages.sourceOf(source), languages.targetOf(target)];
+  if (
+    sourceLang === undefined ||
+    targetLang === undefined ||
+    sourceLang === targetLang ||
+    !languages.serves(sourceLang, targetLang)
+  )
+    throw new DeepLError(400, 'Unsupported glossary source and target language pair.');
+  return { source: sourceLang, target: targetLang };
 }
 
 /** The model servers' glossaries. @throws DeepLError 503 when the router has none */
@@ -136,6 +151,11 @@ export async function translationPair(
   const source = param(params, 'source_lang');
   const srcLang = source === undefined || source === '' ? AUTO_LANGUAGE : languages.sourceOf(source);
   if (srcLang === undefined) throw unsupported('source_lang');
+  if (!languages.serves(srcLang, tgtLang))
+    throw new DeepLError(
+      400,
+      `Unsupported source and target language pair: ${srcLang.toUpperCase()} → ${tgtLang.toUpperCase()}.`,
+    );
   const glossary = await glossaryFor(context, param(params, 'glossary_id'), srcLang, tgtLang, key);
   return { srcLang, tgtLang, glossary };
 }

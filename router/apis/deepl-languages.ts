@@ -41,17 +41,27 @@ export interface DeepLLanguages {
   sourceOf(code: string): string | undefined;
   /** A `target_lang` value (any case) → the served language, or undefined when not served. */
   targetOf(code: string): string | undefined;
+  /** Whether a model translates the served language `src` (or `auto`) into `tgt`. */
+  serves(src: string, tgt: string): boolean;
 }
 
-export function deeplLanguages(served: readonly string[]): DeepLLanguages {
-  const sorted = [...served].sort();
+/**
+ * The languages some model reads (`sources`) and writes (`written`), the one list when they are the same; `serves`
+ * tells which pairs of them a model translates (every pair when one model serves them all).
+ */
+export function deeplLanguages(
+  sources: readonly string[],
+  written: readonly string[] = sources,
+  serves: (src: string, tgt: string) => boolean = () => true,
+): DeepLLanguages {
   const targets = new Map<string, string>();
-  for (const lang of sorted) for (const code of TARGET_VARIANTS[lang] ?? [lang.toUpperCase()]) targets.set(code, lang);
-  for (const [code, lang] of Object.entries(TARGET_ALIASES)) if (served.includes(lang)) targets.set(code, lang);
+  for (const lang of [...written].sort())
+    for (const code of TARGET_VARIANTS[lang] ?? [lang.toUpperCase()]) targets.set(code, lang);
+  for (const [code, lang] of Object.entries(TARGET_ALIASES)) if (written.includes(lang)) targets.set(code, lang);
   const listed = [...targets.keys()].filter((code) => TARGET_ALIASES[code] === undefined);
-  const sources = new Set(served);
+  const read = new Set(sources);
   return {
-    source: sorted.map((lang) => ({ language: lang.toUpperCase(), name: nameOf(lang) })),
+    source: [...sources].sort().map((lang) => ({ language: lang.toUpperCase(), name: nameOf(lang) })),
     target: listed.map((code) => ({
       language: code,
       name: VARIANT_NAMES[code] ?? nameOf(targets.get(code)!),
@@ -59,8 +69,9 @@ export function deeplLanguages(served: readonly string[]): DeepLLanguages {
     })),
     sourceOf: (code) => {
       const lang = code.toLowerCase();
-      return sources.has(lang) ? lang : undefined;
+      return read.has(lang) ? lang : undefined;
     },
     targetOf: (code) => targets.get(code.toUpperCase()),
+    serves,
   };
 }

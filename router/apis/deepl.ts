@@ -145,7 +145,11 @@ const UNLIMITED = 1_000_000_000_000;
 
 /** Registers DeepL's routes on the router app. */
 export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
-  const languages = deeplLanguages(context.languages);
+  const routes = context.routes;
+  const languages =
+    routes === undefined
+      ? deeplLanguages(context.languages)
+      : deeplLanguages(routes.sources, routes.targets, (src, tgt) => routes.serves(src, tgt));
 
   app.post('/v2/translate', (c) =>
     answer(context, c, async () => {

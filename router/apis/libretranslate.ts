@@ -51,18 +51,28 @@ const missing = (name: string) => new LibreTranslateError(400, `Invalid request:
 
 /** Registers LibreTranslate's routes on the router app. */
 export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): void {
-  const served = new Set(context.languages);
-  const servedOf = (code: string) => {
+  const sources = context.routes?.sources ?? context.languages;
+  const targets = context.routes?.targets ?? context.languages;
+  const servedIn = (served: readonly string[]) => (code: string) => {
     const lower = code.toLowerCase();
     const lang = ALIASES[lower] ?? lower;
-    return served.has(lang) ? lang : undefined;
+    return served.includes(lang) ? lang : undefined;
   };
-  const codes = [...context.languages].sort().map((lang) => LISTED_CODES[lang] ?? lang);
-  const languageList = [...context.languages].sort().map((lang) => ({
+  const sourceOf = servedIn(sources);
+  const servedOf = servedIn(targets);
+  const listed = (langs: readonly string[]) => [...langs].sort().map((lang) => LISTED_CODES[lang] ?? lang);
+  const codes = listed(sources);
+  const languageList = [...sources].sort().map((lang) => ({
     code: LISTED_CODES[lang] ?? lang,
     name: displayNames.of(lang) ?? lang,
-    targets: codes,
+    targets: listed(context.routes?.targetsFrom(lang) ?? context.languages),
   }));
+  /** LibreTranslate's refusal of a pair no model serves, before anything is counted. */
+  const checkPair = (srcLang: string, tgtLang: string) => {
+    if (context.routes === undefined || context.routes.serves(srcLang, tgtLang)) return;
+    const name = (lang: string) => `${displayNames.of(lang) ?? lang} (${LISTED_CODES[lang] ?? lang})`;
+    throw new LibreTranslateError(400, `${name(tgtLang)} is not available as a target language from ${name(srcLang)}`);
+  };
 
   app.post('/translate', (c) =>
     answer(context, c, async () => {
@@ -79,10 +89,11 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
         throw new LibreTranslateError(400, 'Invalid request: alternatives parameter is not a number');
       const format = param(params, 'format') ?? 'text';
       if (!q.every((t): t is string => typeof t === 'string')) throw missing('q');
-      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : servedOf(source);
+      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : sourceOf(source);
       if (srcLang === undefined) throw new LibreTranslateError(400, `${source} is not supported`);
       const tgtLang = servedOf(target);
       if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
+      checkPair(srcLang, tgtLang);
       if (format !== 'text' && format !== 'html')
         throw new LibreTranslateError(400, `${format} format is not supported`);
       if (alternatives > MAX_ALTERNATIVES)
@@ -130,10 +141,11 @@ export function mountLibreTranslate(app: Hono<RouterEnv>, context: ApiContext): 
       if (source === undefined) throw missing('source');
       const target = param(params, 'target');
       if (target === undefined) throw missing('target');
-      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : servedOf(source);
+      const srcLang = source === AUTO_LANGUAGE ? AUTO_LANGUAGE : sourceOf(source);
       if (srcLang === undefined) throw new LibreTranslateError(400, `${source} is not supported`);
       const tgtLang = servedOf(target);
       if (tgtLang === undefined) throw new LibreTranslateError(400, `${target} is not supported`);
+      checkPair(srcLang, tgtLang);
       if (documentType(file.name) === undefined)
         throw new LibreTranslateError(400, 'Invalid request: file format not supported');
       checkFilename(file.name);

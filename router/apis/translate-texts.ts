@@ -14,11 +14,14 @@ import type { UpstreamClient } from '../upstream/upstream.js';
 import type { ApiAccess } from '../keys/api-access.js';
 import type { GlossaryClient } from '../glossaries.js';
 import type { DocumentJobs } from './documents.js';
+import type { LanguageRoutes } from '../language-routes.js';
 
 /** What the compatible APIs need from the router app. */
 export interface ApiContext {
-  /** Languages served (setup_config.json keys). */
+  /** Languages served by the default model (setup_config.json's `cuda_id` keys). */
   languages: readonly string[];
+  /** Which entry serves a pair, and what every model can do (../language-routes.ts); absent: `languages` only. */
+  routes?: LanguageRoutes | undefined;
   upstream: UpstreamClient;
   /** The router's body reader: at most ROUTER_MAX_BODY_BYTES, else ServeError PAYLOAD_TOO_LARGE. */
   readBody(c: Context<RouterEnv>): Promise<Uint8Array>;
@@ -154,7 +157,7 @@ export interface TextsReply {
  * @throws ServeError as `POST /` would answer (validation, upstream refusal, timeout).
  */
 export async function translateTexts(
-  context: Pick<ApiContext, 'languages' | 'upstream'>,
+  context: Pick<ApiContext, 'languages' | 'upstream' | 'routes'>,
   request: TextsRequest,
 ): Promise<TextsReply> {
   const sent = request.texts.flatMap((text, i) => (text.trim() === '' ? [] : [i]));
@@ -167,10 +170,11 @@ export async function translateTexts(
     return { translated, alternatives, sourceLangs };
   }
   if (sent.length === 0) return { translated, alternatives, sourceLangs };
+  const sentTexts = sent.map((i) => request.texts[i]!);
   const input = parseTranslateRequest(
     {
       src_lang: request.srcLang,
-      src_text: sent.map((i) => request.texts[i]!),
+      src_text: sentTexts,
       tgt_lang: request.tgtLang,
       ...(request.split === undefined ? {} : { split: request.split }),
       // Both services always name a source language, however short the text: a best guess, not a 400.
@@ -181,11 +185,13 @@ export async function translateTexts(
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
       ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },
-    context.languages,
+    context.routes?.targets ?? context.languages,
   );
   const { tgt_lang: tgtLang, ...body } = input;
+  const entry = context.routes === undefined ? tgtLang : context.routes.entryFor(body.src_lang, tgtLang, sentTexts);
+  if (entry === undefined) throw context.routes!.unserved(body.src_lang, tgtLang);
   const reply = await context.upstream.translate({
-    tgtLang,
+    tgtLang: entry,
     body,
     requestId: request.requestId,
     signal: request.signal,
