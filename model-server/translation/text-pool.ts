@@ -24,9 +24,10 @@ import type { Glossary, GlossaryStore } from './glossary-store.js';
 import type { AnswerTask, OutlineTask, SharedGlossary, TaskOutcome, TextTask } from './text-task.js';
 import {
   answerTranslation,
-  outlineTranslation,
+  planSentences,
+  type SentenceAnswers,
+  type SentencePlan,
   type TranslationLimits,
-  type TranslationOutline,
 } from './translation-plan.js';
 
 export interface TextPoolOptions {
@@ -51,10 +52,10 @@ export interface TextPlanContext {
   timeoutMs: number;
 }
 
-/** A request planned in the pool: its jobs, and its answer from their values (rendered in the pool too). */
+/** A request planned in the pool: its sentences, and its answer from theirs (rendered in the pool too). */
 export interface PooledPlan {
-  bodies: TranslationOutline['bodies'];
-  answer(values: readonly unknown[]): Promise<Record<string, unknown>>;
+  sentences: SentencePlan['sentences'];
+  answer(answers: SentenceAnswers): Promise<Record<string, unknown>>;
 }
 
 /**
@@ -95,14 +96,14 @@ export class TextPool {
   async plan(request: TranslationRequest, context: TextPlanContext): Promise<PooledPlan> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
     if (plannedInline(request)) {
-      const outline = outlineTranslation(request, {
+      const { sentences, docs } = planSentences(request, {
         tgtLang: context.tgtLang,
         readable: context.readable,
         limits: context.limits,
       });
       return {
-        bodies: outline.bodies,
-        answer: (values) => Promise.resolve(answerTranslation(request, outline.docs, values, context.tgtLang)),
+        sentences,
+        answer: (answers) => Promise.resolve(answerTranslation(request, docs, answers, context.tgtLang)),
       };
     }
     const glossary = storedGlossary(request, context);
@@ -114,11 +115,12 @@ export class TextPool {
       ...(glossary ? { glossary } : {}),
     };
     const budgetMs = Math.min(this.timeoutMs, context.timeoutMs);
-    const { bodies, docs } = await this.#run<TranslationOutline>({ name: 'outline', task }, budgetMs);
-    const answer: AnswerTask = { request, docs, values: [], tgtLang: context.tgtLang };
+    const { sentences, docs } = await this.#run<SentencePlan>({ name: 'outline', task }, budgetMs);
+    const answer: Omit<AnswerTask, 'answers'> = { request, docs, tgtLang: context.tgtLang };
     return {
-      bodies,
-      answer: (values) => this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, values } }, budgetMs),
+      sentences,
+      answer: (answers) =>
+        this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, answers } }, budgetMs),
     };
   }
 

@@ -61,29 +61,35 @@ export interface PlanContext {
   glossary?: PlanGlossary;
 }
 
-/** Each text's language and the segments of each of its parts: what the answer is rebuilt from. */
-export type DocumentOutline = { lang: string; units: Segments[] }[];
+/** One sentence of a request: what a worker translates, under an id unique within the request. */
+export interface PlannedSentence {
+  /** `text.part.sentence` (`1.0.2`): cache hits, answers and per-row errors are matched by it, never by position. */
+  id: string;
+  item: SentenceItem;
+}
 
-export interface TranslationOutline {
-  /** One job body per sentence, in order. */
-  bodies: SentenceItem[];
+/** Each text's language and, per part, its sentences' ids and the separators between them: the answer's shape. */
+export type DocumentOutline = { lang: string; units: { ids: string[]; separators: readonly string[] }[] }[];
+
+/** A request's sentences, each with its id, terms and options, and how their answers rejoin. */
+export interface SentencePlan {
+  sentences: PlannedSentence[];
   docs: DocumentOutline;
 }
 
+/** Each sentence's answer (the worker's value, or the cache's), by sentence id. */
+export type SentenceAnswers = ReadonlyMap<string, unknown>;
+
 export interface TranslationPlan {
-  /** One job body per sentence, in order. */
-  bodies: SentenceItem[];
-  /** The response body from the jobs' values, in the order of `bodies`. */
-  answer(values: readonly unknown[]): Record<string, unknown>;
+  sentences: PlannedSentence[];
+  /** The response body from every sentence's answer. */
+  answer(answers: SentenceAnswers): Record<string, unknown>;
 }
 
-/** Both halves in this thread: the jobs, and the answer from their values. */
+/** Both halves in this thread: the sentences, and the answer from theirs. */
 export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
-  const outline = outlineTranslation(request, context);
-  return {
-    bodies: outline.bodies,
-    answer: (values) => answerTranslation(request, outline.docs, values, context.tgtLang),
-  };
+  const { sentences, docs } = planSentences(request, context);
+  return { sentences, answer: (answers) => answerTranslation(request, docs, answers, context.tgtLang) };
 }
 
 /**
@@ -91,7 +97,7 @@ export function planTranslation(request: TranslationRequest, context: PlanContex
  * @throws ServeError BAD_REQUEST (undetectable language, glossary), UNKNOWN_LANGUAGE (a language the model cannot
  *   read), PAYLOAD_TOO_LARGE (over the request limits).
  */
-export function outlineTranslation(request: TranslationRequest, context: PlanContext): TranslationOutline {
+export function planSentences(request: TranslationRequest, context: PlanContext): SentencePlan {
   const { src_lang: srcLang, src_text: srcText, split, format = 'text', detect, alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
@@ -111,7 +117,7 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
     );
   // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
   // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
-  let sentences = 0;
+  let counted = 0;
   const docs = texts.map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
     const content = contentOf(text, format, request);
@@ -119,61 +125,75 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
     const units = content.texts.map((unit) => {
       let segments: Segments;
       try {
-        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - sentences);
+        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - counted);
       } catch (err) {
         throw err instanceof TooManySentencesError ? tooMany() : err;
       }
-      sentences += segments.pieces.length;
-      if (sentences > limits.maxSentences) throw tooMany();
+      counted += segments.pieces.length;
+      if (counted > limits.maxSentences) throw tooMany();
       return segments;
     });
     return { lang, units };
   });
   const glossary = glossaryOf(request, context);
-  const bodies = docs.flatMap(({ lang, units }) => {
+  const sentences: PlannedSentence[] = [];
+  const outline = docs.map(({ lang, units }, d) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
         'BAD_REQUEST',
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    return units.flatMap((segments) =>
-      segments.pieces.map((piece) => ({
-        ...sentenceItem(lang, piece, glossary?.entries),
-        ...(alternatives !== 0 ? { alternatives } : {}),
-      })),
-    );
+    const parts = units.map(({ pieces, separators }, u) => {
+      const ids = pieces.map((piece, k) => {
+        const [id, item] = [`${d}.${u}.${k}`, sentenceItem(lang, piece, glossary?.entries)];
+        sentences.push({ id, item: alternatives === 0 ? item : { ...item, alternatives } });
+        return id;
+      });
+      return { ids, separators };
+    });
+    return { lang, units: parts };
   });
-  return { bodies, docs };
+  return { sentences, docs: outline };
 }
 
 /**
- * The response from the jobs' values (in the order of the outline's bodies): each text rebuilt from its parts'
+ * The response from every sentence's answer, found by id while walking the plan: each text rebuilt from its parts'
  * translations, with alternatives and the detected languages when asked for.
+ * @throws ServeError INTERNAL when a sentence has no answer with text
  */
 export function answerTranslation(
   request: TranslationRequest,
   docs: DocumentOutline,
-  values: readonly unknown[],
+  answers: SentenceAnswers,
   tgtLang: string,
 ): Record<string, unknown> {
   const { src_text: srcText, format = 'text', alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
-  let next = 0;
-  const perDoc = docs.map(({ units }) =>
-    units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
+  const parts = docs.map(({ units }) =>
+    units.map(({ ids, separators }) => ({ ranked: ids.map((id) => rankedPart(answers.get(id))), separators })),
   );
+  const join = (separators: readonly string[], translations: string[]) =>
+    joinTranslations({ pieces: translations, separators }, translations, tgtLang);
   const translated = texts.map((text, d) =>
-    contentOf(text, format, request).render(perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang))),
+    contentOf(text, format, request).render(
+      parts[d]!.map(({ ranked, separators }) =>
+        join(
+          separators,
+          ranked.map((part) => part.text),
+        ),
+      ),
+    ),
   );
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
-    // Plain text only: one unit per text.
-    const ranked = perDoc.map(([unit]) =>
-      joinAlternatives(unit!.values.map(rankedPart), alternatives, (texts) =>
-        joinTranslations(unit!.segments, texts, tgtLang),
-      ).map(({ text, score }) => ({ translated: text, score })),
+    // Plain text only: one part per text.
+    const ranked = parts.map(([{ ranked, separators }]) =>
+      joinAlternatives(ranked, alternatives, (texts) => join(separators, texts)).map(({ text, score }) => ({
+        translated: text,
+        score,
+      })),
     );
     response.alternatives = isArray ? ranked : ranked[0];
   }
@@ -232,18 +252,15 @@ function wholeText(text: string): Segments {
   return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
 }
 
-function join(segments: Segments, values: readonly unknown[], tgtLang: string): string {
-  const translations = values.map((value) => {
-    const text = value !== null && typeof value === 'object' ? (value as { translated?: unknown }).translated : value;
-    if (typeof text !== 'string') throw new ServeError('INTERNAL', 'The translation handler answered without text.');
-    return text;
-  });
-  return joinTranslations(segments, translations, tgtLang);
-}
-
-/** A sentence job's answer as the alternatives' join reads it. */
+/** A sentence's answer as the join reads it: its translation, with beam search's runners-up when asked for. */
 function rankedPart(value: unknown): RankedPart {
-  const { translated, score, alternatives } = value as { translated: string; score?: number; alternatives?: [] };
+  const { translated, score, alternatives } = (value ?? {}) as {
+    translated?: unknown;
+    score?: number;
+    alternatives?: [];
+  };
+  if (typeof translated !== 'string')
+    throw new ServeError('INTERNAL', 'The translation handler answered without text.');
   return { text: translated, score: score ?? 0, ...(alternatives ? { alternatives } : {}) };
 }
 
