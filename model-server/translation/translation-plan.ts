@@ -171,29 +171,21 @@ export function answerTranslation(
   const { src_text: srcText, format = 'text', alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
+  // Walking the plan: each part's answers are found by its sentences' ids, and rejoin between its separators.
   const parts = docs.map(({ units }) =>
-    units.map(({ ids, separators }) => ({ ranked: ids.map((id) => rankedPart(answers.get(id))), separators })),
+    units.map(({ ids, separators }) => ({
+      ranked: ids.map((id) => rankedPart(answers.get(id))),
+      join: (texts: string[]) => joinTranslations({ pieces: ids, separators }, texts, tgtLang),
+    })),
   );
-  const join = (separators: readonly string[], translations: string[]) =>
-    joinTranslations({ pieces: translations, separators }, translations, tgtLang);
   const translated = texts.map((text, d) =>
-    contentOf(text, format, request).render(
-      parts[d]!.map(({ ranked, separators }) =>
-        join(
-          separators,
-          ranked.map((part) => part.text),
-        ),
-      ),
-    ),
+    contentOf(text, format, request).render(parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)))),
   );
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
     // Plain text only: one part per text.
-    const ranked = parts.map(([{ ranked, separators }]) =>
-      joinAlternatives(ranked, alternatives, (texts) => join(separators, texts)).map(({ text, score }) => ({
-        translated: text,
-        score,
-      })),
+    const ranked = parts.map(([{ ranked, join }]) =>
+      joinAlternatives(ranked, alternatives, join).map(({ text, score }) => ({ translated: text, score })),
     );
     response.alternatives = isArray ? ranked : ranked[0];
   }
