@@ -184,3 +184,24 @@ export function joinTranslations(segments: Segments, translations: readonly stri
   }
   return pieces.length === 0 ? text : text + (separators[pieces.length] ?? '');
 }
+
+/**
+ * Where `text` may be cut in two so that each half segments as it did whole: the end of a separator between two
+ * sentences, nearest the middle among those holding a blank line, else a line break, else other whitespace (never
+ * between sentences that touch, as zh's do: their join is the model server's); null when there is none. The router
+ * cuts a document the model server refuses whole so (router/apis/document-pieces.ts).
+ */
+export function cutNearMiddle(text: string, lang: string): number | null {
+  const { pieces, separators } = segmentDocument(text, lang);
+  let best: { level: number; at: number } | null = null;
+  for (let i = 1, at = separators[0]!.length; i < pieces.length; i++) {
+    const separator = separators[i]!;
+    at += pieces[i - 1]!.length + separator.length;
+    const breaks = separator.replaceAll('\r\n', '\n').match(/[\n\r\u0085\u2028\u2029]/gu)?.length ?? 0;
+    const level = breaks > 1 ? 0 : breaks === 1 ? 1 : separator === '' ? Infinity : 2;
+    const nearer = best !== null && Math.abs(at - text.length / 2) < Math.abs(best.at - text.length / 2);
+    if (level !== Infinity && (best === null || level < best.level || (level === best.level && nearer)))
+      best = { level, at };
+  }
+  return best?.at ?? null;
+}
