@@ -67,10 +67,11 @@ export interface SentenceItem {
   /** The sentence (a whole text with `split: "none"`); never blank. */
   text: string;
   /**
-   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source term, target term]`: its translation must
-   * contain each target.
+   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source term, target term, spans]` (text/glossary.ts
+   * `termsFor`): its translation must contain each target; a part the worker splits off is held to the terms whose
+   * spans of `text` lie inside it.
    */
-  terms?: [string, string][];
+  terms?: [string, string, [number, number][]][];
   /** Alternative translations asked for, 1 to MAX_ALTERNATIVES (the worker's beam runners-up); absent: none. */
   alternatives?: number;
 }

@@ -165,11 +165,18 @@ function matcherOf(entries: GlossaryEntries): { terms: Term[]; automaton: Starts
 }
 
 /**
- * The entries `sentence` is held to (its translation must contain their target terms): those whose source term
- * occurs in it, in the order they occur, each target once. Matches do not overlap: scanning from the start, the
- * longest source term at a place wins (of two as long, the earlier entry). Linear in the sentence.
+ * A glossary entry a sentence is held to, `[source term, target term, spans]`: the [start, end) spans of the
+ * sentence (UTF-16 offsets) its source terms cover, so a part of the sentence is held to the terms inside it.
  */
-export function termsFor(sentence: string, entries: GlossaryEntries): [string, string][] {
+export type SentenceTerm = [string, string, [number, number][]];
+
+/**
+ * The entries `sentence` is held to (its translation must contain their target terms): those whose source term
+ * occurs in it, in the order they occur, each target once with every span where one of its source terms stands.
+ * Matches do not overlap: scanning from the start, the longest source term at a place wins (of two as long, the
+ * earlier entry). Linear in the sentence.
+ */
+export function termsFor(sentence: string, entries: GlossaryEntries): SentenceTerm[] {
   const { terms, automaton } = matcherOf(entries);
   const lower = sentence.toLowerCase();
   const length = lower.length;
@@ -185,8 +192,8 @@ export function termsFor(sentence: string, entries: GlossaryEntries): [string, s
     state = automaton.next(state, unit);
     if (!isWordUnit(unit)) state = automaton.next(state, MARK);
   }
-  const found: [string, string][] = [];
-  const targets = new Set<string>();
+  const found = new Map<string, SentenceTerm>();
+  const origin = originOf(sentence, lower);
   for (let at = 0; at < length;) {
     const whole = at === 0 || !isWordUnit(lower.charCodeAt(at - 1)) ? wholeAt[at]! : NONE;
     const anywhere = anywhereAt[at]!;
@@ -196,10 +203,26 @@ export function termsFor(sentence: string, entries: GlossaryEntries): [string, s
       continue;
     }
     const { entry, source } = terms[match]!;
-    if (!targets.has(entry[1])) (targets.add(entry[1]), found.push(entry));
+    const span: [number, number] = [origin(at), origin(at + source.length)];
+    const term = found.get(entry[1]);
+    if (term === undefined) found.set(entry[1], [...entry, [span]]);
+    else term[2].push(span);
     at += source.length;
   }
-  return found;
+  return [...found.values()];
+}
+
+/** Offsets of `lower` (`text` lower-cased) back to `text`'s: the same, unless a character lower-cased to two (İ). */
+function originOf(text: string, lower: string): (at: number) => number {
+  if (lower.length === text.length) return (at) => at;
+  const origin: number[] = [];
+  for (let i = 0; i < text.length;) {
+    const char = String.fromCodePoint(text.codePointAt(i)!);
+    for (let k = char.toLowerCase().length; k > 0; k--) origin.push(i);
+    i += char.length;
+  }
+  origin.push(text.length);
+  return (at) => origin[at]!;
 }
 
 /** Of two terms (indexes, or NONE), the longer; of two as long, the earlier entry. */
