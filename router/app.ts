@@ -4,11 +4,12 @@
  * never listens (`main.ts` does); `onError` is the only place an error becomes HTTP.
  *
  * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
- * `GET /status.json` its figures (router/status.ts), when a status source is given · DeepL's `/v2/…` and
- * LibreTranslate's `/translate`, `/languages`, `/detect`, `/frontend/settings` (router/apis/, with API keys from
- * router/keys/). With keys on, `POST /` needs a key too (`Authorization: Bearer <key>`) and counts against it, unless
- * `nativeApiOpen`; the keys' use by key id (`GET /metrics`, `apiKeys` in `/status.json`) is answered to an admin key
- * only. Anything else: TorchServe's 404/405 JSON.
+ * `GET /status.json` its figures (router/status.ts), when a status source is given · `/documents` files
+ * (router/apis/native-documents.ts) · DeepL's `/v2/…` and LibreTranslate's `/translate`, `/languages`, `/detect`,
+ * `/frontend/settings` (router/apis/, with API keys from router/keys/). With keys on, `POST /` and `/documents` need
+ * a key too (`Authorization: Bearer <key>`), counted against it, unless `nativeApiOpen`; the keys' use by key id
+ * (`GET /metrics`, `apiKeys` in `/status.json`) is answered to an admin key only. Anything else: TorchServe's 404/405
+ * JSON.
  */
 import { Hono, type Context } from 'hono';
 import type { SetupConfig } from '../common/config/setup-config.js';
@@ -16,11 +17,12 @@ import { errorHeaders, ServeError, toServeError } from '../common/errors.js';
 import type { Logger } from '../common/logger.js';
 import { requestIdFrom } from '../common/request-id.js';
 import { decodeUtf8, parseJsonBody } from '../common/strict-utf8.js';
-import { AUTO_LANGUAGE, createRequestParser } from '../common/translation-contract.js';
+import { createRequestParser } from '../common/translation-contract.js';
 import { acceptsContentType } from './translate-request.js';
 import { createLanguageRoutes } from './language-routes.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
+import { mountNativeDocuments } from './apis/native-documents.js';
 import type { ApiAccess } from './keys/api-access.js';
 import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
 import { admitKey, billedOnSuccess, isAdmin, requireKey } from './keys/request-key.js';
@@ -29,7 +31,7 @@ import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
 import type { UpstreamClient } from './upstream/upstream.js';
-import type { GlossaryClient } from './glossaries.js';
+import { type GlossaryClient, nativeGlossary } from './glossaries.js';
 import type { DocumentJobs } from './apis/documents.js';
 
 export interface RouterAppConfig {
@@ -150,17 +152,8 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     const { tgt_lang: tgtLang, ...body } = input;
     if (body.glossary_id !== undefined && deps.glossaries !== undefined) {
       // Sent inline, so that whichever model server serves the language applies it (router/glossaries.ts).
-      const glossary = await deps.glossaries.resolve(body.glossary_id, key?.id);
-      if (glossary === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id "${body.glossary_id}".`);
-      const wrongSource = body.src_lang !== AUTO_LANGUAGE && body.src_lang !== glossary.info.source_lang;
-      if (glossary.info.target_lang !== tgtLang || wrongSource) {
-        throw new ServeError(
-          'BAD_REQUEST',
-          `Glossary "${body.glossary_id}" is for ${glossary.info.source_lang} → ${glossary.info.target_lang}, not ${body.src_lang} → ${tgtLang}.`,
-        );
-      }
+      body.glossary = await nativeGlossary(deps.glossaries, body.glossary_id, key?.id, body.src_lang, tgtLang);
       delete body.glossary_id;
-      body.glossary = glossary.entries;
     }
     const entry = routes.entryFor(body.src_lang, tgtLang, body.src_text);
     if (entry === undefined) throw routes.unserved(body.src_lang, tgtLang);
@@ -202,6 +195,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
   };
   mountDeepL(app, apiContext);
   mountLibreTranslate(app, apiContext);
+  mountNativeDocuments(app, { api: apiContext, routes, keys: nativeKeys, glossaries: deps.glossaries });
 
   app.get('/health', async (c) => {
     c.header('x-request-id', c.get('requestId'));

@@ -19,6 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
 import { ERROR_CODE_HEADER, ServeError } from '../common/errors.js';
+import { AUTO_LANGUAGE } from '../common/translation-contract.js';
 import { header } from './upstream/reply.js';
 
 /** The model servers to ask (router/upstream/upstream.ts `Upstream`). */
@@ -332,4 +333,23 @@ function errorOf(answers: readonly Answer[]): ServeError {
   }
   const why = answers.map((a) => (a.status === 0 ? a.body : `HTTP ${a.status}`)).join('; ');
   return new ServeError('UPSTREAM_UNAVAILABLE', `No model server took the glossary request (${why || 'none known'}).`);
+}
+
+/**
+ * The entries of glossary `id` for a native request from `srcLang` (or `auto`) to `tgtLang`.
+ * @throws ServeError BAD_REQUEST for a glossary the owner has not, or one of another pair
+ */
+export async function nativeGlossary(
+  glossaries: GlossaryClient,
+  id: string,
+  owner: string | undefined,
+  srcLang: string,
+  tgtLang: string,
+): Promise<Record<string, string>> {
+  const glossary = await glossaries.resolve(id, owner);
+  if (glossary === undefined) throw new ServeError('BAD_REQUEST', `Unknown glossary_id "${id}".`);
+  const { source_lang: source, target_lang: target } = glossary.info;
+  if (target !== tgtLang || (srcLang !== AUTO_LANGUAGE && srcLang !== source))
+    throw new ServeError('BAD_REQUEST', `Glossary "${id}" is for ${source} → ${target}, not ${srcLang} → ${tgtLang}.`);
+  return glossary.entries;
 }

@@ -183,12 +183,17 @@ describe('runClosedLoop', () => {
   it('aborts in-flight requests at the end of the window by default, and stops on an outer abort', async () => {
     const { origin } = await startServer(() => undefined); // never answers
     const outer = new AbortController();
-    setTimeout(() => outer.abort(), 200);
+    // Armed by the first request, so the 200 ms fall inside the run's own clock however late a loaded machine starts it.
+    let armed = false;
     const result = await runClosedLoop({
       origin,
       concurrency: 2,
       minWindowMs: 60_000,
-      request: () => ({ path: '/' }),
+      request: () => {
+        if (!armed) setTimeout(() => outer.abort(), 200);
+        armed = true;
+        return { path: '/' };
+      },
       signal: outer.signal,
     });
     expect(result.truncated).toBe(true);

@@ -14,7 +14,7 @@ import { readJsonFile, writeFileAtomic } from '../../common/atomic-file.js';
 export type DocumentState = 'queued' | 'translating' | 'done' | 'error';
 
 /** The API that took a document. */
-export type DocumentApi = 'deepl' | 'libretranslate';
+export type DocumentApi = 'deepl' | 'libretranslate' | 'native';
 
 export interface DocumentRecord {
   id: string;

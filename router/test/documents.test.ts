@@ -716,3 +716,128 @@ describe('Office and EPUB files (issue 38)', () => {
     expect(worst).toBeLessThan(Math.min(250, inlineMs / 2));
   });
 });
+
+describe('the native API: /documents', () => {
+  const native = (s: Setup, route: string, init: RequestInit = {}) => s.app.request(route, init);
+  /** Upload, wait for the job; the handle. */
+  async function nativeDocument(
+    s: Setup,
+    filename: string,
+    content: string | Uint8Array,
+    fields: Record<string, string> = { tgt_lang: 'de' },
+  ) {
+    const res = await upload(s.app, '/documents', filename, content, fields);
+    expect(res.status, await res.clone().text()).toBe(202);
+    const handle = (await res.json()) as { document_id: string; document_key: string; status: string };
+    await s.jobs.settled(handle.document_id);
+    return handle;
+  }
+
+  it('uploads (202), reports done, downloads the file as often as asked, and forgets it on DELETE', async () => {
+    const s = await setup();
+    const handle = await nativeDocument(s, 'movie.srt', SRT, { tgt_lang: 'de', src_lang: 'en' });
+    expect(handle).toEqual({ document_id: expect.any(String), document_key: expect.any(String), status: 'queued' });
+    const query = `?document_key=${handle.document_key}`;
+    const status = await native(s, `/documents/${handle.document_id}${query}`);
+    expect(await status.json()).toEqual({
+      document_id: handle.document_id,
+      filename: 'movie.srt',
+      status: 'done',
+      characters: SRT.length,
+    });
+    expect(s.fake.seen.map((r) => r.body)).toEqual([{ src_lang: 'en', format: 'srt', src_text: [SRT] }]);
+    for (let i = 0; i < 2; i++) {
+      const result = await native(s, `/documents/${handle.document_id}/result${query}`);
+      expect(result.status).toBe(200);
+      expect(result.headers.get('content-type')).toBe('application/x-subrip; charset=utf-8');
+      expect(await result.text()).toBe(fakeOf('de', SRT));
+    }
+    const deleted = await native(s, `/documents/${handle.document_id}${query}`, { method: 'DELETE' });
+    expect(deleted.status).toBe(200);
+    const gone = await native(s, `/documents/${handle.document_id}/result${query}`);
+    expect(gone.status).toBe(404);
+    expect(await gone.json()).toMatchObject({ code: 404, type: 'ResourceNotFoundException' });
+  });
+
+  it('translates a .docx, and answers 409 for a result not done yet', async () => {
+    const s = await setup();
+    const docx = docxFile([['The quick ', 'brown', ' fox jumps.']]);
+    const res = await upload(s.app, '/documents', 'report.docx', docx, { tgt_lang: 'de', src_lang: 'en' });
+    const handle = (await res.json()) as { document_id: string; document_key: string };
+    const query = `?document_key=${handle.document_key}`;
+    const early = await native(s, `/documents/${handle.document_id}/result${query}`);
+    if (early.status !== 200) {
+      expect(early.status).toBe(409);
+      expect(((await early.json()) as { message: string }).message).toMatch(/is (queued|translating)/);
+    }
+    await s.jobs.settled(handle.document_id);
+    const out = await native(s, `/documents/${handle.document_id}/result${query}`);
+    expect(planOffice(new Uint8Array(await out.arrayBuffer()), 'docx').texts[0]).toBe(
+      fakeOf('de', 'The quick brown fox jumps.'),
+    );
+  });
+
+  it('refuses with the native JSON error naming what is wrong, and keeps nothing', async () => {
+    const s = await setup();
+    const refusal = async (res: Response) => [res.status, ((await res.json()) as { message: string }).message];
+    expect(await refusal(await upload(s.app, '/documents', 'a.pdf', '%PDF', { tgt_lang: 'de' }))).toEqual([
+      400,
+      expect.stringContaining('File "a.pdf" is none of the types translated: .txt'),
+    ]);
+    expect(await refusal(await upload(s.app, '/documents', 'a.txt', 'Hi.', {}))).toEqual([
+      400,
+      'Field "tgt_lang" is missing.',
+    ]);
+    expect(await refusal(await upload(s.app, '/documents', 'a.txt', 'Hi.', { tgt_lang: 'xx' }))).toEqual([
+      400,
+      'Field "tgt_lang": "xx" is not served here; supported: en, de, ko.',
+    ]);
+    expect(
+      await refusal(await upload(s.app, '/documents', 'a.txt', 'Hi.', { tgt_lang: 'de', src_lang: 'EN' })),
+    ).toEqual([400, expect.stringContaining('Field "src_lang" must be a language code')]);
+    const noFile = await native(s, '/documents', { method: 'POST', body: new URLSearchParams({ tgt_lang: 'de' }) });
+    expect(await refusal(noFile)).toEqual([400, expect.stringContaining('Field "file" is missing')]);
+    expect(readdirSync(s.dir).filter((name) => !name.startsWith('.'))).toEqual([]);
+
+    const handle = await nativeDocument(s, 'a.txt', 'Hello.');
+    expect(await refusal(await native(s, `/documents/${handle.document_id}`))).toEqual([
+      400,
+      'Query parameter "document_key" is missing: the key the upload answered.',
+    ]);
+    const wrong = await native(s, `/documents/${handle.document_id}?document_key=${'f'.repeat(64)}`);
+    expect(wrong.status).toBe(404);
+  });
+
+  it('with API keys on: a key is required, counted, and another key cannot see the document', async () => {
+    const access = keyedAccess([
+      { id: 'alice', sha256: hashKey('alice-secret') },
+      { id: 'bob', sha256: hashKey('bob-secret') },
+    ]);
+    const s = await setup({}, {}, { access });
+    const keyless = await upload(s.app, '/documents', 'a.txt', 'Hello.', { tgt_lang: 'de' });
+    expect(keyless.status).toBe(401);
+    const res = await upload(
+      s.app,
+      '/documents',
+      'a.txt',
+      'Hello.',
+      { tgt_lang: 'de' },
+      {
+        authorization: 'Bearer alice-secret',
+      },
+    );
+    expect(res.status).toBe(202);
+    const handle = (await res.json()) as { document_id: string; document_key: string };
+    await s.jobs.settled(handle.document_id);
+    const asked = (secret: string) =>
+      native(s, `/documents/${handle.document_id}?document_key=${handle.document_key}`, {
+        headers: { authorization: `Bearer ${secret}` },
+      });
+    expect((await asked('alice-secret')).status).toBe(200);
+    expect((await asked('bob-secret')).status).toBe(404);
+    expect((await access.report()).map(({ id, characters }) => [id, characters])).toEqual([
+      ['alice', 'Hello.'.length],
+      ['bob', 0],
+    ]);
+  });
+});

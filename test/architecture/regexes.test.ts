@@ -119,9 +119,13 @@ function verdict({ source, flags }: Pattern): Promise<Diagnostics> {
   let found = verdicts.get(key);
   if (found === undefined) {
     found = (async () => {
-      const byAutomaton = await check(source, flags, { checker: 'automaton', timeout: 30_000 });
+      // No wall-clock limit: a verdict bounded by time depends on the machine's load (on a loaded 2-core machine a
+      // fuzzed attack slower than attackTimeout made a linear pattern "vulnerable"); recheck's limits on characters
+      // read bound the work instead, and the test's timeout is what catches a hang.
+      const untimed = { timeout: null, attackTimeout: null, incubationTimeout: null };
+      const byAutomaton = await check(source, flags, { checker: 'automaton', ...untimed });
       if (byAutomaton.status !== 'unknown' || byAutomaton.error.kind !== 'unsupported') return byAutomaton;
-      return check(source, flags, { checker: 'fuzz', randomSeed: 40, timeout: 30_000 });
+      return check(source, flags, { checker: 'fuzz', randomSeed: 40, ...untimed });
     })();
     verdicts.set(key, found);
   }
@@ -166,5 +170,5 @@ describe('regexes in product code', () => {
       Object.keys(EXCUSED).filter((key) => !excused.has(key)),
       'excuses for patterns that are gone',
     ).toEqual([]);
-  }, 120_000);
+  }, 300_000);
 });

@@ -1,8 +1,8 @@
 /**
- * Office documents end to end: the official DeepL client's `translateDocument` of a .docx and a .pptx, and
- * LibreTranslate's `/translate_file` of an .odt and an .epub, against the whole stack (tiny generated model, model
- * server, router). Each file that comes back opens in LibreOffice, and its text is the model's translation of each of
- * its units, in order: the same units sent through `POST /` come back byte for byte (the model server's translation
+ * Office documents end to end: the official DeepL client's `translateDocument` of a .docx and a .pptx,
+ * LibreTranslate's `/translate_file` of an .odt and an .epub, and the native `POST /documents` of the .docx, against
+ * the whole stack (tiny generated model, model server, router). Each file that comes back opens in LibreOffice, and
+ * its text is the model's translation of each of its units, in order: the same units sent through `POST /` come back byte for byte (the model server's translation
  * cache), so the generated model's output — not a translation — can still be checked exactly.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +20,7 @@ import {
   pptxFile,
   readerTexts,
 } from '../../harness/office-files.js';
+import { until } from '../../harness/polling.js';
 import { stopAll } from '../../harness/process-registry.js';
 import { type Stack, startStack, translateBody } from '../../harness/stack.js';
 import { type OfficeKind, planOffice } from '../../model-server/text/office/office-document.js';
@@ -77,7 +78,7 @@ function expectInOrder(read: readonly string[], texts: readonly string[], name: 
 
 describe('Office files through every API', () => {
   it(
-    'deepl-node translates a .docx and a .pptx (translateDocument); LibreTranslate an .odt and an .epub',
+    'deepl-node translates a .docx and a .pptx (translateDocument); LibreTranslate an .odt and an .epub; POST /documents a .docx',
     { timeout: 300_000 },
     async () => {
       const translator = new deepl.Translator('any-key', { serverUrl: stack.routerUrls[0]!, maxRetries: 0 });
@@ -104,6 +105,25 @@ describe('Office files through every API', () => {
         results[`${kind}-out.${kind}`] = new Uint8Array(await download.arrayBuffer());
       }
 
+      // The native API: the same .docx through POST /documents, its status, then its result.
+      const form = new FormData();
+      form.append('tgt_lang', 'de');
+      form.append('file', new Blob([FILES.docx as Uint8Array<ArrayBuffer>]), 'native.docx');
+      const made = await fetch(`${stack.routerUrls[0]}/documents`, { method: 'POST', body: form });
+      expect(made.status).toBe(202);
+      const { document_id: id, document_key: key } = (await made.json()) as Record<string, string>;
+      const status = async () =>
+        (
+          (await (await fetch(`${stack.routerUrls[0]}/documents/${id}?document_key=${key}`)).json()) as Record<
+            string,
+            string
+          >
+        ).status;
+      await until('the native document done', async () => (await status()) === 'done');
+      const nativeResult = await fetch(`${stack.routerUrls[0]}/documents/${id}/result?document_key=${key}`);
+      expect(nativeResult.status).toBe(200);
+      results['native-out.docx'] = new Uint8Array(await nativeResult.arrayBuffer());
+
       const docx = await unitTranslations('docx');
       const pptx = await unitTranslations('pptx');
       const odt = await unitTranslations('odt');
@@ -122,11 +142,13 @@ describe('Office files through every API', () => {
         'docx-out.docx': results['docx-out.docx']!,
         'pptx-out.pptx': results['pptx-out.pptx']!,
         'odt-out.odt': results['odt-out.odt']!,
+        'native-out.docx': results['native-out.docx']!,
       });
       // The body's units in order (the header, footer, footnote and comment are read where LibreOffice puts them).
       const bodyUnits = BODY.length + DOCX_FIXED_TEXTS.afterBody.length;
       expectInOrder(read['docx-out.docx']!, docx.slice(0, bodyUnits), 'docx');
       for (const text of docx.slice(bodyUnits)) expect(read['docx-out.docx']!.join('\n')).toContain(text);
+      expect(read['native-out.docx']).toEqual(read['docx-out.docx']);
       // The slides in order; the notes after their slide.
       expectInOrder(read['pptx-out.pptx']!, pptx.slice(0, 2), 'pptx');
       expect(read['pptx-out.pptx']!.join('\n')).toContain(pptx[2]);
