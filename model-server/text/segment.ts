@@ -193,15 +193,13 @@ export function joinTranslations(segments: Segments, translations: readonly stri
  */
 export function cutNearMiddle(text: string, lang: string): number | null {
   const { pieces, separators } = segmentDocument(text, lang);
-  let best: { level: number; at: number } | null = null;
+  let best: { rank: number; at: number } | null = null;
   for (let i = 1, at = separators[0]!.length; i < pieces.length; i++) {
     const separator = separators[i]!;
     at += pieces[i - 1]!.length + separator.length;
     const breaks = separator.replaceAll('\r\n', '\n').match(/[\n\r\u0085\u2028\u2029]/gu)?.length ?? 0;
-    const level = breaks > 1 ? 0 : breaks === 1 ? 1 : separator === '' ? Infinity : 2;
-    const nearer = best !== null && Math.abs(at - text.length / 2) < Math.abs(best.at - text.length / 2);
-    if (level !== Infinity && (best === null || level < best.level || (level === best.level && nearer)))
-      best = { level, at };
+    const rank = (breaks > 1 ? 0 : breaks === 1 ? 1 : 2) * text.length + Math.abs(at - text.length / 2);
+    if (separator !== '' && (best === null || rank < best.rank)) best = { rank, at };
   }
   return best?.at ?? null;
 }

@@ -21,14 +21,14 @@ import type { Logger } from '../../common/logger.js';
 import type { TranslationRequest } from '../../common/translation-contract.js';
 import type { GlossaryEntries } from '../text/glossary.js';
 import type { Glossary, GlossaryStore } from './glossary-store.js';
-import type { AnswerTask, OutlineTask, SharedGlossary, TaskOutcome, TextTask } from './text-task.js';
-import {
-  answerTranslation,
-  planSentences,
-  type SentenceAnswers,
-  type SentencePlan,
-  type TranslationLimits,
-} from './translation-plan.js';
+import runTextTask, {
+  type AnswerTask,
+  type OutlineTask,
+  type SharedGlossary,
+  type TaskOutcome,
+  type TextTask,
+} from './text-task.js';
+import type { SentenceAnswers, SentencePlan, TranslationLimits } from './translation-plan.js';
 
 export interface TextPoolOptions {
   /** Worker threads (TEXT_THREADS); 0: `defaultTextThreads()`. */
@@ -90,22 +90,11 @@ export class TextPool {
 
   /**
    * Plan `request` in a thread: its sentence jobs, and an answer that is rendered in a thread too.
-   * @throws ServeError as planTranslation (BAD_REQUEST, UNKNOWN_LANGUAGE, PAYLOAD_TOO_LARGE), REQUEST_TIMEOUT past
+   * @throws ServeError as planSentences (BAD_REQUEST, UNKNOWN_LANGUAGE, PAYLOAD_TOO_LARGE), REQUEST_TIMEOUT past
    *   the budget, SHUTTING_DOWN once closed
    */
   async plan(request: TranslationRequest, context: TextPlanContext): Promise<PooledPlan> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
-    if (plannedInline(request)) {
-      const { sentences, docs } = planSentences(request, {
-        tgtLang: context.tgtLang,
-        readable: context.readable,
-        limits: context.limits,
-      });
-      return {
-        sentences,
-        answer: (answers) => Promise.resolve(answerTranslation(request, docs, answers, context.tgtLang)),
-      };
-    }
     const glossary = storedGlossary(request, context);
     const task: OutlineTask = {
       request,
@@ -115,12 +104,13 @@ export class TextPool {
       ...(glossary ? { glossary } : {}),
     };
     const budgetMs = Math.min(this.timeoutMs, context.timeoutMs);
-    const { sentences, docs } = await this.#run<SentencePlan>({ name: 'outline', task }, budgetMs);
+    const inline = plannedInline(request);
+    const { sentences, docs } = await this.#run<SentencePlan>({ name: 'outline', task }, budgetMs, inline);
     const answer: Omit<AnswerTask, 'answers'> = { request, docs, tgtLang: context.tgtLang };
     return {
       sentences,
       answer: (answers) =>
-        this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, answers } }, budgetMs),
+        this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, answers } }, budgetMs, inline),
     };
   }
 
@@ -132,8 +122,10 @@ export class TextPool {
     await pool?.destroy();
   }
 
-  async #run<T>(message: TextTask & { name: 'outline' | 'answer' }, budgetMs: number): Promise<T> {
+  /** `message`'s task in a thread, or on this one when `inline` (the same task, without the hops). */
+  async #run<T>(message: TextTask & { name: 'outline' | 'answer' }, budgetMs: number, inline: boolean): Promise<T> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
+    if (inline) return settled(runTextTask(message) as TaskOutcome<T>);
     const signal = AbortSignal.timeout(budgetMs);
     let outcome: TaskOutcome<T>;
     try {
@@ -148,8 +140,7 @@ export class TextPool {
       if (this.#closed) throw new ServeError('SHUTTING_DOWN');
       throw err;
     }
-    if (!outcome.ok) throw ServeError.fromWire(outcome.error);
-    return outcome.value;
+    return settled(outcome);
   }
 
   #piscina(): Piscina {
@@ -170,6 +161,11 @@ export class TextPool {
     }
     return this.#pool;
   }
+}
+
+function settled<T>(outcome: TaskOutcome<T>): T {
+  if (!outcome.ok) throw ServeError.fromWire(outcome.error);
+  return outcome.value;
 }
 
 /**

@@ -97,25 +97,31 @@ export class TranslationCache {
     sentences: readonly PlannedSentence[],
     mode: CacheMode,
   ): CacheLookup {
-    const all = { found: new Map<string, unknown>(), missing: [...sentences], hits: 0, misses: 0 };
-    if (!this.enabled || identity === undefined || mode === 'skip') return { ...all, store: () => undefined };
+    const found = new Map<string, unknown>();
+    if (!this.enabled || identity === undefined || mode === 'skip') {
+      return { found, missing: [...sentences], hits: 0, misses: 0, store: () => undefined };
+    }
     const prefix = identityKey(identity, tgtLang);
     // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
-    const keys = new Map(
-      sentences.map(({ id, item: b }) => [
-        id,
-        `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
-          (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
-      ]),
-    );
-    if (mode === 'refresh') return { ...all, store: this.#storer(keys, all.missing) };
-    const found = new Map<string, unknown>();
-    const missing = sentences.filter(({ id }) => {
-      const value = this.#lru.get(keys.get(id)!);
-      if (value !== undefined) found.set(id, value);
+    const keyOf = ({ item: b }: PlannedSentence) =>
+      `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
+      (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : '');
+    const missing = sentences.filter((sentence) => {
+      const value = mode === 'use' ? this.#lru.get(keyOf(sentence)) : undefined;
+      if (value !== undefined) found.set(sentence.id, value);
       return value === undefined;
     });
-    return { found, missing, hits: found.size, misses: missing.length, store: this.#storer(keys, missing) };
+    const store = (answers: SentenceAnswers) => {
+      for (const sentence of missing) {
+        const value = answers.get(sentence.id);
+        if (value === undefined) continue;
+        // Copies, so that an entry keeps only its own bytes (ownedString).
+        const key = ownedString(keyOf(sentence));
+        this.#lru.set(key, structuredClone(value), entryBytes(key, value));
+      }
+    };
+    const counted = mode === 'use';
+    return { found, missing, hits: counted ? found.size : 0, misses: counted ? missing.length : 0, store };
   }
 
   /** `lookup` for the sentences of a request to a registered model, with its Cache-Control header. */
@@ -128,18 +134,6 @@ export class TranslationCache {
         ? undefined
         : { modelDir: entry.modelDir, fingerprint, dtype, numBeams, maxNewTokens, minNewTokens };
     return this.lookup(identity, entry.name, sentences, cacheModeOf(cacheControl));
-  }
-
-  #storer(keys: ReadonlyMap<string, string>, missing: readonly PlannedSentence[]): (answers: SentenceAnswers) => void {
-    return (answers) => {
-      for (const { id } of missing) {
-        const value = answers.get(id);
-        if (value === undefined) continue;
-        // Copies, so that an entry keeps only its own bytes (ownedString).
-        const key = ownedString(keys.get(id)!);
-        this.#lru.set(key, structuredClone(value), entryBytes(key, value));
-      }
-    };
   }
 }
 

@@ -1,6 +1,22 @@
 import { describe, expect, it } from 'vitest';
 import { TranslationCache } from './translation-cache.js';
-import { planTranslation, type PlanContext, type PlannedSentence } from './translation-plan.js';
+import {
+  answerTranslation,
+  planSentences,
+  type PlanContext,
+  type PlannedSentence,
+  type SentenceAnswers,
+} from './translation-plan.js';
+import type { TranslationRequest } from '../../common/translation-contract.js';
+
+/** Both halves in this thread, as the text pool runs them in its threads: the sentences, and the answer from theirs. */
+function planTranslation(request: TranslationRequest, context: PlanContext) {
+  const { sentences, docs } = planSentences(request, context);
+  return {
+    sentences,
+    answer: (answers: SentenceAnswers) => answerTranslation(request, docs, answers, context.tgtLang),
+  };
+}
 
 const context: PlanContext = {
   tgtLang: 'fr',

@@ -80,18 +80,6 @@ export interface SentencePlan {
 /** Each sentence's answer (the worker's value, or the cache's), by sentence id. */
 export type SentenceAnswers = ReadonlyMap<string, unknown>;
 
-export interface TranslationPlan {
-  sentences: PlannedSentence[];
-  /** The response body from every sentence's answer. */
-  answer(answers: SentenceAnswers): Record<string, unknown>;
-}
-
-/** Both halves in this thread: the sentences, and the answer from theirs. */
-export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
-  const { sentences, docs } = planSentences(request, context);
-  return { sentences, answer: (answers) => answerTranslation(request, docs, answers, context.tgtLang) };
-}
-
 /**
  * The jobs of a request, checked at the model server's edge (common/translation-contract.ts), for model `tgtLang`.
  * @throws ServeError BAD_REQUEST (undetectable language, glossary), UNKNOWN_LANGUAGE (a language the model cannot
