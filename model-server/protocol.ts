@@ -67,9 +67,8 @@ export interface SentenceItem {
   /** The sentence (a whole text with `split: "none"`); never blank. */
   text: string;
   /**
-   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source term, target term, spans]` (text/glossary.ts
-   * `termsFor`): its translation must contain each target; a part the worker splits off is held to the terms whose
-   * spans of `text` lie inside it.
+   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source, target, spans of text]` (text/glossary.ts):
+   * its translation must contain each target, and a part the worker splits off those whose spans lie inside it.
    */
   terms?: [string, string, [number, number][]][];
   /** Alternative translations asked for, 1 to MAX_ALTERNATIVES (the worker's beam runners-up); absent: none. */

@@ -164,10 +164,7 @@ function matcherOf(entries: GlossaryEntries): { terms: Term[]; automaton: Starts
   return matcher;
 }
 
-/**
- * A glossary entry a sentence is held to, `[source term, target term, spans]`: the [start, end) spans of the
- * sentence (UTF-16 offsets) its source terms cover, so a part of the sentence is held to the terms inside it.
- */
+/** `[source term, target term, spans]`: the [start, end) UTF-16 spans of the sentence its source terms cover. */
 export type SentenceTerm = [string, string, [number, number][]];
 
 /**
@@ -215,14 +212,11 @@ export function termsFor(sentence: string, entries: GlossaryEntries): SentenceTe
 /** Offsets of `lower` (`text` lower-cased) back to `text`'s: the same, unless a character lower-cased to two (İ). */
 function originOf(text: string, lower: string): (at: number) => number {
   if (lower.length === text.length) return (at) => at;
-  const origin: number[] = [];
-  for (let i = 0; i < text.length;) {
-    const char = String.fromCodePoint(text.codePointAt(i)!);
-    for (let k = char.toLowerCase().length; k > 0; k--) origin.push(i);
-    i += char.length;
-  }
-  origin.push(text.length);
-  return (at) => origin[at]!;
+  let end = 0;
+  const origin = [...text].flatMap((char) =>
+    Array<number>(char.toLowerCase().length).fill((end += char.length) - char.length),
+  );
+  return (at) => origin[at] ?? text.length;
 }
 
 /** Of two terms (indexes, or NONE), the longer; of two as long, the earlier entry. */

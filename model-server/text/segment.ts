@@ -186,10 +186,8 @@ export function joinTranslations(segments: Segments, translations: readonly stri
 }
 
 /**
- * Where `text` may be cut in two so that each half segments as it did whole: the end of a separator between two
- * sentences, nearest the middle among those holding a blank line, else a line break, else other whitespace (never
- * between sentences that touch, as zh's do: their join is the model server's); null when there is none. The router
- * cuts a document the model server refuses whole so (router/apis/document-pieces.ts).
+ * Where `text` may be cut in two, each half segmenting as it did whole (router/apis/document-pieces.ts): after the
+ * whitespace between two sentences nearest the middle, a blank line first, then a line break, then any; null if none.
  */
 export function cutNearMiddle(text: string, lang: string): number | null {
   const { pieces, separators } = segmentDocument(text, lang);

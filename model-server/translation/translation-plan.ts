@@ -123,7 +123,11 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
     });
     return { lang, units };
   });
-  const glossary = glossaryOf(request, context);
+  // An inline glossary (`glossary`) is for whatever the source is; a stored one (`glossary_id`) for its pair.
+  const { glossary: inline } = request;
+  const glossary: Partial<PlanGlossary> | undefined = inline
+    ? { entries: glossaryEntries(Object.entries(inline)) }
+    : context.glossary;
   const sentences: PlannedSentence[] = [];
   const outline = docs.map(({ lang, units }, d) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
@@ -132,14 +136,15 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    const parts = units.map(({ pieces, separators }, u) => {
-      const ids = pieces.map((piece, k) => {
-        const [id, item] = [`${d}.${u}.${k}`, sentenceItem(lang, piece, glossary?.entries)];
-        sentences.push({ id, item: alternatives === 0 ? item : { ...item, alternatives } });
-        return id;
-      });
-      return { ids, separators };
-    });
+    const planned = (piece: string, id: string) => {
+      const item = sentenceItem(lang, piece, glossary?.entries);
+      sentences.push({ id, item: alternatives === 0 ? item : { ...item, alternatives } });
+      return id;
+    };
+    const parts = units.map(({ pieces, separators }, u) => ({
+      ids: pieces.map((p, k) => planned(p, `${d}.${u}.${k}`)),
+      separators,
+    }));
     return { lang, units: parts };
   });
   return { sentences, docs: outline };
@@ -195,19 +200,6 @@ function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries 
   return terms.length === 0 ? { srcLang: lang, text: sentence } : { srcLang: lang, text: sentence, terms };
 }
 
-/**
- * The request's glossary: the stored one the caller found (`glossary_id`, for its language pair) or inline entries
- * (`glossary`, for whatever the source is).
- * @throws ServeError BAD_REQUEST (a bad inline entry)
- */
-function glossaryOf(
-  { glossary: inline }: TranslationRequest,
-  context: PlanContext,
-): { entries: GlossaryEntries; sourceLang?: string } | undefined {
-  if (inline !== undefined) return { entries: glossaryEntries(Object.entries(inline)) };
-  return context.glossary;
-}
-
 function contentOf(
   text: string,
   format: TextFormat,
@@ -234,14 +226,10 @@ function wholeText(text: string): Segments {
 
 /** A sentence's answer as the join reads it: its translation, with beam search's runners-up when asked for. */
 function rankedPart(value: unknown): RankedPart {
-  const { translated, score, alternatives } = (value ?? {}) as {
-    translated?: unknown;
-    score?: number;
-    alternatives?: [];
-  };
+  const { translated, score = 0, alternatives } = (value ?? {}) as { translated?: unknown } & Partial<RankedPart>;
   if (typeof translated !== 'string')
     throw new ServeError('INTERNAL', 'The translation handler answered without text.');
-  return { text: translated, score: score ?? 0, ...(alternatives ? { alternatives } : {}) };
+  return { text: translated, score, ...(alternatives ? { alternatives } : {}) };
 }
 
 /** The language of `text` for `src_lang: "auto"`. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */

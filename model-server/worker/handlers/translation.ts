@@ -158,14 +158,12 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     // Each row is held to the terms the plan found inside its part of the text (their spans): a split sentence's
     // terms go with their part. Every term is written as ids first, so one the model cannot write fails the job at once.
     const termIds = terms.map(([, target]) => engine.encodeTerm(target));
-    const constraintsOf = (start: number, end: number) =>
+    const constraintsOf = (start = 0, end = text.length) =>
       termIds.filter((_, t) => terms[t]![2].some(([from, to]) => from >= start && to <= end));
     const request = { id: item.id, tgtLang, bulk, alternatives };
     if (text.length <= WHOLE_TEXT_CHARS) {
       const whole = engine.prepare({ srcLang, text, tgtLang });
-      if (!whole.truncated) {
-        return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf(0, text.length)] };
-      }
+      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf()] };
     } else {
       // Both languages checked before any work on the text.
       engine.prepare({ srcLang, text: '', tgtLang });
@@ -192,11 +190,10 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       throw err;
     }
     const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
-    let end = 0;
-    const constraints = parts.pieces.map((piece, i) => {
-      const start = (end += parts.separators[i]!.length);
-      return constraintsOf(start, (end += piece.length));
-    });
+    let at = 0; // the parts' spans of the text: each part's own [start, end)
+    const constraints = parts.pieces.map((p, i) =>
+      constraintsOf((at += parts.separators[i]!.length), (at += p.length)),
+    );
     return { ...request, rows, parts, constraints };
   }
 
