@@ -144,10 +144,9 @@ function reachingNoWorker<T>(step: () => T): T {
 
 /** A body for another handler (echo): an array of texts is one job each, answered as an array. */
 function splitBody(body: JsonValue): { sentences: { id: string; item: JsonValue }[]; isArray: boolean } {
-  const whole = { sentences: [{ id: '0', item: body }], isArray: false };
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return whole;
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || !Array.isArray(body.src_text))
+    return { sentences: [{ id: '0', item: body }], isArray: false };
   const texts = body.src_text;
-  if (!Array.isArray(texts)) return whole;
   if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
   const bad = texts.findIndex((t) => typeof t !== 'string');
   if (bad >= 0) throw new ServeError('BAD_REQUEST', `src_text[${bad}] must be a string.`);

@@ -133,7 +133,7 @@ describe('translation cache', () => {
     const glossary = { owl: '<pad>', fox: '</s>' };
     const seen = 'The bridge opens at noon.';
     expect((await translate('ko', { src_lang: 'en', src_text: seen, glossary })).status).toBe(200);
-    // Both refused sentences fail in the worker; the answer is the first one's in the document, whichever settles first.
+    // Both refused sentences fail in the worker; the answer is the first one's in the plan, whichever settles first.
     const doc = `${seen} An owl sleeps. A fox runs.`;
     const refused = await translate('ko', { src_lang: 'en', src_text: doc, glossary });
     expect(refused.status).toBe(400);

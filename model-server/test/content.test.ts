@@ -117,7 +117,7 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
     expect(gone.status).toBe(400);
   });
 
-  it('a sentence longer than the model reads: each part is held to the glossary terms the plan found inside it', async () => {
+  it('a sentence longer than the model reads: each part is held to the glossary terms found inside it', async () => {
     // The tiny model reads 128 tokens: 150 words make several parts; "fox" stands in the first, "dog" in the last.
     const words = Array.from({ length: 150 }, (_, i) => ['alpha', 'beta', 'gamma', 'delta'][i % 4]);
     const res = await translate({

@@ -21,13 +21,8 @@ import type { Logger } from '../../common/logger.js';
 import type { TranslationRequest } from '../../common/translation-contract.js';
 import type { GlossaryEntries } from '../text/glossary.js';
 import type { Glossary, GlossaryStore } from './glossary-store.js';
-import runTextTask, {
-  type AnswerTask,
-  type OutlineTask,
-  type SharedGlossary,
-  type TaskOutcome,
-  type TextTask,
-} from './text-task.js';
+import runTextTask from './text-task.js';
+import type { AnswerTask, OutlineTask, SharedGlossary, TaskOutcome, TextTask } from './text-task.js';
 import type { SentenceAnswers, SentencePlan, TranslationLimits } from './translation-plan.js';
 
 export interface TextPoolOptions {
@@ -125,13 +120,12 @@ export class TextPool {
   /** `message`'s task in a thread, or on this one when `inline` (the same task, without the hops). */
   async #run<T>(message: TextTask & { name: 'outline' | 'answer' }, budgetMs: number, inline: boolean): Promise<T> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
-    if (inline) return settled(runTextTask(message) as TaskOutcome<T>);
-    const signal = AbortSignal.timeout(budgetMs);
+    const signal = inline ? undefined : AbortSignal.timeout(budgetMs);
     let outcome: TaskOutcome<T>;
     try {
-      outcome = (await this.#piscina().run(message, { signal })) as TaskOutcome<T>;
+      outcome = (signal ? await this.#piscina().run(message, { signal }) : runTextTask(message)) as TaskOutcome<T>;
     } catch (err) {
-      if (signal.aborted) {
+      if (signal?.aborted) {
         throw new ServeError(
           'REQUEST_TIMEOUT',
           `Request timed out: its text was not ${message.name === 'outline' ? 'prepared' : 'put back together'} within ${budgetMs} ms (${budgetMs < this.timeoutMs ? "the model's response timeout" : 'TEXT_TIMEOUT_MS'}): markup, subtitles, language detection, sentence segmentation and glossary terms; send it in smaller parts.`,
@@ -140,7 +134,8 @@ export class TextPool {
       if (this.#closed) throw new ServeError('SHUTTING_DOWN');
       throw err;
     }
-    return settled(outcome);
+    if (!outcome.ok) throw ServeError.fromWire(outcome.error);
+    return outcome.value;
   }
 
   #piscina(): Piscina {
@@ -161,11 +156,6 @@ export class TextPool {
     }
     return this.#pool;
   }
-}
-
-function settled<T>(outcome: TaskOutcome<T>): T {
-  if (!outcome.ok) throw ServeError.fromWire(outcome.error);
-  return outcome.value;
 }
 
 /**

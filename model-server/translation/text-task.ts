@@ -49,8 +49,8 @@ export type TextTask =
   { name: 'outline'; task: OutlineTask } | { name: 'answer'; task: AnswerTask } | { name: 'ready' };
 
 /**
- * `outline`: a request's sentences and how their answers rejoin (translation-plan.ts `planSentences`);
- * `answer`: the response from every sentence's answer, by id (`answerTranslation`); `ready`: nothing, once this module is loaded.
+ * `outline`: a request's sentences and how their answers rejoin (translation-plan.ts `planSentences`); `answer`:
+ * the response from every sentence's answer, by id (`answerTranslation`); `ready`: nothing, once this module is loaded.
  */
 export default function run(message: TextTask): TaskOutcome<unknown> {
   switch (message.name) {

@@ -155,15 +155,15 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     // The model is its target language, or a pair's entry (`en-de`) translating into its target.
     const tgtLang = targetOf(item.model);
     const bulk = item.bulk === true;
-    // Each row is held to the terms the plan found inside its part of the text (their spans): a split sentence's
-    // terms go with their part. Every term is written as ids first, so one the model cannot write fails the job at once.
+    // Each row is held to the terms the plan found inside its part of the text (their spans). Every term is written
+    // as ids first, so one the model cannot write fails the job before any work.
     const termIds = terms.map(([, target]) => engine.encodeTerm(target));
-    const constraintsOf = (start = 0, end = text.length) =>
+    const termsIn = (start = 0, end = text.length) =>
       termIds.filter((_, t) => terms[t]![2].some(([from, to]) => from >= start && to <= end));
     const request = { id: item.id, tgtLang, bulk, alternatives };
     if (text.length <= WHOLE_TEXT_CHARS) {
       const whole = engine.prepare({ srcLang, text, tgtLang });
-      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf()] };
+      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [termsIn()] };
     } else {
       // Both languages checked before any work on the text.
       engine.prepare({ srcLang, text: '', tgtLang });
@@ -191,9 +191,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     }
     const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
     let at = 0; // the parts' spans of the text: each part's own [start, end)
-    const constraints = parts.pieces.map((p, i) =>
-      constraintsOf((at += parts.separators[i]!.length), (at += p.length)),
-    );
+    const constraints = parts.pieces.map((p, i) => termsIn((at += parts.separators[i]!.length), (at += p.length)));
     return { ...request, rows, parts, constraints };
   }
 
