@@ -107,6 +107,15 @@ export const LANGUAGE_TOKENS: Readonly<Record<string, RegExp | null>> = Object.f
   MarianTokenizer: null,
 });
 
+/** The family each tokenizer class belongs to, as the status page and `GET /models/{name}` name it. */
+export const FAMILY_NAMES: Readonly<Record<string, string>> = Object.freeze({
+  M2M100Tokenizer: 'M2M100',
+  NllbTokenizer: 'NLLB-200',
+  MBart50Tokenizer: 'mBART-50',
+  MBartTokenizer: 'mBART',
+  MarianTokenizer: 'Marian',
+});
+
 /** A language token a tokenizer class writes, as an example for messages. */
 export const LANGUAGE_TOKEN_EXAMPLE: Readonly<Record<string, string>> = Object.freeze({
   M2M100Tokenizer: '__en__',

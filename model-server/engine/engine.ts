@@ -12,6 +12,7 @@
  * and join the running batch at once (decoders with a self-attention mask) or once they have caught up with it
  * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
+import path from 'node:path';
 import type { DeviceInfo } from '../protocol.js';
 import { type Hypothesis, NO_FORCED_TOKEN, type SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
@@ -34,6 +35,7 @@ import {
   type ModelDtype,
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
+import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
 import type { SearchRunStats } from './search/runs.js';
 
@@ -47,6 +49,7 @@ export class TranslationEngine {
   readonly #defaults: TranslateOptions;
   readonly #maxBatchRows: number;
   readonly #search: LoadedSearch;
+  readonly #weightsBytes: number;
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -58,6 +61,8 @@ export class TranslationEngine {
   ) {
     this.#config = config;
     this.#tokenizer = tokenizer;
+    const encoderFile = path.join('onnx', `encoder_model${DTYPE_SUFFIX[sessions.dtype.dtype]}.onnx`);
+    this.#weightsBytes = weightsBytes(options.modelDir, [encoderFile, sessions.decoderFile]);
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
@@ -110,6 +115,16 @@ export class TranslationEngine {
   /** The weights' type loaded (`fp32`, `q8`, `q8-rows`, `fp16`). */
   get dtype(): ModelDtype {
     return this.#sessions.dtype.dtype;
+  }
+
+  /** The model family its files describe (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
+  get family(): string {
+    return this.#tokenizer.family;
+  }
+
+  /** Bytes of the weight files loaded (encoder and decoder of the dtype, external data included). */
+  get weightsBytes(): number {
+    return this.#weightsBytes;
   }
 
   /** The dtype loaded, what was asked for, and why (MODEL_DTYPE=auto says what it chose and what was absent). */

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ServeError } from '../../common/errors.js';
-import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import { FAMILY_NAMES, isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
 
 /** Which request field a language code came from, for error messages. */
@@ -42,14 +42,18 @@ export class TranslationTokenizer {
   readonly #maxInputTokens: number;
   /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
   readonly #unwritable: ReadonlySet<number>;
+  /** The model family its tokenizer class belongs to (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
+  readonly family: string;
 
   private constructor(
+    family: string,
     tokenizer: Tokenizer,
     languages: Languages,
     template: TemplateItem[],
     eosId: number,
     maxInputTokens: number,
   ) {
+    this.family = family;
     this.#tokenizer = tokenizer;
     this.#languages = languages;
     this.#template = template;
@@ -95,7 +99,14 @@ export class TranslationTokenizer {
     }
     const template = templateOf(json, tokenizer, pattern, file('tokenizer.json'));
     if (options.maxInputTokens < template.length + 1) throw new RangeError('maxInputTokens leaves no room for text');
-    return new TranslationTokenizer(tokenizer, languages, template, options.eosTokenId, options.maxInputTokens);
+    return new TranslationTokenizer(
+      FAMILY_NAMES[className]!,
+      tokenizer,
+      languages,
+      template,
+      options.eosTokenId,
+      options.maxInputTokens,
+    );
   }
 
   /** Source language codes this tokenizer reads (the model's own and their ISO 639-1 aliases), sorted. */

@@ -3,7 +3,7 @@
  * translation plan), held to transformers.js on the same files: greedy, and beam 2 (asked for with `alternatives`),
  * one request at a time and batched with other traffic; and exports whose files disagree, refused at registration.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,16 +23,19 @@ const TEXTS = [
 const CASES = [
   {
     preset: 'tiny-nllb',
+    family: 'NLLB-200',
     targets: { de: 'deu_Latn', kor_Hang: 'kor_Hang' } as Record<string, string>,
     sources: { en: 'eng_Latn', fra_Latn: 'fra_Latn' } as Record<string, string>,
   },
   {
     preset: 'tiny-mbart50',
+    family: 'mBART-50',
     targets: { de: 'de_DE', ko: 'ko_KR' } as Record<string, string>,
     sources: { en: 'en_XX', fr: 'fr_XX' } as Record<string, string>,
   },
   {
     preset: 'tiny-opus-mt-en-de',
+    family: 'Marian',
     targets: { de: 'de' } as Record<string, string>,
     sources: { en: 'en' } as Record<string, string>,
   },
@@ -72,6 +75,21 @@ describe.each(CASES)('$preset behind the model server equals transformers.js', (
   afterAll(async () => {
     await reference?.dispose();
     await t?.close();
+  });
+
+  it('is described with its family, read from its files, and the weight bytes of the files loaded', async () => {
+    const { family } = CASES.find((c) => c.preset === preset)!;
+    const [first] = Object.keys(targets);
+    const described = (await call(`${t.management}/models/${first}`)).body[0].engine;
+    const onDisk = ['encoder_model.onnx', 'decoder_model_merged.onnx']
+      .map((f) => statSync(path.join(t.modelDir, 'onnx', f)).size)
+      .reduce((a, b) => a + b, 0);
+    expect(described).toMatchObject({
+      family,
+      pairs: Object.keys(targets).map((tgt) => `any → ${tgt}`),
+      dtype: 'fp32',
+      weightsBytes: onDisk,
+    });
   });
 
   it('greedy, one request at a time', async () => {
