@@ -44,6 +44,7 @@ export function configJson(p: DemoPreset): Record<string, unknown> {
   return {
     _name_or_path: `mt-serve/demo-${p.name}`,
     ...familyConfigKeys(p.family),
+    ...(p.activation === undefined ? {} : { activation_function: p.activation }),
     is_encoder_decoder: true,
     vocab_size: p.vocabSize,
     d_model: p.dModel,
