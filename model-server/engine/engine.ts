@@ -273,9 +273,13 @@ export class TranslationEngine {
     }
     const { runs } = this.#search;
     // The graph stops a beam search once numBeams hypotheses are finished (greedy rows are the case of one beam); it
-    // forces a first token and suppresses none but `</s>`, so Marian's rows take the step loop.
+    // forces a first token, suppresses none but `</s>` and forces no last one, so Marian's rows (and any whose
+    // generation_config.json names forced_eos_token_id) take the step loop.
     const stopsEarly = settings.numBeams === 1 || settings.earlyStopping;
-    const graphFits = settings.forcedTokenId !== NO_FORCED_TOKEN && (settings.suppressTokenIds?.length ?? 0) === 0;
+    const graphFits =
+      settings.forcedTokenId !== NO_FORCED_TOKEN &&
+      (settings.suppressTokenIds?.length ?? 0) === 0 &&
+      settings.forcedEosTokenId === undefined;
     if (runs !== null && !ranked && settings.constraints === undefined && stopsEarly && graphFits) {
       return runs.submit({ inputIds, forcedTokenId: settings.forcedTokenId }, settings, options);
     }
@@ -336,6 +340,7 @@ export class TranslationEngine {
       lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
       earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
       suppressTokenIds: this.#config.suppressTokenIds,
+      ...(this.#config.forcedEosTokenId === null ? {} : { forcedEosTokenId: this.#config.forcedEosTokenId }),
       ...(constraints ? { constraints } : {}),
     };
   }
