@@ -174,7 +174,7 @@ export class TranslationEngine {
   /** Validate languages and tokenize. @throws ServeError UNKNOWN_LANGUAGE naming the field and code */
   prepare(row: TranslateRow): PreparedRow {
     const forcedTokenId = this.#tokenizer.forcedTokenId(row.tgtLang);
-    const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang);
+    const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang, row.tgtLang);
     return { inputIds: ids, forcedTokenId, truncated };
   }
 

@@ -6,7 +6,13 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ServeError } from '../../common/errors.js';
-import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import {
+  isoAlias,
+  LANGUAGE_TOKEN_EXAMPLE,
+  LANGUAGE_TOKENS,
+  marianAlias,
+  marianTargetTokens,
+} from '../../common/language-codes.js';
 
 type Json = Record<string, unknown>;
 
@@ -77,7 +83,14 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   }
   checkGraphs(modelDir);
   const targets = new Set<string>();
-  if (pattern === null) targets.add(String(tokenizerConfig.target_lang));
+  // A multilingual Marian model writes the targets of its `>>xx<<` tokens; another, tokenizer_config.json's one.
+  const marianTargets = pattern === null ? marianTargetTokens(tokenizer) : new Map<string, string>();
+  if (pattern === null && marianTargets.size === 0) targets.add(String(tokenizerConfig.target_lang));
+  for (const code of marianTargets.keys()) {
+    targets.add(code);
+    const alias = marianAlias(code);
+    if (alias !== undefined) targets.add(alias);
+  }
   for (const token of languages) {
     const code = pattern!.exec(String(token.content))![1]!;
     targets.add(code);

@@ -40,14 +40,18 @@ export async function transformersReference(root: string, name: string, dtype: '
   const tokenizer: any = await AutoTokenizer.from_pretrained(name);
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const model: any = await AutoModelForSeq2SeqLM.from_pretrained(name, { dtype });
+  // Marian's tokenizer has no language tokens: a model is one pair, nothing is forced, and a multilingual one reads
+  // its target from the text, as its users write it (`>>fra<< text`).
+  const encode = (row: TranslateRow, kwargs: Record<string, unknown>) =>
+    '_build_translation_inputs' in tokenizer
+      ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
+      : tokenizer(tokenizer.supported_language_codes?.length ? `>>${row.tgtLang}<< ${row.text}` : row.text, {
+          truncation: true,
+        });
   return {
     async translate(row: TranslateRow, maxNewTokens: number): Promise<ReferenceTranslation> {
       const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      // Marian's tokenizer has no languages: a model is one pair, and nothing is forced.
-      const inputs =
-        '_build_translation_inputs' in tokenizer
-          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
-          : tokenizer(row.text, { truncation: true });
+      const inputs = encode(row, kwargs);
       const output = await model.generate({
         ...inputs,
         forced_bos_token_id: kwargs.forced_bos_token_id,
@@ -73,10 +77,7 @@ export async function transformersReference(root: string, name: string, dtype: '
     async beam(row: TranslateRow, numBeams: number, maxNewTokens: number, earlyStopping = true): Promise<number[]> {
       const { Tensor } = await import('@huggingface/transformers');
       const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      const inputs =
-        '_build_translation_inputs' in tokenizer
-          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
-          : tokenizer(row.text, { truncation: true });
+      const inputs = encode(row, kwargs);
       const forced = kwargs.forced_bos_token_id as number | undefined;
       const config = model.generation_config;
       const eos = Number(config.eos_token_id);

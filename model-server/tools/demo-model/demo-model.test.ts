@@ -191,7 +191,14 @@ describe('makeDemoModel', () => {
   });
 
   it('writes exactly the parameters the formula counts', () => {
-    for (const preset of ['tiny', 'tiny-joinable', 'tiny-nllb', 'tiny-mbart50', 'tiny-opus-mt-en-de']) {
+    for (const preset of [
+      'tiny',
+      'tiny-joinable',
+      'tiny-nllb',
+      'tiny-mbart50',
+      'tiny-opus-mt-en-de',
+      'tiny-opus-mt-en-roa',
+    ]) {
       const summary = makeDemoModel(preset, tempDir());
       expect(summary.writtenParameters).toBe(parameterCount(PRESETS[preset]!));
     }

@@ -122,7 +122,10 @@ export function makeDemoModel(
   json('generation_config.json', generationConfigJson(p));
   const languageToken = FAMILIES[p.family].languageToken;
   const languageTokens = languageToken === null ? [] : DEMO_LANGUAGES.map(languageToken);
-  json('tokenizer.json', tokenizerJson(p.vocabSize, p.family, DEMO_LANGUAGES, p.legacyLanguagePlacement));
+  json(
+    'tokenizer.json',
+    tokenizerJson(p.vocabSize, p.family, DEMO_LANGUAGES, p.legacyLanguagePlacement, p.marianTargets ?? []),
+  );
   json('tokenizer_config.json', tokenizerConfigJson(p.family, maxLength, languageTokens, p.pair ?? null));
   writeFileSync(
     path.join(outDir, 'README.md'),

@@ -29,6 +29,8 @@ export interface DemoPreset {
   legacyLanguagePlacement?: boolean;
   /** A Marian model's one pair (tokenizer_config.json's source_lang and target_lang). */
   pair?: { source: string; target: string };
+  /** A multilingual Marian model's target codes (`>>fra<<` tokens; its pair's target then names the group, `roa`). */
+  marianTargets?: readonly string[];
   /**
    * The feed-forward activation where a published model differs from its family's usual one (mBART-50's
    * many-to-many fine-tune: ReLU, where mBART's pretraining used GELU).
@@ -110,6 +112,15 @@ export const PRESETS: Record<string, DemoPreset> = {
     family: 'marian',
     pair: { source: 'en', target: 'de' },
     seed: 75,
+  },
+  /** A multilingual Marian model as opus-mt-en-roa: one source, the target named by `>>xx<<` before the text. */
+  'tiny-opus-mt-en-roa': {
+    ...TINY,
+    name: 'tiny-opus-mt-en-roa',
+    family: 'marian',
+    pair: { source: 'en', target: 'roa' },
+    marianTargets: ['fra', 'ita', 'por', 'ron', 'spa'],
+    seed: 76,
   },
   'm2m100-418m': {
     name: 'm2m100-418m',
