@@ -81,6 +81,43 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   if (top >= (vocabSize as number)) {
     refuse('tokenizer.json', `has token id ${top}, past config.json's vocab_size ${vocabSize as number}.`);
   }
+  // The token ids generation starts, ends and pads with index the model's logits: one past them reads garbage.
+  const generation = existsSync(path.join(modelDir, 'generation_config.json'))
+    ? readJson(modelDir, 'generation_config.json')
+    : {};
+  for (const [file, json] of [
+    ['config.json', config],
+    ['generation_config.json', generation],
+  ] as const) {
+    for (const key of TOKEN_ID_KEYS) {
+      const id = json[key];
+      if (typeof id === 'number' && id >= (vocabSize as number)) {
+        refuse(file, `names ${key} ${id}, past config.json's vocab_size ${vocabSize as number}.`);
+      }
+    }
+  }
+  const tokens = new Set([
+    ...(Array.isArray(vocab) ? vocab.map((v) => String((v as unknown[])[0])) : Object.keys((vocab ?? {}) as Json)),
+    ...added.map((t) => String(t.content)),
+  ]);
+  const named = Array.isArray(tokenizerConfig.additional_special_tokens)
+    ? tokenizerConfig.additional_special_tokens
+    : [];
+  const absent = named
+    .map((t) => (typeof t === 'string' ? t : String((t as Json).content)))
+    .find((t) => !tokens.has(t));
+  if (absent !== undefined) {
+    refuse(
+      'tokenizer.json',
+      `has no token ${JSON.stringify(absent)}, which tokenizer_config.json names among its special tokens.`,
+    );
+  }
+  if (pattern === null && tokenizerConfig.separate_vocabs === true) {
+    refuse(
+      'tokenizer_config.json',
+      'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
+    );
+  }
   checkGraphs(modelDir);
   const targets = new Set<string>();
   // A multilingual Marian model writes the targets of its `>>xx<<` tokens; another, tokenizer_config.json's one.
@@ -100,6 +137,16 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   sound.set(modelDir, { stamp, targets });
   return targets;
 }
+
+/** The token ids config.json and generation_config.json may name (HF's names). */
+const TOKEN_ID_KEYS = [
+  'pad_token_id',
+  'bos_token_id',
+  'eos_token_id',
+  'decoder_start_token_id',
+  'forced_bos_token_id',
+  'forced_eos_token_id',
+] as const;
 
 /** Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there. */
 function checkGraphs(modelDir: string): void {

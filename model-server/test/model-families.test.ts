@@ -187,6 +187,36 @@ describe('an export whose files disagree is refused at registration, naming the 
       file: 'tokenizer_config.json',
       message: 'names no pair (source_lang and target_lang) for its MarianTokenizer.',
     },
+    {
+      what: 'a generation token id past the vocabulary',
+      apply: (dir) => editJson(dir, 'generation_config.json', (c) => ({ ...c, decoder_start_token_id: 512 })),
+      file: 'generation_config.json',
+      message: "names decoder_start_token_id 512, past config.json's vocab_size 512.",
+    },
+    {
+      what: 'a language token tokenizer_config.json names and tokenizer.json lacks',
+      apply: (dir) =>
+        editJson(dir, 'tokenizer_config.json', (c) => ({
+          ...c,
+          additional_special_tokens: [...(c.additional_special_tokens as string[]), '__sw__'],
+        })),
+      file: 'tokenizer.json',
+      message: 'has no token "__sw__", which tokenizer_config.json names among its special tokens.',
+    },
+    {
+      what: 'a Marian export with a separate target vocabulary',
+      apply: (dir) =>
+        editJson(dir, 'tokenizer_config.json', (c) => ({
+          ...c,
+          tokenizer_class: 'MarianTokenizer',
+          source_lang: 'en',
+          target_lang: 'de',
+          separate_vocabs: true,
+        })),
+      file: 'tokenizer_config.json',
+      message:
+        'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
+    },
   ];
 
   it.each(breakages)('$what', async ({ apply, file, message }) => {
