@@ -239,6 +239,39 @@ describe('an export whose files disagree is refused at registration, naming the 
   });
 });
 
+describe('a multilingual Marian model serving two pairs', () => {
+  it('is loaded once: one engine, its family and both pairs, each answering as transformers.js with its >>xx<<', async () => {
+    const t = await startTinyTranslationServer(['en-fr', 'en-it'], {
+      preset: 'tiny-opus-mt-en-roa',
+      config: { modelDtype: 'fp32' },
+    });
+    const refDir = mkdtempSync(path.join(tmpdir(), 'roa-ref-'));
+    makeDemoModel('tiny-opus-mt-en-roa', path.join(refDir, 'roa'), { quantize: false });
+    const reference = await transformersReference(refDir, 'roa', 'fp32');
+    try {
+      const status = (await call(`${t.metrics}/status.json`)).body;
+      expect(status.engines).toHaveLength(1);
+      expect(status.engines[0]).toMatchObject({ family: 'Marian', pairs: ['en → fr', 'en → it'] });
+      const text = TEXTS[0]!;
+      const answers: string[] = [];
+      for (const [entry, code] of [
+        ['en-fr', 'fra'],
+        ['en-it', 'ita'],
+      ] as const) {
+        const res = await call(`${t.inference}/predictions/${entry}`, { body: { src_lang: 'en', src_text: text } });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.translated).toBe((await reference.translate({ srcLang: 'en', tgtLang: code, text }, 16)).text);
+        answers.push(res.body.translated as string);
+      }
+      expect(answers[0]).not.toBe(answers[1]);
+    } finally {
+      await reference.dispose();
+      await t.close();
+      rmSync(refDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('a language registered on a model that does not write it', () => {
   const start = startPerTest();
   it('is refused at registration, naming the languages the model writes', async () => {
