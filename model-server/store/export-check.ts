@@ -180,6 +180,6 @@ function readJson(modelDir: string, name: string): Json {
 }
 
 function stampOf(modelDir: string): string {
-  const names = ['config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
+  const names = ['config.json', 'generation_config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
   return names.map((n) => (existsSync(path.join(modelDir, n)) ? statSync(path.join(modelDir, n)).mtimeMs : -1)).join();
 }
