@@ -107,6 +107,15 @@ export const LANGUAGE_TOKENS: Readonly<Record<string, RegExp | null>> = Object.f
   MarianTokenizer: null,
 });
 
+/** The family each tokenizer class belongs to, as the status page and `GET /models/{name}` name it. */
+export const FAMILY_NAMES: Readonly<Record<string, string>> = Object.freeze({
+  M2M100Tokenizer: 'M2M100',
+  NllbTokenizer: 'NLLB-200',
+  MBart50Tokenizer: 'mBART-50',
+  MBartTokenizer: 'mBART',
+  MarianTokenizer: 'Marian',
+});
+
 /** A language token a tokenizer class writes, as an example for messages. */
 export const LANGUAGE_TOKEN_EXAMPLE: Readonly<Record<string, string>> = Object.freeze({
   M2M100Tokenizer: '__en__',
@@ -114,6 +123,34 @@ export const LANGUAGE_TOKEN_EXAMPLE: Readonly<Record<string, string>> = Object.f
   MBart50Tokenizer: 'en_XX',
   MBartTokenizer: 'en_XX',
 });
+
+/**
+ * A multilingual Marian (opus-mt-en-roa) model's target token, `>>fra<<`: the target language written before the source
+ * text (group 1 the code: ISO 639-3 mostly, some ISO 639-1 or with a variety, `>>pt_br<<`).
+ */
+export const MARIAN_TARGET_TOKEN = /^>>(\w+)<<$/;
+
+/**
+ * A multilingual Marian model's target tokens, from its tokenizer.json (the vocabulary, where the published exports
+ * keep them, and the added tokens): code → token, in vocabulary order.
+ */
+export function marianTargetTokens(tokenizerJson: Record<string, unknown>): Map<string, string> {
+  const vocab = (tokenizerJson.model as Record<string, unknown> | undefined)?.vocab;
+  // Unigram's vocabulary is a list of [piece, score]; BPE's and WordLevel's an object of token → id.
+  const pieces = Array.isArray(vocab) ? vocab.map((v) => String((v as unknown[])[0])) : Object.keys(vocab ?? {});
+  const added = Array.isArray(tokenizerJson.added_tokens) ? tokenizerJson.added_tokens : [];
+  const codes = new Map<string, string>();
+  for (const token of [...pieces, ...added.map((t) => String((t as Record<string, unknown>).content))]) {
+    const code = MARIAN_TARGET_TOKEN.exec(token)?.[1];
+    if (code !== undefined) codes.set(code, token);
+  }
+  return codes;
+}
+
+/** The ISO 639-1 code a Marian target code answers to (`fra` → `fr`, through NLLB's codes); undefined when none. */
+export function marianAlias(code: string): string | undefined {
+  return /^[a-z]{3}$/.test(code) ? ISO_BY_639_3.get(code) : undefined;
+}
 
 /** An NLLB-200 (FLORES-200) code: ISO 639-3, `_`, ISO 15924 script. */
 export const NLLB_CODE = /^[a-z]{3}_[A-Z][a-z]{3}$/;
@@ -132,3 +169,7 @@ export function isoAlias(code: string): string | undefined {
 }
 
 const NLLB_BY_CODE: ReadonlyMap<string, string> = new Map(Object.entries(NLLB_CODES).map(([iso, code]) => [code, iso]));
+
+const ISO_BY_639_3: ReadonlyMap<string, string> = new Map(
+  Object.entries(NLLB_CODES).map(([iso, code]) => [code.slice(0, 3), iso]),
+);

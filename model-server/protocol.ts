@@ -134,11 +134,20 @@ export interface ReadyMessage {
   languages?: string[];
   /** The type of the weights the handler loaded (`fp32`, `fp16`, `int8`, …), when it has weights. */
   dtype?: string;
+  /** The model it loaded, when it has one: its family, and the bytes of the weight files it read. */
+  model?: LoadedModel;
   /**
    * Most jobs the handler runs at once (the translation engine: its decoder rows ÷ beams); the frontend never has
    * more in flight on this worker. Absent: no bound of the handler's own.
    */
   capacity?: number;
+}
+
+/** A handler's model as the status page and `GET /models/{name}` show it. */
+export interface LoadedModel {
+  /** `M2M100`, `NLLB-200`, `mBART-50`, `Marian` (engine/tokenizer.ts, from tokenizer_config.json). */
+  family: string;
+  weightsBytes: number;
 }
 
 export interface InitFailedMessage {

@@ -178,13 +178,17 @@ export const STATUS_PAGE_SCRIPT = `(function () {
       var g = e.gpuIndex === null ? undefined : gpus[e.gpuIndex];
       var tr = el("tr", { "data-engine": e.id });
       tr.appendChild(el("td", { "class": "text" }, e.id));
+      tr.appendChild(el("td", { "class": "text", "data-field": "family" }, e.family || "–"));
       tr.appendChild(el("td", { "class": "text", "data-field": "device", title: e.deviceFallback || "" },
         e.device + (e.deviceFallback ? " (fallback)" : "")));
       tr.appendChild(el("td", { "class": "text", "data-field": "dtype" }, e.dtype || "–"));
-      tr.appendChild(el("td", { "class": "text" }, e.models.length + " (" + e.models.join(" ") + ")"));
+      tr.appendChild(el("td", { "class": "text", "data-field": "pairs", title: e.models.join(" ") },
+        e.pairs.length ? e.pairs.join(", ") : e.models.join(" ")));
       var wcell = el("td", { "class": "text" });
       wcell.appendChild(workerText(e.workers));
       tr.appendChild(wcell);
+      tr.appendChild(el("td", { "class": "text", "data-field": "memory" },
+        bytes(e.weightsBytes) + " · " + bytes(e.residentBytes)));
       tr.appendChild(el("td", { "data-field": "liveRows" }, String(e.liveRows)));
       tr.appendChild(el("td", { "data-field": "rowsPerStep" }, num(e.rowsPerStep)));
       tr.appendChild(g ? bar(g.utilizationPercent === null ? null : g.utilizationPercent / 100, (g.utilizationPercent === null ? "n/a" : g.utilizationPercent + "%"))

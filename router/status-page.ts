@@ -86,8 +86,9 @@ export const STATUS_PAGE_HTML = `<!doctype html>
   </section>
   <section class="panel">
     <h2>Engines</h2>
-    <table><thead><tr><th class="text">engine</th><th class="text">device</th><th class="text">dtype</th>
-      <th class="text">languages</th><th class="text">workers</th><th>rows now</th><th>rows / step</th>
+    <table><thead><tr><th class="text">engine</th><th class="text">family</th><th class="text">device</th>
+      <th class="text">dtype</th><th class="text">pairs</th><th class="text">workers</th>
+      <th class="text">memory: weights · resident</th><th>rows now</th><th>rows / step</th>
       <th class="text">GPU utilisation</th><th class="text">GPU memory</th></tr></thead>
       <tbody id="engines"></tbody></table>
   </section>

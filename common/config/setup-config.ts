@@ -23,6 +23,12 @@ export function targetOf(entry: string): string {
   return PAIR_ENTRY.exec(entry)?.[2] ?? entry;
 }
 
+/** The pair a store entry serves, as the status page shows it: `en → de` for `en-de`, `any → de` for `de`. */
+export function servedPair(entry: string): string {
+  const pair = PAIR_ENTRY.exec(entry);
+  return pair ? `${pair[1]} → ${pair[2]}` : `any → ${entry}`;
+}
+
 /** Every store entry setup_config.json names: its targets, then its pairs. */
 export function entriesOf(setup: SetupConfig): string[] {
   return [...Object.keys(setup.cuda_id), ...Object.keys(setup.pairs ?? {})];
@@ -50,8 +56,7 @@ export function entryFor(setup: SetupConfig, src: string, tgt: string): string |
 
 /** What is served, for messages: `any → ko, …, en → de`. */
 export function servedPairs(setup: SetupConfig): string {
-  const pairs = Object.keys(setup.pairs ?? {}).map((p) => p.replace('-', ' → '));
-  return [...Object.keys(setup.cuda_id).map((t) => `any → ${t}`), ...pairs].join(', ');
+  return entriesOf(setup).map(servedPair).join(', ');
 }
 
 /** Read and validate setup_config.json; errors name the file and the bad entry. */

@@ -6,7 +6,8 @@
  * Semantics follow Hugging Face `generate`: the first generated token is forced where the family names the target by
  * a token (M2M100, NLLB, mBART: the target language, log-probability 0; Marian forces nothing); `</s>` is suppressed
  * until `minNewTokens` tokens exist, and a model's `bad_words_ids` of one token always (Marian's `<pad>`); a row stops at
- * `</s>` or after `maxNewTokens` tokens. Beam search follows HF's BeamSearchScorer: 2·numBeams
+ * `</s>` or after `maxNewTokens` tokens, the last of them `forced_eos_token_id` where generation_config.json names one
+ * (and the row has no glossary terms). Beam search follows HF's BeamSearchScorer: 2·numBeams
  * candidates per sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis
  * scores sum(logprob) / length^lengthPenalty (length = generated tokens, `</s>` included); with
  * `earlyStopping` a sequence is done once numBeams hypotheses finished, otherwise once no live beam can
@@ -24,6 +25,8 @@ export interface SearchSettings extends Required<Pick<TranslateOptions, Resolved
   forcedTokenId: number;
   /** Tokens never generated (generation_config.json's one-token `bad_words_ids`); absent: none. */
   suppressTokenIds?: readonly number[];
+  /** The token written at a row's last allowed step (generation_config.json's `forced_eos_token_id`); absent: none. */
+  forcedEosTokenId?: number;
   /** Token sequences every hypothesis must contain before it ends; absent for most rows. */
   constraints?: Constraints;
 }
@@ -146,6 +149,12 @@ function greedy(
     token = settings.forcedTokenId;
   } else if (forced !== undefined) {
     token = forced;
+  } else if (
+    settings.forcedEosTokenId !== undefined &&
+    generated === settings.maxNewTokens - 1 &&
+    constraints === undefined
+  ) {
+    token = settings.forcedEosTokenId;
   } else {
     const suppressed = suppression(settings, generated, eosId);
     const base = scores.kind === 'topk' ? index * scores.k : scores.offset + index * scores.stride;
@@ -293,6 +302,17 @@ function beam(
     // but one at −1e9, which is the same search at numBeams times the cost).
     const hyp = rows[start]!.hyp;
     successors.push({ source: start, hyp: { tokens: [settings.forcedTokenId], logprob: hyp.logprob } });
+  } else if (
+    settings.forcedEosTokenId !== undefined &&
+    generated === settings.maxNewTokens - 1 &&
+    settings.constraints === undefined
+  ) {
+    // Every live beam ends with the forced token at log-probability 0, as HF's processor leaves it (every other
+    // token −inf): each is a finished hypothesis, ranked with those that ended before.
+    for (let r = start; r < end; r++) {
+      const parent = rows[r]!.hyp;
+      state.addFinished({ tokens: [...parent.tokens, settings.forcedEosTokenId], logprob: parent.logprob });
+    }
   } else {
     const width = 2 * settings.numBeams;
     const suppressEos = generated < settings.minNewTokens;

@@ -12,6 +12,7 @@
  * and join the running batch at once (decoders with a self-attention mask) or once they have caught up with it
  * (every other decoder; see generate.ts and catch-up.ts). Each row resolves as soon as it finishes.
  */
+import path from 'node:path';
 import type { DeviceInfo } from '../protocol.js';
 import { type Hypothesis, NO_FORCED_TOKEN, type SearchSettings } from './decoding.js';
 import { Constraints } from './constraints.js';
@@ -34,6 +35,7 @@ import {
   type ModelDtype,
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
+import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
 import type { SearchRunStats } from './search/runs.js';
 
@@ -47,6 +49,7 @@ export class TranslationEngine {
   readonly #defaults: TranslateOptions;
   readonly #maxBatchRows: number;
   readonly #search: LoadedSearch;
+  readonly #weightsBytes: number;
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -58,6 +61,8 @@ export class TranslationEngine {
   ) {
     this.#config = config;
     this.#tokenizer = tokenizer;
+    const encoderFile = path.join('onnx', `encoder_model${DTYPE_SUFFIX[sessions.dtype.dtype]}.onnx`);
+    this.#weightsBytes = weightsBytes(options.modelDir, [encoderFile, sessions.decoderFile]);
     this.#sessions = sessions;
     this.#defaults = { ...options.defaults };
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
@@ -112,6 +117,16 @@ export class TranslationEngine {
     return this.#sessions.dtype.dtype;
   }
 
+  /** The model family its files describe (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
+  get family(): string {
+    return this.#tokenizer.family;
+  }
+
+  /** Bytes of the weight files loaded (encoder and decoder of the dtype, external data included). */
+  get weightsBytes(): number {
+    return this.#weightsBytes;
+  }
+
   /** The dtype loaded, what was asked for, and why (MODEL_DTYPE=auto says what it chose and what was absent). */
   get dtypeChoice(): Readonly<DtypeChoice> {
     return this.#sessions.dtype;
@@ -159,7 +174,7 @@ export class TranslationEngine {
   /** Validate languages and tokenize. @throws ServeError UNKNOWN_LANGUAGE naming the field and code */
   prepare(row: TranslateRow): PreparedRow {
     const forcedTokenId = this.#tokenizer.forcedTokenId(row.tgtLang);
-    const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang);
+    const { ids, truncated } = this.#tokenizer.encode(row.text, row.srcLang, row.tgtLang);
     return { inputIds: ids, forcedTokenId, truncated };
   }
 
@@ -258,9 +273,13 @@ export class TranslationEngine {
     }
     const { runs } = this.#search;
     // The graph stops a beam search once numBeams hypotheses are finished (greedy rows are the case of one beam); it
-    // forces a first token and suppresses none but `</s>`, so Marian's rows take the step loop.
+    // forces a first token, suppresses none but `</s>` and forces no last one, so Marian's rows (and any whose
+    // generation_config.json names forced_eos_token_id) take the step loop.
     const stopsEarly = settings.numBeams === 1 || settings.earlyStopping;
-    const graphFits = settings.forcedTokenId !== NO_FORCED_TOKEN && (settings.suppressTokenIds?.length ?? 0) === 0;
+    const graphFits =
+      settings.forcedTokenId !== NO_FORCED_TOKEN &&
+      (settings.suppressTokenIds?.length ?? 0) === 0 &&
+      settings.forcedEosTokenId === undefined;
     if (runs !== null && !ranked && settings.constraints === undefined && stopsEarly && graphFits) {
       return runs.submit({ inputIds, forcedTokenId: settings.forcedTokenId }, settings, options);
     }
@@ -321,6 +340,7 @@ export class TranslationEngine {
       lengthPenalty: pick('lengthPenalty') ?? generation.lengthPenalty,
       earlyStopping: pick('earlyStopping') ?? generation.earlyStopping,
       suppressTokenIds: this.#config.suppressTokenIds,
+      ...(this.#config.forcedEosTokenId === null ? {} : { forcedEosTokenId: this.#config.forcedEosTokenId }),
       ...(constraints ? { constraints } : {}),
     };
   }

@@ -19,7 +19,10 @@ const FAMILIES: { preset: string; codes: (row: TranslateRow) => TranslateRow }[]
   { preset: 'tiny-nllb-legacy', codes: (r) => ({ ...r, srcLang: NLLB[r.srcLang]!, tgtLang: NLLB[r.tgtLang]! }) },
   { preset: 'tiny-mbart50', codes: (r) => ({ ...r, srcLang: MBART[r.srcLang]!, tgtLang: MBART[r.tgtLang]! }) },
   { preset: 'tiny-opus-mt-en-de', codes: (r) => ({ ...r, srcLang: 'en', tgtLang: 'de' }) },
+  // A multilingual Marian model: rows of one batch name different targets (`>>fra<<` before the text).
+  { preset: 'tiny-opus-mt-en-roa', codes: (r) => ({ ...r, srcLang: 'en', tgtLang: ROA[r.tgtLang] ?? 'ron' }) },
 ];
+const ROA: Record<string, string> = { fr: 'fra', it: 'ita', es: 'spa', pt: 'por' };
 const NLLB: Record<string, string> = {
   ko: 'kor_Hang',
   en: 'eng_Latn',
@@ -135,6 +138,26 @@ describe.each(FAMILIES)('$preset against transformers.js on the same files', ({ 
 });
 
 describe('language codes and placement come from the files', () => {
+  it('a multilingual Marian model reads its targets from its >>xx<< tokens, by their code or ISO 639-1 alias', async () => {
+    const engine = await TranslationEngine.load({
+      modelDir: path.join(root, 'tiny-opus-mt-en-roa'),
+      intraOpThreads: 1,
+      dtype: 'fp32',
+    });
+    try {
+      const row = { srcLang: 'en', tgtLang: 'fra', text: 'good morning the quick brown fox' };
+      const fra = engine.prepare(row).inputIds;
+      expect(engine.tokenizer.decode([fra[0]!])).toBe('>>fra<<');
+      expect(engine.prepare({ ...row, tgtLang: 'fr' }).inputIds).toEqual(fra);
+      expect(engine.prepare({ ...row, tgtLang: 'ita' }).inputIds.slice(1)).toEqual(fra.slice(1));
+      const [fr, it] = await engine.translate([row, { ...row, tgtLang: 'ita' }], { numBeams: 1, maxNewTokens: 16 });
+      expect(fr!.tokenIds).not.toEqual(it!.tokenIds);
+      expect(() => engine.prepare({ ...row, tgtLang: 'de' })).toThrow(/Unknown tgt_lang "de"/);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('NLLB reads ISO 639-1 aliases as its own codes; the legacy template puts the source language after </s>', async () => {
     const [modern, legacy] = await Promise.all(
       ['tiny-nllb', 'tiny-nllb-legacy'].map((p) =>

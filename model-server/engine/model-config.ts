@@ -20,6 +20,11 @@ export interface ModelConfig {
   padTokenId: number;
   /** Tokens never generated: generation_config.json's `bad_words_ids` (Marian's `<pad>`, which starts decoding). */
   suppressTokenIds: readonly number[];
+  /**
+   * generation_config.json's `forced_eos_token_id`: the token a row's last allowed step writes (HF's
+   * ForcedEOSTokenLogitsProcessor: a row cut at its cap still ends with `</s>`); null where the file names none.
+   */
+  forcedEosTokenId: number | null;
   /** Longest tokenized input, special tokens included (min of tokenizer and position limits). */
   maxInputTokens: number;
   generation: GenerationDefaults;
@@ -89,6 +94,16 @@ export function loadModelConfig(modelDir: string): ModelConfig {
   const numBeams = int(generation, 'generation_config.json', 'num_beams', 1);
   const vocabSize = size('vocab_size');
   const suppressTokenIds = badWords(generation.bad_words_ids ?? config.bad_words_ids, vocabSize);
+  const forcedEos = generation.forced_eos_token_id ?? null;
+  if (
+    forcedEos !== null &&
+    (typeof forcedEos !== 'number' || !Number.isInteger(forcedEos) || forcedEos < 0 || forcedEos >= vocabSize)
+  ) {
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `generation_config.json: "forced_eos_token_id" must be a token id below vocab_size ${vocabSize} (got ${JSON.stringify(forcedEos)}).`,
+    );
+  }
   const lengthPenalty = generation.length_penalty ?? 1.0;
   if (typeof lengthPenalty !== 'number') {
     throw new ServeError('WORKER_START_FAILED', 'generation_config.json: "length_penalty" must be a number.');
@@ -110,6 +125,7 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     eosTokenId,
     padTokenId: int(config, 'config.json', 'pad_token_id', 1),
     suppressTokenIds,
+    forcedEosTokenId: forcedEos,
     maxInputTokens: Math.min(tokenizerLimit, maxPositions),
     generation: Object.freeze({
       maxNewTokens: Math.max(1, Math.min(maxLength, maxPositions) - 1),

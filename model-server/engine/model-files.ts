@@ -2,7 +2,7 @@
  * @module engine/model-files — which files of a model folder an engine loads: the weight type (`MODEL_DTYPE`, or
  * `auto`'s preference per device) and the decoder graph (merged with a cache, or the plain one).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ServeError } from '../../common/errors.js';
 
@@ -116,4 +116,20 @@ export function chooseDtype(modelDir: string, requested: DtypeRequest, device: '
     }
   }
   throw new ServeError('WORKER_START_FAILED', `Missing ${path.join(modelDir, 'onnx', 'encoder_model.onnx')}.`);
+}
+
+/**
+ * Bytes of the weights an engine loaded from `modelDir`: its encoder and decoder graph files (paths relative to the
+ * folder), each with the external data file the Hugging Face export writes beside a graph past 2 GB
+ * (`decoder_model_merged.onnx_data`). What a model costs on disk per copy, before any rewrite or device transfer.
+ */
+export function weightsBytes(modelDir: string, files: readonly string[]): number {
+  let bytes = 0;
+  for (const file of files) {
+    for (const name of [file, `${file}_data`]) {
+      const full = path.join(modelDir, name);
+      if (existsSync(full)) bytes += statSync(full).size;
+    }
+  }
+  return bytes;
 }

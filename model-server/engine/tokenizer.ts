@@ -10,7 +10,14 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ServeError } from '../../common/errors.js';
-import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import {
+  FAMILY_NAMES,
+  isoAlias,
+  LANGUAGE_TOKEN_EXAMPLE,
+  LANGUAGE_TOKENS,
+  marianAlias,
+  marianTargetTokens,
+} from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
 
 /** Which request field a language code came from, for error messages. */
@@ -31,6 +38,8 @@ interface Languages {
   /** Codes a source may be given in (the model's own and their ISO 639-1 aliases) → token id (-1: Marian's). */
   sources: ReadonlyMap<string, number>;
   targets: ReadonlyMap<string, number>;
+  /** A multilingual Marian model's: the target's token (`>>fra<<`) opens the source instead of being forced. */
+  targetInSource?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -42,14 +51,18 @@ export class TranslationTokenizer {
   readonly #maxInputTokens: number;
   /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
   readonly #unwritable: ReadonlySet<number>;
+  /** The model family its tokenizer class belongs to (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
+  readonly family: string;
 
   private constructor(
+    family: string,
     tokenizer: Tokenizer,
     languages: Languages,
     template: TemplateItem[],
     eosId: number,
     maxInputTokens: number,
   ) {
+    this.family = family;
     this.#tokenizer = tokenizer;
     this.#languages = languages;
     this.#template = template;
@@ -86,7 +99,9 @@ export class TranslationTokenizer {
     }
     const tokenizer = new Tokenizer(json, config);
     const languages =
-      pattern === null ? pairOf(file('tokenizer_config.json'), config, tokenizer) : languageTokens(tokenizer, pattern);
+      pattern === null
+        ? pairOf(file('tokenizer_config.json'), config, json, tokenizer)
+        : languageTokens(tokenizer, pattern);
     if (languages.sources.size === 0) {
       throw new ServeError(
         'WORKER_START_FAILED',
@@ -95,7 +110,14 @@ export class TranslationTokenizer {
     }
     const template = templateOf(json, tokenizer, pattern, file('tokenizer.json'));
     if (options.maxInputTokens < template.length + 1) throw new RangeError('maxInputTokens leaves no room for text');
-    return new TranslationTokenizer(tokenizer, languages, template, options.eosTokenId, options.maxInputTokens);
+    return new TranslationTokenizer(
+      FAMILY_NAMES[className]!,
+      tokenizer,
+      languages,
+      template,
+      options.eosTokenId,
+      options.maxInputTokens,
+    );
   }
 
   /** Source language codes this tokenizer reads (the model's own and their ISO 639-1 aliases), sorted. */
@@ -117,7 +139,8 @@ export class TranslationTokenizer {
    * @throws ServeError UNKNOWN_LANGUAGE naming the field, the code and the supported codes
    */
   forcedTokenId(code: string): number {
-    return this.#languageId(this.#languages.targets, code, 'tgt_lang');
+    const id = this.#languageId(this.#languages.targets, code, 'tgt_lang');
+    return this.#languages.targetInSource ? NO_FORCED_TOKEN : id;
   }
 
   #languageId(map: ReadonlyMap<string, number>, code: string, field: LanguageField): number {
@@ -131,15 +154,23 @@ export class TranslationTokenizer {
     return id;
   }
 
-  /** The template around the text's tokens, the text truncated to fit (as the seed's `truncation=True`). */
-  encode(text: string, srcLang: string): EncodedSource {
+  /**
+   * The template around the text's tokens, the text truncated to fit (as the seed's `truncation=True`); for a
+   * multilingual Marian model the target's token first, as transformers.js encodes `>>fra<< text`.
+   */
+  encode(text: string, srcLang: string, tgtLang?: string): EncodedSource {
     const languageId = this.#languageId(this.#languages.sources, srcLang, 'src_lang');
+    const prefix: number[] = [];
+    if (this.#languages.targetInSource) {
+      if (tgtLang === undefined) throw new RangeError('this model writes several targets: encode needs tgtLang');
+      prefix.push(this.#languageId(this.#languages.targets, tgtLang, 'tgt_lang'));
+    }
     const tokens = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
-    const room = this.#maxInputTokens - (this.#template.length - 1);
+    const room = this.#maxInputTokens - (this.#template.length - 1) - prefix.length;
     const truncated = tokens.length > room;
     const kept = truncated ? tokens.slice(0, room) : tokens;
     const ids = this.#template.flatMap((item) => (item === 'text' ? kept : item === 'source' ? [languageId] : [item]));
-    return { ids, truncated };
+    return { ids: [...prefix, ...ids], truncated };
   }
 
   /**
@@ -177,8 +208,12 @@ function languageTokens(tokenizer: Tokenizer, pattern: RegExp): Languages {
   return { sources: ids, targets: ids };
 }
 
-/** A Marian model's one pair, from tokenizer_config.json. @throws ServeError naming the file when it says none */
-function pairOf(file: string, config: Json, tokenizer: Tokenizer): Languages {
+/**
+ * A Marian model's languages: its source and target from tokenizer_config.json, or for a multilingual model
+ * (opus-mt-en-roa) its source and the targets of its `>>xx<<` tokens, each also by its ISO 639-1 alias.
+ * @throws ServeError naming the file when it names no source, or no target and has no target tokens
+ */
+function pairOf(file: string, config: Json, json: Json, tokenizer: Tokenizer): Languages {
   const code = (key: string) => {
     const value = config[key];
     if (typeof value !== 'string' || !/^[a-z]{2,3}$/.test(value)) {
@@ -195,11 +230,15 @@ function pairOf(file: string, config: Json, tokenizer: Tokenizer): Languages {
       `${file}: "separate_vocabs" is true: its target vocabulary is not in tokenizer.json, so translations could not be decoded.`,
     );
   }
-  if ([...tokenizer.get_added_tokens_decoder()].some(([, t]) => /^>>\w+<<$/.test(t.content))) {
-    throw new ServeError(
-      'WORKER_START_FAILED',
-      `${file}: a Marian model with several targets (>>xx<< tokens) is not supported; use one export per pair.`,
-    );
+  const targetTokens = marianTargetTokens(json);
+  if (targetTokens.size > 0) {
+    const targets = new Map<string, number>();
+    for (const [target, token] of targetTokens) targets.set(target, tokenizer.token_to_id(token)!);
+    for (const [target, id] of [...targets]) {
+      const alias = marianAlias(target);
+      if (alias !== undefined && !targets.has(alias)) targets.set(alias, id);
+    }
+    return { sources: new Map([[code('source_lang'), NO_FORCED_TOKEN]]), targets, targetInSource: true };
   }
   return {
     sources: new Map([[code('source_lang'), NO_FORCED_TOKEN]]),

@@ -4,10 +4,14 @@
  */
 import type { DeviceInfo } from '../protocol.js';
 import type { ModelManager } from '../wlm/model-manager.js';
-import { dtypeOf, entryKey, type ModelEntry } from '../wlm/registry.js';
+import { dtypeOf, entryKey, loadedModelOf, residentBytesOf, type ModelEntry } from '../wlm/registry.js';
+import { servedPair } from '../../common/config/setup-config.js';
 import { deviceLabel } from '../wlm/devices.js';
 
-/** TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add. */
+/**
+ * TorchServe's describe shape (one element), plus `batchPolicy`, `handler` and `engine` we add: the engine's device,
+ * dtype, model family, the pairs of every entry it serves, and its memory (weight files, workers' resident).
+ */
 export async function describeModel(manager: ModelManager, entry: ModelEntry): Promise<Record<string, unknown>> {
   const gpu = manager.gpu;
   if (entry.pool.workers().some((w) => onGpu(w.device))) await gpu.sample();
@@ -37,6 +41,17 @@ export async function describeModel(manager: ModelManager, entry: ModelEntry): P
       ...(entry.placement.fallbackReason ? { deviceFallback: entry.placement.fallbackReason } : {}),
       ...(dtypeOf(entry) === undefined ? {} : { dtype: dtypeOf(entry) }),
       sharedWith,
+      family: loadedModelOf(entry.pool)?.family ?? null,
+      pairs: [
+        ...new Set(
+          manager.registry
+            .entries()
+            .filter((e) => e.pool === entry.pool && e.handler === 'translation')
+            .map((e) => servedPair(e.name)),
+        ),
+      ],
+      weightsBytes: loadedModelOf(entry.pool)?.weightsBytes ?? null,
+      residentBytes: residentBytesOf(entry.pool),
     },
     workers: entry.pool.workers().map((w) => {
       const device = w.device;

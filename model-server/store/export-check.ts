@@ -6,7 +6,13 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ServeError } from '../../common/errors.js';
-import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
+import {
+  isoAlias,
+  LANGUAGE_TOKEN_EXAMPLE,
+  LANGUAGE_TOKENS,
+  marianAlias,
+  marianTargetTokens,
+} from '../../common/language-codes.js';
 
 type Json = Record<string, unknown>;
 
@@ -75,9 +81,53 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   if (top >= (vocabSize as number)) {
     refuse('tokenizer.json', `has token id ${top}, past config.json's vocab_size ${vocabSize as number}.`);
   }
+  // The token ids generation starts, ends and pads with index the model's logits: one past them reads garbage.
+  const generation = existsSync(path.join(modelDir, 'generation_config.json'))
+    ? readJson(modelDir, 'generation_config.json')
+    : {};
+  for (const [file, json] of [
+    ['config.json', config],
+    ['generation_config.json', generation],
+  ] as const) {
+    for (const key of TOKEN_ID_KEYS) {
+      const id = json[key];
+      if (typeof id === 'number' && id >= (vocabSize as number)) {
+        refuse(file, `names ${key} ${id}, past config.json's vocab_size ${vocabSize as number}.`);
+      }
+    }
+  }
+  const tokens = new Set([
+    ...(Array.isArray(vocab) ? vocab.map((v) => String((v as unknown[])[0])) : Object.keys((vocab ?? {}) as Json)),
+    ...added.map((t) => String(t.content)),
+  ]);
+  const named = Array.isArray(tokenizerConfig.additional_special_tokens)
+    ? tokenizerConfig.additional_special_tokens
+    : [];
+  const absent = named
+    .map((t) => (typeof t === 'string' ? t : String((t as Json).content)))
+    .find((t) => !tokens.has(t));
+  if (absent !== undefined) {
+    refuse(
+      'tokenizer.json',
+      `has no token ${JSON.stringify(absent)}, which tokenizer_config.json names among its special tokens.`,
+    );
+  }
+  if (pattern === null && tokenizerConfig.separate_vocabs === true) {
+    refuse(
+      'tokenizer_config.json',
+      'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
+    );
+  }
   checkGraphs(modelDir);
   const targets = new Set<string>();
-  if (pattern === null) targets.add(String(tokenizerConfig.target_lang));
+  // A multilingual Marian model writes the targets of its `>>xx<<` tokens; another, tokenizer_config.json's one.
+  const marianTargets = pattern === null ? marianTargetTokens(tokenizer) : new Map<string, string>();
+  if (pattern === null && marianTargets.size === 0) targets.add(String(tokenizerConfig.target_lang));
+  for (const code of marianTargets.keys()) {
+    targets.add(code);
+    const alias = marianAlias(code);
+    if (alias !== undefined) targets.add(alias);
+  }
   for (const token of languages) {
     const code = pattern!.exec(String(token.content))![1]!;
     targets.add(code);
@@ -87,6 +137,16 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   sound.set(modelDir, { stamp, targets });
   return targets;
 }
+
+/** The token ids config.json and generation_config.json may name (HF's names). */
+const TOKEN_ID_KEYS = [
+  'pad_token_id',
+  'bos_token_id',
+  'eos_token_id',
+  'decoder_start_token_id',
+  'forced_bos_token_id',
+  'forced_eos_token_id',
+] as const;
 
 /** Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there. */
 function checkGraphs(modelDir: string): void {
@@ -120,6 +180,6 @@ function readJson(modelDir: string, name: string): Json {
 }
 
 function stampOf(modelDir: string): string {
-  const names = ['config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
+  const names = ['config.json', 'generation_config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
   return names.map((n) => (existsSync(path.join(modelDir, n)) ? statSync(path.join(modelDir, n)).mtimeMs : -1)).join();
 }

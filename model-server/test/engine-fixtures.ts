@@ -40,14 +40,18 @@ export async function transformersReference(root: string, name: string, dtype: '
   const tokenizer: any = await AutoTokenizer.from_pretrained(name);
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const model: any = await AutoModelForSeq2SeqLM.from_pretrained(name, { dtype });
+  // Marian's tokenizer has no language tokens: a model is one pair, nothing is forced, and a multilingual one reads
+  // its target from the text, as its users write it (`>>fra<< text`).
+  const encode = (row: TranslateRow, kwargs: Record<string, unknown>) =>
+    '_build_translation_inputs' in tokenizer
+      ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
+      : tokenizer(tokenizer.supported_language_codes?.length ? `>>${row.tgtLang}<< ${row.text}` : row.text, {
+          truncation: true,
+        });
   return {
     async translate(row: TranslateRow, maxNewTokens: number): Promise<ReferenceTranslation> {
       const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      // Marian's tokenizer has no languages: a model is one pair, and nothing is forced.
-      const inputs =
-        '_build_translation_inputs' in tokenizer
-          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
-          : tokenizer(row.text, { truncation: true });
+      const inputs = encode(row, kwargs);
       const output = await model.generate({
         ...inputs,
         forced_bos_token_id: kwargs.forced_bos_token_id,
@@ -66,22 +70,20 @@ export async function transformersReference(root: string, name: string, dtype: '
      * Beam search over transformers.js' logits, one row, the decoder run on the whole prefix each step (no cache):
      * HF's BeamSearchScorer as decoding.ts documents it (2·numBeams candidates, a `</s>` ranked below numBeams
      * dropped, scores sum(logprob) / length (length penalty 1), done at numBeams finished with `earlyStopping`, else
-     * once the best live beam cannot beat the worst finished one), the forced first token and
-     * generation_config's one-token bad words as HF's processors apply them (transformers.js' own `num_beams` is
+     * once the best live beam cannot beat the worst finished one), the forced first token, forced_eos_token_id at the
+     * last step and generation_config's one-token bad words as HF's processors apply them (transformers.js' own `num_beams` is
      * greedy). Returns the best hypothesis' tokens after the decoder start token.
      */
     async beam(row: TranslateRow, numBeams: number, maxNewTokens: number, earlyStopping = true): Promise<number[]> {
       const { Tensor } = await import('@huggingface/transformers');
       const kwargs: Record<string, unknown> = { src_lang: row.srcLang, tgt_lang: row.tgtLang };
-      const inputs =
-        '_build_translation_inputs' in tokenizer
-          ? tokenizer._build_translation_inputs(row.text, { truncation: true }, kwargs)
-          : tokenizer(row.text, { truncation: true });
+      const inputs = encode(row, kwargs);
       const forced = kwargs.forced_bos_token_id as number | undefined;
       const config = model.generation_config;
       const eos = Number(config.eos_token_id);
       const start = Number(config.decoder_start_token_id);
       const banned = new Set<number>((config.bad_words_ids ?? []).map((w: number[]) => w[0]));
+      const forcedEos = config.forced_eos_token_id ?? null;
       let live: { tokens: number[]; logprob: number }[] = [{ tokens: [], logprob: 0 }];
       const finished: { tokens: number[]; score: number }[] = [];
       const keep = (tokens: number[], logprob: number, length: number) => {
@@ -101,6 +103,11 @@ export async function transformersReference(root: string, name: string, dtype: '
           const last = (out.logits.data as Float32Array).subarray((prefix.length - 1) * vocab, prefix.length * vocab);
           if (step === 0 && forced !== undefined) {
             candidates.push({ tokens: hyp.tokens, logprob: hyp.logprob, token: forced });
+            continue;
+          }
+          // HF's ForcedEOSTokenLogitsProcessor: at the last step every token but forced_eos_token_id is −inf, it 0.
+          if (step === maxNewTokens - 1 && forcedEos !== null) {
+            candidates.push({ tokens: hyp.tokens, logprob: hyp.logprob, token: Number(forcedEos) });
             continue;
           }
           let max = -Infinity;

@@ -3,7 +3,7 @@
  * translation plan), held to transformers.js on the same files: greedy, and beam 2 (asked for with `alternatives`),
  * one request at a time and batched with other traffic; and exports whose files disagree, refused at registration.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,17 +23,27 @@ const TEXTS = [
 const CASES = [
   {
     preset: 'tiny-nllb',
+    family: 'NLLB-200',
     targets: { de: 'deu_Latn', kor_Hang: 'kor_Hang' } as Record<string, string>,
     sources: { en: 'eng_Latn', fra_Latn: 'fra_Latn' } as Record<string, string>,
   },
   {
     preset: 'tiny-mbart50',
+    family: 'mBART-50',
     targets: { de: 'de_DE', ko: 'ko_KR' } as Record<string, string>,
     sources: { en: 'en_XX', fr: 'fr_XX' } as Record<string, string>,
   },
   {
     preset: 'tiny-opus-mt-en-de',
+    family: 'Marian',
     targets: { de: 'de' } as Record<string, string>,
+    sources: { en: 'en' } as Record<string, string>,
+  },
+  {
+    // Multilingual: the target's >>xx<< token before the text; served under ISO 639-1 and the model's own code.
+    preset: 'tiny-opus-mt-en-roa',
+    family: 'Marian',
+    targets: { fr: 'fra', ita: 'ita' } as Record<string, string>,
     sources: { en: 'en' } as Record<string, string>,
   },
 ];
@@ -57,7 +67,7 @@ describe.each(CASES)('$preset behind the model server equals transformers.js', (
     });
     makeDemoModel(preset, path.join(refRoot, preset), { quantize: false });
     reference = await transformersReference(refRoot, preset, 'fp32');
-    const earlyStopping = preset !== 'tiny-opus-mt-en-de'; // Marian's generation_config.json does not ask for it
+    const earlyStopping = !preset.startsWith('tiny-opus-mt'); // Marian's generation_config.json does not ask for it
     for (const [src, srcCode] of Object.entries(sources)) {
       for (const [tgt, tgtCode] of Object.entries(targets)) {
         for (const text of TEXTS) {
@@ -72,6 +82,21 @@ describe.each(CASES)('$preset behind the model server equals transformers.js', (
   afterAll(async () => {
     await reference?.dispose();
     await t?.close();
+  });
+
+  it('is described with its family, read from its files, and the weight bytes of the files loaded', async () => {
+    const { family } = CASES.find((c) => c.preset === preset)!;
+    const [first] = Object.keys(targets);
+    const described = (await call(`${t.management}/models/${first}`)).body[0].engine;
+    const onDisk = ['encoder_model.onnx', 'decoder_model_merged.onnx']
+      .map((f) => statSync(path.join(t.modelDir, 'onnx', f)).size)
+      .reduce((a, b) => a + b, 0);
+    expect(described).toMatchObject({
+      family,
+      pairs: Object.keys(targets).map((tgt) => `any → ${tgt}`),
+      dtype: 'fp32',
+      weightsBytes: onDisk,
+    });
   });
 
   it('greedy, one request at a time', async () => {
@@ -162,6 +187,36 @@ describe('an export whose files disagree is refused at registration, naming the 
       file: 'tokenizer_config.json',
       message: 'names no pair (source_lang and target_lang) for its MarianTokenizer.',
     },
+    {
+      what: 'a generation token id past the vocabulary',
+      apply: (dir) => editJson(dir, 'generation_config.json', (c) => ({ ...c, decoder_start_token_id: 512 })),
+      file: 'generation_config.json',
+      message: "names decoder_start_token_id 512, past config.json's vocab_size 512.",
+    },
+    {
+      what: 'a language token tokenizer_config.json names and tokenizer.json lacks',
+      apply: (dir) =>
+        editJson(dir, 'tokenizer_config.json', (c) => ({
+          ...c,
+          additional_special_tokens: [...(c.additional_special_tokens as string[]), '__sw__'],
+        })),
+      file: 'tokenizer.json',
+      message: 'has no token "__sw__", which tokenizer_config.json names among its special tokens.',
+    },
+    {
+      what: 'a Marian export with a separate target vocabulary',
+      apply: (dir) =>
+        editJson(dir, 'tokenizer_config.json', (c) => ({
+          ...c,
+          tokenizer_class: 'MarianTokenizer',
+          source_lang: 'en',
+          target_lang: 'de',
+          separate_vocabs: true,
+        })),
+      file: 'tokenizer_config.json',
+      message:
+        'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
+    },
   ];
 
   it.each(breakages)('$what', async ({ apply, file, message }) => {
@@ -180,6 +235,39 @@ describe('an export whose files disagree is refused at registration, naming the 
       expect((await call(`${t.management}/models`)).body).toEqual({ models: [] });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a multilingual Marian model serving two pairs', () => {
+  it('is loaded once: one engine, its family and both pairs, each answering as transformers.js with its >>xx<<', async () => {
+    const t = await startTinyTranslationServer(['en-fr', 'en-it'], {
+      preset: 'tiny-opus-mt-en-roa',
+      config: { modelDtype: 'fp32' },
+    });
+    const refDir = mkdtempSync(path.join(tmpdir(), 'roa-ref-'));
+    makeDemoModel('tiny-opus-mt-en-roa', path.join(refDir, 'roa'), { quantize: false });
+    const reference = await transformersReference(refDir, 'roa', 'fp32');
+    try {
+      const status = (await call(`${t.metrics}/status.json`)).body;
+      expect(status.engines).toHaveLength(1);
+      expect(status.engines[0]).toMatchObject({ family: 'Marian', pairs: ['en → fr', 'en → it'] });
+      const text = TEXTS[0]!;
+      const answers: string[] = [];
+      for (const [entry, code] of [
+        ['en-fr', 'fra'],
+        ['en-it', 'ita'],
+      ] as const) {
+        const res = await call(`${t.inference}/predictions/${entry}`, { body: { src_lang: 'en', src_text: text } });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.translated).toBe((await reference.translate({ srcLang: 'en', tgtLang: code, text }, 16)).text);
+        answers.push(res.body.translated as string);
+      }
+      expect(answers[0]).not.toBe(answers[1]);
+    } finally {
+      await reference.dispose();
+      await t.close();
+      rmSync(refDir, { recursive: true, force: true });
     }
   });
 });

@@ -3,7 +3,7 @@
  * nvidia-smi): what each language and engine reports, that traffic moves it, that it names no port or path, and
  * that reading it changes nothing.
  */
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,14 +25,14 @@ beforeAll(async () => {
   writeFileSync(smi, '#!/bin/sh\necho "0, NVIDIA H100 80GB HBM3, 37, 12034, 81559"\n');
   chmodSync(smi, 0o755);
   t = await startTestServer({
-    entries: ['ko', 'de'],
+    entries: ['ko', 'de', 'en-de'],
     handler: 'translation',
     modelDir: modelRoot,
-    setupConfig: { cuda_id: { ko: '0', de: '0' } },
+    setupConfig: { cuda_id: { ko: '0', de: '0' }, pairs: { 'en-de': { model_dir: modelRoot, cuda_id: '0' } } },
     config: { numBeams: 1, maxNewTokens: 16, intraOpThreads: 1 },
     gpu: new GpuMonitor({ command: smi }),
   });
-  for (const m of ['ko', 'de']) {
+  for (const m of ['ko', 'de', 'en-de']) {
     const res = await call(`${t.management}/models?url=${m}&batch_size=8&max_batch_delay=5`, { method: 'POST' });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
   }
@@ -53,7 +53,7 @@ const status = async () => {
 describe('GET /status.json', () => {
   it('names every language with its device, worker, dtype and an idle queue; each engine and GPU', async () => {
     const { doc } = await status();
-    expect(doc.models.map((m) => m.name).sort()).toEqual(['de', 'ko']);
+    expect(doc.models.map((m) => m.name).sort()).toEqual(['de', 'en-de', 'ko']);
     const ko = doc.models.find((m) => m.name === 'ko')!;
     expect(ko).toMatchObject({
       version: '1.0',
@@ -75,7 +75,7 @@ describe('GET /status.json', () => {
         id: 'cpu · tiny-model',
         device: 'cpu',
         dtype: 'q8-rows',
-        models: ['ko', 'de'],
+        models: ['ko', 'de', 'en-de'],
         workers: ko.workers,
         gpuIndex: null,
       }),
@@ -94,6 +94,32 @@ describe('GET /status.json', () => {
     // The same dtype in TorchServe's describe.
     const describe = await call(`${t.management}/models/ko`);
     expect(describe.body[0].engine.dtype).toBe('q8-rows');
+  });
+
+  it('shows each model once with its family, the pairs it serves, its device and its memory', async () => {
+    const { doc } = await status();
+    // The three entries share one folder on one device: one engine, one copy of the weights.
+    expect(doc.engines).toHaveLength(1);
+    const [engine] = doc.engines;
+    const onDisk = ['encoder_model_quantized_rows.onnx', 'decoder_model_merged_quantized_rows.onnx']
+      .map((f) => statSync(path.join(modelRoot, 'onnx', f)).size)
+      .reduce((a, b) => a + b, 0);
+    expect(engine).toMatchObject({
+      family: 'M2M100',
+      pairs: ['any → ko', 'any → de', 'en → de'],
+      device: 'cpu',
+      weightsBytes: onDisk,
+    });
+    // One worker's resident set holds at least its weights (and onnxruntime besides).
+    expect(engine!.residentBytes).toBeGreaterThan(onDisk);
+    const described = (await call(`${t.management}/models/en-de`)).body[0].engine;
+    expect(described).toMatchObject({
+      family: 'M2M100',
+      pairs: engine!.pairs,
+      device: 'cpu',
+      weightsBytes: onDisk,
+      residentBytes: expect.any(Number),
+    });
   });
 
   it('moves with traffic: requests/s, latencies, rows per decoder step, cache hits', async () => {

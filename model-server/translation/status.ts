@@ -15,7 +15,8 @@ import path from 'node:path';
 import type { GpuMonitor, GpuStat } from '../wlm/gpu-monitor.js';
 import type { ModelManager } from '../wlm/model-manager.js';
 import type { ActivityHistory, ModelWindow, RecentActivity } from '../wlm/recent-activity.js';
-import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
+import { dtypeOf, loadedModelOf, residentBytesOf, type ModelEntry } from '../wlm/registry.js';
+import { servedPair } from '../../common/config/setup-config.js';
 import type { TranslationCache } from './translation-cache.js';
 import { deviceLabel } from '../wlm/devices.js';
 import type { WorkerPool } from '../wlm/workers/worker-pool.js';
@@ -38,6 +39,14 @@ export interface EngineStatus {
   dtype: string | null;
   /** Languages it serves. */
   models: string[];
+  /** The model family its workers loaded (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`); null until one is ready. */
+  family: string | null;
+  /** The pairs its entries serve: `any → ko` for a target's entry, `en → de` for a pair's own. */
+  pairs: string[];
+  /** Bytes of the weight files its workers loaded (one copy however many pairs it serves); null until one is ready. */
+  weightsBytes: number | null;
+  /** Resident memory of its workers (Linux /proc), bytes; null where not measured. */
+  residentBytes: number | null;
   workers: WorkerStatus[];
   /** Rows generating at the last heartbeat. */
   liveRows: number;
@@ -160,6 +169,10 @@ function engineStatus(pool: WorkerPool, entries: readonly ModelEntry[], activity
     ...(fallback === undefined ? {} : { deviceFallback: fallback }),
     dtype: dtypeOf(first) ?? null,
     models: served.map((e) => e.name),
+    family: loadedModelOf(pool)?.family ?? null,
+    pairs: [...new Set(served.filter((e) => e.handler === 'translation').map((e) => servedPair(e.name)))],
+    weightsBytes: loadedModelOf(pool)?.weightsBytes ?? null,
+    residentBytes: residentBytesOf(pool),
     workers: workers.map((w) => ({ id: w.id, state: w.state, pid: w.pid ?? null })),
     liveRows: workers.reduce((n, w) => n + (w.state === 'dead' ? 0 : w.liveRows), 0),
     rowsPerStep: roundOrNull(activity.rowsPerStep(spec.key)),

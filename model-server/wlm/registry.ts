@@ -8,6 +8,7 @@
 import { ServeError } from '../../common/errors.js';
 import type { Batcher } from './batcher.js';
 import type { Placement } from './devices.js';
+import type { LoadedModel } from '../protocol.js';
 import type { WorkerPool } from './workers/worker-pool.js';
 
 /** One registered model version. Batch settings are fixed at registration; worker counts change by scaling. */
@@ -122,4 +123,21 @@ export function entryKey(entry: Pick<ModelEntry, 'name' | 'version'>): string {
 /** The weights' type the model's engine reports (its first worker that said), undefined until one has. */
 export function dtypeOf(entry: ModelEntry): string | undefined {
   return entry.pool.workers().find((w) => w.dtype !== undefined)?.dtype;
+}
+
+/** The model the engine's workers loaded (its first worker that said), undefined until one has. */
+export function loadedModelOf(pool: WorkerPool): LoadedModel | undefined {
+  return pool.workers().find((w) => w.model !== undefined)?.model;
+}
+
+/**
+ * Resident memory of the engine's live workers together, bytes (Linux /proc); null where none is measured. Each
+ * worker holds its own copy of the weights, so this grows with the workers, not with the entries sharing them.
+ */
+export function residentBytesOf(pool: WorkerPool): number | null {
+  const measured = pool
+    .workers()
+    .map((w) => w.memoryUsage())
+    .filter((bytes) => bytes > 0);
+  return measured.length === 0 ? null : measured.reduce((a, b) => a + b, 0);
 }

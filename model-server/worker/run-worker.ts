@@ -116,6 +116,7 @@ export function runWorker(hooks: WorkerHooks = {}): void {
         loadMs,
         languages: instance.languages?.(),
         dtype: instance.dtype?.(),
+        model: instance.model?.(),
         capacity: instance.capacity?.(),
       });
       hooks.afterReady?.();

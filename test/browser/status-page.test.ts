@@ -120,6 +120,7 @@ describe.skipIf(!hasChromium)('status page in headless Chromium', () => {
         expect(['fp32', 'fp16', 'q8', 'q8-rows']).toContain(engines[0]!.dtype);
         expect(await page.locator('tr[data-engine]').count()).toBe(1);
         expect(await page.locator('tr[data-engine] td[data-field="dtype"]').innerText()).toBe(engines[0]!.dtype);
+        expect(await page.locator('tr[data-engine] td[data-field="family"]').innerText()).toBe('M2M100');
         for (const port of internalPorts) {
           expect(html).not.toContain(`:${port}`);
           expect(json).not.toContain(`:${port}`);

@@ -244,7 +244,7 @@ describe('Kubernetes manifests', () => {
     const documents = ofKind('Ingress').find((i) => i.metadata.name === 'mt-serve-documents');
     expect(documents.metadata.annotations['nginx.ingress.kubernetes.io/upstream-hash-by']).toBe('$binary_remote_addr');
     const paths = documents.spec.rules[0].http.paths.map((p: { path: string }) => p.path);
-    expect(paths).toEqual(['/v2/document', '/translate_file', '/download_file']);
+    expect(paths).toEqual(['/documents', '/v2/document', '/translate_file', '/download_file']);
   });
 
   it('the model server startup probe waits for the file the container entry writes', () => {

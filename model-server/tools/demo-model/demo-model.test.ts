@@ -135,8 +135,70 @@ describe('makeDemoModel', () => {
     expect(parameterCount(p)).toBe(74_410_496);
   });
 
+  // The published config.json values of each model (huggingface.co/facebook/<model>/blob/main/config.json), and the
+  // parameters HF's num_parameters() reports. Only the numbers are checked: these presets are written when asked.
+  it.each([
+    {
+      preset: 'nllb-200-distilled-600m',
+      published: { model_type: 'm2m_100', d_model: 1024, layers: 12, heads: 16, ffn: 4096, vocab_size: 256206 },
+      activation: 'relu',
+      parameters: 615_073_792,
+    },
+    {
+      preset: 'nllb-200-1.3b',
+      published: { model_type: 'm2m_100', d_model: 1024, layers: 24, heads: 16, ffn: 8192, vocab_size: 256206 },
+      activation: 'relu',
+      parameters: 1_370_638_336,
+    },
+    {
+      preset: 'mbart-large-50-many-to-many-mmt',
+      published: { model_type: 'mbart', d_model: 1024, layers: 12, heads: 16, ffn: 4096, vocab_size: 250054 },
+      activation: 'relu',
+      parameters: 610_879_488,
+    },
+    {
+      preset: 'm2m100-1.2b',
+      published: { model_type: 'm2m_100', d_model: 1024, layers: 24, heads: 16, ffn: 8192, vocab_size: 128112 },
+      activation: 'relu',
+      parameters: 1_239_470_080,
+    },
+  ])('$preset has the published config.json numbers', ({ preset, published, activation, parameters }) => {
+    const p = PRESETS[preset]!;
+    const { layers, heads, ffn, ...rest } = published;
+    expect(configJson(p)).toMatchObject({
+      ...rest,
+      encoder_layers: layers,
+      decoder_layers: layers,
+      encoder_attention_heads: heads,
+      decoder_attention_heads: heads,
+      encoder_ffn_dim: ffn,
+      decoder_ffn_dim: ffn,
+      max_position_embeddings: 1024,
+      activation_function: activation,
+      scale_embedding: true,
+      pad_token_id: 1,
+      bos_token_id: 0,
+      eos_token_id: 2,
+      decoder_start_token_id: 2,
+      tie_word_embeddings: true,
+      is_encoder_decoder: true,
+    });
+    expect(parameterCount(p)).toBe(parameters);
+    // A graph past protobuf's 2 GB needs its weights in external data: the decoder (embedding + layers) is the larger.
+    const d = p.dModel;
+    const decoderLayer = 8 * (d * d + d) + (d * p.ffnDim + p.ffnDim) + (p.ffnDim * d + d) + 6 * d;
+    expect(p.externalData).toBe((p.vocabSize * d + p.decoderLayers * decoderLayer) * 4 >= 2 ** 31);
+  });
+
   it('writes exactly the parameters the formula counts', () => {
-    for (const preset of ['tiny', 'tiny-joinable', 'tiny-nllb', 'tiny-mbart50', 'tiny-opus-mt-en-de']) {
+    for (const preset of [
+      'tiny',
+      'tiny-joinable',
+      'tiny-nllb',
+      'tiny-mbart50',
+      'tiny-opus-mt-en-de',
+      'tiny-opus-mt-en-roa',
+    ]) {
       const summary = makeDemoModel(preset, tempDir());
       expect(summary.writtenParameters).toBe(parameterCount(PRESETS[preset]!));
     }

@@ -146,6 +146,7 @@ export function familyGenerationKeys(family: Family, vocabSize: number, maxLengt
       bos_token_id: ids.bos,
       decoder_start_token_id: ids.pad,
       bad_words_ids: [[ids.pad]],
+      forced_eos_token_id: ids.eos,
       num_beams: 4,
     };
   }
@@ -156,6 +157,8 @@ export function familyGenerationKeys(family: Family, vocabSize: number, maxLengt
     num_beams: 5,
     early_stopping: true,
     length_penalty: 1.0,
+    // mBART-50's published files force `</s>` at max_length; M2M100's and NLLB's do not.
+    ...(family === 'mbart50' ? { forced_eos_token_id: ids.eos } : {}),
   };
 }
 

@@ -79,7 +79,7 @@ class Layers {
 
   activation(x: string): string {
     const g = this.g;
-    switch (this.traits.activation) {
+    switch (this.p.activation ?? this.traits.activation) {
       case 'relu':
         return g.op('Relu', [x]);
       case 'swish':

@@ -44,6 +44,7 @@ export function configJson(p: DemoPreset): Record<string, unknown> {
   return {
     _name_or_path: `mt-serve/demo-${p.name}`,
     ...familyConfigKeys(p.family),
+    ...(p.activation === undefined ? {} : { activation_function: p.activation }),
     is_encoder_decoder: true,
     vocab_size: p.vocabSize,
     d_model: p.dModel,
@@ -121,7 +122,10 @@ export function makeDemoModel(
   json('generation_config.json', generationConfigJson(p));
   const languageToken = FAMILIES[p.family].languageToken;
   const languageTokens = languageToken === null ? [] : DEMO_LANGUAGES.map(languageToken);
-  json('tokenizer.json', tokenizerJson(p.vocabSize, p.family, DEMO_LANGUAGES, p.legacyLanguagePlacement));
+  json(
+    'tokenizer.json',
+    tokenizerJson(p.vocabSize, p.family, DEMO_LANGUAGES, p.legacyLanguagePlacement, p.marianTargets ?? []),
+  );
   json('tokenizer_config.json', tokenizerConfigJson(p.family, maxLength, languageTokens, p.pair ?? null));
   writeFileSync(
     path.join(outDir, 'README.md'),

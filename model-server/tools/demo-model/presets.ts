@@ -1,7 +1,7 @@
 /**
  * @module tools/demo-model/presets — the generated models' families and shapes, and their parameter count.
  */
-import { FAMILIES, type Family } from './families.js';
+import { FAMILIES, type Family, type FamilyTraits } from './families.js';
 
 /** The 14 languages of setup_config.json, in its order. */
 export const DEMO_LANGUAGES = [
@@ -29,6 +29,13 @@ export interface DemoPreset {
   legacyLanguagePlacement?: boolean;
   /** A Marian model's one pair (tokenizer_config.json's source_lang and target_lang). */
   pair?: { source: string; target: string };
+  /** A multilingual Marian model's target codes (`>>fra<<` tokens; its pair's target then names the group, `roa`). */
+  marianTargets?: readonly string[];
+  /**
+   * The feed-forward activation where a published model differs from its family's usual one (mBART-50's
+   * many-to-many fine-tune: ReLU, where mBART's pretraining used GELU).
+   */
+  activation?: FamilyTraits['activation'];
   dModel: number;
   encoderLayers: number;
   decoderLayers: number;
@@ -106,6 +113,15 @@ export const PRESETS: Record<string, DemoPreset> = {
     pair: { source: 'en', target: 'de' },
     seed: 75,
   },
+  /** A multilingual Marian model as opus-mt-en-roa: one source, the target named by `>>xx<<` before the text. */
+  'tiny-opus-mt-en-roa': {
+    ...TINY,
+    name: 'tiny-opus-mt-en-roa',
+    family: 'marian',
+    pair: { source: 'en', target: 'roa' },
+    marianTargets: ['fra', 'ita', 'por', 'ron', 'spa'],
+    seed: 76,
+  },
   'm2m100-418m': {
     name: 'm2m100-418m',
     family: 'm2m100',
@@ -135,6 +151,69 @@ export const PRESETS: Record<string, DemoPreset> = {
     maxPositions: 512,
     ...REAL_MODEL,
     seed: 75,
+  },
+  /**
+   * facebook/nllb-200-distilled-600M's shapes (M2M100's network, 256206 tokens): 615M parameters. Inline as
+   * published: the decoder (embedding + 12 layers, 1.85 GB) stays under protobuf's 2 GB.
+   */
+  'nllb-200-distilled-600m': {
+    name: 'nllb-200-distilled-600m',
+    family: 'nllb',
+    dModel: 1024,
+    encoderLayers: 12,
+    decoderLayers: 12,
+    heads: 16,
+    ffnDim: 4096,
+    vocabSize: 256206,
+    maxPositions: 1024,
+    ...REAL_MODEL,
+    seed: 600,
+  },
+  /** facebook/nllb-200-1.3B's (and its distilled sibling's) shapes: 24+24 layers, ffn 8192; 1.37B parameters. */
+  'nllb-200-1.3b': {
+    name: 'nllb-200-1.3b',
+    family: 'nllb',
+    dModel: 1024,
+    encoderLayers: 24,
+    decoderLayers: 24,
+    heads: 16,
+    ffnDim: 8192,
+    vocabSize: 256206,
+    maxPositions: 1024,
+    ...REAL_MODEL,
+    // Each fp32 graph passes 2 GB (encoder 2.6 GB, decoder 3.5 GB): external data, as the published export has.
+    externalData: true,
+    seed: 1300,
+  },
+  /** facebook/mbart-large-50-many-to-many-mmt's shapes (learned positions, embedding norm): 611M parameters. */
+  'mbart-large-50-many-to-many-mmt': {
+    name: 'mbart-large-50-many-to-many-mmt',
+    family: 'mbart50',
+    activation: 'relu',
+    dModel: 1024,
+    encoderLayers: 12,
+    decoderLayers: 12,
+    heads: 16,
+    ffnDim: 4096,
+    vocabSize: 250054,
+    maxPositions: 1024,
+    ...REAL_MODEL,
+    seed: 5050,
+  },
+  /** facebook/m2m100_1.2B's shapes: 24+24 layers, ffn 8192, M2M100's 128112 tokens; 1.24B parameters. */
+  'm2m100-1.2b': {
+    name: 'm2m100-1.2b',
+    family: 'm2m100',
+    dModel: 1024,
+    encoderLayers: 24,
+    decoderLayers: 24,
+    heads: 16,
+    ffnDim: 8192,
+    vocabSize: 128112,
+    maxPositions: 1024,
+    ...REAL_MODEL,
+    externalData: true,
+    seed: 1200,
   },
 };
 

@@ -61,29 +61,41 @@ function template(source: string | null, legacy: boolean, withB: boolean): objec
 /**
  * `tokenizer.json` for a vocabulary of `vocabSize` ids: the family's leading specials, pieces, the language tokens
  * (`languages` in ISO 639-1, spelt the family's way), then its trailing specials at the very end.
- * `legacy`: NLLB's legacy placement of the source language (after `</s>`).
+ * `legacy`: NLLB's legacy placement of the source language (after `</s>`). `marianTargets`: a multilingual Marian
+ * model's target codes, written as `>>fra<<` entries.
  */
-export function tokenizerJson(vocabSize: number, family: Family, languages: readonly string[], legacy = false): object {
+export function tokenizerJson(
+  vocabSize: number,
+  family: Family,
+  languages: readonly string[],
+  legacy = false,
+  marianTargets: readonly string[] = [],
+): object {
   const traits = FAMILIES[family];
   const tokens = traits.languageToken === null ? [] : languages.map(traits.languageToken);
   const { leadingSpecials: lead, trailingSpecials: trail } = traits;
-  const pieceCount = vocabSize - lead.length - tokens.length - trail.length;
+  // A multilingual Marian model's `>>fra<<`, after the specials: in the vocabulary (its vocab.json's), and added tokens
+  // (not special), so a tokenizer splits `>>fra<< text` before the Unigram model as HF's MarianTokenizer strips the
+  // code before SentencePiece (transformers.js' own override of that no longer runs).
+  const targets = marianTargets.map((code) => `>>${code}<<`);
+  const pieceCount = vocabSize - lead.length - targets.length - tokens.length - trail.length;
   if (pieceCount < 200) throw new Error(`vocab_size ${vocabSize} leaves too few pieces`);
   const vocab: [string, number][] = [
     ...lead.map((t): [string, number] => [t, 0]),
+    ...targets.map((t): [string, number] => [t, 0]),
     ...pieces(pieceCount),
     ...[...tokens, ...trail].map((t): [string, number] => [t, 0]),
   ];
-  const added = (content: string, id: number) => ({
+  const added = (content: string, id: number, special = true) => ({
     id,
     content,
     single_word: false,
     lstrip: false,
     rstrip: false,
     normalized: false,
-    special: true,
+    special,
   });
-  const firstLanguageId = lead.length + pieceCount;
+  const firstLanguageId = lead.length + targets.length + pieceCount;
   const specials = [
     ...lead.map((t, i): [string, number] => [t, i]),
     ...[...tokens, ...trail].map((t, i): [string, number] => [t, firstLanguageId + i]),
@@ -96,7 +108,10 @@ export function tokenizerJson(vocabSize: number, family: Family, languages: read
     version: '1.0',
     truncation: null,
     padding: null,
-    added_tokens: specials.map(([t, id]) => added(t, id)),
+    added_tokens: [
+      ...specials.map(([t, id]) => added(t, id)),
+      ...targets.map((t, i) => added(t, lead.length + i, false)),
+    ].sort((a, b) => a.id - b.id),
     normalizer: { type: 'NFKC' },
     pre_tokenizer: { type: 'Metaspace', replacement: SPACE, prepend_scheme: 'always', split: true },
     post_processor: {

@@ -21,7 +21,7 @@ import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
-import type { DeviceInfo, FromWorker, InitMessage, ToWorker } from '../../protocol.js';
+import type { DeviceInfo, FromWorker, InitMessage, LoadedModel, ToWorker } from '../../protocol.js';
 import { deviceLabel } from '../devices.js';
 import type { AbandonReason, Job, JobHolder } from '../job.js';
 import { WorkerBatches, type BatchReport, type OutgoingBatch } from './worker-batches.js';
@@ -72,6 +72,8 @@ export class WorkerHandle implements JobHolder {
   languages: string[] | undefined;
   /** The weights' type the worker loaded (its `ready` message); undefined for handlers without weights. */
   dtype: string | undefined;
+  /** The model the worker loaded (its `ready` message); undefined for handlers without one. */
+  model: LoadedModel | undefined;
   /** Most jobs the worker runs at once (its `ready` message; Infinity when its handler sets no bound). */
   capacity = Number.POSITIVE_INFINITY;
 
@@ -252,6 +254,7 @@ export class WorkerHandle implements JobHolder {
         this.device = message.device;
         this.languages = message.languages;
         this.dtype = message.dtype;
+        this.model = message.model;
         this.capacity = message.capacity ?? Number.POSITIVE_INFINITY;
         this.#setState('ready', `loaded in ${Math.round(message.loadMs)} ms on ${deviceLabel(message.device)}`);
         this.#started?.resolve();

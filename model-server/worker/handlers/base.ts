@@ -5,7 +5,15 @@
  */
 import { ServeError, toServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo, InitMessage, ItemBody, ItemOutcome, StepCounters } from '../../protocol.js';
+import type {
+  BatchItem,
+  DeviceInfo,
+  InitMessage,
+  ItemBody,
+  ItemOutcome,
+  LoadedModel,
+  StepCounters,
+} from '../../protocol.js';
 
 /** What `init` named to load, and the worker's logger. */
 export interface HandlerContext extends Pick<InitMessage, 'modelDir' | 'device' | 'options'> {
@@ -29,6 +37,8 @@ export interface Handler<Input = unknown, Output = unknown, Body extends ItemBod
   languages?(): string[];
   /** The type of the weights it loaded (after initialize), for handlers with weights. */
   dtype?(): string;
+  /** The model it loaded (after initialize): family and weight bytes, for handlers with a model. */
+  model?(): LoadedModel;
   /**
    * Most inputs this handler runs at once, across `inference` calls (absent: no bound, e.g. a handler that
    * answers at once). The frontend keeps at most this many jobs in flight on the worker (wlm/workers/worker-pool.ts).

@@ -16,7 +16,7 @@ import { targetOf } from '../../../common/config/setup-config.js';
 import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
-import type { BatchItem, DeviceInfo, SentenceItem, StepCounters } from '../../protocol.js';
+import type { BatchItem, DeviceInfo, LoadedModel, SentenceItem, StepCounters } from '../../protocol.js';
 import { joinAlternatives } from '../../text/alternatives.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
@@ -104,6 +104,11 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
 
   dtype(): string {
     return this.#requireEngine().dtype;
+  }
+
+  model(): LoadedModel {
+    const engine = this.#requireEngine();
+    return { family: engine.family, weightsBytes: engine.weightsBytes };
   }
 
   /**
