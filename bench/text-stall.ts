@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../common/logger.js';
 import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
-import { planTranslation } from '../model-server/translation/translation-plan.js';
+import { planSentences } from '../model-server/translation/translation-plan.js';
 import { TranslationHandler } from '../model-server/worker/handlers/translation.js';
 
 const INPUTS: [string, string][] = [
@@ -66,7 +66,7 @@ try {
   const limits = { maxChars: 100_000, maxSentences: 1_000 };
   for (const [name, text] of INPUTS) {
     const plan = await worstStall(() =>
-      planTranslation({ src_lang: 'en', src_text: text }, { tgtLang: 'ko', readable: undefined, limits }),
+      planSentences({ src_lang: 'en', src_text: text }, { tgtLang: 'ko', readable: undefined, limits }),
     );
     const prep = await worstStall(() => handler.preprocess({ id: 'x', model: 'ko', body: { srcLang: 'en', text } }));
     console.log(

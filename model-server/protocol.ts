@@ -67,10 +67,10 @@ export interface SentenceItem {
   /** The sentence (a whole text with `split: "none"`); never blank. */
   text: string;
   /**
-   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source term, target term]`: its translation must
-   * contain each target.
+   * 1 to MAX_TERMS_PER_SENTENCE glossary entries found in it, `[source, target, spans of text]` (text/glossary.ts):
+   * its translation must contain each target, and a part the worker splits off those whose spans lie inside it.
    */
-  terms?: [string, string][];
+  terms?: [string, string, [number, number][]][];
   /** Alternative translations asked for, 1 to MAX_ALTERNATIVES (the worker's beam runners-up); absent: none. */
   alternatives?: number;
 }

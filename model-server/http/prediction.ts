@@ -83,12 +83,14 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
             timeoutMs: entry.responseTimeoutS * 1000,
           })
         : undefined;
-    const { bodies, isArray } = plan ? { bodies: plan.bodies, isArray: false } : splitBody(decoded);
+    // Every row carries an id unique within the request: cache hits, answers and errors are matched by it.
+    const { sentences, isArray } = plan ? { sentences: plan.sentences, isArray: false } : splitBody(decoded);
     // A sentence answered before never becomes a job (translation-cache.ts).
-    const cached = plan && deps.cache?.lookupFor(entry, plan.bodies, request.cacheControl);
+    const cached = plan && deps.cache?.lookupFor(entry, plan.sentences, request.cacheControl);
     if (cached) deps.metrics.cacheLookups(entry.name, entry.version, cached.hits, cached.misses);
-    const toRun = cached ? cached.missing.map((i) => bodies[i]) : bodies;
-    if (toRun.length > 0) jobs = deps.manager.submit(entry.name, entry.version, toRun).jobs;
+    const toRun = cached ? cached.missing : sentences;
+    const items = toRun.map((s) => s.item);
+    if (items.length > 0) jobs = deps.manager.submit(entry.name, entry.version, items).jobs;
     // A client that goes away takes its jobs with it: queued ones leave their queue, running ones their batch.
     const signal = request.signal;
     const abandon = () => {
@@ -98,10 +100,13 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
     else signal.addEventListener('abort', abandon, { once: true });
     const outcomes = await Promise.allSettled(jobs.map((job) => job.promise));
     signal.removeEventListener('abort', abandon);
+    // Jobs are in plan order (one per item, as submitted): the error is the first failing sentence's.
     const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
     if (failed !== undefined) throw toServeError(failed.reason);
     const results = outcomes.map((o) => (o as PromiseFulfilledResult<JobResult>).value);
-    cached?.store(results.map((r) => r.value));
+    const answers = new Map(cached?.found);
+    toRun.forEach(({ id }, i) => answers.set(id, results[i]!.value));
+    cached?.store(answers);
     const headers: Record<string, string> = { 'x-model-name': entry.name, 'x-model-version': entry.version };
     // An answer made of cache hits only was served by no worker: it names none, and says where the model runs.
     const served = results.length > 0 ? results.map((r) => r.device) : servingDevices(entry);
@@ -115,13 +120,9 @@ export async function runPrediction(deps: PredictionDeps, request: PredictionReq
       headers['x-cache'] = cached.misses === 0 ? 'hit' : cached.hits === 0 ? 'miss' : 'partial';
     }
     status = 200;
-    if (plan) {
-      const values = cached ? cached.values.slice() : results.map((r) => r.value);
-      cached?.missing.forEach((bodyIndex, i) => (values[bodyIndex] = results[i]!.value));
-      return { value: await plan.answer(values), headers };
-    }
-    if (isArray) return { value: { translated: results.map((r) => translatedOf(r.value)) }, headers };
-    return { value: results[0]!.value, headers };
+    if (plan) return { value: await plan.answer(answers), headers };
+    const values = sentences.map(({ id }) => answers.get(id));
+    return { value: isArray ? { translated: values.map(translatedOf) } : values[0], headers };
   } catch (err) {
     // The answer states whether the request reached a worker: only one that did not may go to another replica.
     const error = err instanceof ServeError ? err.withReach(jobs.some((job) => job.reachedWorker)) : err;
@@ -142,14 +143,14 @@ function reachingNoWorker<T>(step: () => T): T {
 }
 
 /** A body for another handler (echo): an array of texts is one job each, answered as an array. */
-function splitBody(body: JsonValue): { bodies: JsonValue[]; isArray: boolean } {
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) return { bodies: [body], isArray: false };
+function splitBody(body: JsonValue): { sentences: { id: string; item: JsonValue }[]; isArray: boolean } {
+  if (body === null || typeof body !== 'object' || Array.isArray(body) || !Array.isArray(body.src_text))
+    return { sentences: [{ id: '0', item: body }], isArray: false };
   const texts = body.src_text;
-  if (!Array.isArray(texts)) return { bodies: [body], isArray: false };
   if (texts.length === 0) throw new ServeError('BAD_REQUEST', 'src_text must not be an empty array.');
   const bad = texts.findIndex((t) => typeof t !== 'string');
   if (bad >= 0) throw new ServeError('BAD_REQUEST', `src_text[${bad}] must be a string.`);
-  return { bodies: texts.map((text) => ({ ...body, src_text: text })), isArray: true };
+  return { sentences: texts.map((text, i) => ({ id: `${i}`, item: { ...body, src_text: text } })), isArray: true };
 }
 
 /** One element of a `{"translated": [...]}` answer: the handler's `translated` field, or its whole value. */

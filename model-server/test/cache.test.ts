@@ -129,6 +129,21 @@ describe('translation cache', () => {
     expect(fullyCached.text).toBe(fresh.text);
   });
 
+  it("a sentence the engine refuses fails its document with that sentence's error, beside a cached one", async () => {
+    const glossary = { owl: '<pad>', fox: '</s>' };
+    const seen = 'The bridge opens at noon.';
+    expect((await translate('ko', { src_lang: 'en', src_text: seen, glossary })).status).toBe(200);
+    // Both refused sentences fail in the worker; the answer is the first one's in the plan, whichever settles first.
+    const doc = `${seen} An owl sleeps. A fox runs.`;
+    const refused = await translate('ko', { src_lang: 'en', src_text: doc, glossary });
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.text)).toEqual({
+      code: 400,
+      type: 'BadRequestException',
+      message: 'The glossary term "<pad>" has characters this model cannot write.',
+    });
+  });
+
   it('stores only successful answers', async () => {
     const bad = { src_lang: 'xx', src_text: 'Hello there.' };
     const first = await translate('ko', bad);

@@ -117,6 +117,18 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
     expect(gone.status).toBe(400);
   });
 
+  it('a sentence longer than the model reads: each part is held to the glossary terms found inside it', async () => {
+    // The tiny model reads 128 tokens: 150 words make several parts; "fox" stands in the first, "dog" in the last.
+    const words = Array.from({ length: 150 }, (_, i) => ['alpha', 'beta', 'gamma', 'delta'][i % 4]);
+    const res = await translate({
+      src_text: ['fox', ...words, 'dog'].join(' '),
+      glossary: { fox: 'Fuchs', dog: 'Hund' },
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const count = (term: string) => (res.body.translated as string).split(term).length - 1;
+    expect([count('Fuchs'), count('Hund')]).toEqual([1, 1]);
+  });
+
   it('alternatives: distinct runners-up with scores, per text; none unless asked; plain text only', async () => {
     const one = await translate({ src_text: 'the quick brown fox. hello world.', alternatives: 2 });
     expect(one.status, JSON.stringify(one.body)).toBe(200);

@@ -9,6 +9,7 @@ import {
   parseGlossaryEntries,
   termsFor,
   type GlossaryEntries,
+  type SentenceTerm,
 } from './glossary.js';
 
 describe('glossary entries', () => {
@@ -71,29 +72,46 @@ describe('termsFor', () => {
     ['东京', 'Tokyo'],
   ]);
 
-  it('whole words in any case, longest match first, each target once, in order', () => {
+  it('whole words in any case, longest match first, each target once, in order, with where each stands', () => {
     expect(termsFor('Acme sells Cloud Computing; the cloud is ACME’s.', entries)).toEqual([
-      ['Acme', 'ACME'],
-      ['cloud computing', 'Cloud-Computing'],
-      ['cloud', 'Wolke'],
+      [
+        'Acme',
+        'ACME',
+        [
+          [0, 4],
+          [41, 45],
+        ],
+      ],
+      ['cloud computing', 'Cloud-Computing', [[11, 26]]],
+      ['cloud', 'Wolke', [[32, 37]]],
     ]);
     expect(termsFor('Acmeville clouds', entries)).toEqual([]);
   });
 
   it('anywhere in scripts written without spaces', () => {
-    expect(termsFor('我在东京工作', entries)).toEqual([['东京', 'Tokyo']]);
+    expect(termsFor('我在东京工作', entries)).toEqual([['东京', 'Tokyo', [[2, 4]]]]);
+  });
+
+  it("spans are the sentence's own offsets, also after a character that lower-cases to two (İ)", () => {
+    expect(termsFor('İstanbul hosts Acme.', entries)).toEqual([['Acme', 'ACME', [[15, 19]]]]);
   });
 });
 
 /** termsFor's meaning, spelled out: at each place the longest term that matches there, tried one by one. */
-function naiveTermsFor(sentence: string, entries: GlossaryEntries): [string, string][] {
+function naiveTermsFor(sentence: string, entries: GlossaryEntries): SentenceTerm[] {
   const wordChar = (c: string | undefined) => c !== undefined && /[\p{L}\p{M}\p{N}_]/u.test(c);
   const unspaced = /[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\p{sc=Thai}\p{sc=Lao}\p{sc=Khmer}\p{sc=Myanmar}]/u;
   const terms = [...entries]
     .map((entry) => ({ entry, source: entry[0].toLowerCase(), whole: !unspaced.test(entry[0]) }))
     .sort((a, b) => b.source.length - a.source.length);
   const lower = sentence.toLowerCase();
-  const found: [string, string][] = [];
+  const found: SentenceTerm[] = [];
+  // A place in the lower-cased sentence as a place in the sentence: the shortest prefix that lower-cases as long.
+  const origin = (at: number) => {
+    let i = 0;
+    while (sentence.slice(0, i).toLowerCase().length < at) i++;
+    return i;
+  };
   for (let at = 0; at < lower.length;) {
     const match = terms.find(
       ({ source, whole }) =>
@@ -101,7 +119,10 @@ function naiveTermsFor(sentence: string, entries: GlossaryEntries): [string, str
     );
     if (match === undefined) at++;
     else {
-      if (!found.some(([, target]) => target === match.entry[1])) found.push(match.entry);
+      const span: [number, number] = [origin(at), origin(at + match.source.length)];
+      const term = found.find(([, target]) => target === match.entry[1]);
+      if (term === undefined) found.push([...match.entry, [span]]);
+      else term[2].push(span);
       at += match.source.length;
     }
   }

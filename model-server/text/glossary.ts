@@ -164,12 +164,16 @@ function matcherOf(entries: GlossaryEntries): { terms: Term[]; automaton: Starts
   return matcher;
 }
 
+/** `[source term, target term, spans]`: the [start, end) UTF-16 spans of the sentence its source terms cover. */
+export type SentenceTerm = [string, string, [number, number][]];
+
 /**
  * The entries `sentence` is held to (its translation must contain their target terms): those whose source term
- * occurs in it, in the order they occur, each target once. Matches do not overlap: scanning from the start, the
- * longest source term at a place wins (of two as long, the earlier entry). Linear in the sentence.
+ * occurs in it, in the order they occur, each target once with every span where one of its source terms stands.
+ * Matches do not overlap: scanning from the start, the longest source term at a place wins (of two as long, the
+ * earlier entry). Linear in the sentence.
  */
-export function termsFor(sentence: string, entries: GlossaryEntries): [string, string][] {
+export function termsFor(sentence: string, entries: GlossaryEntries): SentenceTerm[] {
   const { terms, automaton } = matcherOf(entries);
   const lower = sentence.toLowerCase();
   const length = lower.length;
@@ -185,8 +189,8 @@ export function termsFor(sentence: string, entries: GlossaryEntries): [string, s
     state = automaton.next(state, unit);
     if (!isWordUnit(unit)) state = automaton.next(state, MARK);
   }
-  const found: [string, string][] = [];
-  const targets = new Set<string>();
+  const found = new Map<string, SentenceTerm>();
+  const origin = originOf(sentence, lower);
   for (let at = 0; at < length;) {
     const whole = at === 0 || !isWordUnit(lower.charCodeAt(at - 1)) ? wholeAt[at]! : NONE;
     const anywhere = anywhereAt[at]!;
@@ -196,10 +200,23 @@ export function termsFor(sentence: string, entries: GlossaryEntries): [string, s
       continue;
     }
     const { entry, source } = terms[match]!;
-    if (!targets.has(entry[1])) (targets.add(entry[1]), found.push(entry));
+    const span: [number, number] = [origin(at), origin(at + source.length)];
+    const term = found.get(entry[1]);
+    if (term === undefined) found.set(entry[1], [...entry, [span]]);
+    else term[2].push(span);
     at += source.length;
   }
-  return found;
+  return [...found.values()];
+}
+
+/** Offsets of `lower` (`text` lower-cased) back to `text`'s: the same, unless a character lower-cased to two (İ). */
+function originOf(text: string, lower: string): (at: number) => number {
+  if (lower.length === text.length) return (at) => at;
+  let end = 0;
+  const origin = [...text].flatMap((char) =>
+    Array<number>(char.toLowerCase().length).fill((end += char.length) - char.length),
+  );
+  return (at) => origin[at] ?? text.length;
 }
 
 /** Of two terms (indexes, or NONE), the longer; of two as long, the earlier entry. */

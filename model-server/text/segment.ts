@@ -184,3 +184,20 @@ export function joinTranslations(segments: Segments, translations: readonly stri
   }
   return pieces.length === 0 ? text : text + (separators[pieces.length] ?? '');
 }
+
+/**
+ * Where `text` may be cut in two, each half segmenting as it did whole (router/apis/document-pieces.ts): after the
+ * whitespace between two sentences nearest the middle, a blank line first, then a line break, then any; null if none.
+ */
+export function cutNearMiddle(text: string, lang: string): number | null {
+  const { pieces, separators } = segmentDocument(text, lang);
+  let best: { rank: number; at: number } | null = null;
+  for (let i = 1, at = separators[0]!.length; i < pieces.length; i++) {
+    const separator = separators[i]!;
+    at += pieces[i - 1]!.length + separator.length;
+    const breaks = separator.replaceAll('\r\n', '\n').match(/[\n\r\u0085\u2028\u2029]/gu)?.length ?? 0;
+    const rank = (breaks > 1 ? 0 : breaks === 1 ? 1 : 2) * text.length + Math.abs(at - text.length / 2);
+    if (separator !== '' && (best === null || rank < best.rank)) best = { rank, at };
+  }
+  return best?.at ?? null;
+}

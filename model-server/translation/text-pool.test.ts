@@ -23,13 +23,12 @@ describe('the text pool: a request’s text work in a thread, with a deadline (i
       { src_lang: 'en', src_text: '<p>Hello there. How are you?</p>', format: 'html' },
       context,
     );
-    expect(plan.bodies).toEqual([
-      { srcLang: 'en', text: 'Hello there.' },
-      { srcLang: 'en', text: 'How are you?' },
+    expect(plan.sentences).toEqual([
+      { id: '0.0.0', item: { srcLang: 'en', text: 'Hello there.' } },
+      { id: '0.0.1', item: { srcLang: 'en', text: 'How are you?' } },
     ]);
-    expect(await plan.answer(plan.bodies.map((b) => ({ translated: b.text.toUpperCase() })))).toEqual({
-      translated: '<p>HELLO THERE. HOW ARE YOU?</p>',
-    });
+    const answers = new Map(plan.sentences.map(({ id, item }) => [id, { translated: item.text.toUpperCase() }]));
+    expect(await plan.answer(answers)).toEqual({ translated: '<p>HELLO THERE. HOW ARE YOU?</p>' });
     await expect(p.plan({ src_lang: 'en', src_text: '<a>', format: 'xml' }, context)).rejects.toMatchObject({
       code: 'BAD_REQUEST',
       message: expect.stringMatching(/^The XML is not well-formed/),
@@ -56,7 +55,7 @@ describe('the text pool: a request’s text work in a thread, with a deadline (i
     // here); had the runaway thread been left to finish, it would wait the rest of those ~10 s.
     const next = await p.plan({ src_lang: 'en', src_text: 'Hello.' }, context);
     const nextMs = performance.now() - started - timedOutMs;
-    expect(next.bodies).toEqual([{ srcLang: 'en', text: 'Hello.' }]);
+    expect(next.sentences).toEqual([{ id: '0.0.0', item: { srcLang: 'en', text: 'Hello.' } }]);
     expect(timedOutMs).toBeLessThan(2_000);
     expect(nextMs).toBeLessThan(6_000);
   }, 60_000);

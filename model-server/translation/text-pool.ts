@@ -21,13 +21,9 @@ import type { Logger } from '../../common/logger.js';
 import type { TranslationRequest } from '../../common/translation-contract.js';
 import type { GlossaryEntries } from '../text/glossary.js';
 import type { Glossary, GlossaryStore } from './glossary-store.js';
+import runTextTask from './text-task.js';
 import type { AnswerTask, OutlineTask, SharedGlossary, TaskOutcome, TextTask } from './text-task.js';
-import {
-  answerTranslation,
-  outlineTranslation,
-  type TranslationLimits,
-  type TranslationOutline,
-} from './translation-plan.js';
+import type { SentenceAnswers, SentencePlan, TranslationLimits } from './translation-plan.js';
 
 export interface TextPoolOptions {
   /** Worker threads (TEXT_THREADS); 0: `defaultTextThreads()`. */
@@ -51,10 +47,10 @@ export interface TextPlanContext {
   timeoutMs: number;
 }
 
-/** A request planned in the pool: its jobs, and its answer from their values (rendered in the pool too). */
+/** A request planned in the pool: its sentences, and its answer from theirs (rendered in the pool too). */
 export interface PooledPlan {
-  bodies: TranslationOutline['bodies'];
-  answer(values: readonly unknown[]): Promise<Record<string, unknown>>;
+  sentences: SentencePlan['sentences'];
+  answer(answers: SentenceAnswers): Promise<Record<string, unknown>>;
 }
 
 /**
@@ -89,22 +85,11 @@ export class TextPool {
 
   /**
    * Plan `request` in a thread: its sentence jobs, and an answer that is rendered in a thread too.
-   * @throws ServeError as planTranslation (BAD_REQUEST, UNKNOWN_LANGUAGE, PAYLOAD_TOO_LARGE), REQUEST_TIMEOUT past
+   * @throws ServeError as planSentences (BAD_REQUEST, UNKNOWN_LANGUAGE, PAYLOAD_TOO_LARGE), REQUEST_TIMEOUT past
    *   the budget, SHUTTING_DOWN once closed
    */
   async plan(request: TranslationRequest, context: TextPlanContext): Promise<PooledPlan> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
-    if (plannedInline(request)) {
-      const outline = outlineTranslation(request, {
-        tgtLang: context.tgtLang,
-        readable: context.readable,
-        limits: context.limits,
-      });
-      return {
-        bodies: outline.bodies,
-        answer: (values) => Promise.resolve(answerTranslation(request, outline.docs, values, context.tgtLang)),
-      };
-    }
     const glossary = storedGlossary(request, context);
     const task: OutlineTask = {
       request,
@@ -114,11 +99,13 @@ export class TextPool {
       ...(glossary ? { glossary } : {}),
     };
     const budgetMs = Math.min(this.timeoutMs, context.timeoutMs);
-    const { bodies, docs } = await this.#run<TranslationOutline>({ name: 'outline', task }, budgetMs);
-    const answer: AnswerTask = { request, docs, values: [], tgtLang: context.tgtLang };
+    const inline = plannedInline(request);
+    const { sentences, docs } = await this.#run<SentencePlan>({ name: 'outline', task }, budgetMs, inline);
+    const answer: Omit<AnswerTask, 'answers'> = { request, docs, tgtLang: context.tgtLang };
     return {
-      bodies,
-      answer: (values) => this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, values } }, budgetMs),
+      sentences,
+      answer: (answers) =>
+        this.#run<Record<string, unknown>>({ name: 'answer', task: { ...answer, answers } }, budgetMs, inline),
     };
   }
 
@@ -130,14 +117,15 @@ export class TextPool {
     await pool?.destroy();
   }
 
-  async #run<T>(message: TextTask & { name: 'outline' | 'answer' }, budgetMs: number): Promise<T> {
+  /** `message`'s task in a thread, or on this one when `inline` (the same task, without the hops). */
+  async #run<T>(message: TextTask & { name: 'outline' | 'answer' }, budgetMs: number, inline: boolean): Promise<T> {
     if (this.#closed) throw new ServeError('SHUTTING_DOWN');
-    const signal = AbortSignal.timeout(budgetMs);
+    const signal = inline ? undefined : AbortSignal.timeout(budgetMs);
     let outcome: TaskOutcome<T>;
     try {
-      outcome = (await this.#piscina().run(message, { signal })) as TaskOutcome<T>;
+      outcome = (signal ? await this.#piscina().run(message, { signal }) : runTextTask(message)) as TaskOutcome<T>;
     } catch (err) {
-      if (signal.aborted) {
+      if (signal?.aborted) {
         throw new ServeError(
           'REQUEST_TIMEOUT',
           `Request timed out: its text was not ${message.name === 'outline' ? 'prepared' : 'put back together'} within ${budgetMs} ms (${budgetMs < this.timeoutMs ? "the model's response timeout" : 'TEXT_TIMEOUT_MS'}): markup, subtitles, language detection, sentence segmentation and glossary terms; send it in smaller parts.`,

@@ -12,8 +12,9 @@ import type { TranslationRequest } from '../../common/translation-contract.js';
 import { glossaryEntries, type GlossaryEntries } from '../text/glossary.js';
 import {
   answerTranslation,
-  outlineTranslation,
+  planSentences,
   type DocumentOutline,
+  type SentenceAnswers,
   type TranslationLimits,
 } from './translation-plan.js';
 
@@ -37,7 +38,7 @@ export interface OutlineTask {
 export interface AnswerTask {
   request: TranslationRequest;
   docs: DocumentOutline;
-  values: readonly unknown[];
+  answers: SentenceAnswers;
   tgtLang: string;
 }
 
@@ -48,15 +49,15 @@ export type TextTask =
   { name: 'outline'; task: OutlineTask } | { name: 'answer'; task: AnswerTask } | { name: 'ready' };
 
 /**
- * `outline`: the jobs of a request and the outline its answer needs (translation-plan.ts `outlineTranslation`);
- * `answer`: the response from the jobs' values (`answerTranslation`); `ready`: nothing, once this module is loaded.
+ * `outline`: a request's sentences and how their answers rejoin (translation-plan.ts `planSentences`); `answer`:
+ * the response from every sentence's answer, by id (`answerTranslation`); `ready`: nothing, once this module is loaded.
  */
 export default function run(message: TextTask): TaskOutcome<unknown> {
   switch (message.name) {
     case 'outline': {
       const { request, tgtLang, readable, limits, glossary } = message.task;
       return outcome(() =>
-        outlineTranslation(request, {
+        planSentences(request, {
           tgtLang,
           readable,
           limits,
@@ -65,8 +66,8 @@ export default function run(message: TextTask): TaskOutcome<unknown> {
       );
     }
     case 'answer': {
-      const { request, docs, values, tgtLang } = message.task;
-      return outcome(() => answerTranslation(request, docs, values, tgtLang));
+      const { request, docs, answers, tgtLang } = message.task;
+      return outcome(() => answerTranslation(request, docs, answers, tgtLang));
     }
     case 'ready':
       return { ok: true, value: true };

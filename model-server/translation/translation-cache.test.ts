@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { expectLinearTime } from '../../harness/linear-time.js';
 import { cacheModeOf, TranslationCache, type ModelIdentity } from './translation-cache.js';
-import type { SentenceItem } from '../protocol.js';
+import type { PlannedSentence } from './translation-plan.js';
 
 // The heap test measures live memory after a full collection.
 setFlagsFromString('--expose-gc');
@@ -17,25 +17,37 @@ const identity: ModelIdentity = {
   maxNewTokens: 200,
   minNewTokens: 0,
 };
-const body = (text: string, srcLang = 'en') => ({ srcLang, text });
+/** A planned sentence whose id is its text unless given: ids are never positions. */
+const body = (text: string, srcLang = 'en', id = text): PlannedSentence => ({ id, item: { srcLang, text } });
+const answer = (id: string, translated: string) => new Map([[id, { translated }]]);
 
 describe('TranslationCache', () => {
-  it('answers a stored sentence and runs the others, in body order', () => {
+  it('answers stored sentences by id and runs the others, in plan order', () => {
     const cache = new TranslationCache(1 << 20);
-    const first = cache.lookup(identity, 'ko', [body('Hello.'), body('Bye.')], 'use');
-    expect(first).toMatchObject({ missing: [0, 1], hits: 0, misses: 2 });
-    first.store([{ translated: 'H' }, { translated: 'B' }]);
-    const second = cache.lookup(identity, 'ko', [body('New.'), body('Bye.'), body('Hello.')], 'use');
-    expect(second.missing).toEqual([0]);
-    expect(second.values).toEqual([undefined, { translated: 'B' }, { translated: 'H' }]);
+    const first = cache.lookup(identity, 'ko', [body('Hello.', 'en', 'a'), body('Bye.', 'en', 'b')], 'use');
+    expect(first).toMatchObject({ hits: 0, misses: 2 });
+    expect(first.missing.map((s) => s.id)).toEqual(['a', 'b']);
+    first.store(
+      new Map([
+        ['b', { translated: 'B' }],
+        ['a', { translated: 'H' }],
+      ]),
+    );
+    const sentences = [body('New.', 'en', 'x'), body('Bye.', 'en', 'y'), body('Hello.', 'en', 'z')];
+    const second = cache.lookup(identity, 'ko', sentences, 'use');
+    expect(second.missing.map((s) => s.id)).toEqual(['x']);
+    expect([...second.found]).toEqual([
+      ['y', { translated: 'B' }],
+      ['z', { translated: 'H' }],
+    ]);
     expect(second).toMatchObject({ hits: 2, misses: 1 });
     expect(cache.entries).toBe(2);
   });
 
   it('keys on everything that changes a translation', () => {
     const cache = new TranslationCache(1 << 20);
-    cache.lookup(identity, 'ko', [body('Hello.')], 'use').store([{ translated: 'H' }]);
-    const others: [ModelIdentity, string, SentenceItem][] = [
+    cache.lookup(identity, 'ko', [body('Hello.')], 'use').store(answer('Hello.', 'H'));
+    const others: [ModelIdentity, string, PlannedSentence][] = [
       [{ ...identity, fingerprint: 'fedcba9876543210' }, 'ko', body('Hello.')],
       [{ ...identity, dtype: 'fp16' }, 'ko', body('Hello.')],
       [{ ...identity, modelDir: '/models/other' }, 'ko', body('Hello.')],
@@ -52,26 +64,28 @@ describe('TranslationCache', () => {
   it('no-cache looks nothing up but stores; no-store does neither; off or unidentified does neither', () => {
     const cache = new TranslationCache(1 << 20);
     const refresh = cache.lookup(identity, 'ko', [body('Hello.')], 'refresh');
-    expect(refresh).toMatchObject({ missing: [0], hits: 0, misses: 0 });
-    refresh.store([{ translated: 'H' }]);
+    expect(refresh).toMatchObject({ missing: [body('Hello.')], hits: 0, misses: 0 });
+    refresh.store(answer('Hello.', 'H'));
     expect(cache.lookup(identity, 'ko', [body('Hello.')], 'refresh').hits).toBe(0);
     expect(cache.lookup(identity, 'ko', [body('Hello.')], 'use').hits).toBe(1);
-    cache.lookup(identity, 'ko', [body('Other.')], 'skip').store([{ translated: 'O' }]);
+    cache.lookup(identity, 'ko', [body('Other.')], 'skip').store(answer('Other.', 'O'));
     expect(cache.entries).toBe(1);
-    cache.lookup(undefined, 'ko', [body('Other.')], 'use').store([{ translated: 'O' }]);
+    cache.lookup(undefined, 'ko', [body('Other.')], 'use').store(answer('Other.', 'O'));
     expect(cache.entries).toBe(1);
     const off = new TranslationCache(0);
-    off.lookup(identity, 'ko', [body('Hello.')], 'use').store([{ translated: 'H' }]);
+    off.lookup(identity, 'ko', [body('Hello.')], 'use').store(answer('Hello.', 'H'));
     expect(off.lookup(identity, 'ko', [body('Hello.')], 'use')).toMatchObject({ hits: 0, misses: 0 });
     expect(off.enabled).toBe(false);
   });
 
   it('evicts the least recently used entries to stay within its bound', () => {
     const one = new TranslationCache(1 << 20);
-    one.lookup(identity, 'ko', [body('Sentence 0.')], 'use').store([{ translated: 'T0' }]);
+    one.lookup(identity, 'ko', [body('Sentence 0.')], 'use').store(answer('Sentence 0.', 'T0'));
     const small = new TranslationCache(4 * one.bytes);
     for (let i = 0; i < 50; i++) {
-      small.lookup(identity, 'ko', [body(`Sentence ${i % 10}.`)], 'use').store([{ translated: `T${i % 10}` }]);
+      small
+        .lookup(identity, 'ko', [body(`Sentence ${i % 10}.`)], 'use')
+        .store(answer(`Sentence ${i % 10}.`, `T${i % 10}`));
       expect(small.bytes).toBeLessThanOrEqual(small.maxBytes);
     }
     expect(small.entries).toBe(4);
@@ -91,8 +105,8 @@ describe('TranslationCache', () => {
     for (let i = 0; i < 1_000; i++) {
       const padding = 'x'.repeat(64 * 1024);
       const sentence = `${padding}This is sentence number ${i} of a long body.`.slice(padding.length);
-      const answer = `${padding}Das ist Satz Nummer ${i} eines langen Textes.`.slice(padding.length);
-      cache.lookup(identity, 'ko', [body(sentence)], 'use').store([{ translated: answer }]);
+      const translated = `${padding}Das ist Satz Nummer ${i} eines langen Textes.`.slice(padding.length);
+      cache.lookup(identity, 'ko', [body(sentence)], 'use').store(answer(sentence, translated));
     }
     gc();
     const grown = process.memoryUsage().heapUsed - before;
@@ -100,7 +114,9 @@ describe('TranslationCache', () => {
     expect(grown).toBeLessThan(maxBytes + overhead);
     // The entries are the sentences, not copies of something else.
     const last = cache.lookup(identity, 'ko', [body('This is sentence number 999 of a long body.')], 'use');
-    expect(last.values).toEqual([{ translated: 'Das ist Satz Nummer 999 eines langen Textes.' }]);
+    expect(last.found.get('This is sentence number 999 of a long body.')).toEqual({
+      translated: 'Das ist Satz Nummer 999 eines langen Textes.',
+    });
   });
 });
 

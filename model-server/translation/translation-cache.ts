@@ -21,7 +21,7 @@ import { createHash } from 'node:crypto';
 import { ByteLru } from './byte-lru.js';
 import type { ModelFingerprints } from '../wlm/model-fingerprint.js';
 import { dtypeOf, type ModelEntry } from '../wlm/registry.js';
-import type { SentenceItem } from '../protocol.js';
+import type { PlannedSentence, SentenceAnswers } from './translation-plan.js';
 
 /** What makes two engines answer a sentence the same. */
 export interface ModelIdentity {
@@ -46,15 +46,15 @@ export type CacheMode = 'use' | 'refresh' | 'skip';
 export const ENTRY_OVERHEAD_BYTES = 160;
 
 export interface CacheLookup {
-  /** One per body: the stored answer, or undefined where a job must run. */
-  values: unknown[];
-  /** Indexes of the bodies that must run, in order. */
-  missing: number[];
+  /** The stored answers, by sentence id. */
+  found: Map<string, unknown>;
+  /** The sentences that must run, in plan order. */
+  missing: PlannedSentence[];
   /** Hits and misses counted (0 and 0 when the request skipped the lookup). */
   hits: number;
   misses: number;
-  /** Store the answers of the missing bodies (in the order of `missing`); a no-op when the mode forbids it. */
-  store(values: readonly unknown[]): void;
+  /** Store the missing sentences' answers found in `answers` (by id); a no-op when the mode forbids it. */
+  store(answers: SentenceAnswers): void;
 }
 
 export class TranslationCache {
@@ -88,42 +88,44 @@ export class TranslationCache {
   }
 
   /**
-   * Look up every sentence body of one request for model `tgtLang`. Without an identity (the model's fingerprint or
-   * its engine's dtype not known yet) or with the cache off, everything runs and nothing is counted or stored.
+   * Look up every sentence of one request for model `tgtLang`. Without an identity (the model's fingerprint or its
+   * engine's dtype not known yet) or with the cache off, everything runs and nothing is counted or stored.
    */
   lookup(
     identity: ModelIdentity | undefined,
     tgtLang: string,
-    bodies: readonly SentenceItem[],
+    sentences: readonly PlannedSentence[],
     mode: CacheMode,
   ): CacheLookup {
-    const all = bodies.map((_, i) => i);
+    const found = new Map<string, unknown>();
     if (!this.enabled || identity === undefined || mode === 'skip') {
-      return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: () => undefined };
+      return { found, missing: [...sentences], hits: 0, misses: 0, store: () => undefined };
     }
     const prefix = identityKey(identity, tgtLang);
     // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
-    const keys = bodies.map(
-      (b) =>
-        `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
-        (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
-    );
-    if (mode === 'refresh') {
-      return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: this.#storer(keys, all) };
-    }
-    const values = keys.map((key) => this.#lru.get(key));
-    const missing = all.filter((i) => values[i] === undefined);
-    return {
-      values,
-      missing,
-      hits: bodies.length - missing.length,
-      misses: missing.length,
-      store: this.#storer(keys, missing),
+    const keyOf = ({ item: b }: PlannedSentence) =>
+      `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
+      (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : '');
+    const missing = sentences.filter((sentence) => {
+      const value = mode === 'use' ? this.#lru.get(keyOf(sentence)) : undefined;
+      if (value !== undefined) found.set(sentence.id, value);
+      return value === undefined;
+    });
+    const store = (answers: SentenceAnswers) => {
+      for (const sentence of missing) {
+        const value = answers.get(sentence.id);
+        if (value === undefined) continue;
+        // Copies, so that an entry keeps only its own bytes (ownedString).
+        const key = ownedString(keyOf(sentence));
+        this.#lru.set(key, structuredClone(value), entryBytes(key, value));
+      }
     };
+    const counted = mode === 'use';
+    return { found, missing, hits: counted ? found.size : 0, misses: counted ? missing.length : 0, store };
   }
 
-  /** `lookup` for the sentence bodies of a request to a registered model, with its Cache-Control header. */
-  lookupFor(entry: ModelEntry, bodies: readonly SentenceItem[], cacheControl: string | undefined): CacheLookup {
+  /** `lookup` for the sentences of a request to a registered model, with its Cache-Control header. */
+  lookupFor(entry: ModelEntry, sentences: readonly PlannedSentence[], cacheControl: string | undefined): CacheLookup {
     const fingerprint = this.#fingerprints?.get(entry.modelDir);
     const dtype = dtypeOf(entry);
     const { numBeams, maxNewTokens, minNewTokens = 0 } = entry.pool.spec.options;
@@ -131,19 +133,7 @@ export class TranslationCache {
       fingerprint === undefined || dtype === undefined
         ? undefined
         : { modelDir: entry.modelDir, fingerprint, dtype, numBeams, maxNewTokens, minNewTokens };
-    return this.lookup(identity, entry.name, bodies, cacheModeOf(cacheControl));
-  }
-
-  #storer(keys: readonly string[], missing: readonly number[]): (values: readonly unknown[]) => void {
-    return (values) => {
-      missing.forEach((bodyIndex, i) => {
-        const value = values[i];
-        if (value === undefined) return;
-        // Copies, so that an entry keeps only its own bytes (ownedString).
-        const key = ownedString(keys[bodyIndex]!);
-        this.#lru.set(key, structuredClone(value), entryBytes(key, value));
-      });
-    };
+    return this.lookup(identity, entry.name, sentences, cacheModeOf(cacheControl));
   }
 }
 

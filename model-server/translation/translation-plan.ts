@@ -61,37 +61,31 @@ export interface PlanContext {
   glossary?: PlanGlossary;
 }
 
-/** Each text's language and the segments of each of its parts: what the answer is rebuilt from. */
-export type DocumentOutline = { lang: string; units: Segments[] }[];
+/** One sentence of a request: what a worker translates, under an id unique within the request. */
+export interface PlannedSentence {
+  /** `text.part.sentence` (`1.0.2`): cache hits, answers and per-row errors are matched by it, never by position. */
+  id: string;
+  item: SentenceItem;
+}
 
-export interface TranslationOutline {
-  /** One job body per sentence, in order. */
-  bodies: SentenceItem[];
+/** Each text's language and, per part, its sentences' ids and the separators between them: the answer's shape. */
+export type DocumentOutline = { lang: string; units: { ids: string[]; separators: readonly string[] }[] }[];
+
+/** A request's sentences, each with its id, terms and options, and how their answers rejoin. */
+export interface SentencePlan {
+  sentences: PlannedSentence[];
   docs: DocumentOutline;
 }
 
-export interface TranslationPlan {
-  /** One job body per sentence, in order. */
-  bodies: SentenceItem[];
-  /** The response body from the jobs' values, in the order of `bodies`. */
-  answer(values: readonly unknown[]): Record<string, unknown>;
-}
-
-/** Both halves in this thread: the jobs, and the answer from their values. */
-export function planTranslation(request: TranslationRequest, context: PlanContext): TranslationPlan {
-  const outline = outlineTranslation(request, context);
-  return {
-    bodies: outline.bodies,
-    answer: (values) => answerTranslation(request, outline.docs, values, context.tgtLang),
-  };
-}
+/** Each sentence's answer (the worker's value, or the cache's), by sentence id. */
+export type SentenceAnswers = ReadonlyMap<string, unknown>;
 
 /**
  * The jobs of a request, checked at the model server's edge (common/translation-contract.ts), for model `tgtLang`.
  * @throws ServeError BAD_REQUEST (undetectable language, glossary), UNKNOWN_LANGUAGE (a language the model cannot
  *   read), PAYLOAD_TOO_LARGE (over the request limits).
  */
-export function outlineTranslation(request: TranslationRequest, context: PlanContext): TranslationOutline {
+export function planSentences(request: TranslationRequest, context: PlanContext): SentencePlan {
   const { src_lang: srcLang, src_text: srcText, split, format = 'text', detect, alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
@@ -111,7 +105,7 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
     );
   // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
   // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
-  let sentences = 0;
+  let counted = 0;
   const docs = texts.map((text, i) => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
     const content = contentOf(text, format, request);
@@ -119,61 +113,72 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
     const units = content.texts.map((unit) => {
       let segments: Segments;
       try {
-        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - sentences);
+        segments = split === 'none' ? wholeText(unit) : segmentDocument(unit, lang, limits.maxSentences - counted);
       } catch (err) {
         throw err instanceof TooManySentencesError ? tooMany() : err;
       }
-      sentences += segments.pieces.length;
-      if (sentences > limits.maxSentences) throw tooMany();
+      counted += segments.pieces.length;
+      if (counted > limits.maxSentences) throw tooMany();
       return segments;
     });
     return { lang, units };
   });
-  const glossary = glossaryOf(request, context);
-  const bodies = docs.flatMap(({ lang, units }) => {
+  // An inline glossary (`glossary`) is for whatever the source is; a stored one (`glossary_id`) for its pair.
+  const { glossary: inline } = request;
+  const glossary: Partial<PlanGlossary> | undefined = inline
+    ? { entries: glossaryEntries(Object.entries(inline)) }
+    : context.glossary;
+  const sentences: PlannedSentence[] = [];
+  const outline = docs.map(({ lang, units }, d) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
         'BAD_REQUEST',
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    return units.flatMap((segments) =>
-      segments.pieces.map((piece) => ({
-        ...sentenceItem(lang, piece, glossary?.entries),
-        ...(alternatives !== 0 ? { alternatives } : {}),
-      })),
-    );
+    const planned = (piece: string, id: string) => {
+      const item = sentenceItem(lang, piece, glossary?.entries);
+      sentences.push({ id, item: alternatives === 0 ? item : { ...item, alternatives } });
+      return id;
+    };
+    const parts = units.map(({ pieces, separators }, u) => ({
+      ids: pieces.map((p, k) => planned(p, `${d}.${u}.${k}`)),
+      separators,
+    }));
+    return { lang, units: parts };
   });
-  return { bodies, docs };
+  return { sentences, docs: outline };
 }
 
 /**
- * The response from the jobs' values (in the order of the outline's bodies): each text rebuilt from its parts'
+ * The response from every sentence's answer, found by id while walking the plan: each text rebuilt from its parts'
  * translations, with alternatives and the detected languages when asked for.
+ * @throws ServeError INTERNAL when a sentence has no answer with text
  */
 export function answerTranslation(
   request: TranslationRequest,
   docs: DocumentOutline,
-  values: readonly unknown[],
+  answers: SentenceAnswers,
   tgtLang: string,
 ): Record<string, unknown> {
   const { src_text: srcText, format = 'text', alternatives = 0 } = request;
   const isArray = Array.isArray(srcText);
   const texts = isArray ? srcText : [srcText];
-  let next = 0;
-  const perDoc = docs.map(({ units }) =>
-    units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
+  // Walking the plan: each part's answers are found by its sentences' ids, and rejoin between its separators.
+  const parts = docs.map(({ units }) =>
+    units.map(({ ids, separators }) => ({
+      ranked: ids.map((id) => rankedPart(answers.get(id))),
+      join: (texts: string[]) => joinTranslations({ pieces: ids, separators }, texts, tgtLang),
+    })),
   );
   const translated = texts.map((text, d) =>
-    contentOf(text, format, request).render(perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang))),
+    contentOf(text, format, request).render(parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)))),
   );
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
-    // Plain text only: one unit per text.
-    const ranked = perDoc.map(([unit]) =>
-      joinAlternatives(unit!.values.map(rankedPart), alternatives, (texts) =>
-        joinTranslations(unit!.segments, texts, tgtLang),
-      ).map(({ text, score }) => ({ translated: text, score })),
+    // Plain text only: one part per text.
+    const ranked = parts.map(([{ ranked, join }]) =>
+      joinAlternatives(ranked, alternatives, join).map(({ text, score }) => ({ translated: text, score })),
     );
     response.alternatives = isArray ? ranked : ranked[0];
   }
@@ -193,19 +198,6 @@ function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries 
     );
   }
   return terms.length === 0 ? { srcLang: lang, text: sentence } : { srcLang: lang, text: sentence, terms };
-}
-
-/**
- * The request's glossary: the stored one the caller found (`glossary_id`, for its language pair) or inline entries
- * (`glossary`, for whatever the source is).
- * @throws ServeError BAD_REQUEST (a bad inline entry)
- */
-function glossaryOf(
-  { glossary: inline }: TranslationRequest,
-  context: PlanContext,
-): { entries: GlossaryEntries; sourceLang?: string } | undefined {
-  if (inline !== undefined) return { entries: glossaryEntries(Object.entries(inline)) };
-  return context.glossary;
 }
 
 function contentOf(
@@ -232,19 +224,12 @@ function wholeText(text: string): Segments {
   return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
 }
 
-function join(segments: Segments, values: readonly unknown[], tgtLang: string): string {
-  const translations = values.map((value) => {
-    const text = value !== null && typeof value === 'object' ? (value as { translated?: unknown }).translated : value;
-    if (typeof text !== 'string') throw new ServeError('INTERNAL', 'The translation handler answered without text.');
-    return text;
-  });
-  return joinTranslations(segments, translations, tgtLang);
-}
-
-/** A sentence job's answer as the alternatives' join reads it. */
+/** A sentence's answer as the join reads it: its translation, with beam search's runners-up when asked for. */
 function rankedPart(value: unknown): RankedPart {
-  const { translated, score, alternatives } = value as { translated: string; score?: number; alternatives?: [] };
-  return { text: translated, score: score ?? 0, ...(alternatives ? { alternatives } : {}) };
+  const { translated, score = 0, alternatives } = (value ?? {}) as { translated?: unknown } & Partial<RankedPart>;
+  if (typeof translated !== 'string')
+    throw new ServeError('INTERNAL', 'The translation handler answered without text.');
+  return { text: translated, score, ...(alternatives ? { alternatives } : {}) };
 }
 
 /** The language of `text` for `src_lang: "auto"`. @throws ServeError BAD_REQUEST / UNKNOWN_LANGUAGE */

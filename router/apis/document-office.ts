@@ -17,6 +17,8 @@ const BATCHES_AT_ONCE = 4;
 
 export interface OfficeJob extends Omit<PieceTranslation<string[]>, 'cut'> {
   threads: OfficeThreads;
+  /** The units' language, for where a lone unit may be cut (`cutDocument`). */
+  srcLang: string;
 }
 
 /** An upload of `filename` read: a text file as UTF-8, an Office file planned in the office thread (and counted). */
@@ -43,7 +45,7 @@ export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: 
     while (next < batches.length) {
       const at = next++;
       const units = batches[at]!.split(UNIT_SEPARATOR);
-      const out = await translateInPieces(units, { ...job, cut: cutUnits });
+      const out = await translateInPieces(units, { ...job, cut: (piece) => cutUnits(piece, job.srcLang) });
       // A separator inside a translation would shift every unit after it.
       translated[at] = out.map((text) => text.replaceAll(UNIT_SEPARATOR, '')).join(UNIT_SEPARATOR);
     }
@@ -53,12 +55,12 @@ export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: 
 }
 
 /** A batch halved; a lone unit cut as plain text is (its two halves' translations joined as one unit's). */
-function cutUnits(units: string[]): Cut<string[]> | null {
+function cutUnits(units: string[], lang: string): Cut<string[]> | null {
   if (units.length > 1) {
     const half = Math.ceil(units.length / 2);
     return { pieces: [units.slice(0, half), units.slice(half)], join: ([a, b]) => [...a, ...b] };
   }
-  const cut = cutDocument(units[0]!, 'text');
+  const cut = cutDocument(units[0]!, 'text', lang);
   if (cut === null) return null;
   return { pieces: [[cut.pieces[0]], [cut.pieces[1]]], join: ([a, b]) => [cut.join([a[0]!, b[0]!])] };
 }

@@ -1,12 +1,13 @@
 /**
  * @module router/apis/document-pieces — how a document job gets its file translated (`translateInPieces`): whole, or
  * when the model server finds it too large or too slow, cut in two and each half so; refusals under load waited out.
- * Where a file may be cut, and how the translated pieces join again (`cutDocument`): plain text between paragraphs,
- * else between lines, else between sentences; SRT and WebVTT between cues (each piece a subtitle file of its own,
+ * Where a file may be cut, and how the translated pieces join again (`cutDocument`): plain text where the model
+ * server's segmentation parts it, between paragraphs, else lines, else sentences; SRT and WebVTT between cues (each piece a subtitle file of its own,
  * WebVTT's header lent to the second). Markup is never cut: a piece of an element would not parse.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ServeError, toServeError } from '../../common/errors.js';
+import { cutNearMiddle } from '../../model-server/text/segment.js';
 
 /** What a document is, as the model server's `format` names it. */
 export type DocumentFormat = 'text' | 'html' | 'srt' | 'vtt';
@@ -25,7 +26,6 @@ const VTT_HEADER = 'WEBVTT\n\n';
 // A line break (LF, CRLF or CR: Windows and old Mac files too, as planSubtitles reads them), a line of spaces or
 // tabs, and another line break. A CR is never read as a break of its own before an LF: CRLF is one line break.
 const BLANK_LINE = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)/;
-const PARAGRAPH_BREAK = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)\s*/g;
 // Before a cue: a blank line, then the block's first character.
 const BLOCK_START = /(?:\r\n|\r(?!\n)|\n)[ \t]*(?:\r\n|\r(?!\n)|\n)(?=\S)/g;
 
@@ -76,21 +76,18 @@ export async function translateInPieces<T>(piece: T, job: PieceTranslation<T>): 
 }
 
 /**
- * Cut `text` in two near its middle where its format allows it; null when it cannot be cut (markup, or no place to
+ * Cut `text` in two near its middle where its format allows it; null when it cannot be (markup, or no place to
  * cut). The pieces, joined as they are, are `text` (for WebVTT, once the lent header is taken off the second).
+ * `lang`: the text's language, whose abbreviations end no sentence ('auto': none known).
  */
-export function cutDocument(text: string, format: DocumentFormat): Cut | null {
+export function cutDocument(text: string, format: DocumentFormat, lang: string): Cut | null {
   const concat = ([a, b]: readonly [string, string]) => a + b;
   switch (format) {
     case 'html':
       return null;
     case 'text': {
-      // A paragraph break, else a line break, else a sentence's end followed by space: the cut goes after it.
-      for (const boundary of [PARAGRAPH_BREAK, /\n|\r(?!\n)/g, /[.!?。！？]\s+/g]) {
-        const at = nearestMiddle(text, boundary);
-        if (at !== null) return { pieces: [text.slice(0, at), text.slice(at)], join: concat };
-      }
-      return null;
+      const at = cutNearMiddle(text, lang);
+      return at === null ? null : { pieces: [text.slice(0, at), text.slice(at)], join: concat };
     }
     case 'srt':
     case 'vtt': {

@@ -345,12 +345,13 @@ export class DocumentJobs {
       const translated = isOffice(format)
         ? await translateOffice(this.#folder.readSourceBytes(id), format, {
             ...job,
+            srcLang: record.srcLang,
             threads: this.#office,
             translate: (units) => request(units, 'text'),
           })
         : await translateInPieces(this.#folder.readSource(id), {
             ...job,
-            cut: (text) => cutDocument(text, format),
+            cut: (text) => cutDocument(text, format, record.srcLang),
             translate: async (text) => (await request([text], format))[0]!,
           });
       if (this.#folder.read(id) === undefined) return; // removed meanwhile

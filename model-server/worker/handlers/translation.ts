@@ -17,7 +17,6 @@ import { ServeError } from '../../../common/errors.js';
 import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo, LoadedModel, SentenceItem, StepCounters } from '../../protocol.js';
-import { glossaryEntries, termsFor } from '../../text/glossary.js';
 import { joinAlternatives } from '../../text/alternatives.js';
 import { joinTranslations } from '../../text/segment.js';
 import type { Segments } from '../../text/segments.js';
@@ -156,21 +155,20 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
    * @throws ServeError UNKNOWN_LANGUAGE, or BAD_REQUEST for a glossary term the model cannot write (the engine's)
    */
   async preprocess(item: BatchItem<SentenceItem>): Promise<TranslationInput> {
-    const { srcLang, text, terms, alternatives = 0 } = item.body;
-    const glossary = terms === undefined ? undefined : glossaryEntries(terms);
+    const { srcLang, text, terms = [], alternatives = 0 } = item.body;
     const engine = this.#requireEngine();
     // The model is its target language, or a pair's entry (`en-de`) translating into its target.
     const tgtLang = targetOf(item.model);
     const bulk = item.bulk === true;
-    // Each row is held to the terms whose source term it contains: a split sentence's terms go with their part.
-    // Every term is written as ids first, so a term the model cannot write fails the job before any work.
-    const termIds = new Map([...(glossary?.values() ?? [])].map((target) => [target, engine.encodeTerm(target)]));
-    const constraintsOf = (piece: string) =>
-      glossary === undefined ? [] : termsFor(piece, glossary).map(([, target]) => termIds.get(target)!);
+    // Each row is held to the terms the plan found inside its part of the text (their spans). Every term is written
+    // as ids first, so one the model cannot write fails the job before any work.
+    const termIds = terms.map(([, target]) => engine.encodeTerm(target));
+    const termsIn = (start = 0, end = text.length) =>
+      termIds.filter((_, t) => terms[t]![2].some(([from, to]) => from >= start && to <= end));
     const request = { id: item.id, tgtLang, bulk, alternatives };
     if (text.length <= WHOLE_TEXT_CHARS) {
       const whole = engine.prepare({ srcLang, text, tgtLang });
-      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [constraintsOf(text)] };
+      if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [termsIn()] };
     } else {
       // Both languages checked before any work on the text.
       engine.prepare({ srcLang, text: '', tgtLang });
@@ -197,7 +195,9 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       throw err;
     }
     const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
-    return { ...request, rows, parts, constraints: parts.pieces.map(constraintsOf) };
+    let at = 0; // the parts' spans of the text: each part's own [start, end)
+    const constraints = parts.pieces.map((p, i) => termsIn((at += parts.separators[i]!.length), (at += p.length)));
+    return { ...request, rows, parts, constraints };
   }
 
   async inference(
