@@ -13,6 +13,10 @@ import { ServeError } from '../../common/errors.js';
 import { isoAlias, LANGUAGE_TOKEN_EXAMPLE, LANGUAGE_TOKENS } from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
 
+const SENTENCEPIECE_SPACE = '\u2581';
+/** How far past the previous piece `spans` looks for the next (the spaces and characters a piece may skip). */
+const SPAN_LOOKAHEAD = 8;
+
 /** Which request field a language code came from, for error messages. */
 export type LanguageField = 'src_lang' | 'tgt_lang';
 
@@ -155,6 +159,26 @@ export class TranslationTokenizer {
       );
     }
     return ids;
+  }
+
+  /**
+   * Each id's characters in `text`, the text the ids encode or decode to: `[start, end)`, or null for a special
+   * token and for a piece not found where the walk expects it (an `<unk>`, a normalised character). The tokenizer
+   * keeps no offsets, so the pieces (SentencePiece's `▁` read as a space) are walked along the text, each looked for
+   * a few characters ahead at most: linear in the text.
+   */
+  spans(text: string, ids: readonly number[]): ([number, number] | null)[] {
+    let at = 0;
+    return ids.map((id) => {
+      if (this.#unwritable.has(id)) return null;
+      const piece = (this.#tokenizer.id_to_token(id) ?? '').replaceAll(SENTENCEPIECE_SPACE, ' ').trim();
+      if (piece === '') return null;
+      const ahead = text.slice(at, at + SPAN_LOOKAHEAD + piece.length).indexOf(piece);
+      if (ahead < 0) return null;
+      const found = at + ahead;
+      at = found + piece.length;
+      return [found, at];
+    });
   }
 
   /** Text of generated ids, special tokens (start, language, `</s>`, padding) skipped. */

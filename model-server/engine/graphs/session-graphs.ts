@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type onnxProto from 'onnx-proto';
+import { exposeCrossAttention } from './cross-attention.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
@@ -68,6 +69,34 @@ export function rewriteDecoder(
     bytes: joinModel(step, read(split.step.uses)),
     cross: joinModel(split.cross.model, read(split.cross.uses)),
     outputs,
+  };
+}
+
+/**
+ * The graphs of the alignment pass (engine/alignment.ts), or why there are none: the decoder as the step loop's host
+ * path would split it (a merged one: the step graph and the cross-attention graph; a no-cache one: itself), with
+ * only one extra output, a layer's cross-attention (cross-attention.ts). Made when the first row asks for an
+ * alignment, so an engine that never aligns never reads the file again.
+ */
+export function alignmentGraphs(
+  decoderFile: string,
+  merged: boolean,
+  config: ModelConfig,
+): { step: Uint8Array; cross: Uint8Array | null; layer: number } | { reason: string } {
+  const { model, weights } = splitModel(readFileSync(decoderFile));
+  if (!merged) {
+    const exposed = exposeCrossAttention(model, config.decoderLayers);
+    return exposed.ok ? { step: joinModel(model, weights), cross: null, layer: exposed.layer } : exposed;
+  }
+  const split = splitCrossAttention(model, config.decoderLayers);
+  if (!split.ok) return { reason: `the merged decoder could not be split: ${split.reason}` };
+  const exposed = exposeCrossAttention(split.step.model, config.decoderLayers);
+  if (!exposed.ok) return exposed;
+  const read = weightsReader(weights);
+  return {
+    step: joinModel(split.step.model, read(split.step.uses)),
+    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    layer: exposed.layer,
   };
 }
 
