@@ -102,11 +102,12 @@ export class TranslationCache {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: () => undefined };
     }
     const prefix = identityKey(identity, tgtLang);
-    // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
+    // Glossary terms, alternatives and an alignment change the answer: a sentence asking for any is its own entry.
     const keys = bodies.map(
       (b) =>
         `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
-        (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : ''),
+        (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : '') +
+        (b.align ? '\u0000align' : ''),
     );
     if (mode === 'refresh') {
       return { values: new Array(bodies.length), missing: all, hits: 0, misses: 0, store: this.#storer(keys, all) };

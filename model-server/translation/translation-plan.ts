@@ -28,6 +28,7 @@ import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
+import { joinLinks, type Links } from '../text/inline-tags.js';
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
@@ -35,7 +36,9 @@ import { planSubtitles } from '../text/subtitles.js';
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
   texts: readonly string[];
-  render(translations: readonly string[]): string;
+  /** Per part, whether its translation's word alignment is wanted (inline markup to place); absent: none. */
+  aligned?: readonly boolean[];
+  render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }
 
 export interface TranslationLimits {
@@ -62,7 +65,7 @@ export interface PlanContext {
 }
 
 /** Each text's language and the segments of each of its parts: what the answer is rebuilt from. */
-export type DocumentOutline = { lang: string; units: Segments[] }[];
+export type DocumentOutline = { lang: string; units: Segments[]; aligned?: readonly boolean[] }[];
 
 export interface TranslationOutline {
   /** One job body per sentence, in order. */
@@ -127,20 +130,21 @@ export function outlineTranslation(request: TranslationRequest, context: PlanCon
       if (sentences > limits.maxSentences) throw tooMany();
       return segments;
     });
-    return { lang, units };
+    return content.aligned?.includes(true) ? { lang, units, aligned: content.aligned } : { lang, units };
   });
   const glossary = glossaryOf(request, context);
-  const bodies = docs.flatMap(({ lang, units }) => {
+  const bodies = docs.flatMap(({ lang, units, aligned }) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
         'BAD_REQUEST',
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    return units.flatMap((segments) =>
+    return units.flatMap((segments, u) =>
       segments.pieces.map((piece) => ({
         ...sentenceItem(lang, piece, glossary?.entries),
         ...(alternatives !== 0 ? { alternatives } : {}),
+        ...(aligned?.[u] === true ? { align: true as const } : {}),
       })),
     );
   });
@@ -164,9 +168,18 @@ export function answerTranslation(
   const perDoc = docs.map(({ units }) =>
     units.map((segments) => ({ segments, values: values.slice(next, (next += segments.pieces.length)) })),
   );
-  const translated = texts.map((text, d) =>
-    contentOf(text, format, request).render(perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang))),
-  );
+  const translated = texts.map((text, d) => {
+    const units = perDoc[d]!.map(({ segments, values }) => join(segments, values, tgtLang));
+    const aligned = docs[d]!.aligned;
+    if (aligned === undefined) return contentOf(text, format, request).render(units);
+    // A unit with inline markup gets its sentences' word alignments, joined as its translation was.
+    const links = perDoc[d]!.map(({ segments, values }, u) =>
+      aligned[u] === true
+        ? joinLinks(segments, values.map(translatedText), values.map(alignmentOf), units[u]!)
+        : undefined,
+    );
+    return contentOf(text, format, request).render(units, links);
+  });
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
     // Plain text only: one unit per text.
@@ -233,12 +246,19 @@ function wholeText(text: string): Segments {
 }
 
 function join(segments: Segments, values: readonly unknown[], tgtLang: string): string {
-  const translations = values.map((value) => {
-    const text = value !== null && typeof value === 'object' ? (value as { translated?: unknown }).translated : value;
-    if (typeof text !== 'string') throw new ServeError('INTERNAL', 'The translation handler answered without text.');
-    return text;
-  });
-  return joinTranslations(segments, translations, tgtLang);
+  return joinTranslations(segments, values.map(translatedText), tgtLang);
+}
+
+function translatedText(value: unknown): string {
+  const text = value !== null && typeof value === 'object' ? (value as { translated?: unknown }).translated : value;
+  if (typeof text !== 'string') throw new ServeError('INTERNAL', 'The translation handler answered without text.');
+  return text;
+}
+
+/** A sentence job's word alignment, when its answer has one. */
+function alignmentOf(value: unknown): Links | undefined {
+  const links = value !== null && typeof value === 'object' ? (value as { alignment?: unknown }).alignment : undefined;
+  return Array.isArray(links) ? (links as Links) : undefined;
 }
 
 /** A sentence job's answer as the alternatives' join reads it. */
