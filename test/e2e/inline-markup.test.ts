@@ -44,8 +44,10 @@ const post = async (path: string, body: Record<string, unknown>) => {
 const native = async (html: string) =>
   (await post('/', { src_lang: 'en', tgt_lang: 'de', src_text: html, format: 'html' })).translated as string;
 const deepl = async (html: string) =>
-  ((await post('/v2/translate', { text: [html], source_lang: 'EN', target_lang: 'DE', tag_handling: 'html' }))
-    .translations as { text: string }[])[0]!.text;
+  (
+    (await post('/v2/translate', { text: [html], source_lang: 'EN', target_lang: 'DE', tag_handling: 'html' }))
+      .translations as { text: string }[]
+  )[0]!.text;
 const libre = async (html: string) =>
   (await post('/translate', { q: html, source: 'en', target: 'de', format: 'html' })).translatedText as string;
 const plain = async (text: string) =>
