@@ -8,7 +8,8 @@
  *
  * Cost: only rows that ask pay, after their generation: one encoder run, one cross-attention graph run and one
  * decoder run of T positions, in sessions of their own (the step loop's graph is never given the extra output,
- * since onnxruntime runs every node of a graph whatever a run fetches).
+ * since onnxruntime runs every node of a graph whatever a run fetches), shared by the rows that ask within
+ * `ALIGN_GATHER_MS` of each other (padded, up to `MAX_ALIGN_ROWS`).
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
@@ -30,10 +31,29 @@ const int64 = (values: readonly number[], dims: number[]) =>
     dims,
   );
 
+/** A row waiting for the next alignment batch. */
+interface Pending {
+  inputIds: readonly number[];
+  tokenIds: readonly number[];
+  resolve(attention: Float32Array | null): void;
+  reject(err: unknown): void;
+}
+
+/** Rows aligned in one run at most. */
+const MAX_ALIGN_ROWS = 64;
+/**
+ * How long the first row waiting for an alignment waits for others, ms: rows of one generation batch finish a few
+ * steps apart, and one padded run for all of them costs about what one run for each costs at batch size 1.
+ */
+const ALIGN_GATHER_MS = 2;
+
 export class Aligner {
   readonly #opener: AlignmentOpener;
   readonly #config: ModelConfig;
   readonly #tokenizer: TranslationTokenizer;
+  /** Rows asked for and not yet in a run; a timer is set while it is not empty. */
+  #pending: Pending[] = [];
+  #timer: NodeJS.Timeout | null = null;
 
   constructor(opener: AlignmentOpener, config: ModelConfig, tokenizer: TranslationTokenizer) {
     this.#opener = opener;
@@ -49,7 +69,7 @@ export class Aligner {
 
   /**
    * The links of `target` (decoded from `tokenIds`, the generated ids) to `source` (encoded as `inputIds`); null when
-   * the model's decoder offers no cross-attention to read.
+   * the model's decoder offers no cross-attention to read. Rows asking within a few milliseconds share one run.
    */
   async align(
     source: string,
@@ -57,27 +77,67 @@ export class Aligner {
     target: string,
     tokenIds: readonly number[],
   ): Promise<WordAlignment | null> {
+    if (tokenIds.length === 0) return [];
+    const attention = await new Promise<Float32Array | null>((resolve, reject) => {
+      this.#pending.push({ inputIds, tokenIds, resolve, reject });
+      if (this.#pending.length >= MAX_ALIGN_ROWS) this.#flush();
+      else this.#timer ??= setTimeout(() => this.#flush(), ALIGN_GATHER_MS);
+    });
+    if (attention === null) return null;
+    return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.spans(target, tokenIds));
+  }
+
+  #flush(): void {
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    const rows = this.#pending.splice(0, MAX_ALIGN_ROWS);
+    if (this.#pending.length > 0) this.#timer = setTimeout(() => this.#flush(), 0);
+    this.#run(rows).then(
+      (attention) => rows.forEach((row, i) => row.resolve(attention?.[i] ?? null)),
+      (err: unknown) => rows.forEach((row) => row.reject(err)),
+    );
+  }
+
+  /**
+   * One padded run for `rows`: sources right-padded (masked), decoder inputs right-padded (a causal decoder's earlier
+   * positions never see later ones). Per row its `[T, S]` attention, unpadded; null when there is none to read.
+   */
+  async #run(rows: readonly Pending[]): Promise<(Float32Array | null)[] | null> {
     const sessions = await this.#opener.open();
     if ('reason' in sessions) return null;
-    if (tokenIds.length === 0) return [];
-    const S = inputIds.length;
-    const T = tokenIds.length;
-    const { dModel, decoderHeads: H, decoderLayers, decoderStartTokenId } = this.#config;
-    const encoderMask = int64(new Array<number>(S).fill(1), [1, S]);
-    const encoded = await sessions.encoder.run({ input_ids: int64(inputIds, [1, S]), attention_mask: encoderMask });
+    const n = rows.length;
+    const S = Math.max(...rows.map((r) => r.inputIds.length));
+    const T = Math.max(...rows.map((r) => r.tokenIds.length));
+    const { dModel, decoderHeads: H, decoderLayers, decoderStartTokenId, padTokenId } = this.#config;
+    const ids = new BigInt64Array(n * S).fill(BigInt(padTokenId));
+    const mask = new BigInt64Array(n * S);
+    const decoderIds = new BigInt64Array(n * T).fill(BigInt(padTokenId));
+    rows.forEach(({ inputIds, tokenIds }, r) => {
+      inputIds.forEach((id, s) => {
+        ids[r * S + s] = BigInt(id);
+        mask[r * S + s] = 1n;
+      });
+      decoderIds[r * T] = BigInt(decoderStartTokenId);
+      for (let t = 1; t < tokenIds.length; t++) decoderIds[r * T + t] = BigInt(tokenIds[t - 1]!);
+    });
+    const encoderMask = new ort.Tensor('int64', mask, [n, S]);
+    const encoded = await sessions.encoder.run({
+      input_ids: new ort.Tensor('int64', ids, [n, S]),
+      attention_mask: encoderMask,
+    });
     const states = encoded.last_hidden_state!;
     const feeds: Record<string, ort.Tensor> = {};
     const inputs = new Set(sessions.step.inputNames);
     const offer = (name: string, tensor: ort.Tensor) => {
       if (inputs.has(name)) feeds[name] = tensor;
     };
-    offer('input_ids', int64([decoderStartTokenId, ...tokenIds.slice(0, -1)], [1, T]));
+    offer('input_ids', new ort.Tensor('int64', decoderIds, [n, T]));
     offer('encoder_attention_mask', encoderMask);
     offer('encoder_hidden_states', states);
-    offer('decoder_attention_mask', int64(new Array<number>(T).fill(1), [1, T]));
+    offer('decoder_attention_mask', new ort.Tensor('int64', new BigInt64Array(n * T).fill(1n), [n, T]));
     offer('use_cache_branch', new ort.Tensor('bool', Uint8Array.of(sessions.cross === null ? 0 : 1), [1]));
     const dh = dModel / H;
-    const empty = new ort.Tensor('float32', new Float32Array(0), [1, H, 0, dh]);
+    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, dh]);
     let cross: ort.InferenceSession.ReturnType = {};
     if (sessions.cross !== null) {
       const crossFeeds: Record<string, ort.Tensor> = { encoder_hidden_states: states };
@@ -87,16 +147,18 @@ export class Aligner {
     for (let i = 0; i < decoderLayers; i++) {
       for (const part of ['key', 'value']) {
         offer(`past_key_values.${i}.decoder.${part}`, empty);
-        const made = cross[`present.${i}.encoder.${part}`];
-        offer(
-          `past_key_values.${i}.encoder.${part}`,
-          made ?? new ort.Tensor('float32', new Float32Array(0), [1, H, 0, dh]),
-        );
+        offer(`past_key_values.${i}.encoder.${part}`, cross[`present.${i}.encoder.${part}`] ?? empty);
       }
     }
     const out = await sessions.step.run(feeds, [CROSS_ATTENTION_OUTPUT]);
     const attention = out[CROSS_ATTENTION_OUTPUT]!.data as Float32Array;
-    return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.spans(target, tokenIds));
+    return rows.map(({ inputIds, tokenIds }, r) => {
+      const own = new Float32Array(tokenIds.length * inputIds.length);
+      for (let t = 0; t < tokenIds.length; t++) {
+        own.set(attention.subarray((r * T + t) * S, (r * T + t) * S + inputIds.length), t * inputIds.length);
+      }
+      return own;
+    });
   }
 }
 
