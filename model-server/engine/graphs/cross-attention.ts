@@ -1,6 +1,6 @@
 /**
  * @module engine/cross-attention — exposes one decoder layer's cross-attention probabilities, averaged over heads, as
- * an extra output (`[batch, T, S]`, float32) of the decoder's step graph: the graph of the alignment session
+ * the one output (`[batch, T, S]`, float32) of a copy of the decoder's step graph cut down to what computes them: the graph of the alignment session
  * (alignment.ts), never of the graph the step loop runs, since onnxruntime runs every node of a graph whatever a run
  * fetches and rows that want no alignment must pay nothing for it.
  *
@@ -21,7 +21,14 @@ type INodeProto = onnxProto.onnx.INodeProto;
 /** The output the alignment session fetches. */
 export const CROSS_ATTENTION_OUTPUT = 'mt_serve.cross_attention';
 
-export type CrossAttentionResult = { ok: true; layer: number } | { ok: false; reason: string };
+export type CrossAttentionResult =
+  | {
+      ok: true;
+      layer: number;
+      /** Every value the pruned graph's nodes read: the weights to keep. */
+      uses: ReadonlySet<string>;
+    }
+  | { ok: false; reason: string };
 
 /** How far back from a Softmax its scores are traced to the cache they read (MatMul, Transpose, Add, Reshape…). */
 const TRACE_DEPTH = 6;
@@ -30,8 +37,9 @@ const TRACE_DEPTH = 6;
 export const alignmentLayer = (layers: number) => Math.max(0, Math.floor((layers - 1) / 2));
 
 /**
- * Add `CROSS_ATTENTION_OUTPUT` to the top-level graph of `model` (changed in place): the mean over heads of layer
- * `alignmentLayer(layers)`'s cross-attention Softmax, cast to float32.
+ * Make `CROSS_ATTENTION_OUTPUT` the one output of the top-level graph of `model` (changed in place): the mean over
+ * heads of layer `alignmentLayer(layers)`'s cross-attention Softmax, cast to float32; nodes, inputs and inline
+ * initializers nothing of it reads are dropped.
  */
 export function exposeCrossAttention(model: IModelProto, layers: number): CrossAttentionResult {
   const graph = model.graph;
@@ -71,11 +79,29 @@ export function exposeCrossAttention(model: IModelProto, layers: number): CrossA
     output: [CROSS_ATTENTION_OUTPUT],
     attribute: [{ name: 'to', type: ATTR.INT, i: FLOAT }],
   });
-  graph.output ??= [];
-  graph.output.push(
+  // Only what the attention needs is kept: the layers above it and the LM head (logits for every position, a
+  // vocabulary's worth of floats each) would cost more than the pass itself, since onnxruntime runs every node.
+  const needed = new Set([CROSS_ATTENTION_OUTPUT]);
+  const kept: INodeProto[] = [];
+  for (let i = graph.node.length - 1; i >= 0; i--) {
+    const node = graph.node[i]!;
+    if (!(node.output ?? []).some((out) => needed.has(out))) continue;
+    kept.push(node);
+    for (const input of node.input ?? []) if (input) needed.add(input);
+    // A node with subgraphs reads outer values by name from inside them.
+    for (const attribute of node.attribute ?? []) {
+      for (const sub of [attribute.g, ...(attribute.graphs ?? [])]) {
+        for (const inner of sub?.node ?? []) for (const input of inner.input ?? []) if (input) needed.add(input);
+      }
+    }
+  }
+  graph.node = kept.reverse();
+  graph.input = (graph.input ?? []).filter((input) => needed.has(input.name ?? ''));
+  graph.initializer = (graph.initializer ?? []).filter((init) => needed.has(init.name ?? ''));
+  graph.output = [
     valueInfo(CROSS_ATTENTION_OUTPUT, FLOAT, ['batch_size', 'decoder_sequence_length', 'encoder_length']),
-  );
-  return { ok: true, layer };
+  ];
+  return { ok: true, layer, uses: needed };
 }
 
 function findCrossSoftmax(nodes: readonly INodeProto[], layer: number): INodeProto | undefined {

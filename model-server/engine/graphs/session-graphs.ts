@@ -84,17 +84,17 @@ export function alignmentGraphs(
   config: ModelConfig,
 ): { step: Uint8Array; cross: Uint8Array | null; layer: number } | { reason: string } {
   const { model, weights } = splitModel(readFileSync(decoderFile));
+  const read = weightsReader(weights);
   if (!merged) {
     const exposed = exposeCrossAttention(model, config.decoderLayers);
-    return exposed.ok ? { step: joinModel(model, weights), cross: null, layer: exposed.layer } : exposed;
+    return exposed.ok ? { step: joinModel(model, read(exposed.uses)), cross: null, layer: exposed.layer } : exposed;
   }
   const split = splitCrossAttention(model, config.decoderLayers);
   if (!split.ok) return { reason: `the merged decoder could not be split: ${split.reason}` };
   const exposed = exposeCrossAttention(split.step.model, config.decoderLayers);
   if (!exposed.ok) return exposed;
-  const read = weightsReader(weights);
   return {
-    step: joinModel(split.step.model, read(split.step.uses)),
+    step: joinModel(split.step.model, read(exposed.uses)),
     cross: joinModel(split.cross.model, read(split.cross.uses)),
     layer: exposed.layer,
   };
