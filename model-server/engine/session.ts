@@ -199,10 +199,15 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
       layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
       const plain = (source: string | Uint8Array) => {
         const options = sessionOptions(threads, provider);
-        if (typeof source !== 'string')
-          options.extra = {
-            session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) },
-          };
+        // The pass runs beside the step loop: threads that spin waiting for work would take the loop's cores.
+        options.extra = {
+          session: {
+            'session.intra_op.allow_spinning': '0',
+            ...(typeof source === 'string'
+              ? {}
+              : { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) }),
+          },
+        };
         return typeof source === 'string'
           ? ort.InferenceSession.create(source, options)
           : ort.InferenceSession.create(source, options);

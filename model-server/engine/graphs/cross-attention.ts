@@ -81,10 +81,22 @@ export function exposeCrossAttention(model: IModelProto, layers: number): CrossA
   });
   // Only what the attention needs is kept: the layers above it and the LM head (logits for every position, a
   // vocabulary's worth of floats each) would cost more than the pass itself, since onnxruntime runs every node.
-  const needed = new Set([CROSS_ATTENTION_OUTPUT]);
+  const uses = pruneTo(graph, [
+    valueInfo(CROSS_ATTENTION_OUTPUT, FLOAT, ['batch_size', 'decoder_sequence_length', 'encoder_length']),
+  ]);
+  return { ok: true, layer, uses };
+}
+
+/**
+ * Cut `graph` (in place) down to what computes `outputs`, which become its outputs: nodes, inputs and inline
+ * initializers nothing of them reads are dropped. Returns every value the kept nodes read (the weights to keep).
+ */
+export function pruneTo(graph: onnxProto.onnx.IGraphProto, outputs: onnxProto.onnx.IValueInfoProto[]): Set<string> {
+  const needed = new Set(outputs.map((output) => output.name ?? ''));
   const kept: INodeProto[] = [];
-  for (let i = graph.node.length - 1; i >= 0; i--) {
-    const node = graph.node[i]!;
+  const nodes = graph.node ?? [];
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const node = nodes[i]!;
     if (!(node.output ?? []).some((out) => needed.has(out))) continue;
     kept.push(node);
     for (const input of node.input ?? []) if (input) needed.add(input);
@@ -98,10 +110,8 @@ export function exposeCrossAttention(model: IModelProto, layers: number): CrossA
   graph.node = kept.reverse();
   graph.input = (graph.input ?? []).filter((input) => needed.has(input.name ?? ''));
   graph.initializer = (graph.initializer ?? []).filter((init) => needed.has(init.name ?? ''));
-  graph.output = [
-    valueInfo(CROSS_ATTENTION_OUTPUT, FLOAT, ['batch_size', 'decoder_sequence_length', 'encoder_length']),
-  ];
-  return { ok: true, layer, uses: needed };
+  graph.output = outputs;
+  return needed;
 }
 
 function findCrossSoftmax(nodes: readonly INodeProto[], layer: number): INodeProto | undefined {

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type onnxProto from 'onnx-proto';
-import { exposeCrossAttention } from './cross-attention.js';
+import { exposeCrossAttention, pruneTo } from './cross-attention.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
@@ -93,9 +93,16 @@ export function alignmentGraphs(
   if (!split.ok) return { reason: `the merged decoder could not be split: ${split.reason}` };
   const exposed = exposeCrossAttention(split.step.model, config.decoderLayers);
   if (!exposed.ok) return exposed;
+  // The cross-attention cache only of the layers the cut-down step graph still reads.
+  const reads = new Set((split.step.model.graph?.input ?? []).map((input) => input.name ?? ''));
+  const crossGraph = split.cross.model.graph!;
+  const crossUses = pruneTo(
+    crossGraph,
+    (crossGraph.output ?? []).filter((o) => reads.has((o.name ?? '').replace(/^present\./, 'past_key_values.'))),
+  );
   return {
     step: joinModel(split.step.model, read(exposed.uses)),
-    cross: joinModel(split.cross.model, read(split.cross.uses)),
+    cross: joinModel(split.cross.model, read(crossUses)),
     layer: exposed.layer,
   };
 }
