@@ -8,8 +8,8 @@
  *
  * Cost: only rows that ask pay, after their generation: one encoder run, one cross-attention graph run and one
  * decoder run of T positions, in sessions of their own (the step loop's graph is never given the extra output,
- * since onnxruntime runs every node of a graph whatever a run fetches), shared by the rows that ask within
- * `ALIGN_GATHER_MS` of each other (padded, up to `MAX_ALIGN_ROWS`).
+ * since onnxruntime runs every node of a graph whatever a run fetches), run at the step loop's next boundary with
+ * no decoder step beside it, for every row that asked since (padded, `MAX_ALIGN_ROWS` at a time).
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
@@ -41,24 +41,30 @@ interface Pending {
 
 /** Rows aligned in one run at most. */
 const MAX_ALIGN_ROWS = 64;
-/**
- * How long the first row waiting for an alignment waits for others, ms: rows of one generation batch finish a few
- * steps apart, and one padded run for all of them costs about what one run for each costs at batch size 1.
- */
-const ALIGN_GATHER_MS = 2;
 
 export class Aligner {
   readonly #opener: AlignmentOpener;
   readonly #config: ModelConfig;
   readonly #tokenizer: TranslationTokenizer;
-  /** Rows asked for and not yet in a run; a timer is set while it is not empty. */
+  readonly #atBoundary: (task: () => Promise<void>) => Promise<void>;
+  /** Rows asked for and not yet in a run; a run is scheduled while it is not empty. */
   #pending: Pending[] = [];
-  #timer: NodeJS.Timeout | null = null;
+  #scheduled = false;
 
-  constructor(opener: AlignmentOpener, config: ModelConfig, tokenizer: TranslationTokenizer) {
+  /**
+   * @param atBoundary runs a task at the step loop's next boundary, alone (loop/generate.ts `atBoundary`): a pass
+   *   beside a decoder step would share its cores, and slow both
+   */
+  constructor(
+    opener: AlignmentOpener,
+    config: ModelConfig,
+    tokenizer: TranslationTokenizer,
+    atBoundary: (task: () => Promise<void>) => Promise<void>,
+  ) {
     this.#opener = opener;
     this.#config = config;
     this.#tokenizer = tokenizer;
+    this.#atBoundary = atBoundary;
   }
 
   /** Why this model gives no alignment, or null when it does (opens the sessions). */
@@ -69,7 +75,8 @@ export class Aligner {
 
   /**
    * The links of `target` (decoded from `tokenIds`, the generated ids) to `source` (encoded as `inputIds`); null when
-   * the model's decoder offers no cross-attention to read. Rows asking within a few milliseconds share one run.
+   * the model's decoder offers no cross-attention to read. Rows asking before the step loop's next boundary share
+   * one run there.
    */
   async align(
     source: string,
@@ -80,22 +87,29 @@ export class Aligner {
     if (tokenIds.length === 0) return [];
     const attention = await new Promise<Float32Array | null>((resolve, reject) => {
       this.#pending.push({ inputIds, tokenIds, resolve, reject });
-      if (this.#pending.length >= MAX_ALIGN_ROWS) this.#flush();
-      else this.#timer ??= setTimeout(() => this.#flush(), ALIGN_GATHER_MS);
+      this.#schedule();
     });
     if (attention === null) return null;
     return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.spans(target, tokenIds));
   }
 
-  #flush(): void {
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-    const rows = this.#pending.splice(0, MAX_ALIGN_ROWS);
-    if (this.#pending.length > 0) this.#timer = setTimeout(() => this.#flush(), 0);
-    this.#run(rows).then(
-      (attention) => rows.forEach((row, i) => row.resolve(attention?.[i] ?? null)),
-      (err: unknown) => rows.forEach((row) => row.reject(err)),
-    );
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    void this.#atBoundary(async () => {
+      // Rows that ask while a run is under way join the next run of this task; #scheduled clears only once none
+      // is left, with no await between that check and the clearing.
+      while (this.#pending.length > 0) {
+        const rows = this.#pending.splice(0, MAX_ALIGN_ROWS);
+        try {
+          const attention = await this.#run(rows);
+          rows.forEach((row, i) => row.resolve(attention?.[i] ?? null));
+        } catch (err) {
+          rows.forEach((row) => row.reject(err));
+        }
+      }
+      this.#scheduled = false;
+    });
   }
 
   /**

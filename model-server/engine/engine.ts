@@ -66,7 +66,7 @@ export class TranslationEngine {
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
     this.#generator = new Generator({ ...options, sessions, config, maxBatchRows: this.#maxBatchRows });
     this.#search = search;
-    this.#aligner = new Aligner(sessions.alignment, config, tokenizer);
+    this.#aligner = new Aligner(sessions.alignment, config, tokenizer, (task) => this.#generator.atBoundary(task));
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
