@@ -73,6 +73,11 @@ export interface SentenceItem {
   terms?: [string, string, [number, number][]][];
   /** Alternative translations asked for, 1 to MAX_ALTERNATIVES (the worker's beam runners-up); absent: none. */
   alternatives?: number;
+  /**
+   * Answer the translation's word alignment too (`alignment`, engine/alignment.ts): the sentence holds inline markup
+   * to carry onto the translation (text/inline-tags.ts). Absent: not computed.
+   */
+  align?: true;
 }
 
 /**

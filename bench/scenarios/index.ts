@@ -10,6 +10,7 @@ import { engineScenario } from './engine.js';
 import { engineLayoutScenario } from './engine-layout.js';
 import { familiesScenario } from './families.js';
 import { goodputScenario } from './goodput.js';
+import { inlineScenario } from './inline.js';
 import { isolationScenario } from './isolation.js';
 import { memoryScenario } from './memory.js';
 import { officeScenario } from './office.js';
@@ -34,4 +35,5 @@ export const SCENARIOS: Scenario[] = [
   contentScenario,
   officeScenario,
   familiesScenario,
+  inlineScenario,
 ];

@@ -36,10 +36,12 @@ import {
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
+import { Aligner, type WordAlignment } from './alignment.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
 import type { SearchRunStats } from './search/runs.js';
 
 export * from './engine-options.js';
+export type { WordAlignment } from './alignment.js';
 
 export class TranslationEngine {
   readonly #config: ModelConfig;
@@ -50,6 +52,7 @@ export class TranslationEngine {
   readonly #maxBatchRows: number;
   readonly #search: LoadedSearch;
   readonly #weightsBytes: number;
+  readonly #aligner: Aligner;
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -68,6 +71,7 @@ export class TranslationEngine {
     this.#maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
     this.#generator = new Generator({ ...options, sessions, config, maxBatchRows: this.#maxBatchRows });
     this.#search = search;
+    this.#aligner = new Aligner(sessions.alignment, config, tokenizer, (task) => this.#generator.atBoundary(task));
   }
 
   /** Read the model folder and create the sessions. @throws ServeError WORKER_START_FAILED */
@@ -240,6 +244,20 @@ export class TranslationEngine {
     return translation;
   }
 
+  /**
+   * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts), from a
+   * teacher-forced pass after generation; null when the model's decoder offers no cross-attention to read
+   * (`alignmentUnavailable` says why). `source` is the text `row` was prepared from.
+   */
+  align(source: string, row: PreparedRow, translation: Translation): Promise<WordAlignment | null> {
+    return this.#aligner.align(source, row.inputIds, translation.text, translation.tokenIds);
+  }
+
+  /** Why rows get no alignment from this model, or null when they do. Opens the alignment sessions. */
+  alignmentUnavailable(): Promise<string | null> {
+    return this.#aligner.unavailable();
+  }
+
   /** The raw search result for encoder ids and a forced first token (tests and benchmarks). */
   generateIds(
     inputIds: readonly number[],
@@ -353,4 +371,5 @@ async function releaseSessions(sessions: EngineSessions): Promise<void> {
   await sessions.beamHead?.release();
   await sessions.deviceHeads?.release();
   await sessions.layout?.release();
+  await sessions.alignment.release();
 }

@@ -26,7 +26,13 @@ import {
   type DtypeChoice,
   type ModelDtype,
 } from './model-files.js';
-import { asExported, type DecoderOutputs, deviceGraphs, rewriteDecoder } from './graphs/session-graphs.js';
+import {
+  alignmentGraphs,
+  asExported,
+  type DecoderOutputs,
+  deviceGraphs,
+  rewriteDecoder,
+} from './graphs/session-graphs.js';
 import { restrictVulkanDrivers, webgpuDrivers } from './vulkan-drivers.js';
 
 /** Which decoder graph drives generation. */
@@ -67,8 +73,29 @@ export interface EngineSessions {
   /** Input names the decoder declares (optional ones such as `encoder_attention_mask` are fed only if here). */
   decoderInputs: ReadonlySet<string>;
   decoderOutputs: DecoderOutputs;
+  /** The alignment pass's sessions, opened when a row first asks for an alignment (alignment.ts). */
+  alignment: AlignmentOpener;
   device: DeviceInfo;
   dtype: DtypeChoice;
+}
+
+/**
+ * What a teacher-forced alignment pass runs: the encoder (the engine's own on the host path), the cross-attention
+ * graph where the decoder was split, and the decoder with a layer's cross-attention as an extra output
+ * (graphs/cross-attention.ts). Their outputs are on the host whatever the device.
+ */
+export interface AlignmentSessions {
+  encoder: EngineSession;
+  cross: EngineSession | null;
+  step: EngineSession;
+  /** The decoder layer whose cross-attention is read. */
+  layer: number;
+}
+
+/** Opens the alignment sessions once (or says why there are none) and releases them with the engine. */
+export interface AlignmentOpener {
+  open(): Promise<AlignmentSessions | { reason: string }>;
+  release(): Promise<void>;
 }
 
 function sessionOptions(
@@ -170,9 +197,30 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
       // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
       await deviceHeads?.for(2);
       layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
+      const plain = (source: string | Uint8Array) => {
+        const options = sessionOptions(threads, provider);
+        // The pass runs beside the step loop: threads that spin waiting for work would take the loop's cores.
+        options.extra = {
+          session: {
+            'session.intra_op.allow_spinning': '0',
+            ...(typeof source === 'string'
+              ? {}
+              : { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) }),
+          },
+        };
+        return typeof source === 'string'
+          ? ort.InferenceSession.create(source, options)
+          : ort.InferenceSession.create(source, options);
+      };
       return {
         encoder: float32Boundary(encoder),
         decoder: float32Boundary(decoder),
+        // The device path's encoder leaves its states on the device: the pass has an encoder of its own there.
+        alignment: alignmentOpener(
+          () => alignmentGraphs(files.decoderFile, files.decoder.kind === 'merged', config),
+          plain,
+          onDevice ? files.encoderFile : float32Boundary(encoder),
+        ),
         cross: cross === null ? null : float32Boundary(cross),
         beamHead,
         deviceHeads,
@@ -235,6 +283,45 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
       cause: err,
     });
   }
+}
+
+/**
+ * The alignment sessions, created on the first `open` from `graphs()` with the engine's provider and threads;
+ * `encoder`: the engine's encoder session, or a file to open one from.
+ */
+function alignmentOpener(
+  graphs: () => ReturnType<typeof alignmentGraphs>,
+  create: (source: string | Uint8Array) => Promise<ort.InferenceSession>,
+  encoder: EngineSession | string,
+): AlignmentOpener {
+  let opened: Promise<AlignmentSessions | { reason: string }> | undefined;
+  const owned: ort.InferenceSession[] = [];
+  const own = async (source: string | Uint8Array) => {
+    const session = await create(source);
+    owned.push(session);
+    return float32Boundary(session);
+  };
+  return {
+    open: () =>
+      (opened ??= (async () => {
+        try {
+          const made = graphs();
+          if ('reason' in made) return made;
+          return {
+            encoder: typeof encoder === 'string' ? await own(encoder) : encoder,
+            cross: made.cross === null ? null : await own(made.cross),
+            step: await own(made.step),
+            layer: made.layer,
+          };
+        } catch (err) {
+          return { reason: `the alignment sessions could not be made: ${(err as Error).message}` };
+        }
+      })()),
+    async release() {
+      await opened;
+      for (const session of owned.splice(0)) await session.release();
+    },
+  };
 }
 
 /** onnxruntime's messages carry a source location first: `…/webgpu_context.cc:136 … Failed to get a WebGPU adapter`. */

@@ -20,6 +20,12 @@ import {
 } from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
 
+const SENTENCEPIECE_SPACE = '\u2581';
+/** How far past the previous piece `spans` looks for the next (the spaces and characters a piece may skip). */
+const SPAN_LOOKAHEAD = 8;
+/** Searches past the lookahead (after an `<unk>`) that may find nothing before `spans` stops making them. */
+const SPAN_RESYNCS = 16;
+
 /** Which request field a language code came from, for error messages. */
 export type LanguageField = 'src_lang' | 'tgt_lang';
 
@@ -53,6 +59,7 @@ export class TranslationTokenizer {
   readonly #unwritable: ReadonlySet<number>;
   /** The model family its tokenizer class belongs to (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
   readonly family: string;
+  readonly #unknownId: number;
 
   private constructor(
     family: string,
@@ -68,7 +75,8 @@ export class TranslationTokenizer {
     this.#template = template;
     this.#maxInputTokens = maxInputTokens;
     const specials = [...tokenizer.get_added_tokens_decoder()].filter(([, token]) => token.special).map(([id]) => id);
-    this.#unwritable = new Set([...specials, eosId, tokenizer.token_to_id('<unk>') ?? -1]);
+    this.#unknownId = tokenizer.token_to_id('<unk>') ?? -1;
+    this.#unwritable = new Set([...specials, eosId, this.#unknownId]);
   }
 
   /**
@@ -186,6 +194,37 @@ export class TranslationTokenizer {
       );
     }
     return ids;
+  }
+
+  /**
+   * Each id's characters in `text`, the text the ids encode or decode to: `[start, end)`, or null for a special
+   * token and for a piece not found where the walk expects it (a normalised character). The tokenizer keeps no
+   * offsets, so the pieces (SentencePiece's `▁` read as a space) are walked along the text, each looked for a few
+   * characters ahead; after an `<unk>` (which stands for characters of unknown number) the next piece is looked for
+   * anywhere ahead, at most `SPAN_RESYNCS` times in vain, so the walk stays linear in the text.
+   */
+  spans(text: string, ids: readonly number[]): ([number, number] | null)[] {
+    let at = 0;
+    let lost = false;
+    let resyncs = SPAN_RESYNCS;
+    return ids.map((id) => {
+      if (id === this.#unknownId) lost = true;
+      if (this.#unwritable.has(id)) return null;
+      const piece = (this.#tokenizer.id_to_token(id) ?? '').replaceAll(SENTENCEPIECE_SPACE, ' ').trim();
+      if (piece === '') return null;
+      let found: number;
+      if (lost && resyncs > 0) {
+        found = text.indexOf(piece, at);
+        if (found < 0) resyncs--;
+      } else {
+        const ahead = text.slice(at, at + SPAN_LOOKAHEAD + piece.length).indexOf(piece);
+        found = ahead < 0 ? -1 : at + ahead;
+      }
+      if (found < 0) return null;
+      lost = false;
+      at = found + piece.length;
+      return [found, at];
+    });
   }
 
   /** Text of generated ids, special tokens (start, language, `</s>`, padding) skipped. */

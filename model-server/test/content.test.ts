@@ -17,32 +17,23 @@ describe('formats and glossaries behind the model server (generated tiny M2M100)
   const plain = async (texts: string[]) => (await translate({ src_text: texts })).body.translated as string[];
   const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-  it('html: each text node is translated in place; tags, attributes, code and comments are the input’s own', async () => {
+  it('html: a block is translated whole across its inline elements; tags, attributes, code and comments are the input’s own', async () => {
     const source =
       '<h1 id="t">Good morning</h1>\n<p class="x">Open the <a href="/door?a=1&amp;b=2">front door</a> now.</p>' +
       '<!-- note --><p><code>npm start</code> <img alt="A red house" src="h.png"></p>';
     const res = await translate({ src_text: source, format: 'html' });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    const [morning, open, door, now, house] = await plain([
-      'Good morning',
-      'Open the',
-      'front door',
-      'now.',
-      'A red house',
-    ]);
+    const [morning, open, house] = await plain(['Good morning', 'Open the front door now.', 'A red house']);
     const attribute = (s: string) => s!.trim().replace(/&/g, '&amp;').replace(/"/g, '&quot;');
-    expect(res.body.translated).toBe(
-      `<h1 id="t">${escape(morning!.trim())}</h1>\n<p class="x">${escape(open!.trim())} ` +
-        `<a href="/door?a=1&amp;b=2">${escape(door!.trim())}</a> ${escape(now!.trim())}</p>` +
-        `<!-- note --><p><code>npm start</code> <img alt="${attribute(house!)}" src="h.png"></p>`,
+    const out = res.body.translated as string;
+    // The sentence is one translation; the link is somewhere in it (where the random model's attention says), once.
+    const [before, after] = out.split('<p><code>');
+    expect(before!.replace('<a href="/door?a=1&amp;b=2">', '').replace('</a>', '')).toBe(
+      `<h1 id="t">${escape(morning!.trim())}</h1>\n<p class="x">${escape(open!.trim())}</p><!-- note -->`,
     );
-    expect(parseFragment(res.body.translated).childNodes.map((n) => n.nodeName)).toEqual([
-      'h1',
-      '#text',
-      'p',
-      '#comment',
-      'p',
-    ]);
+    expect(before!.split('<a href="/door?a=1&amp;b=2">').length).toBe(2);
+    expect(after).toBe(`npm start</code> <img alt="${attribute(house!)}" src="h.png"></p>`);
+    expect(parseFragment(out).childNodes.map((n) => n.nodeName)).toEqual(['h1', '#text', 'p', '#comment', 'p']);
   });
 
   it('srt: cue text translated, numbering and timing untouched; an array mixes with the batch', async () => {

@@ -64,6 +64,8 @@ describe('linear time on hostile input', () => {
       [
         ['<!---->', 'html'],
         ['<table>Stray<tr><td>cell</td></tr>More', 'html'],
+        // One run of many inline elements: a sentence whose tags are all placed in one unit.
+        ['word <b>word</b> <i><a href="#">x</a> y</i> ', 'html'],
       ],
     );
   });

@@ -7,14 +7,17 @@
  * attribute, entity outside translated text, comment, doctype, CDATA section and byte of whitespace between
  * elements is the input's own. So the output parses to the same element tree as the input.
  *
- * Each text node is one unit (then cut into sentences like any document), so an inline element (`<b>`, `<a>`…)
- * stays around the translation of the words it covered and a block element is a sentence boundary. The price is
- * that a sentence broken by an inline element is translated in pieces: there is no word alignment to move a tag
- * inside one translated sentence.
+ * In HTML, a block's run of text and inline elements (`Click <b>here</b> to continue.`) is one unit, translated
+ * sentence by sentence as plain text, and each inline element is put back around the target words it aligns with
+ * (inline-tags.ts, from the word alignment the worker answers for units that ask). A block element, a `<br>`, an
+ * element never translated (`code`, `translate="no"`, ignore_tags), a comment, or an inline element whose markup
+ * parse5 reshaped (misnested, unclosed) ends a run, so those stay whole and in place. Elsewhere, and in XML, each
+ * text node is one unit, so an inline element stays around the translation of the words it covered.
  */
 import { parse, parseFragment, type DefaultTreeAdapterMap } from 'parse5';
 import { SaxesParser } from 'saxes';
 import { ServeError } from '../../common/errors.js';
+import { type InlineElement, type Links, placeInlineTags } from './inline-tags.js';
 
 export type MarkupFormat = 'html' | 'xml';
 
@@ -32,8 +35,13 @@ export interface MarkupOptions {
 export interface MarkupPlan {
   /** Each unit's text: whitespace runs collapsed to one space, trimmed, entities decoded. Has a letter. */
   readonly texts: readonly string[];
-  /** The source with each unit replaced by its translation (escaped), in the order of `texts`. */
-  render(translations: readonly string[]): string;
+  /** Per unit, whether it holds inline elements, whose placement wants the translation's word alignment. */
+  readonly aligned: readonly boolean[];
+  /**
+   * The source with each unit replaced by its translation (escaped), in the order of `texts`; `links`: per unit,
+   * its translation's word alignment (inline-tags.ts `Links`), where there is one.
+   */
+  render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }
 
 /** HTML elements whose content is never translated: code, scripts, styles, form values, foreign content. */
@@ -67,8 +75,10 @@ interface Span {
   end: number;
   /** The translatable text, collapsed and trimmed. */
   text: string;
+  /** The inline elements over `text`, for a run of text and inline elements (none: a text node or an attribute). */
+  elements?: InlineElement[];
   /** Writes the translation back as source text (escaping and any whitespace or quotes kept around it). */
-  write(translation: string): string;
+  write(translation: string, links?: Links): string;
 }
 
 /**
@@ -84,14 +94,15 @@ export function planMarkup(source: string, format: MarkupFormat, options: Markup
   const kept = spans.filter((span, i) => i === 0 || span.start >= spans[i - 1]!.end);
   return {
     texts: kept.map((span) => span.text),
-    render(translations) {
+    aligned: kept.map((span) => (span.elements?.length ?? 0) > 0),
+    render(translations, links) {
       if (translations.length !== kept.length) {
         throw new RangeError(`planMarkup: ${translations.length} translations for ${kept.length} units`);
       }
       let out = '';
       let at = 0;
       kept.forEach((span, i) => {
-        out += source.slice(at, span.start) + span.write(translations[i]!);
+        out += source.slice(at, span.start) + span.write(translations[i]!, links?.[i]);
         at = span.end;
       });
       return out + source.slice(at);
@@ -177,8 +188,10 @@ function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
   const spans: Span[] = [];
   // Walked with a stack of its own, not by recursion: a body may nest elements deeper than the call stack goes.
   const pending: Node[] = [root];
+  const inRuns = new Set<Node>();
   while (pending.length > 0) {
     const node = pending.pop()!;
+    if (inRuns.has(node)) continue;
     if (node.nodeName === '#text') {
       const location = (node as DefaultTreeAdapterMap['textNode']).sourceCodeLocation;
       if (location) {
@@ -200,9 +213,177 @@ function htmlSpans(source: string, ignored: ReadonlySet<string>): Span[] {
         }
       }
     }
-    if ('childNodes' in node) for (let i = node.childNodes.length - 1; i >= 0; i--) pending.push(node.childNodes[i]!);
+    if (!('childNodes' in node)) continue;
+    for (const run of inlineRuns(source, node.childNodes, ignored)) {
+      const span = runSpan(source, run);
+      if (span === undefined) continue;
+      spans.push(span);
+      for (const member of run) inRuns.add(member);
+    }
+    for (let i = node.childNodes.length - 1; i >= 0; i--) pending.push(node.childNodes[i]!);
   }
   return spans;
+}
+
+/** Inline formatting elements: moved with the words they wrap, inside one sentence. */
+const INLINE_ELEMENTS = new Set([
+  'a',
+  'abbr',
+  'b',
+  'bdi',
+  'bdo',
+  'big',
+  'cite',
+  'del',
+  'dfn',
+  'em',
+  'font',
+  'i',
+  'ins',
+  'mark',
+  'q',
+  's',
+  'small',
+  'span',
+  'strike',
+  'strong',
+  'sub',
+  'sup',
+  'time',
+  'tt',
+  'u',
+]);
+/** Deepest nesting of inline elements a run holds; a deeper one is left to the text nodes (hostile input). */
+const MAX_INLINE_DEPTH = 32;
+
+type Location = { startOffset: number; endOffset: number };
+
+/** A node's place in the source when it can sit in a run: text whose span is its own, or a pure inline element. */
+function runLocation(source: string, node: Node, ignored: ReadonlySet<string>, depth: number): Location | undefined {
+  if (node.nodeName === '#text') {
+    const location = (node as DefaultTreeAdapterMap['textNode']).sourceCodeLocation;
+    if (!location) return undefined;
+    const runs = textRuns(source, location, (node as { value: string }).value);
+    return runs.length === 1 && runs[0]![0] === location.startOffset && runs[0]![1] === location.endOffset
+      ? location
+      : undefined;
+  }
+  if (!('tagName' in node) || depth >= MAX_INLINE_DEPTH) return undefined;
+  const element = node as Element;
+  const location = element.sourceCodeLocation;
+  if (!INLINE_ELEMENTS.has(element.tagName) || !translatable(element, ignored) || !location?.startTag) return undefined;
+  if (!location.endTag || element.attrs.some((a) => TRANSLATED_ATTRIBUTES.includes(a.name))) return undefined;
+  // The children must fill the element's source exactly: parse5 reshapes misnested markup, and a run is only
+  // rebuilt from tags that stood where the tree says.
+  let at = location.startTag.endOffset;
+  for (const child of element.childNodes) {
+    const inner = runLocation(source, child, ignored, depth + 1);
+    if (inner === undefined || inner.startOffset !== at) return undefined;
+    at = inner.endOffset;
+  }
+  return at === location.endTag.startOffset ? location : undefined;
+}
+
+/**
+ * The runs among `children` to translate whole: consecutive text nodes and pure inline elements, next to each other
+ * in the source, with at least one element.
+ */
+function inlineRuns(source: string, children: readonly Node[], ignored: ReadonlySet<string>): Node[][] {
+  const runs: Node[][] = [];
+  let run: Node[] = [];
+  let end = -1;
+  const close = () => {
+    if (run.some((member) => member.nodeName !== '#text')) runs.push(run);
+    run = [];
+  };
+  for (const child of children) {
+    const location = runLocation(source, child, ignored, 0);
+    if (location === undefined) {
+      close();
+      continue;
+    }
+    if (run.length > 0 && location.startOffset !== end) close();
+    run.push(child);
+    end = location.endOffset;
+  }
+  close();
+  return runs;
+}
+
+/** A run's span: its text (collapsed, trimmed) with its elements' ranges in it, and its tags written around it. */
+function runSpan(source: string, run: readonly Node[]): Span | undefined {
+  let raw = '';
+  const elements: InlineElement[] = [];
+  // Elements' ranges in raw offsets for now, mapped to the collapsed text below. Walked with a stack: an entry
+  // either visits a node or, once its children are done, ends an element.
+  const all: InlineElement[] = [];
+  const stack: ({ node: Node; into: InlineElement[] } | { ends: InlineElement })[] = run
+    .map((node) => ({ node, into: elements }))
+    .reverse();
+  while (stack.length > 0) {
+    const entry = stack.pop()!;
+    if ('ends' in entry) {
+      entry.ends.end = raw.length;
+      continue;
+    }
+    const { node, into } = entry;
+    if (node.nodeName === '#text') {
+      raw += (node as { value: string }).value;
+      continue;
+    }
+    const location = (node as Element).sourceCodeLocation!;
+    const element: InlineElement = {
+      start: raw.length,
+      end: raw.length,
+      open: source.slice(location.startTag!.startOffset, location.startTag!.endOffset),
+      close: source.slice(location.endTag!.startOffset, location.endTag!.endOffset),
+      children: [],
+    };
+    into.push(element);
+    all.push(element);
+    stack.push({ ends: element });
+    const children = (node as Element).childNodes;
+    for (let i = children.length - 1; i >= 0; i--) stack.push({ node: children[i]!, into: element.children });
+  }
+  // Collapse whitespace runs to one space and trim, keeping where each raw offset lands.
+  const map = new Int32Array(raw.length + 1);
+  let text = '';
+  let space = false;
+  for (let i = 0; i < raw.length; i++) {
+    map[i] = text.length + (space && text.length > 0 ? 1 : 0);
+    if (MARKUP_WHITESPACE.includes(raw[i]!)) {
+      space = true;
+      continue;
+    }
+    if (space && text.length > 0) text += ' ';
+    space = false;
+    text += raw[i];
+  }
+  map[raw.length] = text.length;
+  if (!WORDS.test(text)) return undefined;
+  for (const element of all) {
+    element.start = Math.min(map[element.start]!, text.length);
+    element.end = Math.max(element.start, Math.min(map[element.end]!, text.length));
+    // A range that starts or ends on a collapsed space holds the words only.
+    if (text[element.start] === ' ' && element.end > element.start) element.start++;
+    if (text[element.end - 1] === ' ' && element.end > element.start) element.end--;
+  }
+  const first = run[0]!;
+  const last = run.at(-1)!;
+  const startOf = (node: Node) => (node as Element).sourceCodeLocation!.startOffset;
+  const endOf = (node: Node) => (node as Element).sourceCodeLocation!.endOffset;
+  let start = startOf(first);
+  let end = endOf(last);
+  // Whitespace at the run's ends, outside any element, stays as it stood.
+  if (first.nodeName === '#text') while (start < end && MARKUP_WHITESPACE.includes(source[start]!)) start++;
+  if (last.nodeName === '#text') while (end > start && MARKUP_WHITESPACE.includes(source[end - 1]!)) end--;
+  return {
+    start,
+    end,
+    text,
+    elements,
+    write: (translation, links) => placeInlineTags(text, elements, translation, links, escapeText),
+  };
 }
 
 function translatable(element: Element, ignored: ReadonlySet<string>): boolean {

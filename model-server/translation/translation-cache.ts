@@ -102,10 +102,11 @@ export class TranslationCache {
       return { found, missing: [...sentences], hits: 0, misses: 0, store: () => undefined };
     }
     const prefix = identityKey(identity, tgtLang);
-    // Glossary terms and alternatives change the answer: a sentence asking for either is its own entry.
+    // Glossary terms, alternatives and an alignment change the answer: a sentence asking for any is its own entry.
     const keyOf = ({ item: b }: PlannedSentence) =>
       `${prefix}\u0000${b.srcLang}\u0000${b.text}` +
-      (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : '');
+      (b.terms || b.alternatives ? `\u0000${JSON.stringify([b.terms ?? [], b.alternatives ?? 0])}` : '') +
+      (b.align ? '\u0000align' : '');
     const missing = sentences.filter((sentence) => {
       const value = mode === 'use' ? this.#lru.get(keyOf(sentence)) : undefined;
       if (value !== undefined) found.set(sentence.id, value);

@@ -28,6 +28,7 @@ import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
+import { joinLinks, type Links } from '../text/inline-tags.js';
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
@@ -35,7 +36,9 @@ import { planSubtitles } from '../text/subtitles.js';
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
   texts: readonly string[];
-  render(translations: readonly string[]): string;
+  /** Per part, whether its translation's word alignment is wanted (inline markup to place); absent: none. */
+  aligned?: readonly boolean[];
+  render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }
 
 export interface TranslationLimits {
@@ -68,8 +71,15 @@ export interface PlannedSentence {
   item: SentenceItem;
 }
 
-/** Each text's language and, per part, its sentences' ids and the separators between them: the answer's shape. */
-export type DocumentOutline = { lang: string; units: { ids: string[]; separators: readonly string[] }[] }[];
+/**
+ * Each text's language and, per part, its sentences' ids and the separators between them: the answer's shape. A
+ * part with inline markup (`aligned`) keeps its source pieces too, for its sentences' word alignments.
+ */
+export type DocumentOutline = {
+  lang: string;
+  units: { ids: string[]; separators: readonly string[]; pieces?: readonly string[] }[];
+  aligned?: readonly boolean[];
+}[];
 
 /** A request's sentences, each with its id, terms and options, and how their answers rejoin. */
 export interface SentencePlan {
@@ -121,7 +131,7 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
       if (counted > limits.maxSentences) throw tooMany();
       return segments;
     });
-    return { lang, units };
+    return content.aligned?.includes(true) ? { lang, units, aligned: content.aligned } : { lang, units };
   });
   // An inline glossary (`glossary`) is for whatever the source is; a stored one (`glossary_id`) for its pair.
   const { glossary: inline } = request;
@@ -129,23 +139,32 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
     ? { entries: glossaryEntries(Object.entries(inline)) }
     : context.glossary;
   const sentences: PlannedSentence[] = [];
-  const outline = docs.map(({ lang, units }, d) => {
+  const outline = docs.map(({ lang, units, aligned }, d) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
         'BAD_REQUEST',
         `The glossary is for ${glossary.sourceLang} → ${context.tgtLang}, but the text is in ${lang}.`,
       );
     }
-    const planned = (piece: string, id: string) => {
+    const planned = (piece: string, id: string, align: boolean) => {
       const item = sentenceItem(lang, piece, glossary?.entries);
-      sentences.push({ id, item: alternatives === 0 ? item : { ...item, alternatives } });
+      sentences.push({
+        id,
+        item: {
+          ...item,
+          ...(alternatives !== 0 ? { alternatives } : {}),
+          ...(align ? { align: true as const } : {}),
+        },
+      });
       return id;
     };
     const parts = units.map(({ pieces, separators }, u) => ({
-      ids: pieces.map((p, k) => planned(p, `${d}.${u}.${k}`)),
+      ids: pieces.map((p, k) => planned(p, `${d}.${u}.${k}`, aligned?.[u] === true)),
       separators,
+      // The source pieces, which the answer's word alignments are measured against.
+      ...(aligned?.[u] === true ? { pieces } : {}),
     }));
-    return { lang, units: parts };
+    return aligned === undefined ? { lang, units: parts } : { lang, units: parts, aligned };
   });
   return { sentences, docs: outline };
 }
@@ -171,9 +190,23 @@ export function answerTranslation(
       join: (texts: string[]) => joinTranslations({ pieces: ids, separators }, texts, tgtLang),
     })),
   );
-  const translated = texts.map((text, d) =>
-    contentOf(text, format, request).render(parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)))),
-  );
+  const translated = texts.map((text, d) => {
+    const units = parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)));
+    const { aligned, units: outline } = docs[d]!;
+    if (aligned === undefined) return contentOf(text, format, request).render(units);
+    // A unit with inline markup gets its sentences' word alignments, joined as its translation was.
+    const links = outline.map(({ ids, separators, pieces }, u) =>
+      aligned[u] === true && pieces !== undefined
+        ? joinLinks(
+            { pieces, separators },
+            parts[d]![u]!.ranked.map((p) => p.text),
+            ids.map((id) => alignmentOf(answers.get(id))),
+            units[u]!,
+          )
+        : undefined,
+    );
+    return contentOf(text, format, request).render(units, links);
+  });
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
   if (alternatives !== 0) {
     // Plain text only: one part per text.
@@ -222,6 +255,12 @@ function wholeText(text: string): Segments {
   const start = text.length - text.trimStart().length;
   const end = text.trimEnd().length;
   return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
+}
+
+/** A sentence's word alignment, when its answer has one. */
+function alignmentOf(value: unknown): Links | undefined {
+  const links = value !== null && typeof value === 'object' ? (value as { alignment?: unknown }).alignment : undefined;
+  return Array.isArray(links) ? (links as Links) : undefined;
 }
 
 /** A sentence's answer as the join reads it: its translation, with beam search's runners-up when asked for. */

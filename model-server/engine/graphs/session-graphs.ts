@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type onnxProto from 'onnx-proto';
+import { exposeCrossAttention, pruneTo } from './cross-attention.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
@@ -68,6 +69,41 @@ export function rewriteDecoder(
     bytes: joinModel(step, read(split.step.uses)),
     cross: joinModel(split.cross.model, read(split.cross.uses)),
     outputs,
+  };
+}
+
+/**
+ * The graphs of the alignment pass (engine/alignment.ts), or why there are none: the decoder as the step loop's host
+ * path would split it (a merged one: the step graph and the cross-attention graph; a no-cache one: itself), with
+ * only one extra output, a layer's cross-attention (cross-attention.ts). Made when the first row asks for an
+ * alignment, so an engine that never aligns never reads the file again.
+ */
+export function alignmentGraphs(
+  decoderFile: string,
+  merged: boolean,
+  config: ModelConfig,
+): { step: Uint8Array; cross: Uint8Array | null; layer: number } | { reason: string } {
+  const { model, weights } = splitModel(readFileSync(decoderFile));
+  const read = weightsReader(weights);
+  if (!merged) {
+    const exposed = exposeCrossAttention(model, config.decoderLayers);
+    return exposed.ok ? { step: joinModel(model, read(exposed.uses)), cross: null, layer: exposed.layer } : exposed;
+  }
+  const split = splitCrossAttention(model, config.decoderLayers);
+  if (!split.ok) return { reason: `the merged decoder could not be split: ${split.reason}` };
+  const exposed = exposeCrossAttention(split.step.model, config.decoderLayers);
+  if (!exposed.ok) return exposed;
+  // The cross-attention cache only of the layers the cut-down step graph still reads.
+  const reads = new Set((split.step.model.graph?.input ?? []).map((input) => input.name ?? ''));
+  const crossGraph = split.cross.model.graph!;
+  const crossUses = pruneTo(
+    crossGraph,
+    (crossGraph.output ?? []).filter((o) => reads.has((o.name ?? '').replace(/^present\./, 'past_key_values.'))),
+  );
+  return {
+    step: joinModel(split.step.model, read(exposed.uses)),
+    cross: joinModel(split.cross.model, read(crossUses)),
+    layer: exposed.layer,
   };
 }
 

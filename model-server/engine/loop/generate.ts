@@ -80,6 +80,8 @@ export class Generator {
   readonly #catchUpSteps: number;
   readonly #maxCohorts: number;
   readonly #onStep: (() => void) | undefined;
+  /** Work waiting for the next step boundary (`atBoundary`); run and emptied by the loop, in order. */
+  readonly #boundaryTasks: (() => Promise<void>)[] = [];
   readonly #sequences: Sequences;
   #cohorts: Cohort[] = [];
   /** Decoder time of each class since both last had rows to step (reset when one has none). */
@@ -162,9 +164,22 @@ export class Generator {
       .then(() => this.#run())
       .finally(() => {
         this.#loop = null;
+        // Work that came after the last boundary: nothing is generating now, so it runs at once, in order.
+        void this.#boundaryTasks.splice(0).reduce((done, task) => done.then(task), Promise.resolve());
         // A submit that landed after the loop's last check but before this callback.
         if (this.#sequences.waiting > 0) this.#ensureLoop();
       });
+  }
+
+  /**
+   * Run `task` at the next step boundary, with no decoder run beside it (other work on the engine's sessions, such
+   * as the alignment pass, would otherwise share the cores with a step), or after this turn of the event loop when
+   * nothing is generating.
+   */
+  atBoundary(task: () => Promise<void>): Promise<void> {
+    // Idle: after this turn of the event loop, so that work asked for in it goes together.
+    if (this.#loop === null) return new Promise<void>((resolve) => setImmediate(resolve)).then(task);
+    return new Promise((resolve, reject) => this.#boundaryTasks.push(() => task().then(resolve, reject)));
   }
 
   /** Stop taking work; resolves once every submitted sequence has finished. */
@@ -194,6 +209,7 @@ export class Generator {
         this.#dropEmpty();
         await this.#coalesce();
         if (stepping.length > 0) this.#onStep?.();
+        for (const task of this.#boundaryTasks.splice(0)) await task();
       }
     } catch (err) {
       // A run that failed for the batch as a whole (no sequence failed alone, and the retry failed too) leaves

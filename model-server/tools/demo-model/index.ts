@@ -17,6 +17,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { checkCopyShape, copyWeight } from './copy-weights.js';
 import { buildDecoder, buildEncoder } from './graphs.js';
 import { quantizeModelDir, QUANTIZED_GRAPHS, QUANTIZED_SUFFIX } from '../quantize.js';
 import { encodeModel, GraphBuilder, WeightSink } from './onnx-builder.js';
@@ -76,9 +77,11 @@ export function generationConfigJson(p: DemoPreset): Record<string, unknown> {
 }
 
 function writeGraph(p: DemoPreset, file: string, doc: string, build: (g: GraphBuilder) => void): Map<string, number> {
+  if (p.construction === 'copy') checkCopyShape(p);
   const sink = new WeightSink(
     p.seed,
     p.externalData ? { path: `${file}_data`, location: `${path.basename(file)}_data` } : undefined,
+    p.construction === 'copy' ? (name, dims) => copyWeight(p, name, dims) : undefined,
   );
   try {
     const g = new GraphBuilder(sink);

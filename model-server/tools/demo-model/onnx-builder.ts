@@ -38,17 +38,26 @@ export class WeightSink {
   /** Floats written per tensor name. */
   readonly written = new Map<string, number>();
 
+  readonly #construct: ((name: string, dims: readonly number[]) => Float32Array) | undefined;
+
   /**
    * @param seed model seed (tensor streams derive from it and the tensor name)
    * @param external when set, weights are appended to `path` and referenced as `location` (a file name
    *   relative to the .onnx file); otherwise they are inlined.
+   * @param construct every weight's values by name, in place of the graph's fills (a model built by construction)
    */
-  constructor(seed: number, external?: { path: string; location: string }) {
+  constructor(
+    seed: number,
+    external?: { path: string; location: string },
+    construct?: (name: string, dims: readonly number[]) => Float32Array,
+  ) {
     this.#seed = seed;
+    this.#construct = construct;
     this.#external = external ? { fd: openSync(external.path, 'w'), location: external.location, offset: 0 } : null;
   }
 
-  tensor(name: string, dims: number[], fill: WeightFill): ITensorProto {
+  tensor(name: string, dims: number[], drawn: WeightFill): ITensorProto {
+    const fill: WeightFill = this.#construct ? { kind: 'data', data: this.#construct(name, dims) } : drawn;
     const count = dims.reduce((a, b) => a * b, 1);
     this.written.set(name, count);
     const proto: ITensorProto = { name, dims, dataType: ElemType.FLOAT };

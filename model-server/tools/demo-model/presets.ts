@@ -63,6 +63,11 @@ export interface DemoPreset {
   withNoCacheDecoder: boolean;
   /** Stream weights to `*.onnx_data` (needed past protobuf's 2 GB; kept off for small models). */
   externalData: boolean;
+  /**
+   * Weights built by construction instead of drawn: `copy` (copy-weights.ts) writes the source back, its
+   * cross-attention on the copied position. Unset: random weights from `seed`.
+   */
+  construction?: 'copy';
   seed: number;
 }
 
@@ -100,6 +105,20 @@ export const PRESETS: Record<string, DemoPreset> = {
   tiny: TINY,
   /** `tiny`'s weights with a joinable decoder: rows arriving mid-generation share the running batch. */
   'tiny-joinable': { ...TINY, name: 'tiny-joinable', decoderSelfMask: true },
+  /**
+   * The copy model: its translation is its input, token for token, and its cross-attention peaks on the source token
+   * each target token copies (copy-weights.ts), so tests can check word alignment exactly.
+   */
+  'tiny-copy': {
+    ...TINY,
+    name: 'tiny-copy',
+    dModel: 256,
+    heads: 4,
+    eosBiasPerPosition: 0,
+    attentionGain: 1,
+    withNoCacheDecoder: false,
+    construction: 'copy',
+  },
   /** NLLB-200's tokenizer and codes (`eng_Latn`) on tiny's network. */
   'tiny-nllb': { ...TINY, name: 'tiny-nllb', family: 'nllb', seed: 200 },
   /** NLLB with the legacy template: the source language after `</s>`. */

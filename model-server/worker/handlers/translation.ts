@@ -14,7 +14,7 @@
  */
 import { targetOf } from '../../../common/config/setup-config.js';
 import { ServeError } from '../../../common/errors.js';
-import { type PreparedRow, type TranslateOptions, TranslationEngine } from '../../engine/engine.js';
+import { type PreparedRow, type TranslateOptions, TranslationEngine, type WordAlignment } from '../../engine/engine.js';
 import type { Logger } from '../../../common/logger.js';
 import type { BatchItem, DeviceInfo, LoadedModel, SentenceItem, StepCounters } from '../../protocol.js';
 import { joinAlternatives } from '../../text/alternatives.js';
@@ -37,6 +37,11 @@ export interface TranslationOutput {
   score?: number;
   /** Asked for with `alternatives`: other translations from the beam, best first, with their scores. */
   alternatives?: { text: string; score: number }[];
+  /**
+   * Asked for with `align`: the word alignment of `translated` to the sentence (engine/alignment.ts `WordAlignment`).
+   * Absent when the model gives none or the sentence was split to fit the window.
+   */
+  alignment?: WordAlignment;
 }
 
 /** A request ready to generate, with the job id a `cancel` names it by. */
@@ -53,6 +58,8 @@ export interface TranslationInput {
   constraints: number[][][];
   /** Alternatives asked for (0: none). */
   alternatives: number;
+  /** The text, when its word alignment is asked for. */
+  alignSource?: string;
 }
 
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput, SentenceItem> {
@@ -155,7 +162,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
    * @throws ServeError UNKNOWN_LANGUAGE, or BAD_REQUEST for a glossary term the model cannot write (the engine's)
    */
   async preprocess(item: BatchItem<SentenceItem>): Promise<TranslationInput> {
-    const { srcLang, text, terms = [], alternatives = 0 } = item.body;
+    const { srcLang, text, terms = [], alternatives = 0, align } = item.body;
     const engine = this.#requireEngine();
     // The model is its target language, or a pair's entry (`en-de`) translating into its target.
     const tgtLang = targetOf(item.model);
@@ -165,7 +172,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const termIds = terms.map(([, target]) => engine.encodeTerm(target));
     const termsIn = (start = 0, end = text.length) =>
       termIds.filter((_, t) => terms[t]![2].some(([from, to]) => from >= start && to <= end));
-    const request = { id: item.id, tgtLang, bulk, alternatives };
+    const request = { id: item.id, tgtLang, bulk, alternatives, ...(align === true ? { alignSource: text } : {}) };
     if (text.length <= WHOLE_TEXT_CHARS) {
       const whole = engine.prepare({ srcLang, text, tgtLang });
       if (!whole.truncated) return { ...request, rows: [whole], parts: undefined, constraints: [termsIn()] };
@@ -206,7 +213,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
   ): Promise<void> {
     const engine = this.#requireEngine();
     await Promise.all(
-      inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives }, index) => {
+      inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives, alignSource }, index) => {
         // A long text's controller was made when its preparation started.
         const controller = this.#running.get(id) ?? new AbortController();
         this.#running.set(id, controller);
@@ -240,6 +247,11 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
           if (alternatives > 0) {
             output.score = translations.reduce((sum, t) => sum + t.score, 0);
             output.alternatives = joinAlternatives(translations, alternatives, join);
+          }
+          // One row: the alignment refers to the text as given (a split text's parts are rejoined, so none).
+          if (alignSource !== undefined && parts === undefined) {
+            const alignment = await engine.align(alignSource, rows[0]!, translations[0]!);
+            if (alignment !== null) output.alignment = alignment;
           }
           emit(index, output);
         } catch (err) {
