@@ -151,6 +151,12 @@ describe('makeDemoModel', () => {
       parameters: 1_370_638_336,
     },
     {
+      preset: 'nllb-200-3.3b',
+      published: { model_type: 'm2m_100', d_model: 2048, layers: 24, heads: 16, ffn: 8192, vocab_size: 256206 },
+      activation: 'relu',
+      parameters: 3_344_863_232,
+    },
+    {
       preset: 'mbart-large-50-many-to-many-mmt',
       published: { model_type: 'mbart', d_model: 1024, layers: 12, heads: 16, ffn: 4096, vocab_size: 250054 },
       activation: 'relu',

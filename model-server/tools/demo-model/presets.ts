@@ -204,6 +204,21 @@ export const PRESETS: Record<string, DemoPreset> = {
     externalData: true,
     seed: 1300,
   },
+  /** facebook/nllb-200-3.3B's shapes: d_model 2048, 24+24 layers, ffn 8192; 3.3B parameters. */
+  'nllb-200-3.3b': {
+    name: 'nllb-200-3.3b',
+    family: 'nllb',
+    dModel: 2048,
+    encoderLayers: 24,
+    decoderLayers: 24,
+    heads: 16,
+    ffnDim: 8192,
+    vocabSize: 256206,
+    maxPositions: 1024,
+    ...REAL_MODEL,
+    externalData: true,
+    seed: 3300,
+  },
   /** facebook/mbart-large-50-many-to-many-mmt's shapes (learned positions, embedding norm): 611M parameters. */
   'mbart-large-50-many-to-many-mmt': {
     name: 'mbart-large-50-many-to-many-mmt',
