@@ -15,6 +15,7 @@
 import { ServeError, toServeError } from '../common/errors.js';
 import type { Handler } from '../model-server/worker/handlers/base.js';
 import { runWorker, type WorkerHooks } from '../model-server/worker/run-worker.js';
+import { processChannel } from '../model-server/worker/worker-channel.js';
 
 interface Faults {
   failLoad: boolean;
@@ -168,4 +169,4 @@ function hooksFromEnv(): WorkerHooks {
   }
 }
 
-runWorker(hooksFromEnv());
+runWorker(processChannel(), { logLevel: process.env.MT_WORKER_LOG_LEVEL, hooks: hooksFromEnv() });

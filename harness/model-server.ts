@@ -1,7 +1,7 @@
 /**
  * @module harness/model-server — a real model server in this process for integration tests (the model server's,
  * the router's, the deploy and script tests): a temp store of echo entries, the three apps listening on
- * 127.0.0.1:0, real worker processes. Nothing is mocked; timings (restart backoff, unhealthy threshold) are
+ * 127.0.0.1:0, real worker processes (or, asked for, the real worker loop in this process: in-process-worker.ts). Nothing is mocked; timings (restart backoff, unhealthy threshold) are
  * shortened and faults injected through the server's `spawn` seam (fault-spawner.ts). A whole stack in fresh
  * processes is harness/stack.ts.
  */
@@ -25,6 +25,7 @@ import { makeDemoModel } from '../model-server/tools/demo-model/index.js';
 import { archiveModels } from '../model-server/tools/archiver.js';
 import './compiled.js';
 import { faultSpawner } from './fault-spawner.js';
+import { inProcessSpawner } from './in-process-worker.js';
 import { call } from './http.js';
 
 export interface TestServerOptions {
@@ -46,7 +47,13 @@ export interface TestServerOptions {
   cuda?: CudaAvailability;
   /** Default: not probed (GPU-pinned models without CUDA run on the CPU, whatever this host's Vulkan offers). */
   webgpu?: WebGpuAvailability;
-  /** Worker factory; default: the real worker entry (the fault-drill one for engines with `faults`). */
+  /**
+   * Where workers run: `process` (default) forks the real worker entry (the fault-drill one for engines with
+   * `faults`); `in-process` runs the same worker loop in this process (in-process-worker.ts): seconds faster per
+   * worker, for tests that neither inject faults nor look at worker processes.
+   */
+  workers?: 'process' | 'in-process';
+  /** Worker factory, in place of what `workers` chooses. */
   spawn?: WorkerSpawner;
   /** GPU monitor (e.g. on a fake nvidia-smi); default: the host's. */
   gpu?: GpuMonitor;
@@ -87,7 +94,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     cuda: options.cuda ?? NO_CUDA,
     webgpu: options.webgpu ?? WEBGPU_NOT_PROBED,
     timings: { backoffUnitMs: 50, stopTimeoutMs: 3000, ...options.timings },
-    spawn: options.spawn ?? faultSpawner(options.faults ?? {}),
+    spawn: options.spawn ?? spawnerFor(options),
     ...(options.gpu ? { gpu: options.gpu } : {}),
     ...(options.snapshotDir === undefined ? {} : { snapshotDir: options.snapshotDir }),
   });
@@ -113,6 +120,12 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+function spawnerFor(options: TestServerOptions): WorkerSpawner {
+  if (options.workers !== 'in-process') return faultSpawner(options.faults ?? {});
+  if (options.faults !== undefined) throw new Error('faults are injected into worker processes: drop `in-process`');
+  return inProcessSpawner();
 }
 
 function listen(app: Hono<AppEnv>): Promise<Server> {

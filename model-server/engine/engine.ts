@@ -368,8 +368,8 @@ async function releaseSessions(sessions: EngineSessions): Promise<void> {
   await sessions.encoder.release();
   await sessions.decoder.release();
   await sessions.cross?.release();
-  await sessions.beamHead?.release();
-  await sessions.deviceHeads?.release();
-  await sessions.layout?.release();
   await sessions.alignment.release();
+  if (sessions.kind === 'host') return sessions.beamHead?.release();
+  await sessions.deviceHeads.release();
+  await sessions.layout.release();
 }

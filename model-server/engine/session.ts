@@ -49,24 +49,32 @@ export {
   type ModelDtype,
 } from './model-files.js';
 
-export interface EngineSessions {
+/** One engine's sessions on the path chosen at load: the decoder's state on the host, or on the device (WebGPU). */
+export type EngineSessions = HostSessions | DeviceSessions;
+
+export interface HostSessions extends SessionsOfEitherPath {
+  kind: 'host';
+  /** decoder-split.ts' cross-attention graph (`decoder` is then the cache branch alone); null: the first step's. */
+  cross: EngineSession | null;
+  /** beam-head.ts; null: beam steps scan the logits on the host. */
+  beamHead: EngineSession | null;
+}
+
+/**
+ * The cross graph's outputs and the decoder's `present.*.decoder` and `logits` are `gpu-buffer` tensors, re-laid by
+ * `layout` when rows change; a step reads its logits through one of `deviceHeads` (beam-head.ts, per k).
+ */
+export interface DeviceSessions extends SessionsOfEitherPath {
+  kind: 'device';
+  cross: EngineSession;
+  deviceHeads: DeviceHeads;
+  layout: DeviceLayout;
+}
+
+interface SessionsOfEitherPath {
   /** Float32 at their boundary whatever the graph's float type (float16.ts). */
   encoder: EngineSession;
   decoder: EngineSession;
-  /**
-   * The cross-attention graph (decoder-split.ts): makes `present.*.encoder.*` from the encoder's states, and
-   * `decoder` is then the merged graph's cache branch alone. Null: `decoder`'s first step makes that cache.
-   */
-  cross: EngineSession | null;
-  /** beam-head.ts on the host path; null: beam steps scan the logits on the host (or the state is on the device). */
-  beamHead: EngineSession | null;
-  /** beam-head.ts' heads per k, on the device-state path only (every step reads its logits through one); else null. */
-  deviceHeads: DeviceHeads | null;
-  /**
-   * Non-null when the decoder's state stays on the device (WebGPU): the cross graph's outputs and the decoder's
-   * `present.*.decoder` and `logits` are `gpu-buffer` tensors, and these sessions re-lay them when rows change.
-   */
-  layout: DeviceLayout | null;
   decoderKind: DecoderKind;
   /** The decoder file that was loaded (relative to the model folder). */
   decoderFile: string;
@@ -163,7 +171,6 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
     // The device-state path needs the cross-attention graph apart, and the heads to read the logits (exactly
     // vocab_size wide).
     const device = deviceState && wantsBeamHead ? files.forDevice() : null;
-    const onDevice = device !== null;
     const open = async (
       source: string | Uint8Array,
       outputs?: ort.InferenceSession.SessionOptions['preferredOutputLocation'],
@@ -173,7 +180,7 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
         options.enableProfiling = true;
         options.profileFilePrefix = `${profilePrefix}-${created.length}`;
       }
-      if (onDevice && outputs !== undefined) options.preferredOutputLocation = outputs;
+      if (device !== null && outputs !== undefined) options.preferredOutputLocation = outputs;
       // From memory, external weights are found through this folder, not the graph file's.
       if (typeof source !== 'string')
         options.extra = { session: { model_external_initializers_file_folder_path: path.dirname(files.decoderFile) } };
@@ -191,12 +198,6 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
       // locations when a run fetches some only): the host reads a head's top-k of the logits, greedy steps included.
       const graphs = device ?? files.rewritten();
       const decoder = await open(graphs.bytes ?? files.decoderFile, 'gpu-buffer');
-      const cross = graphs.cross === null ? null : await open(graphs.cross, 'gpu-buffer');
-      const beamHead = wantsBeamHead && device === null ? await open(beamHeadModel()) : null;
-      const deviceHeads = device === null ? null : new DeviceHeads(open, config.vocabSize, config.eosTokenId);
-      // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
-      await deviceHeads?.for(2);
-      layout = onDevice ? await DeviceLayout.create(provider, { floatMask: device.floatMask }) : null;
       const plain = (source: string | Uint8Array) => {
         const options = sessionOptions(threads, provider);
         // The pass runs beside the step loop: threads that spin waiting for work would take the loop's cores.
@@ -212,19 +213,15 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
           ? ort.InferenceSession.create(source, options)
           : ort.InferenceSession.create(source, options);
       };
-      return {
+      const either = {
         encoder: float32Boundary(encoder),
         decoder: float32Boundary(decoder),
         // The device path's encoder leaves its states on the device: the pass has an encoder of its own there.
         alignment: alignmentOpener(
           () => alignmentGraphs(files.decoderFile, files.decoder.kind === 'merged', config),
           plain,
-          onDevice ? files.encoderFile : float32Boundary(encoder),
+          device !== null ? files.encoderFile : float32Boundary(encoder),
         ),
-        cross: cross === null ? null : float32Boundary(cross),
-        beamHead,
-        deviceHeads,
-        layout,
         decoderKind: files.decoder.kind,
         decoderFile: files.decoder.file,
         decoderInputs: new Set(decoder.inputNames),
@@ -232,6 +229,17 @@ export async function loadSessions(options: EngineOptions, config: ModelConfig):
         device: info,
         dtype: choice,
       };
+      if (device === null) {
+        const cross = graphs.cross === null ? null : float32Boundary(await open(graphs.cross));
+        const beamHead = wantsBeamHead ? await open(beamHeadModel()) : null;
+        return { kind: 'host', ...either, cross, beamHead };
+      }
+      const cross = float32Boundary(await open(device.cross, 'gpu-buffer'));
+      const deviceHeads = new DeviceHeads(open, config.vocabSize, config.eosTokenId);
+      // Made now, so that a provider unable to run it fails the load (and falls back), not a step.
+      await deviceHeads.for(2);
+      layout = await DeviceLayout.create(provider, { floatMask: device.floatMask });
+      return { kind: 'device', ...either, cross, deviceHeads, layout };
     } catch (err) {
       await layout?.release();
       for (const session of created) await session.release();

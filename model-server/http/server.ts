@@ -31,6 +31,7 @@ import { ModelManager } from '../wlm/model-manager.js';
 import { TranslationCache } from '../translation/translation-cache.js';
 import { TextPool } from '../translation/text-pool.js';
 import type { WorkerSpawner } from '../wlm/workers/worker-handle.js';
+import { childConnection } from '../wlm/workers/worker-connection.js';
 
 export interface ModelServerDeps {
   config: ModelServerConfig;
@@ -173,7 +174,7 @@ export function forkWorker(logLevel: string, options: ForkWorkerOptions = {}): W
         // Not permitted here (some containers): the worker runs at the frontend's priority.
       }
     }
-    return child;
+    return childConnection(child);
   };
 }
 

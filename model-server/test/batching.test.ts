@@ -1,13 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import { call, metricValue } from '../../harness/http.js';
-import { metricsText, registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
+import {
+  metricsText,
+  registerModel,
+  startPerTest,
+  type TestServer,
+  type TestServerOptions,
+} from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
 const predict = (t: TestServer, model: string, body: unknown, headers?: Record<string, string>) =>
   call(`${t.inference}/predictions/${model}`, { body, ...(headers ? { headers } : {}) });
 
 describe('batching (real server, real workers)', () => {
-  const startServer = startPerTest();
+  const start = startPerTest();
+  // Batching is the frontend's: the worker loop runs in this process (harness/in-process-worker.ts).
+  const startServer = (options: TestServerOptions = {}) => start({ workers: 'in-process', ...options });
 
   it('64 concurrent requests to batch_size 64 arrive at the worker as ONE batch (torchserve policy)', async () => {
     const t = await startServer({ config: { batchPolicy: 'torchserve' } });
@@ -207,15 +215,15 @@ describe('batching (real server, real workers)', () => {
     for (const engineSharing of ['device', 'language'] as const) {
       const t = await startServer({ setupConfig, entries: ['ko', 'en', 'ru'], config: { engineSharing } });
       for (const m of ['ko', 'en', 'ru']) await registerModel(t, `url=${m}`);
-      const pids = new Set<number>();
+      const workers = new Set<string>();
       for (const m of ['ko', 'en', 'ru']) {
         const d = (await call(`${t.management}/models/${m}`)).body[0];
         // No CUDA on the test host: every language falls back to the CPU, with the reason.
         expect(d.engine.deviceFallback).toMatch(/^cuda:[01] requested; no GPU on the test host$/);
-        pids.add(d.workers[0].pid);
+        workers.add(d.workers[0].id);
       }
       // All CPU-fallback languages share ONE CPU engine, whichever GPU they asked for.
-      expect(pids.size).toBe(engineSharing === 'device' ? 1 : 3);
+      expect(workers.size).toBe(engineSharing === 'device' ? 1 : 3);
       await t.close();
     }
   });

@@ -7,7 +7,7 @@ import { startTinyTranslationServer, type TestServer } from '../../harness/model
 describe('formats and glossaries behind the model server (generated tiny M2M100)', () => {
   let t: TestServer;
   beforeAll(async () => {
-    t = await startTinyTranslationServer(['de', 'fr']);
+    t = await startTinyTranslationServer(['de', 'fr'], { workers: 'in-process' });
   });
   afterAll(() => t?.close());
 

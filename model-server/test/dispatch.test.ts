@@ -24,10 +24,10 @@ interface Dispatch {
 /** `spawn` (the real worker, or one with faults), recording every dispatch its workers carry. */
 function recordingSpawner(dispatches: Dispatch[], spawn: WorkerSpawner = forkWorker('warn')): WorkerSpawner {
   return (workerId, engine) => {
-    const child = spawn(workerId, engine);
+    const worker = spawn(workerId, engine);
     const inFlight = new Map<number, number>();
-    const send = child.send.bind(child) as (message: ToWorker) => boolean;
-    child.send = ((message: ToWorker) => {
+    const send = worker.send.bind(worker);
+    worker.send = (message: ToWorker) => {
       if (message.type === 'batch' || message.type === 'round') {
         const batches = message.type === 'batch' ? [message] : message.batches;
         dispatches.push({
@@ -37,12 +37,12 @@ function recordingSpawner(dispatches: Dispatch[], spawn: WorkerSpawner = forkWor
         });
         for (const b of batches) inFlight.set(b.batchId, b.items.length);
       }
-      return send(message);
-    }) as typeof child.send;
-    child.on('message', (message: FromWorker) => {
+      send(message);
+    };
+    worker.onMessage((message: FromWorker) => {
       if (message.type === 'batch-done') inFlight.delete(message.batchId);
     });
-    return child;
+    return worker;
   };
 }
 

@@ -8,6 +8,7 @@ import { call, metricValue } from '../../harness/http.js';
 import { describeModel, registerModel, startPerTest, type TestServer } from '../../harness/model-server.js';
 import { alive } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
+import { childConnection } from '../wlm/workers/worker-connection.js';
 
 const predict = (t: TestServer, model: string, text: string) =>
   call(`${t.inference}/predictions/${model}`, { body: { src_lang: 'en', src_text: text } });
@@ -125,7 +126,7 @@ describe('worker faults (real worker processes with injected faults)', () => {
     const impostor = path.join(dir, 'impostor.mjs');
     writeFileSync(impostor, 'process.exit(3);\n');
     try {
-      const t = await startServer({ spawn: () => fork(impostor, [], { stdio: 'ignore' }) });
+      const t = await startServer({ spawn: () => childConnection(fork(impostor, [], { stdio: 'ignore' })) });
       const res = await call(`${t.management}/models?url=echo`, { method: 'POST' });
       expect(res).toMatchObject(
         errorAnswer(500, 'InternalServerException', 'Failed to start workers for model echo version: 1.0'),

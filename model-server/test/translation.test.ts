@@ -7,6 +7,7 @@ describe('translation handler behind the model server (generated tiny M2M100)', 
   let t: TestServer;
   beforeAll(async () => {
     t = await startTinyTranslationServer(['ko', 'en', 'fr'], {
+      workers: 'in-process',
       setupConfig: { cuda_id: { ko: '0', en: '0', fr: '1' } },
     });
   });
@@ -29,9 +30,9 @@ describe('translation handler behind the model server (generated tiny M2M100)', 
     const alone = await call(`${t.inference}/predictions/fr`, { body: { src_lang: 'en', src_text: texts[1] } });
     expect(many.body.translated[1]).toBe(alone.body.translated);
 
-    const pids = new Set<number>();
-    for (const m of ['ko', 'en', 'fr']) pids.add((await call(`${t.management}/models/${m}`)).body[0].workers[0].pid);
-    expect(pids.size).toBe(1);
+    const workers = new Set<string>();
+    for (const m of ['ko', 'en', 'fr']) workers.add((await call(`${t.management}/models/${m}`)).body[0].workers[0].id);
+    expect(workers.size).toBe(1);
   });
 
   it('concurrent requests for different languages share decoder runs: the engine metrics show its real batch', async () => {
@@ -74,6 +75,7 @@ describe('documents, not just sentences (generated tiny M2M100 behind the model 
   let t: TestServer;
   beforeAll(async () => {
     t = await startTinyTranslationServer(['ko', 'en', 'de', 'zh'], {
+      workers: 'in-process',
       batchSize: 16,
       config: { maxRequestSentences: 40 },
     });
@@ -145,7 +147,11 @@ describe('fair to everyone else: a single sentence during a long document (gener
   let t: TestServer;
   beforeAll(async () => {
     // Every row generates exactly 100 tokens: the order of the answers is the scheduler's, not the model's.
-    t = await startTinyTranslationServer(['ko'], { batchSize: 64, config: { maxNewTokens: 100, minNewTokens: 100 } });
+    t = await startTinyTranslationServer(['ko'], {
+      workers: 'in-process',
+      batchSize: 64,
+      config: { maxNewTokens: 100, minNewTokens: 100 },
+    });
   });
   afterAll(async () => {
     await t?.close();

@@ -171,7 +171,9 @@ function layOut(
     relayoutRows(pick(get, axis), 1, 1, axis.to, axis.align);
   // The device-state path keeps no encoder states on the host (encode-device.ts).
   const encoderStates =
-    ctx.sessions.layout !== null ? new Float32Array(0) : floats((c) => c.encoderStates, encoder, 1, ctx.config.dModel);
+    ctx.sessions.kind === 'device'
+      ? new Float32Array(0)
+      : floats((c) => c.encoderStates, encoder, 1, ctx.config.dModel);
   const encoderMask = mask((c) => c.encoderMask, encoder);
   let crossCache: Float32Array[] | null = null;
   let selfCache: Float32Array[] | null = null;
@@ -201,8 +203,8 @@ async function layOutDevice(
   P: number,
   crossKept: ort.Tensor[] | null = null,
 ): Promise<DeviceTensors | null> {
-  const layout = ctx.sessions.layout;
-  if (layout === null || (like.onDevice ?? null) === null) return null;
+  if (ctx.sessions.kind === 'host' || (like.onDevice ?? null) === null) return null;
+  const { layout } = ctx.sessions;
   const uploaded = layout.hostBytes;
   const { encoder, past } = axes(S, P);
   const cache = async (
@@ -241,8 +243,8 @@ async function uploadMask(
   S: number,
   previous?: BigInt64Array,
 ): Promise<ort.Tensor | null> {
-  const layout = ctx.sessions.layout;
-  if (layout === null || !ctx.feedsEncoderMask) return null;
+  if (ctx.sessions.kind === 'host' || !ctx.feedsEncoderMask) return null;
+  const { layout } = ctx.sessions;
   const held = keep?.onDevice?.encoderMask ?? null;
   if (held !== null && previous !== undefined && sameValues(previous, mask)) return held;
   const uploaded = layout.hostBytes;

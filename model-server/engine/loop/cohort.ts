@@ -48,7 +48,7 @@ export interface Cohort {
   /** Its rows are bulk work (SubmitOptions.bulk): it never merges with interactive rows (generate.ts). */
   bulk?: boolean;
   /**
-   * On the device-state path (`sessions.layout`), the tensors that live on the device, made by the first step (null
+   * On the device-state path (`sessions.kind` device), the tensors that live on the device, made by the first step (null
    * before it); `crossCache` and `selfCache` then stay null. The cohort holds them alone (`retire` disposes them).
    */
   onDevice?: DeviceTensors | null;

@@ -5,6 +5,8 @@
  */
 import type * as ort from 'onnxruntime-node';
 import type { Cohort, CohortContext } from './cohort.js';
+import type { DeviceLayout } from '../device-layout.js';
+import type { DeviceSessions } from '../session.js';
 import type { Row } from '../decoding.js';
 import { crossCacheOutputs } from '../graphs/decoder-split.js';
 import { type Admitted, type Encoded, encodeGroup } from './encode.js';
@@ -22,16 +24,15 @@ const dispose = (tensors: readonly ort.Tensor[]) => {
 };
 
 /**
- * `encode.ts` `encodeCohort` for a decoder whose state lives on the device (`ctx.sessions.layout`): the cohort holds
+ * `encode.ts` `encodeCohort` for a decoder whose state lives on the device (`DeviceSessions`): the cohort holds
  * only the admitted rows that encoded (in admission order), its `onDevice` made, no host encoder states.
  */
 export async function encodeOnDevice(
   ctx: CohortContext,
+  { layout, cross }: DeviceSessions,
   admitted: readonly Admitted[],
   pauseBudget: number,
 ): Promise<Encoded> {
-  const layout = ctx.sessions.layout!;
-  const cross = ctx.sessions.cross!;
   const uploaded = layout.hostBytes;
   const lengths = admitted.map((a) => a.inputIds.length);
   const failedRows = new Map<number, Error>();
@@ -65,7 +66,7 @@ export async function encodeOnDevice(
     const failed = [...failedRows].map(([r, error]) => ({ state: admitted[r]!.state, error }));
     if (kept.length === 0) return { cohort: null, failed };
     const S = Math.max(...kept.map((r) => lengths[r]!));
-    const crossCache = await stack(ctx, groups.splice(0), kept, S);
+    const crossCache = await stack(layout, groups.splice(0), kept, S);
     const mask = new BigInt64Array(kept.length * S);
     kept.forEach((r, i) => mask.fill(1n, i * S, i * S + lengths[r]!));
     let encoderMask: ort.Tensor | null = null;
@@ -106,12 +107,11 @@ export async function encodeOnDevice(
  * groups' tensors and every intermediate one are disposed, whatever happens.
  */
 async function stack(
-  ctx: CohortContext,
+  layout: DeviceLayout,
   groups: readonly GroupCache[],
   kept: readonly number[],
   S: number,
 ): Promise<ort.Tensor[]> {
-  const layout = ctx.sessions.layout!;
   const owned = new Set(groups.flatMap((group) => group.cache));
   const take = (tensors: ort.Tensor[]) => {
     for (const tensor of tensors) owned.add(tensor);

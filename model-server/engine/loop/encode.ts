@@ -145,9 +145,9 @@ const CROSS_INPUTS: ReadonlySet<string> = new Set(['encoder_hidden_states', 'enc
 
 /** Whether the cross graph runs at encoding: there is one, and it reads nothing but what an encoder run gives. */
 function crossAtEncoding(ctx: CohortContext): boolean {
-  const cross = ctx.sessions.cross;
   // The device-state path makes its cache on the device (encode-device.ts).
-  return cross !== null && ctx.sessions.layout === null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
+  const cross = ctx.sessions.kind === 'host' ? ctx.sessions.cross : null;
+  return cross !== null && cross.inputNames.every((name) => CROSS_INPUTS.has(name));
 }
 
 /**

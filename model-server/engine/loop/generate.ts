@@ -259,8 +259,11 @@ export class Generator {
       const admitted = this.#sequences.admit(this.#maxBatchRows - live, live === 0, bulk);
       if (admitted.length === 0) continue;
       live += admitted.reduce((n, a) => n + a.state.settings.numBeams, 0);
-      const encode = this.#ctx.sessions.layout === null ? encodeCohort : encodeOnDevice;
-      const { cohort, failed } = await encode(this.#ctx, admitted, this.#catchUpSteps);
+      const { sessions } = this.#ctx;
+      const { cohort, failed } =
+        sessions.kind === 'host'
+          ? await encodeCohort(this.#ctx, admitted, this.#catchUpSteps)
+          : await encodeOnDevice(this.#ctx, sessions, admitted, this.#catchUpSteps);
       for (const { state, error } of failed) this.#sequences.reject(state, error);
       if (cohort === null) continue;
       cohort.bulk = bulk;

@@ -7,38 +7,24 @@ import '../ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { BEAM_HEAD_OUTPUTS } from '../beam-head.js';
 import type { Cohort, CohortContext } from './cohort.js';
-import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
+import type { DeviceSessions } from '../session.js';
+import { candidates, type DecoderRun, hostBytesOf, tokenFeeds, topkOf } from './decoder-run.js';
 
 /**
  * `runDecoder` on the device-state path: the decoder's caches and the logits stay `gpu-buffer` tensors; the host
  * feeds each row's last token (and a joinable graph's self-attention mask) and reads the beam head's top-k of the
  * logits. What this run made is disposed if it throws.
  */
-export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+export async function runOnDevice(ctx: CohortContext, sessions: DeviceSessions, cohort: Cohort): Promise<DecoderRun> {
   const { rows } = cohort;
   const n = rows.length;
-  const P = cohort.pastLength;
   const H = ctx.heads;
   const dh = ctx.headDim;
-  const start = ctx.config.decoderStartTokenId;
   // Made at encoding (encode-device.ts) and kept through every re-layout (cohort-layout.ts).
   const held = cohort.onDevice;
   if (held === null || held === undefined) throw new Error('a device-state cohort holds no device tensors');
   const { cross, encoderMask } = held;
-  const ids = new BigInt64Array(n);
-  rows.forEach((row, r) => {
-    const tokens = row.hyp.tokens;
-    ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
-  });
-  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, 1]) };
-  let selfMask: BigInt64Array | null = null;
-  if (ctx.sessions.decoderInputs.has('decoder_attention_mask')) {
-    selfMask = new BigInt64Array(n * (P + 1)).fill(1n);
-    if (cohort.selfMask !== null && P > 0) {
-      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
-    }
-    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + 1]);
-  }
+  const { feeds, selfMask } = tokenFeeds(ctx, cohort, 1);
   const started = performance.now();
   const made: ort.Tensor[] = [];
   try {
@@ -55,7 +41,7 @@ export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<D
       });
     }
     // Every output (session.ts): what this step does not keep on the device is freed at once.
-    const all = await ctx.sessions.decoder.run(feeds);
+    const all = await sessions.decoder.run(feeds);
     const self = presents.map((name) => {
       const tensor = all[name]!;
       made.push(tensor);
@@ -70,22 +56,15 @@ export async function runOnDevice(ctx: CohortContext, cohort: Cohort): Promise<D
     // A head reads the logits on the device: greedy steps k = 2, beam steps their widest k (beam-head.ts DeviceHeads).
     const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-    const headSession = await ctx.sessions.deviceHeads!.for(k);
+    const headSession = await sessions.deviceHeads.for(k);
     const head = await headSession.run(headFeeds);
     logits.dispose();
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(head));
-    const topk: DecoderRun['topk'] = {
-      kind: 'topk',
-      values: head[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-      ids: head[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
-      logSumExp: head[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
-      k,
-    };
     return {
       out: head,
       selfMask,
       top2: null,
-      topk,
+      topk: topkOf(head, BEAM_HEAD_OUTPUTS, k),
       cross: null,
       ms: performance.now() - started,
       hostBytes,

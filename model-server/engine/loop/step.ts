@@ -13,49 +13,43 @@ import { type Cohort, type CohortContext, disposeDevice } from './cohort.js';
 import { copyRows } from './cohort-layout.js';
 import { BEAM_TOPK } from '../graphs/decoder-graph.js';
 import { decideStep, type SearchState, type StepDecision, type StepScores } from '../decoding.js';
-import { candidates, type DecoderRun, hostBytesOf } from './decoder-run.js';
+import { candidates, type DecoderRun, hostBytesOf, tokenFeeds, topkOf } from './decoder-run.js';
 import { runOnDevice } from './step-device.js';
+import type { HostSessions } from '../session.js';
+import type { EngineSession } from '../float16.js';
 
 export type { DecoderRun } from './decoder-run.js';
 
 /** Run the decoder once over `cohort`'s rows without changing the cohort. @throws whatever onnxruntime throws */
-export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
-  if (ctx.sessions.layout !== null && ctx.sessions.cross !== null && ctx.sessions.decoderKind === 'merged')
-    return runOnDevice(ctx, cohort);
+export function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<DecoderRun> {
+  const { sessions } = ctx;
+  return sessions.kind === 'device' ? runOnDevice(ctx, sessions, cohort) : runOnHost(ctx, sessions, cohort);
+}
+
+/**
+ * `runDecoder` with the state on the host: the decoder's feeds built from the cohort's arrays (the whole prefix
+ * again for a decoder without cache), the cross graph run first at a split decoder's first step, and the scores
+ * fetched as the graph offers them: its greedy top-2, its beam top-k, or the logits (through the beam head).
+ */
+async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Cohort): Promise<DecoderRun> {
   const { rows } = cohort;
   const n = rows.length;
   const d = ctx.config.dModel;
   const S = cohort.encoderLength;
-  const cached = ctx.sessions.decoderKind === 'merged';
-  const start = ctx.config.decoderStartTokenId;
+  const cached = sessions.decoderKind === 'merged';
   // With the cache a step feeds each row's last token; without it, the whole prefix again.
   const T = cached ? 1 : 1 + rows[0]!.hyp.tokens.length;
-  const ids = new BigInt64Array(n * T);
-  rows.forEach((row, r) => {
-    const tokens = row.hyp.tokens;
-    if (cached) ids[r] = BigInt(tokens.length === 0 ? start : tokens[tokens.length - 1]!);
-    else for (let t = 0; t < T; t++) ids[r * T + t] = BigInt(t === 0 ? start : tokens[t - 1]!);
-  });
-  const inputs = ctx.sessions.decoderInputs;
+  const { feeds, selfMask } = tokenFeeds(ctx, cohort, T);
+  const inputs = sessions.decoderInputs;
   const states = new ort.Tensor('float32', cohort.encoderStates, [n, S, d]);
-  const feeds: Record<string, ort.Tensor> = { input_ids: new ort.Tensor('int64', ids, [n, T]) };
   // The step graph of a split decoder reads the cross-attention cache instead of the encoder's states.
   if (inputs.has('encoder_hidden_states')) feeds.encoder_hidden_states = states;
   if (ctx.feedsEncoderMask) feeds.encoder_attention_mask = new ort.Tensor('int64', cohort.encoderMask, [n, S]);
   const P = cohort.pastLength;
-  let selfMask: BigInt64Array | null = null;
-  if (inputs.has('decoder_attention_mask')) {
-    // Cached: the row's cache mask plus the new position. Uncached: every fed position is real.
-    selfMask = new BigInt64Array(n * (P + T)).fill(1n);
-    if (cohort.selfMask !== null && P > 0) {
-      for (let r = 0; r < n; r++) selfMask.set(cohort.selfMask.subarray(r * P, (r + 1) * P), r * (P + 1));
-    }
-    feeds.decoder_attention_mask = new ort.Tensor('int64', selfMask, [n, P + T]);
-  }
   const H = ctx.heads;
   const dh = ctx.headDim;
   const first = cohort.crossCache === null;
-  const { appendedCache, greedyTop2, beamTopK } = ctx.sessions.decoderOutputs;
+  const { appendedCache, greedyTop2, beamTopK } = sessions.decoderOutputs;
   // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row; not when a row has
   // bad words, which with a suppressed `</s>` could fill both places.
   const top2 =
@@ -64,7 +58,7 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
       ? greedyTop2
       : null;
   // Beam steps with the beam head in the graph fetch its top-k instead of the logits.
-  const k = top2 === null && beamTopK && ctx.sessions.beamHead !== null ? candidates(ctx, rows) : 0;
+  const k = top2 === null && beamTopK && sessions.beamHead !== null ? candidates(ctx, rows) : 0;
   if (beamTopK) beamSwitch(feeds, k);
   const fetches =
     top2 !== null
@@ -73,40 +67,23 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
         ? [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]
         : ['logits'];
   const started = performance.now();
-  const splitCross = cached ? ctx.sessions.cross : null;
-  let cross: Float32Array[] | null = null;
-  let hostBytes = 0;
-  if (splitCross !== null && first) {
-    const crossFeeds: Record<string, ort.Tensor> = {};
-    for (const [name, tensor] of Object.entries({ ...feeds, encoder_hidden_states: states }))
-      if (splitCross.inputNames.includes(name)) crossFeeds[name] = tensor;
-    const made = await splitCross.run(crossFeeds);
-    hostBytes += hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(made));
-    cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
-      const name = `present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`;
-      return made[name]!.data as Float32Array;
-    });
-  }
+  const splitCross = cached ? sessions.cross : null;
+  const made =
+    splitCross !== null && first ? await runCross(ctx, splitCross, { ...feeds, encoder_hidden_states: states }) : null;
+  const cross = made?.cross ?? null;
+  let hostBytes = made?.hostBytes ?? 0;
   if (inputs.has('use_cache_branch') || splitCross !== null) {
     if (splitCross === null)
       feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.of(cached && !first ? 1 : 0), [1]);
     const empty = new Float32Array(0);
+    const cache = (data: Float32Array, length: number) =>
+      new ort.Tensor('float32', data, [n, H, data === empty ? 0 : length, dh]);
     for (let i = 0; i < ctx.layers; i++) {
       ['key', 'value'].forEach((part, j) => {
         const self = cached && cohort.selfCache !== null ? cohort.selfCache[2 * i + j]! : empty;
-        feeds[`past_key_values.${i}.decoder.${part}`] = new ort.Tensor('float32', self, [
-          n,
-          H,
-          self === empty ? 0 : P,
-          dh,
-        ]);
+        feeds[`past_key_values.${i}.decoder.${part}`] = cache(self, P);
         const past = cross?.[2 * i + j] ?? (cached && !first ? cohort.crossCache![2 * i + j]! : empty);
-        feeds[`past_key_values.${i}.encoder.${part}`] = new ort.Tensor('float32', past, [
-          n,
-          H,
-          past === empty ? 0 : S,
-          dh,
-        ]);
+        feeds[`past_key_values.${i}.encoder.${part}`] = cache(past, S);
         if (cached) {
           fetches.push(appendedCache?.[2 * i + j] ?? `present.${i}.decoder.${part}`);
           if (first && splitCross === null) fetches.push(`present.${i}.encoder.${part}`);
@@ -114,35 +91,31 @@ export async function runDecoder(ctx: CohortContext, cohort: Cohort): Promise<De
       });
     }
   }
-  const out = await ctx.sessions.decoder.run(feeds, fetches);
+  const out = await sessions.decoder.run(feeds, fetches);
   hostBytes += hostBytesOf(Object.values(feeds)) + hostBytesOf(Object.values(out));
-  let topk: DecoderRun['topk'] = null;
-  if (k > 0) {
-    topk = {
-      kind: 'topk',
-      values: out[BEAM_TOPK.values]!.data as Float32Array,
-      ids: out[BEAM_TOPK.ids]!.data as Int32Array,
-      logSumExp: out[BEAM_TOPK.logSumExp]!.data as Float32Array,
-      k,
-    };
-  }
-  const head = ctx.sessions.beamHead;
+  let topk = k > 0 ? topkOf(out, BEAM_TOPK, k) : null;
   const logits = out.logits;
   // Logits wider than the vocabulary (padded columns) are left to the scan, which stops at vocab_size.
-  if (top2 === null && head !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
+  if (top2 === null && sessions.beamHead !== null && logits !== undefined && logits.dims[2] === ctx.config.vocabSize) {
     const k = candidates(ctx, rows);
     const headFeeds = { logits, k: new ort.Tensor('int64', BigInt64Array.of(BigInt(k)), [1]) };
-    const made = await head.run(headFeeds);
+    const made = await sessions.beamHead.run(headFeeds);
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
-    topk = {
-      kind: 'topk',
-      values: made[BEAM_HEAD_OUTPUTS.values]!.data as Float32Array,
-      ids: made[BEAM_HEAD_OUTPUTS.ids]!.data as Int32Array,
-      logSumExp: made[BEAM_HEAD_OUTPUTS.logSumExp]!.data as Float32Array,
-      k,
-    };
+    topk = topkOf(made, BEAM_HEAD_OUTPUTS, k);
   }
   return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
+}
+
+/** A split decoder's first step: the cross graph makes each layer's `present.*.encoder.*` from what it reads of `feeds`. */
+async function runCross(ctx: CohortContext, session: EngineSession, feeds: Record<string, ort.Tensor>) {
+  const crossFeeds: Record<string, ort.Tensor> = {};
+  for (const [name, tensor] of Object.entries(feeds)) if (session.inputNames.includes(name)) crossFeeds[name] = tensor;
+  const made = await session.run(crossFeeds);
+  const cross = Array.from({ length: 2 * ctx.layers }, (_, k) => {
+    const name = `present.${k >> 1}.encoder.${k % 2 === 0 ? 'key' : 'value'}`;
+    return made[name]!.data as Float32Array;
+  });
+  return { cross, hostBytes: hostBytesOf(Object.values(crossFeeds)) + hostBytesOf(Object.values(made)) };
 }
 
 /** Feed the decoder graph's beam switch: its top-`k` outputs computed (k > 0) or left empty. */

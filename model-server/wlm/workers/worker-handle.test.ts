@@ -5,6 +5,7 @@ import type { ItemBody } from '../../protocol.js';
 import { Job, newJobId } from '../job.js';
 import type { BatchReport } from './worker-batches.js';
 import { WorkerHandle } from './worker-handle.js';
+import { childConnection } from './worker-connection.js';
 
 /**
  * A real worker process that holds every batch until a cancel arrives, then answers each item: a cancelled one
@@ -46,7 +47,10 @@ describe('worker handle: a job abandoned while its rows run', () => {
     const worker = new WorkerHandle({
       id: 'w1',
       init: { handler: 'echo', modelDir: '.', device: { kind: 'cpu' }, options: {} as never },
-      spawn: () => spawn(process.execPath, ['-e', RACING_WORKER], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
+      spawn: () =>
+        childConnection(
+          spawn(process.execPath, ['-e', RACING_WORKER], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }),
+        ),
       log: createLogger('test', 'silent'),
       startupTimeoutMs: 10_000,
       stopTimeoutMs: 5_000,

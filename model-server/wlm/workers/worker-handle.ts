@@ -17,7 +17,6 @@
  *   it). We do not retry them (see docs/model-server.md: a poison input would hang worker after worker). A slow
  *   job never recycles a worker that keeps stepping. A worker that exits by itself fails its jobs with WORKER_DIED.
  */
-import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../../common/errors.js';
 import type { Logger } from '../../../common/logger.js';
@@ -25,6 +24,7 @@ import type { DeviceInfo, FromWorker, InitMessage, LoadedModel, ToWorker } from 
 import { deviceLabel } from '../devices.js';
 import type { AbandonReason, Job, JobHolder } from '../job.js';
 import { WorkerBatches, type BatchReport, type OutgoingBatch } from './worker-batches.js';
+import type { WorkerConnection } from './worker-connection.js';
 
 export type WorkerState = 'starting' | 'ready' | 'stopping' | 'dead';
 
@@ -35,10 +35,10 @@ export interface SpawnedEngine {
 }
 
 /**
- * Starts one worker process; tests inject factories whose workers crash, hang or lie, choosing by `engine` which
- * workers misbehave.
+ * Starts one worker (production: a process, http/server.ts `forkWorker`); tests inject factories whose workers crash,
+ * hang or lie, choosing by `engine` which workers misbehave, or run the worker loop in their own process.
  */
-export type WorkerSpawner = (workerId: string, engine: SpawnedEngine) => ChildProcess;
+export type WorkerSpawner = (workerId: string, engine: SpawnedEngine) => WorkerConnection;
 
 export interface WorkerEvents {
   /** A batch finished (its slot is free). */
@@ -51,8 +51,8 @@ export interface WorkerHandleOptions {
   id: string;
   /** The `init` message minus its type and id. */
   init: Omit<InitMessage, 'type' | 'workerId'>;
-  /** Starts the process (the pool's spawner, bound to its engine). */
-  spawn: (workerId: string) => ChildProcess;
+  /** Starts the worker (the pool's spawner, bound to its engine). */
+  spawn: (workerId: string) => WorkerConnection;
   log: Logger;
   /** Longest a load may take before the worker is killed, ms. */
   startupTimeoutMs: number;
@@ -78,7 +78,7 @@ export class WorkerHandle implements JobHolder {
   capacity = Number.POSITIVE_INFINITY;
 
   #state: WorkerState = 'starting';
-  #child: ChildProcess;
+  #child: WorkerConnection;
   #options: WorkerHandleOptions;
   #log: Logger;
   #batches: WorkerBatches;
@@ -102,22 +102,16 @@ export class WorkerHandle implements JobHolder {
     this.#batches = new WorkerBatches(this.#log, (message) => this.#post(message));
     this.startTime = new Date().toISOString();
     this.#child = options.spawn(options.id);
-    this.#exited = new Promise<void>((resolve) => {
-      let done = false;
-      const onGone = (code: number | null, signal: NodeJS.Signals | null, err?: Error) => {
-        if (done) return;
-        done = true;
-        this.#onExit(code, signal, err);
-        resolve();
-      };
-      this.#child.once('exit', (code, signal) => onGone(code, signal));
-      // A spawn failure may emit 'error' without 'exit'.
-      this.#child.once('error', (err) => {
-        if (this.#child.pid === undefined || this.#child.exitCode !== null) onGone(null, null, err);
-        else this.#log.error({ err }, 'worker process error');
-      });
-    });
-    this.#child.on('message', (message: FromWorker) => this.#onMessage(message));
+    this.#exited = new Promise<void>((resolve) =>
+      this.#child.onExit(
+        (code, signal, err) => {
+          this.#onExit(code, signal, err);
+          resolve();
+        },
+        (err) => this.#log.error({ err }, 'worker process error'),
+      ),
+    );
+    this.#child.onMessage((message) => this.#onMessage(message));
   }
 
   get state(): WorkerState {
@@ -215,7 +209,7 @@ export class WorkerHandle implements JobHolder {
     if (this.#state === 'dead') return;
     this.#exitReason ||= reason;
     this.#killError ??= failJobsWith;
-    this.#child.kill('SIGKILL');
+    this.#child.kill();
   }
 
   /** Let in-flight batches finish, then end the process; SIGKILL after the grace period. Idempotent. */
