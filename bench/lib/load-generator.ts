@@ -218,7 +218,9 @@ export async function runClosedLoop(options: ClosedLoopOptions): Promise<LoadRes
       loopDelay.enable();
       options.onWindowOpen?.();
     }
-    const inWindow = t - windowStart;
+    // Measured to the answer, not to now: the window it may end is cut at the answer (`windowEnd` below), and a
+    // loaded machine can run this a few ms after the answer arrived.
+    const inWindow = (answerMs ?? t) - windowStart;
     const opened = windowStart !== Number.POSITIVE_INFINITY;
     const complete =
       atAnswer &&
