@@ -73,7 +73,7 @@ describe('inline markup carried by the word alignment (copy model)', () => {
     });
   }
 
-  it('DeepL tag_handling=xml with non_splitting_tags: each listed element lands on the words it wrapped', async () => {
+  it('DeepL tag_handling=xml and native format xml: each inline element lands on the words it wrapped', async () => {
     const xml = async (text: string, more: Record<string, unknown>) =>
       (
         (
@@ -99,6 +99,17 @@ describe('inline markup carried by the word alignment (copy model)', () => {
     // Inferred by outline detection, with nothing listed.
     const inferred = '<doc>\n  <par>Click <link ref="/a">here</link> to <em>continue</em>.</par>\n</doc>';
     expect(await xml(inferred, {})).toBe(inferred);
+    // The native API takes the same choices as fields of its own.
+    const native = await post('/', {
+      src_lang: 'en',
+      tgt_lang: 'de',
+      src_text: 'Press\n  <b>Continue</b>\n  to advance.',
+      format: 'xml',
+      fragment: true,
+      non_splitting_tags: ['b'],
+      outline_detection: false,
+    });
+    expect(native.translated).toBe('Press <b>Continue</b> to advance.');
     // A copy shorter than its source: only the alignment, not places in proportion, puts the tag on its word.
     const text = 'Ωμέγα Ωμέγα Ωμέγα Ωμέγα, click here to go on.';
     const copied = await plain(text);
