@@ -71,4 +71,24 @@ describe('createRequestParser() — the model server edge', () => {
       expect.objectContaining({ code: 'BAD_REQUEST', message: 'Field "fragment" must be true or false.' }),
     );
   });
+
+  it('the XML tag lists and outline detection: element names, bounded, for XML only', () => {
+    const xml = { src_lang: 'en', src_text: '<p>a <x:b>b</x:b></p>', format: 'xml' };
+    const lists = { non_splitting_tags: ['x:b'], splitting_tags: ['p'], outline_detection: false };
+    expect(parse({ ...xml, ...lists })).toMatchObject(lists);
+    expect(bad({ ...xml, format: 'html', non_splitting_tags: ['b'] })).toThrow(
+      expect.objectContaining({
+        code: 'BAD_REQUEST',
+        message: 'non_splitting_tags, splitting_tags and outline_detection apply to format "xml" only.',
+      }),
+    );
+    for (const [field, value, message] of [
+      ['non_splitting_tags', ['1b'], 'Field "non_splitting_tags" must be an array of element names such as "b".'],
+      ['splitting_tags', ['p'.repeat(101)], 'Field "splitting_tags" must be an array of element names such as "p".'],
+      ['splitting_tags', Array(101).fill('p'), 'Field "splitting_tags" names at most 100 elements.'],
+      ['outline_detection', '0', 'Field "outline_detection" must be true or false.'],
+    ] as const) {
+      expect(bad({ ...xml, [field]: value })).toThrow(expect.objectContaining({ code: 'BAD_REQUEST', message }));
+    }
+  });
 });

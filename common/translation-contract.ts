@@ -46,6 +46,15 @@ export interface TranslationRequest {
   ignore_tags?: string[];
   /** `format` xml: each text may be a fragment (text outside an element, several top-level elements), as DeepL's. */
   fragment?: boolean;
+  /** `format` xml: elements inside a sentence (DeepL's `non_splitting_tags`): part of their parent's run. */
+  non_splitting_tags?: string[];
+  /** `format` xml: elements that always end a sentence (DeepL's `splitting_tags`): blocks. */
+  splitting_tags?: string[];
+  /**
+   * `format` xml: whether an element listed in neither is told inline or block from its content (true, the default,
+   * as DeepL's `outline_detection`), or is always a block (false).
+   */
+  outline_detection?: boolean;
   /** A stored glossary (the model server's `/glossaries`) the translation follows. */
   glossary_id?: string;
   /** An inline glossary, source term → target term. */
@@ -86,6 +95,21 @@ const srcText = z.unknown().superRefine((value, ctx) => {
   });
 });
 
+/** A list of element names (a prefixed name such as `x:b` included), at most 100 of at most 100 characters. */
+const tagNames = (name: string, example: string) => {
+  const error = () => `Field "${name}" must be an array of element names such as "${example}".`;
+  return z
+    .array(
+      z
+        .string({ error })
+        .max(100, { error })
+        .regex(/^[A-Za-z_][\w.:-]*$/, { error }),
+      { error },
+    )
+    .max(100, { error: `Field "${name}" names at most 100 elements.` })
+    .optional();
+};
+
 const ALTERNATIVES_RANGE = `Field "alternatives" must be an integer from 0 to ${MAX_ALTERNATIVES}.`;
 const GLOSSARY_SHAPE = 'Field "glossary" must be an object of source term → target term (strings).';
 
@@ -116,13 +140,11 @@ const FIELDS = {
         `Field "format" must be one of ${TEXT_FORMATS.join(', ')} (text is the default), got ${JSON.stringify(issue.input)}.`,
     })
     .optional(),
-  ignore_tags: z
-    .array(z.string().regex(/^[A-Za-z_][\w.:-]*$/), {
-      error: () => 'Field "ignore_tags" must be an array of element names such as "code".',
-    })
-    .max(100, { error: 'Field "ignore_tags" names at most 100 elements.' })
-    .optional(),
+  ignore_tags: tagNames('ignore_tags', 'code'),
   fragment: z.boolean({ error: 'Field "fragment" must be true or false.' }).optional(),
+  non_splitting_tags: tagNames('non_splitting_tags', 'b'),
+  splitting_tags: tagNames('splitting_tags', 'p'),
+  outline_detection: z.boolean({ error: 'Field "outline_detection" must be true or false.' }).optional(),
   glossary_id: z
     .string({ error: 'Field "glossary_id" must be a string (a glossary\'s id).' })
     .max(64, { error: 'Field "glossary_id" is at most 64 characters.' })
@@ -160,7 +182,13 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
     .refine((r) => !r.alternatives || (r.format ?? 'text') === 'text', {
       error: 'alternatives are offered for plain text (format "text") only.',
     })
-    .refine((r) => !r.fragment || r.format === 'xml', { error: 'fragment applies to format "xml" only.' });
+    .refine((r) => !r.fragment || r.format === 'xml', { error: 'fragment applies to format "xml" only.' })
+    .refine(
+      (r) =>
+        r.format === 'xml' ||
+        (r.non_splitting_tags === undefined && r.splitting_tags === undefined && r.outline_detection === undefined),
+      { error: 'non_splitting_tags, splitting_tags and outline_detection apply to format "xml" only.' },
+    );
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {

@@ -66,6 +66,8 @@ describe('linear time on hostile input', () => {
         ['<table>Stray<tr><td>cell</td></tr>More', 'html'],
         // One run of many inline elements: a sentence whose tags are all placed in one unit.
         ['word <b>word</b> <i><a href="#">x</a> y</i> ', 'html'],
+        // The same in XML, where outline detection tells each element's kind from its content.
+        ['word <b>word</b> <i><a href="#">x</a> y</i> ', 'xml'],
       ],
     );
   });

@@ -174,11 +174,19 @@ describe('XML', () => {
       '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE doc>\n<doc lang="en" title="Keep">\n' +
       '  <s>Hello &amp; <b>bold</b> world</s><![CDATA[<raw> text]]><!-- note -->\n' +
       '  <skip>Do not</skip><s translate="no">Brand</s><e/>😀 after\n</doc>\n';
-    const { texts, out } = translateAll(source, 'xml', ['skip']);
+    // Outline detection off: no element is inline, so each text node is its own unit.
+    const plan = planMarkup(source, 'xml', { ignoreTags: ['skip'], outlineDetection: false });
+    const { texts } = plan;
+    const out = plan.render(texts.map((t) => `«${t.toUpperCase()}» & <x> "q"`));
     expect(texts).toEqual(['Hello &', 'bold', 'world', '😀 after']);
     expect(xmlTree(out)).toEqual(xmlTree(source));
     expect(out).toContain('<s>«HELLO &amp;» &amp; &lt;x&gt; "q" <b>«BOLD» &amp; &lt;x&gt; "q"</b>');
     expect(out).toContain('<e/>«😀 AFTER» &amp; &lt;x&gt; "q"\n</doc>\n');
+  });
+
+  it('a comment right before text keeps its `>`: saxes reports a comment before reading it', () => {
+    const plan = planMarkup('<a><!-- c -->Hello</a>', 'xml');
+    expect(plan.render(['Hallo'])).toBe('<a><!-- c -->Hallo</a>');
   });
 
   it('malformed XML is a 400 naming where', () => {
@@ -200,7 +208,7 @@ describe('XML', () => {
   });
 
   const fragmentOf = (source: string, ignoreTags: string[] = []) => {
-    const plan = planMarkup(source, 'xml', { ignoreTags, fragment: true });
+    const plan = planMarkup(source, 'xml', { ignoreTags, fragment: true, outlineDetection: false });
     return { texts: plan.texts, out: plan.render(plan.texts.map((t) => `[${t.toUpperCase()}]`)) };
   };
 
@@ -229,5 +237,143 @@ describe('XML', () => {
       'The XML is not well-formed at line 1, column 16: unclosed tag: b',
     );
     expect(() => fragmentOf('<?xml version="1.0"?><a>x</b>')).toThrow(/line 1, column 29: unexpected close tag/);
+  });
+});
+
+describe('XML runs: sentences whole across inline elements', () => {
+  /** Links of a copy: each word and each mark of the text to itself, as the copy model's alignment gives them. */
+  const copyLinks = (text: string) =>
+    [...text.matchAll(/[\p{L}\p{N}]+|[^\s\p{L}\p{N}]/gu)].flatMap((m) => [
+      m.index,
+      m.index + m[0].length,
+      m.index,
+      m.index + m[0].length,
+    ]);
+  /** The plan's units, and the document rendered from a copy of each with its links. */
+  const copied = (source: string, options: Parameters<typeof planMarkup>[2]) => {
+    const plan = planMarkup(source, 'xml', options);
+    return { texts: plan.texts, aligned: plan.aligned, out: plan.render(plan.texts, plan.texts.map(copyLinks)) };
+  };
+
+  it('non_splitting_tags: a listed element is part of its sentence and lands back on its words', () => {
+    const source = '<doc><par>One <b>two</b> three.</par><par>Four <i>five</i></par></doc>';
+    const listed = copied(source, { nonSplittingTags: ['b'], outlineDetection: false });
+    expect(listed.texts).toEqual(['One two three.', 'Four', 'five']);
+    expect(listed.aligned).toEqual([true, false, false]);
+    expect(listed.out).toBe(source);
+  });
+
+  it('outline detection: an unlisted element in mixed content holding text is inline; a list of elements is not', () => {
+    const source =
+      '<doc>\n  <par>Press <b>Continue</b> to <link ref="a&amp;b">go <i>on</i></link>, <b><i>now</i></b>.</par>\n' +
+      '  <par>See <list>\n    <item>one</item>\n    <item>two</item>\n  </list> here.</par>\n</doc>';
+    const inferred = copied(source, {});
+    expect(inferred.texts).toEqual(['Press Continue to go on, now.', 'See', 'one', 'two', 'here.']);
+    expect(inferred.aligned).toEqual([true, false, false, false, false]);
+    expect(inferred.out).toBe(source);
+    // Listed as splitting, an element that would be inferred inline is a block.
+    expect(copied(source, { splittingTags: ['link'] }).texts).toEqual([
+      'Press Continue to',
+      'go on',
+      ', now.',
+      'See',
+      'one',
+      'two',
+      'here.',
+    ]);
+  });
+
+  it('outline detection off: only the non-splitting tags are inline', () => {
+    const source = '<p>Hi <b>there</b>, <i>you</i>.</p>';
+    expect(copied(source, { outlineDetection: false }).texts).toEqual(
+      ['Hi', 'there', ', you', '.'].slice(0, 2).concat(['you']),
+    );
+    const listed = copied(source, { outlineDetection: false, nonSplittingTags: ['i'] });
+    expect(listed.texts).toEqual(['Hi', 'there', ', you.']);
+    expect(listed.out).toBe(source);
+  });
+
+  it('ignore_tags, translate="no" and comments end a run, and stay whole and in place', () => {
+    const source =
+      '<p>Run <cmd>npm ci</cmd> now, <b>then</b> stop.<!-- c --> <b>Keep</b> <s translate="no">Brand</s></p>';
+    const run = copied(source, { ignoreTags: ['cmd'] });
+    expect(run.texts).toEqual(['Run', 'now, then stop.', 'Keep']);
+    expect(run.aligned).toEqual([false, true, true]);
+    expect(run.out).toBe(source);
+    // An inline element holding an ignored one is not inline: the text around it is translated apart.
+    expect(copied('<p>A <b>bold <cmd>x</cmd></b> word</p>', { ignoreTags: ['cmd'] }).texts).toEqual([
+      'A',
+      'bold',
+      'word',
+    ]);
+  });
+
+  it('fragments and prefixed names: DeepL-style text with `<x:b>` elements, matched by their qualified names', () => {
+    const source = 'Open <x:b xmlns:x="urn:x">the <x:i>front</x:i> door</x:b> now. <y/>Then close it.';
+    const inferred = copied(source, { fragment: true });
+    expect(inferred.texts).toEqual(['Open the front door now. Then close it.']);
+    expect(inferred.out).toBe(source);
+    const listed = copied(source, { fragment: true, outlineDetection: false, nonSplittingTags: ['x:b', 'x:i', 'y'] });
+    expect(listed.texts).toEqual(['Open the front door now. Then close it.']);
+    expect(listed.out).toBe(source);
+    // The local name alone does not match a prefixed element.
+    expect(
+      copied(source, { fragment: true, outlineDetection: false, nonSplittingTags: ['b', 'i', 'y'] }).texts,
+    ).toEqual(['Open', 'the', 'front', 'door', 'now. Then close it.']);
+  });
+
+  // XML documents from a small grammar: elements with and without text, self-closing ones, attributes with
+  // entities, comments, CDATA; planned with any of the options.
+  const word = fc.constantFrom('Hello', 'world', 'a&amp;b', '1 &lt; 2', 'x > y', '"q"', 'élan', '中文', '\n  ');
+  const name = fc.constantFrom('b', 'i', 'p', 'x:b', 'item', 'skip');
+  const { node } = fc.letrec((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      word,
+      fc.constantFrom('<!-- c -->', '<![CDATA[<raw>]]>', '<br/>', '<i translate="no">Brand</i>'),
+      fc
+        .tuple(name, fc.constantFrom('', ' a="1 &amp; 2"'), fc.array(tie('node'), { maxLength: 4 }))
+        .map(([tag, attrs, children]) => `<${tag}${attrs}>${children.join('')}</${tag}>`),
+    ),
+  }));
+  const options = fc.record({
+    ignoreTags: fc.constantFrom([], ['skip']),
+    nonSplittingTags: fc.subarray(['b', 'x:b', 'p']),
+    splittingTags: fc.subarray(['i', 'item']),
+    outlineDetection: fc.boolean(),
+  });
+  const xmlTree = (source: string) => {
+    const events: unknown[] = [];
+    const parser = new SaxesParser({ fragment: true });
+    parser.on('opentag', (tag) => events.push(['open', tag.name, tag.attributes]));
+    parser.on('closetag', (tag) => events.push(['close', tag.name]));
+    parser.on('comment', (c) => events.push(['comment', c]));
+    parser.on('cdata', (c) => events.push(['cdata', c]));
+    parser.write(source).close();
+    return events;
+  };
+
+  const textOf = (source: string) => {
+    let text = '';
+    const parser = new SaxesParser({ fragment: true });
+    parser.on('text', (t) => (text += t.replace(/\s+/g, '')));
+    parser.write(source).close();
+    return text;
+  };
+
+  it('property: the output parses to the same element tree; a copy with its links gives back every character', () => {
+    fc.assert(
+      fc.property(fc.array(node, { minLength: 1, maxLength: 5 }), options, (nodes, chosen) => {
+        const source = nodes.join('');
+        const plan = planMarkup(source, 'xml', { ...chosen, fragment: true });
+        const out = plan.render(plan.texts.map((t) => `«${t.toUpperCase()}» & <x> "q"`));
+        expect(xmlTree(out)).toEqual(xmlTree(source));
+        const copy = plan.render(plan.texts, plan.texts.map(copyLinks));
+        expect(xmlTree(copy)).toEqual(xmlTree(source));
+        // Copied, every character comes back once and in order (whitespace inside a run is collapsed).
+        expect(textOf(copy)).toBe(textOf(source));
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -11,8 +11,10 @@
  * sentence by sentence as plain text, and each inline element is put back around the target words it aligns with
  * (inline-tags.ts, from the word alignment the worker answers for units that ask). A block element, a `<br>`, an
  * element never translated (`code`, `translate="no"`, ignore_tags), a comment, or an inline element whose markup
- * parse5 reshaped (misnested, unclosed) ends a run, so those stay whole and in place. Elsewhere, and in XML, each
- * text node is one unit, so an inline element stays around the translation of the words it covered.
+ * parse5 reshaped (misnested, unclosed) ends a run, so those stay whole and in place. XML has no vocabulary of its
+ * own, so an element is inline by DeepL's rules: listed in `non_splitting_tags`, or (outline detection on, listed in
+ * neither list) inside mixed content with text or inline content of its own. Elsewhere each text node is one unit, so
+ * an element that is not inline stays around the translation of the words it covered.
  */
 import { parse, parseFragment, type DefaultTreeAdapterMap } from 'parse5';
 import { SaxesParser } from 'saxes';
@@ -29,6 +31,16 @@ export interface MarkupOptions {
    * `tag_handling=xml` takes it. A source that is a whole document (an XML declaration, a doctype) parses as one.
    */
   fragment?: boolean;
+  /** XML only: elements inside a sentence, part of their parent's run (DeepL's `non_splitting_tags`). */
+  nonSplittingTags?: readonly string[];
+  /** XML only: elements that always end a run (DeepL's `splitting_tags`). */
+  splittingTags?: readonly string[];
+  /**
+   * XML only: an element in neither list is inline when it sits in mixed content (its parent holds text beside
+   * elements) and holds text or inline elements itself; otherwise a block. False: only `nonSplittingTags` are
+   * inline. Default true, as DeepL's `outline_detection`.
+   */
+  outlineDetection?: boolean;
 }
 
 /** Text units to translate, and the document rebuilt from their translations. */
@@ -87,7 +99,14 @@ interface Span {
  */
 export function planMarkup(source: string, format: MarkupFormat, options: MarkupOptions = {}): MarkupPlan {
   const ignored = new Set((options.ignoreTags ?? []).map((tag) => (format === 'html' ? tag.toLowerCase() : tag)));
-  const spans = format === 'html' ? htmlSpans(source, ignored) : xmlSpans(source, ignored, options.fragment === true);
+  const spans =
+    format === 'html'
+      ? htmlSpans(source, ignored)
+      : xmlSpans(source, ignored, options.fragment === true, {
+          nonSplitting: new Set(options.nonSplittingTags),
+          splitting: new Set(options.splittingTags),
+          outline: options.outlineDetection !== false,
+        });
   spans.sort((a, b) => a.start - b.start);
   // parse5 reports every node at its own place in the source, so spans never overlap; one that did would be
   // written twice, so it is kept as it is instead.
@@ -310,14 +329,22 @@ function inlineRuns(source: string, children: readonly Node[], ignored: Readonly
   return runs;
 }
 
+/** What a run is built from: parse5's nodes, and the XML tree's nodes (`XmlNode`), which take their shape. */
+interface RunNode {
+  readonly nodeName: string;
+  readonly value?: string;
+  readonly sourceCodeLocation?: (Location & { startTag?: Location; endTag?: Location }) | null;
+  readonly childNodes?: readonly RunNode[];
+}
+
 /** A run's span: its text (collapsed, trimmed) with its elements' ranges in it, and its tags written around it. */
-function runSpan(source: string, run: readonly Node[]): Span | undefined {
+function runSpan(source: string, run: readonly RunNode[]): Span | undefined {
   let raw = '';
   const elements: InlineElement[] = [];
   // Elements' ranges in raw offsets for now, mapped to the collapsed text below. Walked with a stack: an entry
   // either visits a node or, once its children are done, ends an element.
   const all: InlineElement[] = [];
-  const stack: ({ node: Node; into: InlineElement[] } | { ends: InlineElement })[] = run
+  const stack: ({ node: RunNode; into: InlineElement[] } | { ends: InlineElement })[] = run
     .map((node) => ({ node, into: elements }))
     .reverse();
   while (stack.length > 0) {
@@ -331,7 +358,7 @@ function runSpan(source: string, run: readonly Node[]): Span | undefined {
       raw += (node as { value: string }).value;
       continue;
     }
-    const location = (node as Element).sourceCodeLocation!;
+    const location = node.sourceCodeLocation!;
     const element: InlineElement = {
       start: raw.length,
       end: raw.length,
@@ -342,7 +369,7 @@ function runSpan(source: string, run: readonly Node[]): Span | undefined {
     into.push(element);
     all.push(element);
     stack.push({ ends: element });
-    const children = (node as Element).childNodes;
+    const children = node.childNodes ?? [];
     for (let i = children.length - 1; i >= 0; i--) stack.push({ node: children[i]!, into: element.children });
   }
   // Collapse whitespace runs to one space and trim, keeping where each raw offset lands.
@@ -370,8 +397,8 @@ function runSpan(source: string, run: readonly Node[]): Span | undefined {
   }
   const first = run[0]!;
   const last = run.at(-1)!;
-  const startOf = (node: Node) => (node as Element).sourceCodeLocation!.startOffset;
-  const endOf = (node: Node) => (node as Element).sourceCodeLocation!.endOffset;
+  const startOf = (node: RunNode) => node.sourceCodeLocation!.startOffset;
+  const endOf = (node: RunNode) => node.sourceCodeLocation!.endOffset;
   let start = startOf(first);
   let end = endOf(last);
   // Whitespace at the run's ends, outside any element, stays as it stood.
@@ -411,17 +438,39 @@ function attributeSpan(source: string, start: number, end: number, value: string
   };
 }
 
+/** How XML elements are told inline or block (MarkupOptions). */
+interface XmlKinds {
+  nonSplitting: ReadonlySet<string>;
+  splitting: ReadonlySet<string>;
+  outline: boolean;
+}
+
+/**
+ * A node of the XML tree, shaped as parse5's so runs are built alike: `#text`, `#other` (a comment, CDATA section,
+ * processing instruction or declaration: it ends a run and is kept), `#root`, or an element by its qualified name.
+ */
+interface XmlNode extends RunNode {
+  readonly nodeName: string;
+  readonly value?: string;
+  readonly sourceCodeLocation: Location & { startTag?: Location; endTag?: Location };
+  readonly childNodes: XmlNode[];
+  /** An element never translated (ignore_tags, `translate="no"`): kept whole and in place, its content not read. */
+  readonly kept?: boolean;
+}
+
 /**
  * The text spans of an XML source. A fragment is parsed as one (saxes' fragment mode refuses an XML declaration or a
  * doctype, which only a document has); when that fails the source is tried as a document, and when both fail the
  * error reported is the one found further into the source, the one that says what is wrong with it.
  */
-function xmlSpans(source: string, ignored: ReadonlySet<string>, fragment: boolean): Span[] {
-  const first = parseXml(source, ignored, fragment);
-  if (!fragment || !(first instanceof XmlError)) return orThrow(first);
-  const asDocument = parseXml(source, ignored, false);
-  if (!(asDocument instanceof XmlError)) return asDocument;
-  return orThrow(asDocument.at > first.at ? asDocument : first);
+function xmlSpans(source: string, ignored: ReadonlySet<string>, fragment: boolean, kinds: XmlKinds): Span[] {
+  let root = parseXml(source, ignored, fragment);
+  if (fragment && root instanceof XmlError) {
+    const asDocument = parseXml(source, ignored, false);
+    root = asDocument instanceof XmlError && asDocument.at <= root.at ? root : asDocument;
+  }
+  if (root instanceof XmlError) orThrow(root);
+  return xmlTreeSpans(source, root as XmlNode, kinds);
 }
 
 /** Where saxes stopped on a source that is not well-formed, and what it said. */
@@ -432,22 +481,32 @@ class XmlError {
   ) {}
 }
 
-function orThrow(spans: Span[] | XmlError): Span[] {
-  if (!(spans instanceof XmlError)) return spans;
-  const [, line, column, what] = /^(\d+):(\d+): (.*)$/.exec(spans.error.message) ?? [];
+function orThrow(failure: XmlError): never {
+  const [, line, column, what] = /^(\d+):(\d+): (.*)$/.exec(failure.error.message) ?? [];
   const where = line === undefined ? '' : ` at line ${line}, column ${column}`;
-  throw new ServeError('BAD_REQUEST', `The XML is not well-formed${where}: ${what ?? spans.error.message}`);
+  throw new ServeError('BAD_REQUEST', `The XML is not well-formed${where}: ${what ?? failure.error.message}`);
 }
 
-function parseXml(source: string, ignored: ReadonlySet<string>, fragment: boolean): Span[] | XmlError {
+/** The XML tree with source offsets; the content of a kept element is not in it. */
+function parseXml(source: string, ignored: ReadonlySet<string>, fragment: boolean): XmlNode | XmlError {
   const parser = new SaxesParser({ xmlns: false, fragment });
-  const spans: Span[] = [];
-  // Depth inside an ignored element, and where the last event ended: text starts there.
-  let ignoredDepth = 0;
+  const root: XmlNode = { nodeName: '#root', sourceCodeLocation: { startOffset: 0, endOffset: 0 }, childNodes: [] };
+  const open: XmlNode[] = [root];
+  // Depth inside a kept element (the element itself is 1), and where the last event ended: text starts there.
+  let keptDepth = 0;
+  let keptElement: XmlNode | undefined;
   let eventEnd = 0;
   let failure: XmlError | undefined;
-  const markEnd = () => {
-    eventEnd = parser.position;
+  const add = (node: XmlNode) => {
+    if (keptDepth === 0) open.at(-1)!.childNodes.push(node);
+  };
+  // saxes reports a tag once past its `>`; `<` stands in no attribute value, so the last one before is its start.
+  const tagAt = () => ({ startOffset: source.lastIndexOf('<', parser.position - 1), endOffset: parser.position });
+  // saxes reports a comment on its closing `--`, before the `>`; `past` is what it has left to read.
+  const other = (past: number) => () => {
+    const end = parser.position + past;
+    add({ nodeName: '#other', sourceCodeLocation: { startOffset: eventEnd, endOffset: end }, childNodes: [] });
+    eventEnd = end;
   };
   parser.on('error', (error) => {
     failure ??= new XmlError(parser.position, error);
@@ -455,28 +514,130 @@ function parseXml(source: string, ignored: ReadonlySet<string>, fragment: boolea
   parser.on('text', (text) => {
     // saxes reports text when it reaches the next `<`, already consumed; positions count UTF-16 units.
     const end = source[parser.position - 1] === '<' ? parser.position - 1 : parser.position;
-    if (ignoredDepth === 0) {
-      const span = textSpan(source, eventEnd, end, text);
-      if (span) spans.push(span);
-    }
+    add({
+      nodeName: '#text',
+      value: text,
+      sourceCodeLocation: { startOffset: eventEnd, endOffset: end },
+      childNodes: [],
+    });
     eventEnd = end;
   });
   parser.on('opentag', (tag) => {
-    if (ignoredDepth > 0 || ignored.has(tag.name) || tag.attributes['translate'] === 'no') ignoredDepth++;
-    if (tag.isSelfClosing && ignoredDepth > 0) ignoredDepth--;
-    markEnd();
+    const startTag = tagAt();
+    const kept = keptDepth === 0 && (ignored.has(tag.name) || tag.attributes['translate'] === 'no');
+    const element: XmlNode = {
+      nodeName: tag.name,
+      sourceCodeLocation: { startOffset: startTag.startOffset, endOffset: startTag.endOffset, startTag },
+      childNodes: [],
+      ...(kept ? { kept } : {}),
+    };
+    add(element);
+    if (kept) keptElement = element;
+    if (kept || keptDepth > 0) keptDepth++;
+    else open.push(element);
+    eventEnd = parser.position;
   });
   parser.on('closetag', (tag) => {
-    if (!tag.isSelfClosing && ignoredDepth > 0) ignoredDepth--;
-    markEnd();
+    if (keptDepth > 0) {
+      keptDepth--;
+      if (keptDepth === 0) keptElement!.sourceCodeLocation.endOffset = parser.position;
+    } else if (open.length > 1) {
+      const location = open.pop()!.sourceCodeLocation;
+      location.endOffset = parser.position;
+      // A self-closing element's end tag is empty, where its start tag ends.
+      location.endTag = tag.isSelfClosing ? { startOffset: parser.position, endOffset: parser.position } : tagAt();
+    }
+    eventEnd = parser.position;
   });
-  for (const event of ['xmldecl', 'doctype', 'processinginstruction', 'comment', 'cdata'] as const) {
-    parser.on(event, markEnd);
-  }
+  for (const event of ['xmldecl', 'doctype', 'processinginstruction', 'cdata'] as const) parser.on(event, other(0));
+  parser.on('comment', other(1));
   try {
     parser.write(source).close();
   } catch (error) {
     failure ??= new XmlError(parser.position, error as Error);
   }
-  return failure ?? spans;
+  return failure ?? root;
+}
+
+/** The spans of the XML tree: its runs of text and inline elements, and each other text node. */
+function xmlTreeSpans(source: string, root: XmlNode, kinds: XmlKinds): Span[] {
+  const spans: Span[] = [];
+  // Walked with a stack of its own, not by recursion, as the HTML tree is.
+  const pending: XmlNode[] = [root];
+  const inRuns = new Set<XmlNode>();
+  while (pending.length > 0) {
+    const node = pending.pop()!;
+    if (inRuns.has(node) || node.kept || node.nodeName === '#other') continue;
+    if (node.nodeName === '#text') {
+      const { startOffset, endOffset } = node.sourceCodeLocation;
+      const span = textSpan(source, startOffset, endOffset, node.value!);
+      if (span) spans.push(span);
+      continue;
+    }
+    for (const run of xmlRuns(node.childNodes, kinds)) {
+      const span = runSpan(source, run);
+      if (span === undefined) continue;
+      spans.push(span);
+      for (const member of run) inRuns.add(member);
+    }
+    for (let i = node.childNodes.length - 1; i >= 0; i--) pending.push(node.childNodes[i]!);
+  }
+  return spans;
+}
+
+const NOT_WHITESPACE = /[^\t\n\r ]/;
+const isText = (node: XmlNode) => node.nodeName === '#text';
+const isElement = (node: XmlNode) => !node.nodeName.startsWith('#');
+
+/**
+ * The runs among `children` to translate whole: consecutive text nodes and inline elements, next to each other in
+ * the source, with at least one element. Siblings are in mixed content when one of them is text with a non-space.
+ */
+function xmlRuns(children: readonly XmlNode[], kinds: XmlKinds): XmlNode[][] {
+  const mixed = children.some((child) => isText(child) && NOT_WHITESPACE.test(child.value!));
+  const runs: XmlNode[][] = [];
+  let run: XmlNode[] = [];
+  let end = -1;
+  const close = () => {
+    if (run.some(isElement)) runs.push(run);
+    run = [];
+  };
+  for (const child of children) {
+    if (!isText(child) && !xmlInline(child, mixed, kinds, 0)) {
+      close();
+      continue;
+    }
+    if (run.length > 0 && child.sourceCodeLocation.startOffset !== end) close();
+    run.push(child);
+    end = child.sourceCodeLocation.endOffset;
+  }
+  close();
+  return runs;
+}
+
+/**
+ * Whether an element sits in its parent's run: listed non-splitting, or (outline detection on, listed in neither
+ * list) in mixed content and not structural; and everything inside it is text or inline too. Inside an inline
+ * element the content counts as mixed: it is part of a sentence.
+ */
+function xmlInline(node: XmlNode, mixed: boolean, kinds: XmlKinds, depth: number): boolean {
+  if (!isElement(node) || node.kept || depth >= MAX_INLINE_DEPTH || kinds.splitting.has(node.nodeName)) return false;
+  if (!kinds.nonSplitting.has(node.nodeName) && !(kinds.outline && mixed && !structural(node))) return false;
+  return node.childNodes.every((child) => isText(child) || xmlInline(child, true, kinds, depth + 1));
+}
+
+/**
+ * An element that holds elements and only whitespace beside them: a list, a record, a section. One that wraps a
+ * single element and nothing else (`<b><i>x</i></b>`) is not: it takes its child's kind.
+ */
+function structural(node: XmlNode): boolean {
+  let elements = 0;
+  let whitespace = false;
+  for (const child of node.childNodes) {
+    if (isText(child)) {
+      if (NOT_WHITESPACE.test(child.value!)) return false;
+      whitespace = true;
+    } else if (isElement(child)) elements++;
+  }
+  return elements > 1 || (elements === 1 && whitespace);
 }

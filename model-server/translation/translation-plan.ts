@@ -233,17 +233,20 @@ function sentenceItem(lang: string, sentence: string, glossary: GlossaryEntries 
   return terms.length === 0 ? { srcLang: lang, text: sentence } : { srcLang: lang, text: sentence, terms };
 }
 
-function contentOf(
-  text: string,
-  format: TextFormat,
-  { ignore_tags: ignoreTags = [], fragment }: TranslationRequest,
-): Content {
+function contentOf(text: string, format: TextFormat, request: TranslationRequest): Content {
+  const { ignore_tags: ignoreTags = [], fragment } = request;
   switch (format) {
     case 'text':
       return { texts: [text], render: (translations) => translations[0]! };
     case 'html':
     case 'xml':
-      return planMarkup(text, format, { ignoreTags, ...(fragment === undefined ? {} : { fragment }) });
+      return planMarkup(text, format, {
+        ignoreTags,
+        ...(fragment === undefined ? {} : { fragment }),
+        ...(request.non_splitting_tags === undefined ? {} : { nonSplittingTags: request.non_splitting_tags }),
+        ...(request.splitting_tags === undefined ? {} : { splittingTags: request.splitting_tags }),
+        ...(request.outline_detection === undefined ? {} : { outlineDetection: request.outline_detection }),
+      });
     case 'srt':
     case 'vtt':
       return planSubtitles(text, format);

@@ -99,15 +99,18 @@ export const TRANSLATE_PARAMETERS: Readonly<Record<string, ParameterRule>> = {
     check: oneOf('tag_handling_version', ['v1', 'v2']),
   },
   outline_detection: {
-    handling: 'mapped',
-    note: 'every element is its own unit here, as with outline_detection=0',
+    handling: 'honoured',
+    note: 'tag_handling=xml: on (default), an unlisted element in mixed content holding text is inline; 0: only non_splitting_tags are',
     check: oneOf('outline_detection', ['0', '1', 'true', 'false']),
   },
   non_splitting_tags: {
-    handling: 'mapped',
-    note: 'accepted (comma-separated or repeated); the text either side is still translated apart',
+    handling: 'honoured',
+    note: 'tag_handling=xml: these elements stay inside a sentence, carried onto the words they wrap (comma-separated or repeated)',
   },
-  splitting_tags: { handling: 'honoured', note: 'every element splits sentences here, these too' },
+  splitting_tags: {
+    handling: 'honoured',
+    note: 'tag_handling=xml: these elements always end a sentence (comma-separated or repeated)',
+  },
   ignore_tags: {
     handling: 'honoured',
     note: 'with tag_handling: these elements are kept as they are (comma-separated or repeated)',
@@ -140,6 +143,10 @@ function tagList(params: Params, name: string): string[] | undefined {
   );
 }
 
+/** `{[name]: value}`, or nothing when the value is absent. */
+const optional = <K extends string, V>(name: K, value: V | undefined) =>
+  (value === undefined ? {} : { [name]: value }) as Partial<Record<K, V>>;
+
 /** DeepL's usage figures for a keyless server: nothing counted, no limit. */
 const UNLIMITED = 1_000_000_000_000;
 
@@ -167,6 +174,17 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
       const split = param(params, 'split_sentences') === '0' ? 'none' : undefined;
       const format = param(params, 'tag_handling') as 'html' | 'xml' | undefined;
       const ignoreTags = tagList(params, 'ignore_tags');
+      const outline = param(params, 'outline_detection');
+      // DeepL reads these for XML only; with tag_handling=html they change nothing there either.
+      const xml =
+        format === 'xml'
+          ? {
+              fragment: true,
+              ...optional('nonSplittingTags', tagList(params, 'non_splitting_tags')),
+              ...optional('splittingTags', tagList(params, 'splitting_tags')),
+              ...optional('outlineDetection', outline === undefined ? undefined : !['0', 'false'].includes(outline)),
+            }
+          : {};
       const modelType = param(params, 'model_type');
       const modelTypeUsed = modelType === 'latency_optimized' ? modelType : 'quality_optimized';
       const reply = await billedOnSuccess(
@@ -177,7 +195,7 @@ export function mountDeepL(app: Hono<RouterEnv>, context: ApiContext): void {
             ...(format === undefined ? {} : { format }),
             ...(format === undefined || ignoreTags === undefined ? {} : { ignoreTags }),
             // DeepL's XML is inline markup in a text: text outside any element, several elements side by side.
-            ...(format === 'xml' ? { fragment: true } : {}),
+            ...xml,
             srcLang,
             tgtLang,
             ...(split === undefined ? {} : { split }),

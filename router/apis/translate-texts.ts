@@ -123,6 +123,10 @@ export interface TextsRequest {
   ignoreTags?: string[];
   /** XML texts may be fragments (DeepL's tag_handling=xml). */
   fragment?: boolean;
+  /** XML: elements inside a sentence, elements that end one, and whether the others are told apart by content. */
+  nonSplittingTags?: string[];
+  splittingTags?: string[];
+  outlineDetection?: boolean;
   /** Other translations wanted per text (plain text only). */
   alternatives?: number;
   /** Glossary entries (source term → target term) the translation must follow. */
@@ -182,6 +186,9 @@ export async function translateTexts(
       ...(request.format === undefined ? {} : { format: request.format }),
       ...(request.ignoreTags === undefined ? {} : { ignore_tags: request.ignoreTags }),
       ...(request.fragment ? { fragment: true } : {}),
+      ...(request.nonSplittingTags === undefined ? {} : { non_splitting_tags: request.nonSplittingTags }),
+      ...(request.splittingTags === undefined ? {} : { splitting_tags: request.splittingTags }),
+      ...(request.outlineDetection === undefined ? {} : { outline_detection: request.outlineDetection }),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
       ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },

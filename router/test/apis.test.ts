@@ -149,13 +149,16 @@ describe('DeepL /v2/translate', () => {
     expect(await res.json()).toEqual({ message });
   });
 
-  it('passes tag_handling on as the format, with ignore_tags', async () => {
+  it('passes tag_handling on as the format, with ignore_tags (the XML tag lists not for HTML)', async () => {
     const res = await form('/v2/translate', {
       text: '<p>Hi <code>x</code></p>',
       source_lang: 'EN',
       target_lang: 'DE',
       tag_handling: 'html',
       ignore_tags: 'code, pre',
+      // DeepL reads these for XML only.
+      non_splitting_tags: 'b',
+      outline_detection: '0',
     });
     expect(res.status).toBe(200);
     expect(last().body).toEqual({
@@ -179,7 +182,7 @@ describe('DeepL /v2/translate', () => {
     expect(await res.json()).toEqual({ translations: [{ detected_source_language: 'EN', text: 'ko:iH' }] });
   });
 
-  it('takes XML as a fragment: text outside a root, several roots; ignore_tags from a JSON array', async () => {
+  it('takes XML as a fragment: text outside a root, several roots; the tag lists from a JSON array or commas', async () => {
     const text = '<p>This is a <b>short</b> sentence.</p> <ignore>x</ignore> This is another sentence.';
     const res = await json('/v2/translate', {
       text: [text],
@@ -198,6 +201,9 @@ describe('DeepL /v2/translate', () => {
       format: 'xml',
       ignore_tags: ['ignore', 'raw', 'code'],
       fragment: true,
+      non_splitting_tags: ['b'],
+      splitting_tags: ['p', 'par'],
+      outline_detection: false,
     });
   });
 

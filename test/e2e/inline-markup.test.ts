@@ -1,11 +1,11 @@
 /**
- * Sentences whole across inline markup (issue 38 item 1), from a client's seat: the router's three ways in (native
- * `format: "html"`, DeepL `tag_handling=html`, LibreTranslate `format: html`) against a real model server running the
- * copy model (tools/demo-model/copy-weights.ts), whose translation is its source token for token and whose
- * cross-attention says which source token each target token copies. So every inline element must land on exactly
- * the words it wrapped. The copy model writes no `<unk>` back, so a sentence with characters outside its vocabulary
- * comes back shorter than it went in: there only the alignment, not the elements' places in proportion, puts a tag
- * back on its words.
+ * Sentences whole across inline markup (issue 38 item 1), from a client's seat: the router's ways in (native
+ * `format: "html"`, DeepL `tag_handling=html`, LibreTranslate `format: html`, and DeepL `tag_handling=xml` with its
+ * `non_splitting_tags` or its outline detection) against a real model server running the copy model
+ * (tools/demo-model/copy-weights.ts), whose translation is its source token for token and whose cross-attention says
+ * which source token each target token copies. So every inline element must land on exactly the words it wrapped.
+ * The copy model writes no `<unk>` back, so a sentence with characters outside its vocabulary comes back shorter than
+ * it went in: there only the alignment, not the elements' places in proportion, puts a tag back on its words.
  */
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -72,6 +72,49 @@ describe('inline markup carried by the word alignment (copy model)', () => {
       for (const html of DOCUMENTS) expect(await translate(html)).toBe(html);
     });
   }
+
+  it('DeepL tag_handling=xml and native format xml: each inline element lands on the words it wrapped', async () => {
+    const xml = async (text: string, more: Record<string, unknown>) =>
+      (
+        (
+          await post('/v2/translate', {
+            text: [text],
+            source_lang: 'EN',
+            target_lang: 'DE',
+            tag_handling: 'xml',
+            ...more,
+          })
+        ).translations as { text: string }[]
+      )[0]!.text;
+    const listed = { non_splitting_tags: 'b', outline_detection: '0' };
+    for (const text of [
+      'Press <b>Continue</b> to advance.',
+      '<par>Open the <b>front door</b> now, then <b>close</b> it.</par>',
+      '<doc><par>The <b id="k" x:t="a&amp;b">quick <x:i>brown</x:i> fox</b> jumps.</par><par>Keep <raw>a b</raw> as <b>it</b> is.</par></doc>',
+    ]) {
+      expect(await xml(text, { ...listed, non_splitting_tags: 'b,x:i', ignore_tags: 'raw' })).toBe(text);
+    }
+    // One unit, translated whole: its inner whitespace comes back collapsed, where text nodes apart keep theirs.
+    expect(await xml('Press\n  <b>Continue</b>\n  to advance.', listed)).toBe('Press <b>Continue</b> to advance.');
+    // Inferred by outline detection, with nothing listed.
+    const inferred = '<doc>\n  <par>Click <link ref="/a">here</link> to <em>continue</em>.</par>\n</doc>';
+    expect(await xml(inferred, {})).toBe(inferred);
+    // The native API takes the same choices as fields of its own.
+    const native = await post('/', {
+      src_lang: 'en',
+      tgt_lang: 'de',
+      src_text: 'Press\n  <b>Continue</b>\n  to advance.',
+      format: 'xml',
+      fragment: true,
+      non_splitting_tags: ['b'],
+      outline_detection: false,
+    });
+    expect(native.translated).toBe('Press <b>Continue</b> to advance.');
+    // A copy shorter than its source: only the alignment, not places in proportion, puts the tag on its word.
+    const text = 'Ωμέγα Ωμέγα Ωμέγα Ωμέγα, click here to go on.';
+    const copied = await plain(text);
+    expect(await xml(text.replace('here', '<b>here</b>'), listed)).toBe(copied.replace('here', '<b>here</b>'));
+  });
 
   it('a translation shorter than its source still gets each tag on its own words', async () => {
     const text = 'Ωμέγα Ωμέγα Ωμέγα Ωμέγα, click here to go on.';
