@@ -52,6 +52,12 @@ export interface TranslationRequest {
   glossary?: Record<string, string>;
   /** Alternative translations wanted beside each text's translation (beam search's runners-up; plain text only). */
   alternatives?: number;
+  /**
+   * Answer each text's word alignment beside its translation (`alignment`: per text, flat links per target token
+   * `targetStart, targetEnd, sourceStart, sourceEnd` over the text's and the translation's characters); plain text
+   * only. Off by default: only the sentences that ask pay the alignment pass.
+   */
+  alignment?: boolean;
 }
 
 /** The router's request: the model server it goes to is the one serving `tgt_lang`. */
@@ -134,6 +140,7 @@ const FIELDS = {
     .max(MAX_ALTERNATIVES, { error: ALTERNATIVES_RANGE })
     .optional(),
   glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
+  alignment: z.boolean({ error: 'Field "alignment" must be true or false.' }).optional(),
 };
 
 /** A parser of request bodies, built once (the zod schema is made when the parser is, not per call). */
@@ -160,7 +167,10 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
     .refine((r) => !r.alternatives || (r.format ?? 'text') === 'text', {
       error: 'alternatives are offered for plain text (format "text") only.',
     })
-    .refine((r) => !r.fragment || r.format === 'xml', { error: 'fragment applies to format "xml" only.' });
+    .refine((r) => !r.fragment || r.format === 'xml', { error: 'fragment applies to format "xml" only.' })
+    .refine((r) => !r.alignment || (r.format ?? 'text') === 'text', {
+      error: 'alignment is answered for plain text (format "text") only.',
+    });
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {
