@@ -103,7 +103,8 @@ class Unit {
     const placed = this.runs.slice(this.runs.indexOf(filled[0]!), this.runs.indexOf(filled.at(-1)!) + 1);
     const target = translation.trim();
     let cuts: number[];
-    if (links === undefined) cuts = [0, ...placed.map(() => target.length)];
+    // No link at all (a model whose cross-attention cannot be read answers none): nothing to place runs by.
+    if (links === undefined || links.length === 0) cuts = [0, ...placed.map(() => target.length)];
     else {
       const joined = this.parts.join('');
       const lead = joined.length - joined.trimStart().length;

@@ -153,16 +153,17 @@ describe('runs placed by the word alignment', () => {
   });
 
   it('without an alignment, puts the translation into the first run with text and empties the others', () => {
-    expect(render(paragraph, ['Le renard brun et un mot italique.'], [undefined])).toBe(
-      document(
-        '<w:p>' +
-          run('Le renard brun et un mot italique.') +
-          run('', 'b') +
-          run('') +
-          run('', 'i') +
-          run('') +
-          '</w:p>',
-      ),
-    );
+    for (const none of [undefined, []])
+      expect(render(paragraph, ['Le renard brun et un mot italique.'], [none])).toBe(
+        document(
+          '<w:p>' +
+            run('Le renard brun et un mot italique.') +
+            run('', 'b') +
+            run('') +
+            run('', 'i') +
+            run('') +
+            '</w:p>',
+        ),
+      );
   });
 });
