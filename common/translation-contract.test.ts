@@ -60,6 +60,19 @@ describe('createRequestParser() — the model server edge', () => {
     });
   });
 
+  it('alignment is for plain text only, and a boolean', () => {
+    expect(parse({ src_lang: 'en', src_text: 'a', alignment: true })).toMatchObject({ alignment: true });
+    expect(bad({ src_lang: 'en', src_text: '<p>a</p>', format: 'html', alignment: true })).toThrow(
+      expect.objectContaining({
+        code: 'BAD_REQUEST',
+        message: 'alignment is answered for plain text (format "text") only.',
+      }),
+    );
+    expect(bad({ src_lang: 'en', src_text: 'a', alignment: 'yes' })).toThrow(
+      expect.objectContaining({ code: 'BAD_REQUEST', message: 'Field "alignment" must be true or false.' }),
+    );
+  });
+
   it('fragment is for XML only, and a boolean', () => {
     expect(parse({ src_lang: 'en', src_text: 'a <b>b</b>', format: 'xml', fragment: true })).toMatchObject({
       fragment: true,

@@ -61,6 +61,12 @@ export interface TranslationRequest {
   glossary?: Record<string, string>;
   /** Alternative translations wanted beside each text's translation (beam search's runners-up; plain text only). */
   alternatives?: number;
+  /**
+   * Answer each text's word alignment beside its translation (`alignment`: per text, flat links per target token
+   * `targetStart, targetEnd, sourceStart, sourceEnd` over the text's and the translation's characters); plain text
+   * only. Off by default: only the sentences that ask pay the alignment pass.
+   */
+  alignment?: boolean;
 }
 
 /** The router's request: the model server it goes to is the one serving `tgt_lang`. */
@@ -156,6 +162,7 @@ const FIELDS = {
     .max(MAX_ALTERNATIVES, { error: ALTERNATIVES_RANGE })
     .optional(),
   glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
+  alignment: z.boolean({ error: 'Field "alignment" must be true or false.' }).optional(),
 };
 
 /** A parser of request bodies, built once (the zod schema is made when the parser is, not per call). */
@@ -188,7 +195,10 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
         r.format === 'xml' ||
         (r.non_splitting_tags === undefined && r.splitting_tags === undefined && r.outline_detection === undefined),
       { error: 'non_splitting_tags, splitting_tags and outline_detection apply to format "xml" only.' },
-    );
+    )
+    .refine((r) => !r.alignment || (r.format ?? 'text') === 'text', {
+      error: 'alignment is answered for plain text (format "text") only.',
+    });
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) {

@@ -135,7 +135,11 @@ function write(target: string, roots: Placed[], escape: (text: string) => string
 const isSpace = (c: string | undefined) => c === undefined || c === ' ';
 
 /** The target range at the element's place in proportion, whole words when its source range is whole words. */
-function proportional(source: string, element: InlineElement, target: string): [number, number] {
+export function proportional(
+  source: string,
+  element: { readonly start: number; readonly end: number },
+  target: string,
+): [number, number] {
   const scale = source.length === 0 ? 0 : target.length / source.length;
   let start = Math.round(element.start * scale);
   let end = Math.max(start, Math.round(element.end * scale));

@@ -131,7 +131,9 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
       if (counted > limits.maxSentences) throw tooMany();
       return segments;
     });
-    return content.aligned?.includes(true) ? { lang, units, aligned: content.aligned } : { lang, units };
+    // Plain text asking for `alignment` (the contract allows no other format): its one part's links are answered.
+    const aligned = request.alignment ? [true] : content.aligned;
+    return aligned?.includes(true) ? { lang, units, aligned } : { lang, units };
   });
   // An inline glossary (`glossary`) is for whatever the source is; a stored one (`glossary_id`) for its pair.
   const { glossary: inline } = request;
@@ -190,6 +192,7 @@ export function answerTranslation(
       join: (texts: string[]) => joinTranslations({ pieces: ids, separators }, texts, tgtLang),
     })),
   );
+  const alignments: Links[] = [];
   const translated = texts.map((text, d) => {
     const units = parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)));
     const { aligned, units: outline } = docs[d]!;
@@ -205,9 +208,11 @@ export function answerTranslation(
           )
         : undefined,
     );
+    if (request.alignment) alignments.push(links[0] ?? []);
     return contentOf(text, format, request).render(units, links);
   });
   const response: Record<string, unknown> = { translated: isArray ? translated : translated[0] };
+  if (request.alignment) response.alignment = isArray ? alignments : alignments[0];
   if (alternatives !== 0) {
     // Plain text only: one part per text.
     const ranked = parts.map(([{ ranked, join }]) =>

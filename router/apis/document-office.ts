@@ -2,23 +2,32 @@
  * @module router/apis/document-office — an Office or EPUB document job (./documents.ts): the file planned in the
  * office thread (./office-threads.ts), its units translated as plain text in batches — a few at once, each a request
  * through the router's path, halved when the model server finds it too large or too slow and a lone unit cut like a
- * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread.
+ * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread, each
+ * unit's word alignment (asked with it) placing its paragraph's runs on the words they align with.
  * And an upload read: checked and counted, an Office file planned in the thread.
  */
 import { randomUUID } from 'node:crypto';
 import type { OfficeKind } from '../../model-server/text/office/office-document.js';
 import { type DocumentContent, documentType, isOffice, readDocument } from './document-files.js';
 import { type Cut, cutDocument, type PieceTranslation, translateInPieces } from './document-pieces.js';
-import { UNIT_SEPARATOR } from './office-task.js';
+import { packLinks, UNIT_SEPARATOR } from './office-task.js';
 import type { OfficeThreads } from './office-threads.js';
 
 /** Batches of one document in flight at once: enough to keep the model servers' batches full. */
 const BATCHES_AT_ONCE = 4;
 
-export interface OfficeJob extends Omit<PieceTranslation<string[]>, 'cut'> {
+/** A unit of an Office file: its text, and once translated, the translation's word alignment to the unit's text. */
+interface OfficeUnit {
+  text: string;
+  links?: number[] | undefined;
+}
+
+export interface OfficeJob extends Omit<PieceTranslation<OfficeUnit[]>, 'cut' | 'translate'> {
   threads: OfficeThreads;
   /** The units' language, for where a lone unit may be cut (`cutDocument`). */
   srcLang: string;
+  /** One request for some units: their translations, and their word alignments when the model server gave them. */
+  translate(units: string[]): Promise<{ translated: string[]; alignments?: (number[] | undefined)[] }>;
 }
 
 /** An upload of `filename` read: a text file as UTF-8, an Office file planned in the office thread (and counted). */
@@ -40,27 +49,49 @@ export async function translateOffice(bytes: Uint8Array, kind: OfficeKind, job: 
   const keep = randomUUID();
   const { batches } = await job.threads.plan(bytes, kind, { keep, signal: job.signal });
   const translated: string[] = new Array<string>(batches.length);
+  const links: Int32Array[] = new Array<Int32Array>(batches.length);
+  const translate = async (units: OfficeUnit[]): Promise<OfficeUnit[]> => {
+    const { translated, alignments } = await job.translate(units.map((unit) => unit.text));
+    return translated.map((text, i) => ({ text, links: alignments?.[i] }));
+  };
   let next = 0;
   const worker = async () => {
     while (next < batches.length) {
       const at = next++;
-      const units = batches[at]!.split(UNIT_SEPARATOR);
-      const out = await translateInPieces(units, { ...job, cut: (piece) => cutUnits(piece, job.srcLang) });
-      // A separator inside a translation would shift every unit after it.
-      translated[at] = out.map((text) => text.replaceAll(UNIT_SEPARATOR, '')).join(UNIT_SEPARATOR);
+      const units = batches[at]!.split(UNIT_SEPARATOR).map((text) => ({ text }));
+      const out = await translateInPieces(units, { ...job, translate, cut: (piece) => cutUnits(piece, job.srcLang) });
+      // A separator inside a translation would shift every unit after it (and its links, then dropped).
+      const clean = out.map((unit): OfficeUnit =>
+        unit.text.includes(UNIT_SEPARATOR) ? { text: unit.text.replaceAll(UNIT_SEPARATOR, '') } : unit,
+      );
+      translated[at] = clean.map((unit) => unit.text).join(UNIT_SEPARATOR);
+      links[at] = packLinks(clean.map((unit) => unit.links));
     }
   };
   await Promise.all(Array.from({ length: Math.min(BATCHES_AT_ONCE, batches.length) }, worker));
-  return job.threads.render(bytes, kind, translated, { keep, signal: job.signal });
+  return job.threads.render(bytes, kind, translated, { keep, signal: job.signal, links });
 }
 
-/** A batch halved; a lone unit cut as plain text is (its two halves' translations joined as one unit's). */
-function cutUnits(units: string[], lang: string): Cut<string[]> | null {
+/**
+ * A batch halved; a lone unit cut as plain text is (its two halves' translations joined as one unit's, the second
+ * half's links shifted to where its source and its translation stand in the unit's).
+ */
+function cutUnits(units: OfficeUnit[], lang: string): Cut<OfficeUnit[]> | null {
   if (units.length > 1) {
     const half = Math.ceil(units.length / 2);
     return { pieces: [units.slice(0, half), units.slice(half)], join: ([a, b]) => [...a, ...b] };
   }
-  const cut = cutDocument(units[0]!, 'text', lang);
+  const cut = cutDocument(units[0]!.text, 'text', lang);
   if (cut === null) return null;
-  return { pieces: [[cut.pieces[0]], [cut.pieces[1]]], join: ([a, b]) => [cut.join([a[0]!, b[0]!])] };
+  const [first, second] = cut.pieces;
+  return {
+    pieces: [[{ text: first }], [{ text: second }]],
+    join: ([[a], [b]]) => {
+      // A plain text's halves join as they are (cutDocument), so the second's translation follows the first's.
+      const shifted = b!.links?.map((value, k) => value + (k % 4 < 2 ? a!.text.length : first.length));
+      const links =
+        a!.links === undefined && shifted === undefined ? undefined : [...(a!.links ?? []), ...(shifted ?? [])];
+      return [{ text: cut.join([a!.text, b!.text]), links }];
+    },
+  };
 }

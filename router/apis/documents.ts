@@ -70,6 +70,8 @@ export interface DocumentTranslation {
   glossary?: Record<string, string>;
   /** DeepL fails a document already in its target language (translate-texts.ts `TextsRequest`). */
   sameLanguage?: 'refuse';
+  /** Each text's word alignment wanted (an Office file's units, to place their runs). */
+  alignment?: boolean;
   requestId: string;
   signal: AbortSignal;
 }
@@ -78,7 +80,7 @@ export interface DocumentJobsOptions {
   /** The folder every router instance of the machine shares. */
   dir: string;
   /** Translates texts through the router's path (translate-texts.ts `translateTexts`). */
-  translate(request: DocumentTranslation): Promise<{ translated: string[] }>;
+  translate(request: DocumentTranslation): Promise<{ translated: string[]; alignments?: (number[] | undefined)[] }>;
   logger?: Logger | undefined;
   /** How long a document is kept after its upload, ms. Default 1 hour. */
   keepMs?: number;
@@ -328,31 +330,31 @@ export class DocumentJobs {
       if (type === undefined)
         throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
       const { format } = type;
-      const request = async (texts: string[], as: DocumentFormat) =>
-        (
-          await this.#translate({
-            texts,
-            format: as,
-            srcLang: record.srcLang,
-            tgtLang: record.tgtLang,
-            ...(record.glossary === null ? {} : { glossary: record.glossary }),
-            ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
-            requestId: record.id,
-            signal: this.#closing.signal,
-          })
-        ).translated;
+      const request = (texts: string[], as: DocumentFormat, alignment = false) =>
+        this.#translate({
+          texts,
+          format: as,
+          srcLang: record.srcLang,
+          tgtLang: record.tgtLang,
+          ...(record.glossary === null ? {} : { glossary: record.glossary }),
+          ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
+          ...(alignment ? { alignment } : {}),
+          requestId: record.id,
+          signal: this.#closing.signal,
+        });
       const job = { deadlineMs: record.deadlineMs, signal: this.#closing.signal, requests };
       const translated = isOffice(format)
         ? await translateOffice(this.#folder.readSourceBytes(id), format, {
             ...job,
             srcLang: record.srcLang,
             threads: this.#office,
-            translate: (units) => request(units, 'text'),
+            // Each unit's alignment places its runs (model-server/text/office/run-placement.ts).
+            translate: (units) => request(units, 'text', true),
           })
         : await translateInPieces(this.#folder.readSource(id), {
             ...job,
             cut: (text) => cutDocument(text, format, record.srcLang),
-            translate: async (text) => (await request([text], format))[0]!,
+            translate: async (text) => (await request([text], format)).translated[0]!,
           });
       if (this.#folder.read(id) === undefined) return; // removed meanwhile
       this.#folder.writeText(id, 'result', translated);

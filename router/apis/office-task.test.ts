@@ -1,7 +1,7 @@
 import { unzipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
 import { docxFile } from '../../harness/office-files.js';
-import run, { BATCH_UNITS, type OfficeUnits, UNIT_SEPARATOR } from './office-task.js';
+import run, { BATCH_UNITS, type OfficeUnits, packLinks, UNIT_SEPARATOR, unpackLinks } from './office-task.js';
 
 describe('office-task', () => {
   it('batches the units, at most BATCH_UNITS each, and counts their characters', () => {
@@ -30,6 +30,30 @@ describe('office-task', () => {
       ok: false,
       error: { code: 'BAD_REQUEST', message: expect.stringMatching(/^The file is not a readable zip archive/) },
     });
+  });
+
+  it("places a paragraph's runs by the links each batch carries, packed in one array", () => {
+    const units = [[0, 3, 0, 3, 4, 9, 4, 9], undefined, [], [1, 2, 3, 4]];
+    expect(unpackLinks(packLinks(units))).toEqual(units);
+    const docx = docxFile([['The quick ', 'brown', ' fox runs.']]);
+    const { batches } = (run({ name: 'plan', bytes: docx, kind: 'docx' }) as { value: OfficeUnits }).value;
+    // The translation is the source, each word linked to itself (what the copy model answers).
+    const copy = (text: string) =>
+      [...text.matchAll(/\S+/g)].flatMap(({ index, 0: word }) => [
+        index,
+        index + word.length,
+        index,
+        index + word.length,
+      ]);
+    const links = batches.map((batch) => packLinks(batch.split(UNIT_SEPARATOR).map(copy)));
+    const rendered = run({ name: 'render', bytes: docx, kind: 'docx', translations: batches, links });
+    const document = new TextDecoder().decode(
+      unzipSync((rendered as { value: Uint8Array }).value)['word/document.xml'],
+    );
+    expect(document).toContain(
+      '<w:r><w:t xml:space="preserve">The quick </w:t></w:r><w:r><w:rPr><w:b/></w:rPr><w:t xml:space="preserve">brown</w:t></w:r>' +
+        '<w:r><w:t xml:space="preserve"> fox runs.</w:t></w:r>',
+    );
   });
 
   it('answers a refusal as its wire form', () => {

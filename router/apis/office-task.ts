@@ -4,7 +4,7 @@
  * in and goes out is structured-cloned; a `ServeError` (a 400, a 413) comes back as its wire form, since a thrown
  * error would lose its code on the way. The units cross in batches, each one string of its units joined by NUL (which
  * XML text never holds): the router splits one batch at a time as it sends it, where cloning a million short strings
- * would hold its event loop.
+ * would hold its event loop. Their word alignments cross the same way: one Int32Array per batch (`packLinks`).
  */
 import { ServeError, type WireError } from '../../common/errors.js';
 import { type OfficeKind, type OfficePlan, planOffice } from '../../model-server/text/office/office-document.js';
@@ -25,7 +25,7 @@ export interface OfficeUnits {
 /** `keep`: a job's key, under which `plan` keeps its plan for the job's `render` (which plans again without it). */
 export type OfficeTask =
   | { name: 'plan'; bytes: Uint8Array; kind: OfficeKind; keep?: string }
-  | { name: 'render'; bytes: Uint8Array; kind: OfficeKind; translations: string[]; keep?: string }
+  | { name: 'render'; bytes: Uint8Array; kind: OfficeKind; translations: string[]; links?: Int32Array[]; keep?: string }
   | { name: 'ready' };
 
 /**
@@ -55,7 +55,11 @@ export default function run(task: OfficeTask): OfficeOutcome {
       case 'render': {
         const plan = (task.keep === undefined ? undefined : kept.get(task.keep)) ?? planOffice(task.bytes, task.kind);
         if (task.keep !== undefined) kept.delete(task.keep);
-        return { ok: true, value: plan.render(task.translations.flatMap((batch) => batch.split(UNIT_SEPARATOR))) };
+        const translations = task.translations.flatMap((batch) => batch.split(UNIT_SEPARATOR));
+        const links = task.links?.flatMap(unpackLinks);
+        if (links !== undefined && links.length !== translations.length)
+          throw new Error(`${links.length} alignments for ${translations.length} translations`);
+        return { ok: true, value: plan.render(translations, links) };
       }
       case 'ready':
         return { ok: true, value: 1 };
@@ -64,6 +68,29 @@ export default function run(task: OfficeTask): OfficeOutcome {
     if (err instanceof ServeError) return { ok: false, error: err.toWire() };
     throw err;
   }
+}
+
+/** A batch's units' links as one array: per unit its count of numbers (-1: no alignment), then the numbers. */
+export function packLinks(units: readonly (readonly number[] | undefined)[]): Int32Array {
+  const out = new Int32Array(units.reduce((sum, links) => sum + 1 + (links?.length ?? 0), 0));
+  let at = 0;
+  for (const links of units) {
+    out[at++] = links === undefined ? -1 : links.length;
+    if (links !== undefined) out.set(links, at);
+    at += links?.length ?? 0;
+  }
+  return out;
+}
+
+/** `packLinks` undone. */
+export function unpackLinks(packed: Int32Array): (number[] | undefined)[] {
+  const out: (number[] | undefined)[] = [];
+  for (let at = 0; at < packed.length;) {
+    const count = packed[at++]!;
+    out.push(count < 0 ? undefined : Array.from(packed.subarray(at, at + count)));
+    at += Math.max(0, count);
+  }
+  return out;
 }
 
 function batchesOf(texts: readonly string[]): OfficeUnits {

@@ -29,16 +29,21 @@ export class OfficeThreads {
   }
 
   /**
-   * The file rebuilt from its units' translations, in the batches `plan` gave (each joined); from the plan kept
-   * under `keep` when the thread still has it.
+   * The file rebuilt from its units' translations, in the batches `plan` gave (each joined), and their word
+   * alignments per batch (`links`, ./office-task.ts `packLinks`; absent: none); from the plan kept under `keep` when
+   * the thread still has it.
    */
   render(
     bytes: Uint8Array,
     kind: OfficeKind,
     translations: string[],
-    options: { keep?: string; signal?: AbortSignal } = {},
+    options: { keep?: string; signal?: AbortSignal; links?: Int32Array[] } = {},
   ): Promise<Uint8Array> {
-    return this.#run<Uint8Array>({ name: 'render', bytes, kind, translations, ...keep(options.keep) }, options.signal);
+    const links = options.links === undefined ? {} : { links: options.links };
+    return this.#run<Uint8Array>(
+      { name: 'render', bytes, kind, translations, ...links, ...keep(options.keep) },
+      options.signal,
+    );
   }
 
   /** Stop the thread; what runs is rejected. Idempotent. */

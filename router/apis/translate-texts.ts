@@ -135,6 +135,8 @@ export interface TextsRequest {
   srcLang: string;
   tgtLang: string;
   split?: 'sentences' | 'none';
+  /** Ask for each text's word alignment (plain text only): `TextsReply.alignments`. */
+  alignment?: boolean;
   /**
    * A text whose source language (given or detected) is the target: `as-is` answers it as it is, `refuse` fails the
    * request (DeepL's answers to a text and to a document); absent, it is translated like any other.
@@ -153,6 +155,11 @@ export interface TextsReply {
    * language detected in the request; nothing detected: the first served language).
    */
   sourceLangs: string[];
+  /**
+   * Each text's word alignment to its translation (`alignment` asked), as the model server answers it; absent for a
+   * text answered as it is (blank, or already in the target language).
+   */
+  alignments: (number[] | undefined)[];
 }
 
 /**
@@ -169,11 +176,12 @@ export async function translateTexts(
   const alternatives = request.texts.map((): string[] => []);
   const fallback = request.srcLang === AUTO_LANGUAGE ? (context.languages[0] ?? 'en') : request.srcLang;
   const sourceLangs = request.texts.map(() => fallback);
+  const alignments = request.texts.map((): number[] | undefined => undefined);
   if (request.sameLanguage !== undefined && request.srcLang === request.tgtLang) {
     if (request.sameLanguage === 'refuse') throw sameLanguageError();
-    return { translated, alternatives, sourceLangs };
+    return { translated, alternatives, sourceLangs, alignments };
   }
-  if (sent.length === 0) return { translated, alternatives, sourceLangs };
+  if (sent.length === 0) return { translated, alternatives, sourceLangs, alignments };
   const sentTexts = sent.map((i) => request.texts[i]!);
   const input = parseTranslateRequest(
     {
@@ -190,6 +198,7 @@ export async function translateTexts(
       ...(request.splittingTags === undefined ? {} : { splitting_tags: request.splittingTags }),
       ...(request.outlineDetection === undefined ? {} : { outline_detection: request.outlineDetection }),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
+      ...(request.alignment ? { alignment: true } : {}),
       ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },
     context.routes?.targets ?? context.languages,
@@ -207,6 +216,7 @@ export async function translateTexts(
     translated?: unknown;
     detected_src_lang?: unknown;
     alternatives?: { translated: string }[][];
+    alignment?: unknown[];
   };
   const texts = answer.translated;
   if (!Array.isArray(texts) || texts.length !== sent.length || !texts.every((t) => typeof t === 'string'))
@@ -215,19 +225,22 @@ export async function translateTexts(
   sent.forEach((at, k) => {
     translated[at] = texts[k] as string;
     alternatives[at] = answer.alternatives?.[k]?.map((alternative) => alternative.translated) ?? [];
+    const links = answer.alignment?.[k];
+    if (Array.isArray(links)) alignments[at] = links as number[];
     const lang = detected?.[k];
     if (typeof lang === 'string') sourceLangs[at] = lang;
     if (request.sameLanguage !== undefined && lang === request.tgtLang) {
       if (request.sameLanguage === 'refuse') throw sameLanguageError();
       translated[at] = request.texts[at]!;
       alternatives[at] = [];
+      alignments[at] = undefined;
     }
   });
   // A blank text has no language of its own: it takes the first one detected in the request.
   const first = typeof detected?.[0] === 'string' ? detected[0] : undefined;
   if (first !== undefined)
     for (const [i, text] of request.texts.entries()) if (text.trim() === '') sourceLangs[i] = first;
-  return { translated, alternatives, sourceLangs };
+  return { translated, alternatives, sourceLangs, alignments };
 }
 
 /** DeepL's refusal of a document already in its target language. */

@@ -606,7 +606,9 @@ describe('Office and EPUB files (issue 38)', () => {
       billed_characters: units.join('').length,
     });
     // Plain text in one batch, one text a unit: the model server cuts each into sentences.
-    expect(s.fake.seen.map((r) => r.body)).toEqual([{ src_lang: 'en', format: 'text', src_text: units }]);
+    expect(s.fake.seen.map((r) => r.body)).toEqual([
+      { src_lang: 'en', format: 'text', alignment: true, src_text: units },
+    ]);
     const out = await result(s, handle);
     const document = xmlOf(out, 'word/document.xml');
     expect(document).toContain(`<w:t xml:space="preserve">${fakeOf('de', 'The quick brown fox jumps.')}</w:t>`);

@@ -16,6 +16,7 @@
  * (./paragraphs.ts). Pure: the caller runs it off its event loop (router/apis/office-task.ts).
  */
 import { ServeError } from '../../../common/errors.js';
+import type { Links } from '../inline-tags.js';
 import { planMarkup } from '../markup.js';
 import { NCX_DIALECT, ODF, OOXML } from './dialects.js';
 import { planParagraphs, type PartPlan } from './paragraphs.js';
@@ -30,10 +31,13 @@ import {
 export const OFFICE_KINDS = ['docx', 'pptx', 'xlsx', 'odt', 'odp', 'epub'] as const;
 export type OfficeKind = (typeof OFFICE_KINDS)[number];
 
-/** An Office file's units to translate, and the file rebuilt from their translations. */
+/**
+ * An Office file's units to translate, and the file rebuilt from their translations; `links` (per unit, absent: none)
+ * put each run of a paragraph onto the words its own align with (./paragraphs.ts).
+ */
 export interface OfficePlan {
   readonly texts: readonly string[];
-  render(translations: readonly string[]): Uint8Array;
+  render(translations: readonly string[], links?: readonly (Links | undefined)[]): Uint8Array;
 }
 
 interface KindParts {
@@ -129,16 +133,17 @@ export function planOffice(
   });
   return {
     texts: planned.flatMap(({ plan }) => plan.texts),
-    render(translations) {
+    render(translations, links) {
       const out = [...entries];
       let at = 0;
       const encoder = new TextEncoder();
       for (const { index, bom, plan } of planned) {
         const mine = translations.slice(at, at + plan.texts.length);
+        const linked = links?.slice(at, at + plan.texts.length);
         at += plan.texts.length;
         if (mine.length === 0) continue;
         const entry = entries[index]!;
-        out[index] = { ...entry, data: encoder.encode((bom ? BOM : '') + plan.render(mine)) };
+        out[index] = { ...entry, data: encoder.encode((bom ? BOM : '') + plan.render(mine, linked)) };
       }
       if (at !== translations.length) throw new Error(`${translations.length} translations for ${at} units`);
       return writePackage(out);

@@ -5,10 +5,10 @@
  *
  * A unit is a paragraph's text (`w:p`, `a:p`, a shared string's `si`, `text:p`…) between its breaks (tabs, line
  * breaks, fields, a nested paragraph such as a text box's): the text of every run in it joined, so a sentence that
- * Word cut into runs at each change of formatting, spell-check mark or revision is translated whole. The translation
- * goes back into the first run that held text and the unit's other runs are emptied, each keeping its element and its
- * properties: the paragraph reads as the translation, in the first run's formatting. Carrying each run's formatting
- * onto the words it aligns with needs the model's word alignment, which the engine does not return.
+ * Word cut into runs at each change of formatting, spell-check mark or revision is translated whole. With the
+ * translation's word alignment, each run gets the target words its source words align with (./run-placement.ts), in
+ * run order; without one, the translation goes into the first run that held text and the unit's other runs are
+ * emptied. Either way every run keeps its element and its properties, and none is dropped.
  *
  * Only the text between a run's tags changes; every other byte of the part is the source's own. A DOCTYPE (Office
  * parts never have one; an NCX's names its DTD) is refused when it declares anything, so no entity is ever expanded
@@ -16,6 +16,8 @@
  */
 import { SaxesParser, type SaxesTagNS } from 'saxes';
 import { ServeError } from '../../../common/errors.js';
+import type { Links } from '../inline-tags.js';
+import { placeRuns } from './run-placement.js';
 
 /** What each element of a dialect is to the planner, by `{namespace URI}local name`. */
 export interface Dialect {
@@ -42,15 +44,19 @@ export interface Dialect {
 export interface PartPlan {
   /** Each unit's text, trimmed; each has a letter. */
   readonly texts: readonly string[];
-  /** The part with each unit's runs holding its translation, in the order of `texts`. */
-  render(translations: readonly string[]): string;
+  /**
+   * The part with each unit's runs holding its translation, in the order of `texts`; `links` (per unit, absent:
+   * none) are each translation's word alignment to its unit's text, as the model server answers `alignment`.
+   */
+  render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }
 
-/** One text node inside a holder: its source span and decoded text. */
+/** One text node inside a holder: its source span, decoded text, and where it starts in the unit's parts. */
 interface Run {
   start: number;
   end: number;
   text: string;
+  at: number;
 }
 
 const WORDS = /\p{L}/u;
@@ -78,24 +84,43 @@ class Unit {
     return this.parts.join('').trim();
   }
 
+  /** Characters in `parts` so far. */
+  length = 0;
+
+  add(part: string, run?: Omit<Run, 'text' | 'at'>): void {
+    if (run) this.runs.push({ ...run, text: part, at: this.length });
+    this.parts.push(part);
+    this.length += part.length;
+  }
+
   /**
-   * The translation into the first run with text (its own leading whitespace kept, the last such run's trailing
-   * whitespace after it), the runs after it up to the last with text emptied; whitespace-only runs around them kept.
+   * The runs from the first with text to the last with text rewritten: the first keeps its own leading whitespace,
+   * the last its trailing whitespace; whitespace-only runs around them are kept. With `links`, each gets the target
+   * words its source words align with; without, the first holds the whole translation and the others are emptied.
    */
-  spans(translation: string): Run[] {
+  spans(translation: string, links: Links | undefined): Run[] {
     const filled = this.runs.filter((run) => run.text.trim() !== '');
-    const first = filled[0]!;
-    const last = filled[filled.length - 1]!;
-    const out: Run[] = [];
-    let on = false;
-    for (const run of this.runs) {
-      if (run === first) {
-        on = true;
-        out.push({ ...run, text: escapeText(leading(first.text) + translation.trim() + trailing(last.text)) });
-      } else if (on) out.push({ ...run, text: '' });
-      if (run === last) on = false;
+    const placed = this.runs.slice(this.runs.indexOf(filled[0]!), this.runs.indexOf(filled.at(-1)!) + 1);
+    const target = translation.trim();
+    let cuts: number[];
+    // No link at all (a model whose cross-attention cannot be read answers none): nothing to place runs by.
+    if (links === undefined || links.length === 0) cuts = [0, ...placed.map(() => target.length)];
+    else {
+      const joined = this.parts.join('');
+      const lead = joined.length - joined.trimStart().length;
+      const source = this.text();
+      // The links refer to the translation as answered, before its surrounding whitespace was trimmed here.
+      const shift = translation.length - translation.trimStart().length;
+      const shifted = links.map((value, k) => (k % 4 < 2 ? value - shift : value));
+      const spans = placed.map((run) => ({ start: run.at - lead, end: run.at - lead + run.text.length }));
+      cuts = placeRuns(source, spans, target, shifted);
     }
-    return out;
+    return placed.map((run, i) => {
+      const text = target.slice(cuts[i]!, cuts[i + 1]!);
+      const before = i === 0 ? leading(run.text) : '';
+      const after = i === placed.length - 1 ? trailing(run.text) : '';
+      return { ...run, text: escapeText(before + text + after) };
+    });
   }
 }
 
@@ -141,8 +166,7 @@ export function planParagraphs(source: string, dialect: Dialect, partName: strin
     const paragraph = paragraphs[paragraphs.length - 1];
     if (paragraph && kept === 0 && fields === 0 && dialect.holders.has(open[open.length - 1]!)) {
       if (paragraph.unit === null) units.push((paragraph.unit = new Unit()));
-      paragraph.unit.runs.push({ start: eventEnd, end, text });
-      paragraph.unit.parts.push(text);
+      paragraph.unit.add(text, { start: eventEnd, end });
     }
     eventEnd = end;
   });
@@ -155,7 +179,7 @@ export function planParagraphs(source: string, dialect: Dialect, partName: strin
       breakUnit();
       paragraphs.push({ unit: null });
     } else if (dialect.breaks.has(name)) breakUnit();
-    else if (dialect.spaces.has(name)) paragraphs[paragraphs.length - 1]?.unit?.parts.push(' ');
+    else if (dialect.spaces.has(name)) paragraphs[paragraphs.length - 1]?.unit?.add(' ');
     else if (name === dialect.fieldMarks?.element) {
       const mark = Object.values(tag.attributes).find((a) => a.local === dialect.fieldMarks!.attribute)?.value;
       if (mark === 'begin') fields++;
@@ -195,10 +219,12 @@ export function planParagraphs(source: string, dialect: Dialect, partName: strin
   const translated = units.filter((unit) => WORDS.test(unit.text()));
   return {
     texts: translated.map((unit) => unit.text()),
-    render(translations) {
+    render(translations, links) {
       if (translations.length !== translated.length)
         throw new Error(`${partName}: ${translations.length} translations for ${translated.length} units`);
-      const spans = translated.flatMap((unit, i) => unit.spans(translations[i]!)).sort((a, b) => a.start - b.start);
+      const spans = translated
+        .flatMap((unit, i) => unit.spans(translations[i]!, links?.[i]))
+        .sort((a, b) => a.start - b.start);
       const out: string[] = [];
       let at = 0;
       for (const span of spans) {
