@@ -5,7 +5,7 @@
  *
  * Routes: `POST /` translate · `GET /health` router + model server liveness · `GET /status` the status page and
  * `GET /status.json` its figures (router/status.ts), when a status source is given · `/documents` files
- * (router/apis/native-documents.ts) · DeepL's `/v2/…` and LibreTranslate's `/translate`, `/languages`, `/detect`,
+ * (router/native-documents.ts) · DeepL's `/v2/…` and LibreTranslate's `/translate`, `/languages`, `/detect`,
  * `/frontend/settings` (router/apis/, with API keys from router/keys/). With keys on, `POST /` and `/documents` need
  * a key too (`Authorization: Bearer <key>`), counted against it, unless `nativeApiOpen`; the keys' use by key id
  * (`GET /metrics`, `apiKeys` in `/status.json`) is answered to an admin key only. Anything else: TorchServe's 404/405
@@ -22,7 +22,7 @@ import { acceptsContentType } from './translate-request.js';
 import { createLanguageRoutes } from './language-routes.js';
 import { mountDeepL } from './apis/deepl.js';
 import { mountLibreTranslate } from './apis/libretranslate.js';
-import { mountNativeDocuments } from './apis/native-documents.js';
+import { mountNativeDocuments } from './native-documents.js';
 import type { ApiAccess } from './keys/api-access.js';
 import { keyMetricsText, statusWithKeys } from './keys/key-metrics.js';
 import { admitKey, billedOnSuccess, isAdmin, requireKey } from './keys/request-key.js';

@@ -1,18 +1,17 @@
 /**
- * @module engine/decoding — the search policy: which token (greedy) or which hypotheses (beam search)
- * follow each decoder row, given that row's next-token logits. No tensors or sessions here; the step
- * loop in generate.ts owns those.
+ * @module engine/decoding — the search policy: which token (greedy) or hypotheses (beam search) follow each decoder
+ * row, given its next-token logits. No tensors or sessions: the step loop (loop/generate.ts) owns those.
  *
- * Semantics follow Hugging Face `generate`: the first generated token is forced where the family names the target by
- * a token (M2M100, NLLB, mBART: the target language, log-probability 0; Marian forces nothing); `</s>` is suppressed
- * until `minNewTokens` tokens exist, and a model's `bad_words_ids` of one token always (Marian's `<pad>`); a row stops at
- * `</s>` or after `maxNewTokens` tokens, the last of them `forced_eos_token_id` where generation_config.json names one
- * (and the row has no glossary terms). Beam search follows HF's BeamSearchScorer: 2·numBeams
- * candidates per sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis
- * scores sum(logprob) / length^lengthPenalty (length = generated tokens, `</s>` included); with
- * `earlyStopping` a sequence is done once numBeams hypotheses finished, otherwise once no live beam can
- * beat the worst finished one. A sequence with constraints (a glossary's target terms, constraints.ts) takes only
- * the tokens they allow: a started term is forced to its end, and `</s>` becomes the start of an unmet term.
+ * Semantics follow Hugging Face `generate`: the first generated token is forced where the family names the target by a
+ * token (M2M100, NLLB, mBART: the target language, log-probability 0; Marian forces nothing); `</s>` is suppressed
+ * until `minNewTokens` tokens exist, and a model's `bad_words_ids` of one token always (Marian's `<pad>`); a row stops
+ * at `</s>` or after `maxNewTokens` tokens, the last of them `forced_eos_token_id` where generation_config.json names
+ * one (and the row has no glossary terms). Beam search follows HF's BeamSearchScorer: 2·numBeams candidates per
+ * sequence; a `</s>` candidate ranked below numBeams is dropped; a finished hypothesis scores sum(logprob) /
+ * length^lengthPenalty (length = generated tokens, `</s>` included); with `earlyStopping` a sequence is done once
+ * numBeams hypotheses finished, otherwise once no live beam can beat the worst finished one. A sequence with a
+ * glossary's target terms (constraints.ts) takes only the tokens they allow: a started term is forced to its end, and
+ * `</s>` becomes the start of an unmet term.
  */
 import { NO_PROGRESS, type ConstraintProgress, type Constraints } from './constraints.js';
 import type { TranslateOptions } from './engine-options.js';
@@ -92,10 +91,7 @@ export interface StepDecision {
   done: SearchState[];
 }
 
-/**
- * A step's scores per row `r`: the last position's logits `data[offset + r·stride … +vocab)`, or, for
- * all-greedy steps, the decoder's top-2 of them (`values`/`ids[offset + r·stride + 0|1]`, best first).
- */
+/** Row `r`'s logits `data[offset + r·stride … +vocab)`, or its top-2 (`values`/`ids[offset + r·stride + 0|1]`). */
 export type StepScores =
   | { kind: 'logits'; data: Float32Array; stride: number; offset: number; vocab: number }
   | { kind: 'top2'; values: Float32Array; ids: BigInt64Array; stride: number; offset: number }
@@ -106,8 +102,8 @@ export type StepScores =
   | { kind: 'topk'; values: Float32Array; ids: Int32Array; logSumExp: Float32Array; k: number };
 
 /**
- * Decide the successors of `rows` from their next-token scores.
- * Successors of one sequence stay adjacent and in rank order, so a batch's layout is deterministic.
+ * Decide the successors of `rows` from their next-token scores. Successors of one sequence stay adjacent and in rank
+ * order, so a batch's layout is deterministic.
  * @throws Error when a beam sequence is given top-2 scores (beam search needs every logit)
  */
 export function decideStep(rows: readonly Row[], scores: StepScores, eosId: number): StepDecision {

@@ -21,6 +21,7 @@ import {
   documentType,
   download,
   ownerOf,
+  SUPPORTED_EXTENSIONS,
 } from './document-files.js';
 import type { DocumentJobs } from './documents.js';
 import { type ApiContext, characterCount, param, type Params, readUpload } from './translate-texts.js';
@@ -30,11 +31,6 @@ import { type ApiContext, characterCount, param, type Params, readUpload } from 
  * and then every 5 s: a small file done within this is fetched at once instead of 5 s later.
  */
 const UPLOAD_WAIT_MS = 1_000;
-
-/** The extensions translated, for the refusal of another. */
-const SUPPORTED = Object.keys(DOCUMENT_TYPES)
-  .map((extension) => `.${extension}`)
-  .join(', ');
 
 /** The upload read as its type says, or DeepL's 400 for file data that is not (its wording, which clients match on). */
 async function fileContent(documents: DocumentJobs, filename: string, bytes: Uint8Array): Promise<DocumentContent> {
@@ -72,7 +68,10 @@ export function mountDocuments(
       checkFilename(filename);
       const type = documentType(filename);
       if (type === undefined)
-        throw new DeepLError(400, `Invalid file data or file extension: '${filename}' is none of ${SUPPORTED}.`);
+        throw new DeepLError(
+          400,
+          `Invalid file data or file extension: '${filename}' is none of ${SUPPORTED_EXTENSIONS}.`,
+        );
       const output = param(params, 'output_format');
       if (output !== undefined && output !== '' && DOCUMENT_TYPES[output.toLowerCase()]?.format !== type.format)
         throw unsupported('output_format');

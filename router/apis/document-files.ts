@@ -46,6 +46,11 @@ export const DOCUMENT_TYPES: Readonly<Record<string, DocumentType>> = {
   epub: { format: 'epub', contentType: 'application/epub+zip' },
 };
 
+/** The extensions translated, as a refusal names them: `.txt, .htm, …`. */
+export const SUPPORTED_EXTENSIONS = Object.keys(DOCUMENT_TYPES)
+  .map((extension) => `.${extension}`)
+  .join(', ');
+
 /** A document's owner as `DocumentJobs.submit` takes it: the API key, with its share of the folder. */
 export function ownerOf(key: ApiKey): { id: string; maxDocuments: number } {
   return { id: key.id, maxDocuments: key.maxDocuments ?? DEFAULT_MAX_DOCUMENTS };

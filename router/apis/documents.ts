@@ -1,27 +1,26 @@
 /**
- * @module router/apis/documents — whole files translated for DeepL's document API (./deepl-documents.ts) and
- * LibreTranslate's `/translate_file` (./libretranslate.ts): plain text, HTML, SRT, WebVTT, and Office and EPUB files
- * (./document-office.ts), kept in one folder that
- * every router instance of the machine shares (RUN_DIR/documents), so whichever instance a client's next call
- * reaches can answer it.
+ * @module router/apis/documents — whole files translated for the native `/documents` (../native-documents.ts), DeepL's
+ * document API (./deepl-documents.ts) and LibreTranslate's `/translate_file` (./libretranslate.ts): plain text, HTML,
+ * SRT, WebVTT, and Office and EPUB files (./document-office.ts), kept in one folder that every router instance of the
+ * machine shares (RUN_DIR/documents), so whichever instance a client's next call reaches can answer it.
  *
- * The instance that takes a document translates it in the background, through the same path as a text
- * (translateTexts): as one request or, when the model server finds it too large (MAX_REQUEST_CHARS,
- * MAX_REQUEST_SENTENCES) or too slow, as pieces cut where the format allows (./document-pieces.ts). A refusal under
- * load or a model server away (502, 503) is waited out, never passed on: an accepted document ends translated or
- * failed with its reason, by its deadline at the latest.
+ * The instance that takes a document translates it in the background, through the same path as a text (translateTexts):
+ * as one request or, when the model server finds it too large (MAX_REQUEST_CHARS, MAX_REQUEST_SENTENCES) or too slow,
+ * as pieces cut where the format allows (./document-pieces.ts). A refusal under load or a model server away (502, 503)
+ * is waited out, never passed on: an accepted document ends translated or failed with its reason, by its deadline at
+ * the latest.
  *
  * ```
  * upload ─ <id>.source, <id>.json queued ─▶ job: translating ─ piece … piece ─▶ <id>.result, done | error
  * ```
- * The files are ./document-folder.ts'. `<id>.json` is replaced whole at each step and names the process running the job; an instance asked about a job
- * whose process has died takes it over. A document is removed when its result is fetched (DeepL) or `keepMs` after
- * its upload: a record past that is never served, and every instance sweeps the folder on a timer.
+ * The files are ./document-folder.ts'. `<id>.json` is replaced whole at each step and names the process running the
+ * job; an instance asked about a job whose process has died takes it over. A document is removed when its result is
+ * fetched (DeepL) or `keepMs` after its upload: one past that is never served; every instance sweeps on a timer.
  *
- * Every call about a document gives its key (DeepL's `document_key`, LibreTranslate's download URL holds it), never
- * its id alone: the id is in logs and request ids. With API keys on, a document belongs to the API key that uploaded
- * it, which keeps at most its `maxDocuments` of the folder's `maxDocuments`, and is billed only once its document has
- * its slot (`submit`'s `bill`): an upload refused for room costs nothing.
+ * Every call about a document gives its key (DeepL's `document_key`, LibreTranslate's download URL holds it), never its
+ * id alone: the id is in logs and request ids. With API keys on, a document belongs to the API key that uploaded it,
+ * which keeps at most its `maxDocuments` of the folder's `maxDocuments`, and is billed only once its document has its
+ * slot (`submit`'s `bill`): an upload refused for room costs nothing.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { ServeError, toServeError } from '../../common/errors.js';

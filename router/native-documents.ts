@@ -1,26 +1,22 @@
 /**
- * @module router/apis/native-documents — files through the native API, over the same document jobs as DeepL's and
- * LibreTranslate's (./documents.ts): `POST /documents` (multipart: `file`, `tgt_lang`, and `src_lang`, `auto` when
+ * @module router/native-documents — files through the native API, over the same document jobs as DeepL's and
+ * LibreTranslate's (apis/documents.ts): `POST /documents` (multipart: `file`, `tgt_lang`, and `src_lang`, `auto` when
  * absent, `glossary_id`) answers 202 with the document's id and key; `GET /documents/{id}` its status,
  * `GET /documents/{id}/result` the translated file, `DELETE /documents/{id}` forgets it, each given
  * `?document_key=`. Errors are the native API's JSON (common/errors.ts) and keys are `POST /`'s: with keys on, an
  * `Authorization: Bearer` key, counted once the document holds its slot, unless NATIVE_API_OPEN.
  */
 import type { Context, Hono } from 'hono';
-import { ServeError } from '../../common/errors.js';
-import { AUTO_LANGUAGE, LANGUAGE_CODE } from '../../common/translation-contract.js';
-import { type GlossaryClient, nativeGlossary } from '../glossaries.js';
-import type { ApiAccess } from '../keys/api-access.js';
-import { admitKey, requireKey } from '../keys/request-key.js';
-import type { LanguageRoutes } from '../language-routes.js';
-import type { RouterEnv } from '../router-env.js';
-import { checkFilename, DOCUMENT_TYPES, documentType, download, ownerOf } from './document-files.js';
-import type { DocumentJobs } from './documents.js';
-import { type ApiContext, param, readUpload } from './translate-texts.js';
-
-const SUPPORTED = Object.keys(DOCUMENT_TYPES)
-  .map((extension) => `.${extension}`)
-  .join(', ');
+import { ServeError } from '../common/errors.js';
+import { AUTO_LANGUAGE, LANGUAGE_CODE } from '../common/translation-contract.js';
+import { type GlossaryClient, nativeGlossary } from './glossaries.js';
+import type { ApiAccess } from './keys/api-access.js';
+import { admitKey, requireKey } from './keys/request-key.js';
+import type { LanguageRoutes } from './language-routes.js';
+import type { RouterEnv } from './router-env.js';
+import { checkFilename, documentType, download, ownerOf, SUPPORTED_EXTENSIONS } from './apis/document-files.js';
+import type { DocumentJobs } from './apis/documents.js';
+import { type ApiContext, param, readUpload } from './apis/translate-texts.js';
 
 export interface NativeDocumentsContext {
   api: ApiContext;
@@ -51,7 +47,10 @@ export function mountNativeDocuments(app: Hono<RouterEnv>, context: NativeDocume
       throw new ServeError('BAD_REQUEST', 'Field "file" is missing: send the document as multipart/form-data.');
     checkFilename(file.name);
     if (documentType(file.name) === undefined)
-      throw new ServeError('BAD_REQUEST', `File "${file.name}" is none of the types translated: ${SUPPORTED}.`);
+      throw new ServeError(
+        'BAD_REQUEST',
+        `File "${file.name}" is none of the types translated: ${SUPPORTED_EXTENSIONS}.`,
+      );
     const tgtLang = param(params, 'tgt_lang');
     if (tgtLang === undefined) throw new ServeError('BAD_REQUEST', 'Field "tgt_lang" is missing.');
     if (!routes.targets.includes(tgtLang))
