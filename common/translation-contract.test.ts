@@ -73,6 +73,27 @@ describe('createRequestParser() — the model server edge', () => {
     );
   });
 
+  it('alignment_edges: offsets within each text, shaped as src_text, with alignment only', () => {
+    expect(
+      parse({ src_lang: 'en', src_text: ['One two.', 'Three'], alignment: true, alignment_edges: [[4], []] }),
+    ).toMatchObject({ alignment_edges: [[4], []] });
+    expect(parse({ src_lang: 'en', src_text: 'One two.', alignment: true, alignment_edges: [0, 8] })).toMatchObject({
+      alignment_edges: [0, 8],
+    });
+    const refused = expect.objectContaining({
+      code: 'BAD_REQUEST',
+      message: expect.stringContaining('alignment_edges needs alignment: true'),
+    });
+    // Without alignment; past its text's end; one list for two texts; a list where a text has a string.
+    expect(bad({ src_lang: 'en', src_text: 'One two.', alignment_edges: [4] })).toThrow(refused);
+    expect(bad({ src_lang: 'en', src_text: 'One two.', alignment: true, alignment_edges: [9] })).toThrow(refused);
+    expect(bad({ src_lang: 'en', src_text: ['a', 'b'], alignment: true, alignment_edges: [[0]] })).toThrow(refused);
+    expect(bad({ src_lang: 'en', src_text: 'a', alignment: true, alignment_edges: [[0]] })).toThrow(refused);
+    expect(bad({ src_lang: 'en', src_text: 'a', alignment: true, alignment_edges: [-1] })).toThrow(
+      expect.objectContaining({ code: 'BAD_REQUEST', message: expect.stringContaining('alignment_edges') }),
+    );
+  });
+
   it('fragment is for XML only, and a boolean', () => {
     expect(parse({ src_lang: 'en', src_text: 'a <b>b</b>', format: 'xml', fragment: true })).toMatchObject({
       fragment: true,

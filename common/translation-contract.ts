@@ -67,6 +67,12 @@ export interface TranslationRequest {
    * only. Off by default: only the sentences that ask pay the alignment pass.
    */
   alignment?: boolean;
+  /**
+   * With `alignment`: per text (the shape of `src_text`), the offsets in it where the caller's formatting changes (a
+   * run's start). Only the sentences an offset falls strictly inside are aligned word by word; each other sentence is
+   * answered as one link from its whole translation to its whole source, which places anything wrapping it as well.
+   */
+  alignment_edges?: number[] | number[][];
 }
 
 /** The router's request: the model server it goes to is the one serving `tgt_lang`. */
@@ -116,6 +122,25 @@ const tagNames = (name: string, example: string) => {
     .optional();
 };
 
+const EDGES_SHAPE = 'Field "alignment_edges" must be an array of character offsets, or one per text.';
+const EDGE = z.number({ error: EDGES_SHAPE }).int({ error: EDGES_SHAPE }).nonnegative({ error: EDGES_SHAPE });
+
+/** Whether `alignment_edges` has the shape of `src_text`, each offset within its text. */
+function edgesFit(request: { src_text: unknown; alignment_edges?: number[] | number[][] }): boolean {
+  const texts: unknown[] = Array.isArray(request.src_text) ? request.src_text : [request.src_text];
+  const given = request.alignment_edges!;
+  const lists: unknown[] = Array.isArray(request.src_text) ? given : [given];
+  if (lists.length !== texts.length) return false;
+  return lists.every((list, i) => {
+    const text = texts[i];
+    return (
+      Array.isArray(list) &&
+      typeof text === 'string' &&
+      list.every((edge) => typeof edge === 'number' && edge <= text.length)
+    );
+  });
+}
+
 const ALTERNATIVES_RANGE = `Field "alternatives" must be an integer from 0 to ${MAX_ALTERNATIVES}.`;
 const GLOSSARY_SHAPE = 'Field "glossary" must be an object of source term → target term (strings).';
 
@@ -163,6 +188,7 @@ const FIELDS = {
     .optional(),
   glossary: z.record(z.string(), z.string({ error: GLOSSARY_SHAPE }), { error: GLOSSARY_SHAPE }).optional(),
   alignment: z.boolean({ error: 'Field "alignment" must be true or false.' }).optional(),
+  alignment_edges: z.union([z.array(EDGE), z.array(z.array(EDGE))], { error: EDGES_SHAPE }).optional(),
 };
 
 /** A parser of request bodies, built once (the zod schema is made when the parser is, not per call). */
@@ -198,6 +224,10 @@ export function createRequestParser(targets?: readonly string[]): RequestParser<
     )
     .refine((r) => !r.alignment || (r.format ?? 'text') === 'text', {
       error: 'alignment is answered for plain text (format "text") only.',
+    })
+    .refine((r) => r.alignment_edges === undefined || (r.alignment === true && edgesFit(r)), {
+      error:
+        'alignment_edges needs alignment: true, and per text (one list per text when src_text is an array) offsets within that text.',
     });
   const expected = targets === undefined ? '{"src_lang", "src_text"}' : '{"src_lang", "src_text", "tgt_lang"}';
   return (body) => {

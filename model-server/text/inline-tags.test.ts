@@ -5,7 +5,7 @@
  */
 import { parseFragment } from 'parse5';
 import { describe, expect, it } from 'vitest';
-import { joinLinks } from './inline-tags.js';
+import { joinLinks, piecesCut, wholeLink } from './inline-tags.js';
 import { planMarkup } from './markup.js';
 
 /** Links of each target word to a source word, by the words' text (each word's first occurrence from the left). */
@@ -23,7 +23,7 @@ describe('inline elements placed by the word alignment', () => {
   it('a reordering translation carries each element onto its own words', () => {
     const plan = planMarkup('<p>Click <b>here</b> to <a href="/x?a=1&amp;b=2" class="go">continue</a>.</p>', 'html');
     expect(plan.texts).toEqual(['Click here to continue.']);
-    expect(plan.aligned).toEqual([true]);
+    expect(plan.edges.map((edges) => [...edges].sort((a, b) => a - b))).toEqual([[6, 10, 14, 22]]);
     const target = 'Um fortzufahren, hier klicken.';
     const links = wordLinks(plan.texts[0]!, target, [
       ['Um', 'to'],
@@ -60,7 +60,17 @@ describe('inline elements placed by the word alignment', () => {
       'html',
     );
     expect(plan.texts).toEqual(['Run', 'now please.', 'Keep', 'as is.', 'Bad', 'nest', 'ing', 'here', 'too.']);
-    expect(plan.aligned).toEqual([false, true, false, true, false, false, false, false, false]);
+    expect(plan.edges.map((edges) => edges.length > 0)).toEqual([
+      false,
+      true,
+      false,
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
     const out = plan.render(plan.texts.map((t) => t.toUpperCase()));
     expect(out).toBe(
       '<p>RUN <code>npm <b>ci</b></code> NOW <b>PLEASE</b>.<br>KEEP <span translate="no">Acme <i>Inc</i></span> ' +
@@ -83,5 +93,20 @@ describe('inline elements placed by the word alignment', () => {
         joined,
       ),
     ).toEqual([0, 5, 0, 2, 7, 10, 9, 11]);
+  });
+});
+
+describe('edges: which sentences need aligning', () => {
+  it('a sentence is cut by an edge strictly inside it, not by one at its ends or between sentences', () => {
+    const segments = { pieces: ['One two.', 'Three.'], separators: [' ', ' ', ''] };
+    expect(piecesCut(segments, [])).toEqual([false, false]);
+    expect(piecesCut(segments, [1, 9, 10, 16])).toEqual([false, false]);
+    expect(piecesCut(segments, [5])).toEqual([true, false]);
+    expect(piecesCut(segments, [11])).toEqual([false, true]);
+  });
+
+  it('a whole link spans the trimmed translation and the whole source', () => {
+    expect(wholeLink('Three.', ' Drei. ')).toEqual([1, 6, 0, 6]);
+    expect(wholeLink('Three.', '  ')).toEqual([]);
   });
 });

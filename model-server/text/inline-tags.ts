@@ -67,13 +67,24 @@ export function placeInlineTags(
   // their parents in `flat`, so a backward pass folds each into its parent).
   const lo = new Float64Array(flat.length).fill(Infinity);
   const hi = new Float64Array(flat.length).fill(-Infinity);
+  const widen = (at: number, from: number, to: number) => {
+    if (at < 0 || to <= from) return;
+    lo[at] = Math.min(lo[at]!, from);
+    hi[at] = Math.max(hi[at]!, to);
+  };
   for (let i = 0; links !== undefined && i + 3 < links.length; i += 4) {
-    const [t0, t1, s0] = [links[i]!, links[i + 1]!, links[i + 2]!];
-    if (t0 < 0 || t1 > target.length || t0 >= t1) continue;
-    const at = s0 >= 0 && s0 < source.length ? owner[s0]! : -1;
-    if (at < 0) continue;
-    lo[at] = Math.min(lo[at]!, t0);
-    hi[at] = Math.max(hi[at]!, t1);
+    const [t0, t1, s0, s1] = [links[i]!, links[i + 1]!, links[i + 2]!, links[i + 3]!];
+    if (t0 < 0 || t1 > target.length || t0 >= t1 || s0 < 0 || s0 >= source.length) continue;
+    // A source token across an element's edge (`Hello<b>World</b>` read as one word) shares its target characters
+    // in proportion, so the edge lands inside the target token rather than the whole token joining one side.
+    const end = Math.min(source.length, Math.max(s1, s0 + 1));
+    const scale = (t1 - t0) / (end - s0);
+    for (let a = s0; a < end;) {
+      let b = a + 1;
+      while (b < end && owner[b] === owner[a]) b++;
+      widen(owner[a]!, t0 + Math.round((a - s0) * scale), t0 + Math.round((b - s0) * scale));
+      a = b;
+    }
   }
   for (let i = flat.length - 1; i >= 0; i--) {
     const parent = parentOf[i]!;
@@ -83,9 +94,13 @@ export function placeInlineTags(
   }
   const indexOf = new Map(flat.map((element, i) => [element, i]));
   const place = (siblings: readonly InlineElement[], from: number, to: number): Placed[] => {
+    // Siblings placed in proportion keep their source order: snapping to words could move one before an earlier one.
+    let floor = from;
     const wanted = siblings.map((element) => {
       const i = indexOf.get(element)!;
-      const [start, end] = lo[i]! <= hi[i]! ? [lo[i]!, hi[i]!] : proportional(source, element, target);
+      const linked = lo[i]! <= hi[i]!;
+      let [start, end] = linked ? [lo[i]!, hi[i]!] : proportional(source, element, target);
+      if (!linked) [start, end, floor] = [Math.max(start, floor), Math.max(end, start, floor), Math.max(start, floor)];
       return { element, start: Math.min(Math.max(start, from), to), end: Math.min(Math.max(end, from), to) };
     });
     wanted.sort((a, b) => a.start - b.start || a.element.start - b.element.start);
@@ -143,15 +158,48 @@ export function proportional(
   const scale = source.length === 0 ? 0 : target.length / source.length;
   let start = Math.round(element.start * scale);
   let end = Math.max(start, Math.round(element.end * scale));
-  if (element.end > element.start && isSpace(source[element.start - 1])) {
+  // An empty element (a `<br/>` inside a run) snaps as a non-empty one does, so siblings keep their order.
+  if (isSpace(source[element.start - 1])) {
     while (start > 0 && !isSpace(target[start - 1])) start--;
     while (start < target.length && isSpace(target[start])) start++;
   }
-  if (element.end > element.start && isSpace(source[element.end])) {
+  if (element.end === element.start) return [start, start];
+  if (isSpace(source[element.end])) {
     while (end < target.length && !isSpace(target[end])) end++;
     while (end > start && isSpace(target[end - 1])) end--;
   }
   return [start, Math.max(start, end)];
+}
+
+/**
+ * Where a unit's formatting changes: offsets in its text (an inline element's edges, a run's start). A sentence no
+ * edge falls strictly inside lies within one element or run, so its words need no aligning: linked whole
+ * (`wholeLink`), it lands in that element's or run's place all the same, and only the sentences an edge cuts pay the
+ * alignment pass.
+ */
+export type Edges = readonly number[];
+
+/** Per piece of `segments` (a unit cut into sentences), whether an edge falls strictly inside it. */
+export function piecesCut(
+  segments: { readonly pieces: readonly string[]; readonly separators: readonly string[] },
+  edges: Edges,
+): boolean[] {
+  let start = 0;
+  return segments.pieces.map((piece, i) => {
+    start += segments.separators[i]!.length;
+    const end = start + piece.length;
+    const cut = edges.some((edge) => edge > start && edge < end);
+    start = end;
+    return cut;
+  });
+}
+
+/** A sentence's translation linked whole to its source `piece` (one link, for a sentence no edge cuts). */
+export function wholeLink(piece: string, translation: string): Links {
+  const trimmed = translation.trim();
+  if (trimmed === '' || piece === '') return [];
+  const lead = translation.length - translation.trimStart().length;
+  return [lead, lead + trimmed.length, 0, piece.length];
 }
 
 /**

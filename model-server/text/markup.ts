@@ -19,7 +19,7 @@
 import { parse, parseFragment, type DefaultTreeAdapterMap } from 'parse5';
 import { SaxesParser } from 'saxes';
 import { ServeError } from '../../common/errors.js';
-import { type InlineElement, type Links, placeInlineTags } from './inline-tags.js';
+import { type Edges, type InlineElement, type Links, placeInlineTags } from './inline-tags.js';
 
 export type MarkupFormat = 'html' | 'xml';
 
@@ -47,13 +47,24 @@ export interface MarkupOptions {
 export interface MarkupPlan {
   /** Each unit's text: whitespace runs collapsed to one space, trimmed, entities decoded. Has a letter. */
   readonly texts: readonly string[];
-  /** Per unit, whether it holds inline elements, whose placement wants the translation's word alignment. */
-  readonly aligned: readonly boolean[];
+  /** Per unit, its inline elements' edges, whose placement wants the words around them aligned (none: empty). */
+  readonly edges: readonly Edges[];
   /**
    * The source with each unit replaced by its translation (escaped), in the order of `texts`; `links`: per unit,
    * its translation's word alignment (inline-tags.ts `Links`), where there is one.
    */
   render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
+}
+
+/** Where `elements` and their descendants start and end. */
+function elementEdges(elements: readonly InlineElement[]): number[] {
+  const edges: number[] = [];
+  const pending = [...elements];
+  for (let element = pending.pop(); element !== undefined; element = pending.pop()) {
+    edges.push(element.start, element.end);
+    pending.push(...element.children);
+  }
+  return edges;
 }
 
 /** HTML elements whose content is never translated: code, scripts, styles, form values, foreign content. */
@@ -113,7 +124,7 @@ export function planMarkup(source: string, format: MarkupFormat, options: Markup
   const kept = spans.filter((span, i) => i === 0 || span.start >= spans[i - 1]!.end);
   return {
     texts: kept.map((span) => span.text),
-    aligned: kept.map((span) => (span.elements?.length ?? 0) > 0),
+    edges: kept.map((span) => elementEdges(span.elements ?? [])),
     render(translations, links) {
       if (translations.length !== kept.length) {
         throw new RangeError(`planMarkup: ${translations.length} translations for ${kept.length} units`);

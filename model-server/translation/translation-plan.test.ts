@@ -53,6 +53,51 @@ describe('planTranslation: documents in, documents out', () => {
     expect(plan.answer(answers)).toEqual({ translated: '<0> <1> <2>' });
   });
 
+  it('alignment: every sentence aligned; with alignment_edges only those an edge cuts, the others linked whole', () => {
+    const text = 'One two. Three four. Five six.';
+    const every = planTranslation({ src_lang: 'en', src_text: text, alignment: true }, context);
+    expect(items(every).map((item) => item.align === true)).toEqual([true, true, true]);
+    // Offset 4 cuts "One two.", 8 and 20 fall between sentences.
+    const request: TranslationRequest = {
+      src_lang: 'en',
+      src_text: text,
+      alignment: true,
+      alignment_edges: [4, 8, 20],
+    };
+    const plan = planTranslation(request, context);
+    expect(items(plan).map((item) => item.align === true)).toEqual([true, false, false]);
+    // The cut sentence's links as the worker answers them; the others one link each, whole sentence to whole sentence.
+    const answers = new Map(
+      plan.sentences.map(({ id, item }) => [
+        id,
+        { translated: item.text.toUpperCase(), ...(item.align ? { alignment: [0, 3, 0, 3, 4, 8, 4, 8] } : {}) },
+      ]),
+    );
+    expect(plan.answer(answers)).toEqual({
+      translated: text.toUpperCase(),
+      alignment: [0, 3, 0, 3, 4, 8, 4, 8, 9, 20, 9, 20, 21, 30, 21, 30],
+    });
+  });
+
+  it('HTML: an element wrapping a whole sentence lands on its translation with no alignment asked for it', () => {
+    const src = '<p><b>First sentence.</b> Second <i>one</i> here.</p>';
+    const plan = planTranslation({ src_lang: 'en', src_text: src, format: 'html' }, context);
+    expect(items(plan).map((item) => [item.text, item.align === true])).toEqual([
+      ['First sentence.', false],
+      ['Second one here.', true],
+    ]);
+    // The aligned sentence's words each linked to themselves (a copy); the other has no links of its own.
+    const wordLinks = (text: string) =>
+      [...text.matchAll(/\S+/g)].flatMap((m) => [m.index, m.index + m[0].length, m.index, m.index + m[0].length]);
+    const answers = new Map(
+      plan.sentences.map(({ id, item }) => [
+        id,
+        { translated: item.text.toUpperCase(), ...(item.align ? { alignment: wordLinks(item.text) } : {}) },
+      ]),
+    );
+    expect(plan.answer(answers)).toEqual({ translated: '<p><b>FIRST SENTENCE.</b> SECOND <i>ONE</i> HERE.</p>' });
+  });
+
   it('an array keeps its shape; each text is its own document', () => {
     const plan = planTranslation({ src_lang: 'en', src_text: ['One. Two.', 'Three.'] }, context);
     expect(plan.sentences.map((s) => s.id)).toEqual(['0.0.0', '0.0.1', '1.0.0']);

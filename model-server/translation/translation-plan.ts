@@ -28,7 +28,7 @@ import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
-import { joinLinks, type Links } from '../text/inline-tags.js';
+import { type Edges, joinLinks, type Links, piecesCut, wholeLink } from '../text/inline-tags.js';
 import { planMarkup } from '../text/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
@@ -36,8 +36,8 @@ import { planSubtitles } from '../text/subtitles.js';
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
   texts: readonly string[];
-  /** Per part, whether its translation's word alignment is wanted (inline markup to place); absent: none. */
-  aligned?: readonly boolean[];
+  /** Per part, where its inline markup's edges fall (text/inline-tags.ts `Edges`); absent: no markup to place. */
+  edges?: readonly Edges[];
   render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }
 
@@ -73,12 +73,16 @@ export interface PlannedSentence {
 
 /**
  * Each text's language and, per part, its sentences' ids and the separators between them: the answer's shape. A
- * part with inline markup (`aligned`) keeps its source pieces too, for its sentences' word alignments.
+ * part whose translation is answered with links (inline markup to place, or `alignment` asked) keeps its source
+ * pieces too, and which of them an edge cuts: those were aligned word by word, the others are linked whole.
  */
 export type DocumentOutline = {
   lang: string;
-  units: { ids: string[]; separators: readonly string[]; pieces?: readonly string[] }[];
-  aligned?: readonly boolean[];
+  units: {
+    ids: string[];
+    separators: readonly string[];
+    linked?: { pieces: readonly string[]; cut: readonly boolean[] };
+  }[];
 }[];
 
 /** A request's sentences, each with its id, terms and options, and how their answers rejoin. */
@@ -116,7 +120,7 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
   // Counted while segmenting, which stops at the first sentence past the limit: a body of a hundred thousand
   // one-letter lines is refused after the limit's worth of work, not after segmenting all of it.
   let counted = 0;
-  const docs = texts.map((text, i) => {
+  const docs = texts.map((text, i): { lang: string; units: Segments[]; wanted?: readonly (Edges | 'every')[] } => {
     const name = isArray ? `src_text[${i}]` : 'src_text';
     const content = contentOf(text, format, request);
     const lang = auto ? detected(content.texts.join('\n'), name, context.readable, detect === 'guess') : srcLang;
@@ -131,9 +135,10 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
       if (counted > limits.maxSentences) throw tooMany();
       return segments;
     });
-    // Plain text asking for `alignment` (the contract allows no other format): its one part's links are answered.
-    const aligned = request.alignment ? [true] : content.aligned;
-    return aligned?.includes(true) ? { lang, units, aligned } : { lang, units };
+    // Plain text asking for `alignment` (the contract allows no other format): its one part's links are answered,
+    // word by word in the sentences its edges cut, or in every sentence when it gives none.
+    if (request.alignment) return { lang, units, wanted: [givenEdges(request, i) ?? ('every' as const)] };
+    return content.edges?.some((edges) => edges.length > 0) ? { lang, units, wanted: content.edges } : { lang, units };
   });
   // An inline glossary (`glossary`) is for whatever the source is; a stored one (`glossary_id`) for its pair.
   const { glossary: inline } = request;
@@ -141,7 +146,7 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
     ? { entries: glossaryEntries(Object.entries(inline)) }
     : context.glossary;
   const sentences: PlannedSentence[] = [];
-  const outline = docs.map(({ lang, units, aligned }, d) => {
+  const outline = docs.map(({ lang, units, wanted }, d) => {
     if (glossary?.sourceLang !== undefined && glossary.sourceLang !== lang) {
       throw new ServeError(
         'BAD_REQUEST',
@@ -160,13 +165,18 @@ export function planSentences(request: TranslationRequest, context: PlanContext)
       });
       return id;
     };
-    const parts = units.map(({ pieces, separators }, u) => ({
-      ids: pieces.map((p, k) => planned(p, `${d}.${u}.${k}`, aligned?.[u] === true)),
-      separators,
-      // The source pieces, which the answer's word alignments are measured against.
-      ...(aligned?.[u] === true ? { pieces } : {}),
-    }));
-    return aligned === undefined ? { lang, units: parts } : { lang, units: parts, aligned };
+    const parts = units.map((segments, u) => {
+      const want = wanted?.[u];
+      const cut =
+        want === undefined ? undefined : want === 'every' ? segments.pieces.map(() => true) : piecesCut(segments, want);
+      return {
+        ids: segments.pieces.map((p, k) => planned(p, `${d}.${u}.${k}`, cut?.[k] === true)),
+        separators: segments.separators,
+        // The source pieces, which the answer's links are measured against.
+        ...(cut === undefined ? {} : { linked: { pieces: segments.pieces, cut } }),
+      };
+    });
+    return { lang, units: parts };
   });
   return { sentences, docs: outline };
 }
@@ -195,19 +205,17 @@ export function answerTranslation(
   const alignments: Links[] = [];
   const translated = texts.map((text, d) => {
     const units = parts[d]!.map(({ ranked, join }) => join(ranked.map((p) => p.text)));
-    const { aligned, units: outline } = docs[d]!;
-    if (aligned === undefined) return contentOf(text, format, request).render(units);
-    // A unit with inline markup gets its sentences' word alignments, joined as its translation was.
-    const links = outline.map(({ ids, separators, pieces }, u) =>
-      aligned[u] === true && pieces !== undefined
-        ? joinLinks(
-            { pieces, separators },
-            parts[d]![u]!.ranked.map((p) => p.text),
-            ids.map((id) => alignmentOf(answers.get(id))),
-            units[u]!,
-          )
-        : undefined,
-    );
+    const outline = docs[d]!.units;
+    if (!outline.some((unit) => unit.linked)) return contentOf(text, format, request).render(units);
+    // A unit with inline markup gets its sentences' links, joined as its translation was.
+    const links = outline.map(({ ids, separators, linked }, u) => {
+      if (linked === undefined) return undefined;
+      const translations = parts[d]![u]!.ranked.map((p) => p.text);
+      const sentences = ids.map((id, k) =>
+        linked.cut[k] ? alignmentOf(answers.get(id)) : wholeLink(linked.pieces[k]!, translations[k]!),
+      );
+      return joinLinks({ pieces: linked.pieces, separators }, translations, sentences, units[u]!);
+    });
     if (request.alignment) alignments.push(links[0] ?? []);
     return contentOf(text, format, request).render(units, links);
   });
@@ -263,6 +271,13 @@ function wholeText(text: string): Segments {
   const start = text.length - text.trimStart().length;
   const end = text.trimEnd().length;
   return { pieces: [text.slice(start, end)], separators: [text.slice(0, start), text.slice(end)] };
+}
+
+/** Text `i`'s `alignment_edges`, when the request gives them. */
+function givenEdges(request: TranslationRequest, i: number): Edges | undefined {
+  const given = request.alignment_edges;
+  if (given === undefined) return undefined;
+  return Array.isArray(request.src_text) ? (given as number[][])[i] : (given as number[]);
 }
 
 /** A sentence's word alignment, when its answer has one. */

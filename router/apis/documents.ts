@@ -69,8 +69,8 @@ export interface DocumentTranslation {
   glossary?: Record<string, string>;
   /** DeepL fails a document already in its target language (translate-texts.ts `TextsRequest`). */
   sameLanguage?: 'refuse';
-  /** Each text's word alignment wanted (an Office file's units, to place their runs). */
-  alignment?: boolean;
+  /** Each text's links wanted, around these edges (an Office file's units: where their runs start, to place them). */
+  alignmentEdges?: readonly (readonly number[])[];
   requestId: string;
   signal: AbortSignal;
 }
@@ -329,7 +329,7 @@ export class DocumentJobs {
       if (type === undefined)
         throw new ServeError('BAD_REQUEST', `${record.filename} is not a file type translated here.`);
       const { format } = type;
-      const request = (texts: string[], as: DocumentFormat, alignment = false) =>
+      const request = (texts: string[], as: DocumentFormat, alignmentEdges?: readonly (readonly number[])[]) =>
         this.#translate({
           texts,
           format: as,
@@ -337,7 +337,7 @@ export class DocumentJobs {
           tgtLang: record.tgtLang,
           ...(record.glossary === null ? {} : { glossary: record.glossary }),
           ...(record.api === 'deepl' ? { sameLanguage: 'refuse' as const } : {}),
-          ...(alignment ? { alignment } : {}),
+          ...(alignmentEdges === undefined ? {} : { alignmentEdges }),
           requestId: record.id,
           signal: this.#closing.signal,
         });
@@ -347,8 +347,8 @@ export class DocumentJobs {
             ...job,
             srcLang: record.srcLang,
             threads: this.#office,
-            // Each unit's alignment places its runs (model-server/text/office/run-placement.ts).
-            translate: (units) => request(units, 'text', true),
+            // Each unit's links place its runs (model-server/text/office/run-placement.ts).
+            translate: (units, edges) => request(units, 'text', edges),
           })
         : await translateInPieces(this.#folder.readSource(id), {
             ...job,

@@ -1,7 +1,7 @@
 import { unzipSync } from 'fflate';
 import { describe, expect, it } from 'vitest';
 import { docxFile } from '../../harness/office-files.js';
-import run, { BATCH_UNITS, type OfficeUnits, packLinks, UNIT_SEPARATOR, unpackLinks } from './office-task.js';
+import run, { BATCH_UNITS, type OfficeUnits, packLists, UNIT_SEPARATOR, unpackLists } from './office-task.js';
 
 describe('office-task', () => {
   it('batches the units, at most BATCH_UNITS each, and counts their characters', () => {
@@ -34,9 +34,15 @@ describe('office-task', () => {
 
   it("places a paragraph's runs by the links each batch carries, packed in one array", () => {
     const units = [[0, 3, 0, 3, 4, 9, 4, 9], undefined, [], [1, 2, 3, 4]];
-    expect(unpackLinks(packLinks(units))).toEqual(units);
+    expect(unpackLists(packLists(units))).toEqual(units);
     const docx = docxFile([['The quick ', 'brown', ' fox runs.']]);
-    const { batches } = (run({ name: 'plan', bytes: docx, kind: 'docx' }) as { value: OfficeUnits }).value;
+    const { batches, edges } = (run({ name: 'plan', bytes: docx, kind: 'docx' }) as { value: OfficeUnits }).value;
+    // Each unit's edges: where its runs after the first start (the body's paragraph; the fixture's "John Smith is
+    // here today." in three runs); a unit of one run has none.
+    const unitEdges = edges.flatMap(unpackLists);
+    expect(unitEdges[0]).toEqual([10, 15]);
+    expect(unitEdges[2]).toEqual([14, 18]);
+    expect(unitEdges[1]).toEqual([]);
     // The translation is the source, each word linked to itself (what the copy model answers).
     const copy = (text: string) =>
       [...text.matchAll(/\S+/g)].flatMap(({ index, 0: word }) => [
@@ -45,7 +51,7 @@ describe('office-task', () => {
         index,
         index + word.length,
       ]);
-    const links = batches.map((batch) => packLinks(batch.split(UNIT_SEPARATOR).map(copy)));
+    const links = batches.map((batch) => packLists(batch.split(UNIT_SEPARATOR).map(copy)));
     const rendered = run({ name: 'render', bytes: docx, kind: 'docx', translations: batches, links });
     const document = new TextDecoder().decode(
       unzipSync((rendered as { value: Uint8Array }).value)['word/document.xml'],

@@ -4,7 +4,8 @@
  * in and goes out is structured-cloned; a `ServeError` (a 400, a 413) comes back as its wire form, since a thrown
  * error would lose its code on the way. The units cross in batches, each one string of its units joined by NUL (which
  * XML text never holds): the router splits one batch at a time as it sends it, where cloning a million short strings
- * would hold its event loop. Their word alignments cross the same way: one Int32Array per batch (`packLinks`).
+ * would hold its event loop. Their edges (where a unit's runs start) and their translations' word alignments cross
+ * the same way: one Int32Array per batch (`packLists`).
  */
 import { ServeError, type WireError } from '../../common/errors.js';
 import { type OfficeKind, type OfficePlan, planOffice } from '../../model-server/text/office/office-document.js';
@@ -16,9 +17,13 @@ export const UNIT_SEPARATOR = '\u0000';
 export const BATCH_UNITS = 64;
 export const BATCH_CHARS = 16_000;
 
-/** A file's units in batches (each joined by UNIT_SEPARATOR), and their characters (code points), billed. */
+/**
+ * A file's units in batches (each joined by UNIT_SEPARATOR), each batch's units' edges (`packLists`; model-server/
+ * text/inline-tags.ts `Edges`), and their characters (code points), billed.
+ */
 export interface OfficeUnits {
   batches: string[];
+  edges: Int32Array[];
   characters: number;
 }
 
@@ -50,13 +55,13 @@ export default function run(task: OfficeTask): OfficeOutcome {
           kept.set(task.keep, plan);
           for (const key of kept.keys()) if (kept.size > KEPT_PLANS) kept.delete(key);
         }
-        return { ok: true, value: batchesOf(plan.texts) };
+        return { ok: true, value: batchesOf(plan.texts, plan.edges) };
       }
       case 'render': {
         const plan = (task.keep === undefined ? undefined : kept.get(task.keep)) ?? planOffice(task.bytes, task.kind);
         if (task.keep !== undefined) kept.delete(task.keep);
         const translations = task.translations.flatMap((batch) => batch.split(UNIT_SEPARATOR));
-        const links = task.links?.flatMap(unpackLinks);
+        const links = task.links?.flatMap(unpackLists);
         if (links !== undefined && links.length !== translations.length)
           throw new Error(`${links.length} alignments for ${translations.length} translations`);
         return { ok: true, value: plan.render(translations, links) };
@@ -70,8 +75,8 @@ export default function run(task: OfficeTask): OfficeOutcome {
   }
 }
 
-/** A batch's units' links as one array: per unit its count of numbers (-1: no alignment), then the numbers. */
-export function packLinks(units: readonly (readonly number[] | undefined)[]): Int32Array {
+/** A batch's units' lists of numbers as one array: per unit its count of numbers (-1: no list), then the numbers. */
+export function packLists(units: readonly (readonly number[] | undefined)[]): Int32Array {
   const out = new Int32Array(units.reduce((sum, links) => sum + 1 + (links?.length ?? 0), 0));
   let at = 0;
   for (const links of units) {
@@ -82,8 +87,8 @@ export function packLinks(units: readonly (readonly number[] | undefined)[]): In
   return out;
 }
 
-/** `packLinks` undone. */
-export function unpackLinks(packed: Int32Array): (number[] | undefined)[] {
+/** `packLists` undone. */
+export function unpackLists(packed: Int32Array): (number[] | undefined)[] {
   const out: (number[] | undefined)[] = [];
   for (let at = 0; at < packed.length;) {
     const count = packed[at++]!;
@@ -93,21 +98,23 @@ export function unpackLinks(packed: Int32Array): (number[] | undefined)[] {
   return out;
 }
 
-function batchesOf(texts: readonly string[]): OfficeUnits {
+function batchesOf(texts: readonly string[], edges: readonly (readonly number[])[]): OfficeUnits {
   const batches: string[] = [];
-  let batch: string[] = [];
+  const batchEdges: Int32Array[] = [];
+  let from = 0;
   let chars = 0;
   let characters = 0;
-  for (const text of texts) {
-    if (batch.length === BATCH_UNITS || (batch.length > 0 && chars + text.length > BATCH_CHARS)) {
-      batches.push(batch.join(UNIT_SEPARATOR));
-      batch = [];
-      chars = 0;
-    }
-    batch.push(text);
+  const close = (to: number) => {
+    batches.push(texts.slice(from, to).join(UNIT_SEPARATOR));
+    batchEdges.push(packLists(edges.slice(from, to)));
+    from = to;
+    chars = 0;
+  };
+  texts.forEach((text, i) => {
+    if (i - from === BATCH_UNITS || (i > from && chars + text.length > BATCH_CHARS)) close(i);
     chars += text.length;
     for (const _ of text) characters++;
-  }
-  if (batch.length > 0) batches.push(batch.join(UNIT_SEPARATOR));
-  return { batches, characters };
+  });
+  if (from < texts.length) close(texts.length);
+  return { batches, edges: batchEdges, characters };
 }

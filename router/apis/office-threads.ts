@@ -17,7 +17,7 @@ export class OfficeThreads {
   #closed = false;
 
   /**
-   * The file's units, in batches.
+   * The file's units, in batches, with their edges.
    * @throws ServeError BAD_REQUEST, PAYLOAD_TOO_LARGE for a file that is not what its type says, or hostile
    */
   plan(
@@ -30,7 +30,7 @@ export class OfficeThreads {
 
   /**
    * The file rebuilt from its units' translations, in the batches `plan` gave (each joined), and their word
-   * alignments per batch (`links`, ./office-task.ts `packLinks`; absent: none); from the plan kept under `keep` when
+   * alignments per batch (`links`, ./office-task.ts `packLists`; absent: none); from the plan kept under `keep` when
    * the thread still has it.
    */
   render(

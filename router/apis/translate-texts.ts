@@ -135,8 +135,11 @@ export interface TextsRequest {
   srcLang: string;
   tgtLang: string;
   split?: 'sentences' | 'none';
-  /** Ask for each text's word alignment (plain text only): `TextsReply.alignments`. */
-  alignment?: boolean;
+  /**
+   * Ask for each text's links to its translation (plain text only): `TextsReply.alignments`, word by word in the
+   * sentences the text's edges (offsets where its formatting changes) cut, each other sentence linked whole.
+   */
+  alignmentEdges?: readonly (readonly number[])[];
   /**
    * A text whose source language (given or detected) is the target: `as-is` answers it as it is, `refuse` fails the
    * request (DeepL's answers to a text and to a document); absent, it is translated like any other.
@@ -156,7 +159,7 @@ export interface TextsReply {
    */
   sourceLangs: string[];
   /**
-   * Each text's word alignment to its translation (`alignment` asked), as the model server answers it; absent for a
+   * Each text's links to its translation (`alignmentEdges` given), as the model server answers it; absent for a
    * text answered as it is (blank, or already in the target language).
    */
   alignments: (number[] | undefined)[];
@@ -198,7 +201,9 @@ export async function translateTexts(
       ...(request.splittingTags === undefined ? {} : { splitting_tags: request.splittingTags }),
       ...(request.outlineDetection === undefined ? {} : { outline_detection: request.outlineDetection }),
       ...(request.alternatives ? { alternatives: request.alternatives } : {}),
-      ...(request.alignment ? { alignment: true } : {}),
+      ...(request.alignmentEdges === undefined
+        ? {}
+        : { alignment: true, alignment_edges: sent.map((i) => [...request.alignmentEdges![i]!]) }),
       ...(request.glossary === undefined ? {} : { glossary: request.glossary }),
     },
     context.routes?.targets ?? context.languages,

@@ -599,15 +599,17 @@ describe('Office and EPUB files (issue 38)', () => {
     const s = await setup();
     const docx = docxFile(BODY);
     const { handle, status } = await deeplDocument(s, 'report.docx', docx, { target_lang: 'DE', source_lang: 'EN' });
-    const units = planOffice(docx, 'docx').texts;
+    const { texts: units, edges } = planOffice(docx, 'docx');
     expect(status).toEqual({
       document_id: handle.document_id,
       status: 'done',
       billed_characters: units.join('').length,
     });
-    // Plain text in one batch, one text a unit: the model server cuts each into sentences.
+    // Plain text in one batch, one text a unit: the model server cuts each into sentences, and aligns the words of
+    // those where a run starts.
+    expect(edges.some((unit) => unit.length > 0)).toBe(true);
     expect(s.fake.seen.map((r) => r.body)).toEqual([
-      { src_lang: 'en', format: 'text', alignment: true, src_text: units },
+      { src_lang: 'en', format: 'text', alignment: true, alignment_edges: edges, src_text: units },
     ]);
     const out = await result(s, handle);
     const document = xmlOf(out, 'word/document.xml');
@@ -649,6 +651,11 @@ describe('Office and EPUB files (issue 38)', () => {
     // Every request the fake answered held at most 60 characters.
     const answered = s.fake.seen.filter((r) => (r.body as { src_text: string[] }).src_text.join('').length <= 60);
     expect(answered.length).toBeGreaterThan(2);
+    // A request asks for links only when one of its units has a run to place: one-run paragraphs pay no alignment.
+    const bodies = s.fake.seen.map((r) => r.body as { alignment?: true; alignment_edges?: number[][] });
+    for (const body of bodies)
+      expect(body.alignment === true).toBe(body.alignment_edges?.some((e) => e.length > 0) ?? false);
+    expect(bodies.some((body) => body.alignment === undefined)).toBe(true);
   });
 
   it('refuses hostile files with 400 or 413 at the upload, and keeps nothing of them', async () => {

@@ -16,7 +16,7 @@
  * (./paragraphs.ts). Pure: the caller runs it off its event loop (router/apis/office-task.ts).
  */
 import { ServeError } from '../../../common/errors.js';
-import type { Links } from '../inline-tags.js';
+import type { Edges, Links } from '../inline-tags.js';
 import { planMarkup } from '../markup.js';
 import { NCX_DIALECT, ODF, OOXML } from './dialects.js';
 import { planParagraphs, type PartPlan } from './paragraphs.js';
@@ -37,6 +37,8 @@ export type OfficeKind = (typeof OFFICE_KINDS)[number];
  */
 export interface OfficePlan {
   readonly texts: readonly string[];
+  /** Per unit, where its formatting changes (../inline-tags.ts `Edges`): the sentences they cut want aligning. */
+  readonly edges: readonly Edges[];
   render(translations: readonly string[], links?: readonly (Links | undefined)[]): Uint8Array;
 }
 
@@ -133,6 +135,7 @@ export function planOffice(
   });
   return {
     texts: planned.flatMap(({ plan }) => plan.texts),
+    edges: planned.flatMap(({ plan }) => plan.edges),
     render(translations, links) {
       const out = [...entries];
       let at = 0;

@@ -16,7 +16,7 @@
  */
 import { SaxesParser, type SaxesTagNS } from 'saxes';
 import { ServeError } from '../../../common/errors.js';
-import type { Links } from '../inline-tags.js';
+import type { Edges, Links } from '../inline-tags.js';
 import { placeRuns } from './run-placement.js';
 
 /** What each element of a dialect is to the planner, by `{namespace URI}local name`. */
@@ -44,6 +44,8 @@ export interface Dialect {
 export interface PartPlan {
   /** Each unit's text, trimmed; each has a letter. */
   readonly texts: readonly string[];
+  /** Per unit, where its runs after the first start in its text: the words around them want aligning. */
+  readonly edges: readonly Edges[];
   /**
    * The part with each unit's runs holding its translation, in the order of `texts`; `links` (per unit, absent:
    * none) are each translation's word alignment to its unit's text, as the model server answers `alignment`.
@@ -84,6 +86,22 @@ class Unit {
     return this.parts.join('').trim();
   }
 
+  /** The runs from the first with text to the last with text: those the translation is placed in. */
+  placed(): Run[] {
+    const filled = this.runs.filter((run) => run.text.trim() !== '');
+    return this.runs.slice(this.runs.indexOf(filled[0]!), this.runs.indexOf(filled.at(-1)!) + 1);
+  }
+
+  /** Where each placed run after the first starts in `text()`. */
+  edges(): number[] {
+    const joined = this.parts.join('');
+    const lead = joined.length - joined.trimStart().length;
+    const length = this.text().length;
+    return this.placed()
+      .slice(1)
+      .map((run) => Math.min(Math.max(run.at - lead, 0), length));
+  }
+
   /** Characters in `parts` so far. */
   length = 0;
 
@@ -99,8 +117,7 @@ class Unit {
    * words its source words align with; without, the first holds the whole translation and the others are emptied.
    */
   spans(translation: string, links: Links | undefined): Run[] {
-    const filled = this.runs.filter((run) => run.text.trim() !== '');
-    const placed = this.runs.slice(this.runs.indexOf(filled[0]!), this.runs.indexOf(filled.at(-1)!) + 1);
+    const placed = this.placed();
     const target = translation.trim();
     let cuts: number[];
     // No link at all (a model whose cross-attention cannot be read answers none): nothing to place runs by.
@@ -219,6 +236,7 @@ export function planParagraphs(source: string, dialect: Dialect, partName: strin
   const translated = units.filter((unit) => WORDS.test(unit.text()));
   return {
     texts: translated.map((unit) => unit.text()),
+    edges: translated.map((unit) => unit.edges()),
     render(translations, links) {
       if (translations.length !== translated.length)
         throw new Error(`${partName}: ${translations.length} translations for ${translated.length} units`);
