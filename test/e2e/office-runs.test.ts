@@ -3,7 +3,8 @@
  * document path (`POST /documents`, the office thread, `POST /` of a real model server asked for `alignment`) with
  * the copy model (tools/demo-model/copy-weights.ts), whose translation is its source token for token and whose
  * cross-attention says which source token each target token copies. So every run must come back holding exactly the
- * text it held: the file's parts come back byte for byte, and LibreOffice reads the same paragraphs.
+ * text it held: the file's parts come back byte for byte, and LibreOffice reads the same paragraphs. The same for
+ * ODF's spans and a spreadsheet's rich shared string.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +16,7 @@ import { DocumentJobs } from '../../router/apis/documents.js';
 import { translateTexts } from '../../router/apis/translate-texts.js';
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream/upstream.js';
-import { docxFile, hasLibreOffice, pptxFile, readerTexts } from '../../harness/office-files.js';
+import { docxFile, hasLibreOffice, odfFile, pptxFile, readerTexts, xlsxFile } from '../../harness/office-files.js';
 import { startTinyTranslationServer, type TestServer } from '../../harness/model-server.js';
 import { until } from '../../harness/polling.js';
 
@@ -166,5 +167,28 @@ describe('Office runs carried by the word alignment (copy model)', () => {
     expect(read['out.docx']).toEqual(read['in.docx']);
     expect(read['out.pptx']).toEqual(read['in.pptx']);
     expect(read['out.docx']).toContain('The bold word and the italic word stay where they were.');
+  });
+
+  it('an .odt, an .odp and a .xlsx rich string come back with every run holding the text it held', async () => {
+    const runs = ['Open the ', 'blue', ' door, then close the ', 'old', ' gate.'];
+    const files = {
+      'runs.odt': odfFile('text', [runs, ['One run alone.']]),
+      'runs.odp': odfFile('presentation', [runs]),
+      'runs.xlsx': xlsxFile([runs, ['A plain cell.']], 'An inline cell.'),
+    };
+    const translated: Record<string, Uint8Array> = {};
+    for (const [name, bytes] of Object.entries(files)) {
+      translated[name] = await translateFile(bytes, name);
+      const [before, after] = [unzipSync(bytes), unzipSync(translated[name])];
+      expect(Object.keys(after)).toEqual(Object.keys(before));
+      for (const part of Object.keys(before))
+        expect(strFromU8(after[part]!), `${name} ${part}`).toBe(strFromU8(before[part]!));
+    }
+    if (!hasLibreOffice()) return;
+    const read = readerTexts({
+      ...files,
+      ...Object.fromEntries(Object.entries(translated).map(([n, b]) => [`out-${n}`, b])),
+    });
+    for (const name of Object.keys(files)) expect(read[`out-${name}`], name).toEqual(read[name]);
   });
 });
