@@ -75,7 +75,7 @@ export interface SentenceItem {
   alternatives?: number;
   /**
    * Answer the translation's word alignment too (`alignment`, engine/alignment.ts): the sentence holds inline markup
-   * to carry onto the translation (text/inline-tags.ts). Absent: not computed.
+   * to carry onto the translation (text/markup/inline-tags.ts). Absent: not computed.
    */
   align?: true;
 }

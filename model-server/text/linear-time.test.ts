@@ -10,7 +10,7 @@ import { expectLinearTime, repeatTo } from '../../harness/linear-time.js';
 import served from '../../setup_config.json' with { type: 'json' };
 import { detectLanguage } from './detect-language.js';
 import { glossaryEntries, termsFor } from './glossary.js';
-import { planMarkup, type MarkupFormat } from './markup.js';
+import { planMarkup, type MarkupFormat } from './markup/markup.js';
 import { segmentDocument } from './segment.js';
 import { fitSegments } from './split-long.js';
 import { planSubtitles, type SubtitleFormat } from './subtitles.js';

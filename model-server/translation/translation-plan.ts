@@ -8,7 +8,7 @@
  * model can read it, so a text in a language the model lacks is a clear 400, not a guess among the wrong ones.
  *
  * `format` says what a text is: `html`/`xml` documents have only their text translated, tags and all else kept
- * (text/markup.ts); `srt`/`vtt` subtitle files only their cue text (text/subtitles.ts). Each part to translate is
+ * (text/markup/); `srt`/`vtt` subtitle files only their cue text (text/subtitles.ts). Each part to translate is
  * then a document like a plain text.
  *
  * `split: "none"` asks for each text as one row (context across its sentences, for a caller that segmented
@@ -28,15 +28,15 @@ import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
 import { glossaryEntries, MAX_TERMS_PER_SENTENCE, termsFor, type GlossaryEntries } from '../text/glossary.js';
-import { type Edges, joinLinks, type Links, piecesCut, wholeLink } from '../text/inline-tags.js';
-import { planMarkup } from '../text/markup.js';
+import { type Edges, joinLinks, type Links, piecesCut, wholeLink } from '../text/markup/inline-tags.js';
+import { planMarkup } from '../text/markup/markup.js';
 import { joinTranslations, segmentDocument, TooManySentencesError, type Segments } from '../text/segment.js';
 import { planSubtitles } from '../text/subtitles.js';
 
 /** The parts of one text to translate as documents, and the text rebuilt from their translations. */
 interface Content {
   texts: readonly string[];
-  /** Per part, where its inline markup's edges fall (text/inline-tags.ts `Edges`); absent: no markup to place. */
+  /** Per part, where its inline markup's edges fall (text/markup/inline-tags.ts `Edges`); absent: no markup to place. */
   edges?: readonly Edges[];
   render(translations: readonly string[], links?: readonly (Links | undefined)[]): string;
 }

@@ -4,7 +4,7 @@
  * through the router's path, halved when the model server finds it too large or too slow and a lone unit cut like a
  * text, refusals waited out (./document-pieces.ts) — and the file rebuilt from their translations in the thread, each
  * unit's links placing its paragraph's runs on the words they align with. Links are asked for the units with more
- * than one run, aligned word by word only in the sentences a run's start cuts (model-server/text/inline-tags.ts
+ * than one run, aligned word by word only in the sentences a run's start cuts (model-server/text/markup/inline-tags.ts
  * `Edges`): a one-run paragraph, or a sentence inside one run, pays no alignment pass.
  * And an upload read: checked and counted, an Office file planned in the thread.
  */

@@ -19,7 +19,7 @@ export const BATCH_CHARS = 16_000;
 
 /**
  * A file's units in batches (each joined by UNIT_SEPARATOR), each batch's units' edges (`packLists`; model-server/
- * text/inline-tags.ts `Edges`), and their characters (code points), billed.
+ * text/markup/inline-tags.ts `Edges`), and their characters (code points), billed.
  */
 export interface OfficeUnits {
   batches: string[];

@@ -12,12 +12,12 @@
  *
  * Every other entry — images, styles, relationships, settings, a sheet's numbers, dates and formulas — is written back
  * with the same bytes, in the same order, stored or deflated as it was. EPUB chapters are HTML to
- * model-server/text/markup.ts (each text node a unit, as for an HTML document); the rest are paragraphs
+ * model-server/text/markup/markup.ts (each text node a unit, as for an HTML document); the rest are paragraphs
  * (./paragraphs.ts). Pure: the caller runs it off its event loop (router/apis/office-task.ts).
  */
 import { ServeError } from '../../../common/errors.js';
-import type { Edges, Links } from '../inline-tags.js';
-import { planMarkup } from '../markup.js';
+import type { Edges, Links } from '../markup/inline-tags.js';
+import { planMarkup } from '../markup/markup.js';
 import { NCX_DIALECT, ODF, OOXML } from './dialects.js';
 import { planParagraphs, type PartPlan } from './paragraphs.js';
 import {

@@ -16,7 +16,7 @@
  */
 import { SaxesParser, type SaxesTagNS } from 'saxes';
 import { ServeError } from '../../../common/errors.js';
-import type { Edges, Links } from '../inline-tags.js';
+import type { Edges, Links } from '../markup/inline-tags.js';
 import { placeRuns } from './run-placement.js';
 
 /** What each element of a dialect is to the planner, by `{namespace URI}local name`. */
@@ -40,7 +40,7 @@ export interface Dialect {
   fieldMarks?: { element: string; attribute: string };
 }
 
-/** Text units to translate, and the part rebuilt from their translations (model-server/text/markup.ts's shape). */
+/** Text units to translate, and the part rebuilt from their translations (model-server/text/markup/markup.ts's shape). */
 export interface PartPlan {
   /** Each unit's text, trimmed; each has a letter. */
   readonly texts: readonly string[];

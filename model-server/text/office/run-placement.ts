@@ -1,7 +1,7 @@
 /**
  * @module model-server/text/office/run-placement — where each run of an Office paragraph goes in its translation: the
  * paragraph is translated whole, and each run's text (its formatting: a bold word, an italic one) is put onto the
- * target words its source words align with (the engine's word alignment, as model-server/text/inline-tags.ts places
+ * target words its source words align with (the engine's word alignment, as model-server/text/markup/inline-tags.ts places
  * HTML's inline elements).
  *
  * Runs are flat siblings that tile the paragraph's text, and every target character must fall in one of them (a Word
@@ -15,7 +15,7 @@
  * - a run that starts between two source words starts between two target words; the space between them goes to the
  *   run that held it in the source.
  */
-import { type Links, proportional } from '../inline-tags.js';
+import { type Links, proportional } from '../markup/inline-tags.js';
 
 /** A run's source character range in the paragraph's text, `[start, end)`. */
 export interface RunSpan {

@@ -1,5 +1,5 @@
 /**
- * @module model-server/text/inline-tags — inline markup carried onto a translated sentence: a block's text is
+ * @module model-server/text/markup/inline-tags — inline markup carried onto a translated sentence: a block's text is
  * translated whole, and each inline element (`<b>`, `<a href>`, a Word run's formatting…) is put back around the
  * target words its source words align with (the engine's word alignment: engine/alignment.ts), as Marian and
  * Firefox's Bergamot move tags.

@@ -2,8 +2,9 @@ import fc from 'fast-check';
 import { parse, parseFragment, type DefaultTreeAdapterMap } from 'parse5';
 import { SaxesParser } from 'saxes';
 import { describe, expect, it } from 'vitest';
-import { ServeError } from '../../common/errors.js';
-import { planMarkup, TRANSLATED_ATTRIBUTES, type MarkupFormat } from './markup.js';
+import { ServeError } from '../../../common/errors.js';
+import { TRANSLATED_ATTRIBUTES } from './html-spans.js';
+import { planMarkup, type MarkupFormat } from './markup.js';
 
 type Node = DefaultTreeAdapterMap['node'];
 
