@@ -47,7 +47,7 @@ export function targetTokenizerJson(source: Json, vocabFile: string, spmFile: st
 }
 
 /** target_vocab.json's tokens by id. @throws ServeError unless its ids are 0..n−1, each once */
-export function targetPieces(file: string): string[] {
+function targetPieces(file: string): string[] {
   let vocab: unknown;
   try {
     vocab = JSON.parse(read(file).toString('utf8'));
