@@ -90,7 +90,7 @@ export class Aligner {
       this.#schedule();
     });
     if (attention === null) return null;
-    return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.spans(target, tokenIds));
+    return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.targetSpans(target, tokenIds));
   }
 
   #schedule(): void {

@@ -80,6 +80,7 @@ export class TranslationEngine {
     const tokenizer = TranslationTokenizer.load(options.modelDir, {
       eosTokenId: config.eosTokenId,
       maxInputTokens: config.maxInputTokens,
+      vocabSize: config.vocabSize,
     });
     const sessions = await loadSessions(options, config);
     const maxBatchRows = options.maxBatchRows ?? DEFAULT_MAX_BATCH_ROWS;
@@ -282,11 +283,12 @@ export class TranslationEngine {
     // The CPU provider's Gather refuses an id outside the embedding table, failing that row's run (and the row
     // alone, step.ts); a GPU's reads whatever lies there and answers garbage. So off the CPU, ids are checked here.
     if (this.#sessions.device.kind !== 'cpu') {
-      const vocab = this.#config.vocabSize;
+      const { sourceVocabSize, vocabSize } = this.#config;
       const forced = settings.forcedTokenId === NO_FORCED_TOKEN ? [] : [settings.forcedTokenId];
-      const bad = [...inputIds, ...forced].find((id) => !Number.isInteger(id) || id < 0 || id >= vocab);
+      const outside = (vocab: number) => (id: number) => !Number.isInteger(id) || id < 0 || id >= vocab;
+      const bad = inputIds.find(outside(sourceVocabSize)) ?? forced.find(outside(vocabSize));
       if (bad !== undefined) {
-        return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary (0..${vocab - 1})`));
+        return Promise.reject(new RangeError(`token id ${bad} is outside the vocabulary`));
       }
     }
     const { runs } = this.#search;

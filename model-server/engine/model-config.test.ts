@@ -60,3 +60,27 @@ describe('loadModelConfig', () => {
     );
   });
 });
+
+describe("loadModelConfig: the decoder's vocabulary", () => {
+  it('is decoder_vocab_size where the embeddings are not shared (HF MarianMTModel), the encoder keeping vocab_size', () => {
+    const separate = withConfig((c) =>
+      Object.assign(c, { share_encoder_decoder_embeddings: false, decoder_vocab_size: 480 }),
+    );
+    expect(separate).toMatchObject({ vocabSize: 480, sourceVocabSize: 512 });
+    const shared = withConfig((c) => Object.assign(c, { decoder_vocab_size: 480 }));
+    expect(shared).toMatchObject({ vocabSize: 512, sourceVocabSize: 512 });
+  });
+
+  it('refuses a pad_token_id past either vocabulary: encoder rows are padded with it too', () => {
+    expect(() =>
+      withConfig((c) =>
+        Object.assign(c, { share_encoder_decoder_embeddings: false, decoder_vocab_size: 480, pad_token_id: 500 }),
+      ),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'WORKER_START_FAILED',
+        message: 'config.json: "pad_token_id" 500 is past the encoder\'s or decoder\'s vocabulary (512, 480).',
+      }),
+    );
+  });
+});

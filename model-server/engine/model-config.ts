@@ -12,7 +12,14 @@ export interface ModelConfig {
   decoderLayers: number;
   encoderHeads: number;
   decoderHeads: number;
+  /**
+   * The decoder's vocabulary: its embedding and output head, so the ids it starts, pads, ends and is forced with.
+   * A Marian model with its own target embeddings (`share_encoder_decoder_embeddings: false`) has
+   * `decoder_vocab_size`; every other model shares `vocab_size` with the encoder.
+   */
   vocabSize: number;
+  /** The encoder's vocabulary (`vocab_size`): the ids a source is encoded to. */
+  sourceVocabSize: number;
   /** Positions the model can embed; inputs are truncated to fit and generation stops before it runs out. */
   maxPositions: number;
   decoderStartTokenId: number;
@@ -92,7 +99,20 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     int(config, 'config.json', 'max_length', 200),
   );
   const numBeams = int(generation, 'generation_config.json', 'num_beams', 1);
-  const vocabSize = size('vocab_size');
+  const sourceVocabSize = size('vocab_size');
+  // As HF's MarianMTModel sizes its decoder; decoder_vocab_size is ignored where the embeddings are shared.
+  const vocabSize =
+    config.share_encoder_decoder_embeddings === false
+      ? int(config, 'config.json', 'decoder_vocab_size', sourceVocabSize, 1)
+      : sourceVocabSize;
+  const padTokenId = int(config, 'config.json', 'pad_token_id', 1);
+  // The encoder's rows are padded with it too (as in HF, whose two embeddings both take it as padding_idx).
+  if (padTokenId >= Math.min(vocabSize, sourceVocabSize)) {
+    throw new ServeError(
+      'WORKER_START_FAILED',
+      `config.json: "pad_token_id" ${padTokenId} is past the encoder's or decoder's vocabulary (${sourceVocabSize}, ${vocabSize}).`,
+    );
+  }
   const suppressTokenIds = badWords(generation.bad_words_ids ?? config.bad_words_ids, vocabSize);
   const forcedEos = generation.forced_eos_token_id ?? null;
   if (
@@ -115,6 +135,7 @@ export function loadModelConfig(modelDir: string): ModelConfig {
     encoderHeads: size('encoder_attention_heads'),
     decoderHeads: size('decoder_attention_heads'),
     vocabSize,
+    sourceVocabSize,
     maxPositions,
     decoderStartTokenId: int(
       generation,
@@ -123,7 +144,7 @@ export function loadModelConfig(modelDir: string): ModelConfig {
       int(config, 'config.json', 'decoder_start_token_id', eosTokenId),
     ),
     eosTokenId,
-    padTokenId: int(config, 'config.json', 'pad_token_id', 1),
+    padTokenId,
     suppressTokenIds,
     forcedEosTokenId: forcedEos,
     maxInputTokens: Math.min(tokenizerLimit, maxPositions),

@@ -86,3 +86,27 @@ describe('TranslationTokenizer', () => {
     expect(tgt.message).toBe(`Unknown tgt_lang "EN". Supported languages: ${SUPPORTED}.`);
   });
 });
+
+describe('TranslationTokenizer of a Marian export with separate vocabularies', () => {
+  let separate: TranslationTokenizer;
+  let sepDir: string;
+  beforeAll(() => {
+    sepDir = mkdtempSync(path.join(tmpdir(), 'tokenizer-separate-'));
+    makeDemoModel('tiny-copy-separate', sepDir, { quantize: false });
+    const config = loadModelConfig(sepDir);
+    expect([config.sourceVocabSize, config.vocabSize]).toEqual([512, 512]);
+    separate = TranslationTokenizer.load(sepDir, config);
+  });
+  afterAll(() => rmSync(sepDir, { recursive: true, force: true }));
+
+  it("encodes sources in the source vocabulary, and terms, translations and target spans in the target's", () => {
+    const text = 'the quick brown fox';
+    const source = separate.encode(text, 'en').ids;
+    const target = separate.encodeTerm(text);
+    expect(source.slice(0, -1)).not.toEqual(target);
+    expect(separate.decode([...target, 0])).toBe(text);
+    const words = (spans: ([number, number] | null)[]) => spans.map((s) => (s ? text.slice(...s) : null));
+    expect(words(separate.targetSpans(text, target))).toEqual(words(separate.spans(text, source.slice(0, -1))));
+    expect(words(separate.targetSpans(text, target)).join('')).toBe(text.replaceAll(' ', ''));
+  });
+});

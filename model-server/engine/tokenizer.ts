@@ -4,7 +4,9 @@
  * spelt (M2M100 `__en__`, NLLB `eng_Latn`, mBART-50 `en_XX`; Marian none, its one pair in `source_lang` and
  * `target_lang`), tokenizer.json's post-processor template where the source language and `</s>` go (as
  * transformers.js, which swaps the source language into the template's first language token: NLLB's legacy
- * template puts it after `</s>`). Encoding truncates the text to fit; decoding drops specials.
+ * template puts it after `</s>`). Encoding truncates the text to fit; decoding drops specials. A Marian export with
+ * separate vocabularies (`separate_vocabs`) writes its translations in its target's (target-vocabulary.ts):
+ * translations are decoded, glossary terms encoded and target spans walked there.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -19,6 +21,7 @@ import {
   marianTargetTokens,
 } from '../../common/language-codes.js';
 import { NO_FORCED_TOKEN } from './decoding.js';
+import { targetTokenizerJson } from './target-vocabulary.js';
 
 const SENTENCEPIECE_SPACE = '\u2581';
 /** How far past the previous piece `spans` looks for the next (the spaces and characters a piece may skip). */
@@ -50,41 +53,56 @@ interface Languages {
 
 type Json = Record<string, unknown>;
 
+/** One side's vocabulary (a model with one vocabulary has the same on both sides). */
+interface Side {
+  tokenizer: Tokenizer;
+  /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
+  unwritable: ReadonlySet<number>;
+  unknownId: number;
+}
+
+function sideOf(tokenizer: Tokenizer, eosId: number): Side {
+  const specials = [...tokenizer.get_added_tokens_decoder()].filter(([, token]) => token.special).map(([id]) => id);
+  const unknownId = tokenizer.token_to_id('<unk>') ?? -1;
+  return { tokenizer, unwritable: new Set([...specials, eosId, unknownId]), unknownId };
+}
+
 export class TranslationTokenizer {
-  readonly #tokenizer: Tokenizer;
+  readonly #source: Side;
+  readonly #target: Side;
   readonly #languages: Languages;
   readonly #template: readonly TemplateItem[];
   readonly #maxInputTokens: number;
-  /** Ids a glossary term may not write: special tokens (languages, `</s>`, padding) and `<unk>`. */
-  readonly #unwritable: ReadonlySet<number>;
   /** The model family its tokenizer class belongs to (`M2M100`, `NLLB-200`, `mBART-50`, `Marian`). */
   readonly family: string;
-  readonly #unknownId: number;
 
   private constructor(
     family: string,
-    tokenizer: Tokenizer,
+    sides: { source: Side; target: Side },
     languages: Languages,
     template: TemplateItem[],
-    eosId: number,
     maxInputTokens: number,
   ) {
     this.family = family;
-    this.#tokenizer = tokenizer;
+    this.#source = sides.source;
+    this.#target = sides.target;
     this.#languages = languages;
     this.#template = template;
     this.#maxInputTokens = maxInputTokens;
-    const specials = [...tokenizer.get_added_tokens_decoder()].filter(([, token]) => token.special).map(([id]) => id);
-    this.#unknownId = tokenizer.token_to_id('<unk>') ?? -1;
-    this.#unwritable = new Set([...specials, eosId, this.#unknownId]);
   }
 
   /**
-   * Load `tokenizer.json` and `tokenizer_config.json` from a model folder.
+   * Load `tokenizer.json` and `tokenizer_config.json` from a model folder (with `separate_vocabs`, also
+   * `target_vocab.json` and `target.spm`).
+   * @param eosTokenId the decoder's `</s>` (config.json's)
    * @param maxInputTokens longest encoding, special tokens included (≥ 3)
+   * @param vocabSize the decoder's vocabulary, which a separate target vocabulary must fill exactly (when given)
    * @throws ServeError WORKER_START_FAILED naming the file that is missing, unreadable or disagrees
    */
-  static load(modelDir: string, options: { eosTokenId: number; maxInputTokens: number }): TranslationTokenizer {
+  static load(
+    modelDir: string,
+    options: { eosTokenId: number; maxInputTokens: number; vocabSize?: number },
+  ): TranslationTokenizer {
     const file = (name: string) => path.join(modelDir, name);
     const read = (name: string): Json => {
       try {
@@ -118,12 +136,26 @@ export class TranslationTokenizer {
     }
     const template = templateOf(json, tokenizer, pattern, file('tokenizer.json'));
     if (options.maxInputTokens < template.length + 1) throw new RangeError('maxInputTokens leaves no room for text');
+    const separate = pattern === null && config.separate_vocabs === true;
+    // config.json's `</s>` is the decoder's: a separate source vocabulary has its own among its special tokens.
+    const source = sideOf(tokenizer, separate ? -1 : options.eosTokenId);
+    let target = source;
+    if (separate) {
+      const targetJson = targetTokenizerJson(json, file('target_vocab.json'), file('target.spm'));
+      const size = (targetJson.model as { vocab: unknown[] }).vocab.length;
+      if (options.vocabSize !== undefined && size !== options.vocabSize) {
+        throw new ServeError(
+          'WORKER_START_FAILED',
+          `${file('target_vocab.json')} has ${size} tokens, not the decoder's ${options.vocabSize} (config.json's decoder_vocab_size).`,
+        );
+      }
+      target = sideOf(new Tokenizer(targetJson, config), options.eosTokenId);
+    }
     return new TranslationTokenizer(
       FAMILY_NAMES[className]!,
-      tokenizer,
+      { source, target },
       languages,
       template,
-      options.eosTokenId,
       options.maxInputTokens,
     );
   }
@@ -173,7 +205,7 @@ export class TranslationTokenizer {
       if (tgtLang === undefined) throw new RangeError('this model writes several targets: encode needs tgtLang');
       prefix.push(this.#languageId(this.#languages.targets, tgtLang, 'tgt_lang'));
     }
-    const tokens = this.#tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const tokens = this.#source.tokenizer.encode(text, { add_special_tokens: false }).ids;
     const room = this.#maxInputTokens - (this.#template.length - 1) - prefix.length;
     const truncated = tokens.length > room;
     const kept = truncated ? tokens.slice(0, room) : tokens;
@@ -186,8 +218,8 @@ export class TranslationTokenizer {
    * @throws ServeError BAD_REQUEST when the vocabulary cannot write it (an unknown piece, a special token)
    */
   encodeTerm(term: string): number[] {
-    const ids: number[] = this.#tokenizer.encode(term, { add_special_tokens: false }).ids;
-    if (ids.length === 0 || ids.some((id) => this.#unwritable.has(id))) {
+    const ids: number[] = this.#target.tokenizer.encode(term, { add_special_tokens: false }).ids;
+    if (ids.length === 0 || ids.some((id) => this.#target.unwritable.has(id))) {
       throw new ServeError(
         'BAD_REQUEST',
         `The glossary term ${JSON.stringify(term.slice(0, 60))} has characters this model cannot write.`,
@@ -197,40 +229,50 @@ export class TranslationTokenizer {
   }
 
   /**
-   * Each id's characters in `text`, the text the ids encode or decode to: `[start, end)`, or null for a special
-   * token and for a piece not found where the walk expects it (a normalised character). The tokenizer keeps no
-   * offsets, so the pieces (SentencePiece's `▁` read as a space) are walked along the text, each looked for a few
-   * characters ahead; after an `<unk>` (which stands for characters of unknown number) the next piece is looked for
-   * anywhere ahead, at most `SPAN_RESYNCS` times in vain, so the walk stays linear in the text.
+   * Each source id's characters in `text`, the text the ids encode: `[start, end)`, or null for a special token
+   * and for a piece not found where the walk expects it (a normalised character). The tokenizer keeps no offsets,
+   * so the pieces (SentencePiece's `▁` read as a space) are walked along the text, each looked for a few characters
+   * ahead; after an `<unk>` (which stands for characters of unknown number) the next piece is looked for anywhere
+   * ahead, at most `SPAN_RESYNCS` times in vain, so the walk stays linear in the text.
    */
   spans(text: string, ids: readonly number[]): ([number, number] | null)[] {
-    let at = 0;
-    let lost = false;
-    let resyncs = SPAN_RESYNCS;
-    return ids.map((id) => {
-      if (id === this.#unknownId) lost = true;
-      if (this.#unwritable.has(id)) return null;
-      const piece = (this.#tokenizer.id_to_token(id) ?? '').replaceAll(SENTENCEPIECE_SPACE, ' ').trim();
-      if (piece === '') return null;
-      let found: number;
-      if (lost && resyncs > 0) {
-        found = text.indexOf(piece, at);
-        if (found < 0) resyncs--;
-      } else {
-        const ahead = text.slice(at, at + SPAN_LOOKAHEAD + piece.length).indexOf(piece);
-        found = ahead < 0 ? -1 : at + ahead;
-      }
-      if (found < 0) return null;
-      lost = false;
-      at = found + piece.length;
-      return [found, at];
-    });
+    return walk(this.#source, text, ids);
+  }
+
+  /** `spans` of generated ids in the text they decode to: the target's pieces (its own vocabulary's, if separate). */
+  targetSpans(text: string, ids: readonly number[]): ([number, number] | null)[] {
+    return walk(this.#target, text, ids);
   }
 
   /** Text of generated ids, special tokens (start, language, `</s>`, padding) skipped. */
   decode(ids: readonly number[]): string {
-    return this.#tokenizer.decode(ids as number[], { skip_special_tokens: true });
+    return this.#target.tokenizer.decode(ids as number[], { skip_special_tokens: true });
   }
+}
+
+/** `spans` over one side's pieces. */
+function walk(side: Side, text: string, ids: readonly number[]): ([number, number] | null)[] {
+  let at = 0;
+  let lost = false;
+  let resyncs = SPAN_RESYNCS;
+  return ids.map((id) => {
+    if (id === side.unknownId) lost = true;
+    if (side.unwritable.has(id)) return null;
+    const piece = (side.tokenizer.id_to_token(id) ?? '').replaceAll(SENTENCEPIECE_SPACE, ' ').trim();
+    if (piece === '') return null;
+    let found: number;
+    if (lost && resyncs > 0) {
+      found = text.indexOf(piece, at);
+      if (found < 0) resyncs--;
+    } else {
+      const ahead = text.slice(at, at + SPAN_LOOKAHEAD + piece.length).indexOf(piece);
+      found = ahead < 0 ? -1 : at + ahead;
+    }
+    if (found < 0) return null;
+    lost = false;
+    at = found + piece.length;
+    return [found, at];
+  });
 }
 
 /** The language tokens matching `pattern`, by their own code and by ISO 639-1 alias where one is known. */
@@ -263,12 +305,6 @@ function pairOf(file: string, config: Json, json: Json, tokenizer: Tokenizer): L
     }
     return value;
   };
-  if (config.separate_vocabs === true) {
-    throw new ServeError(
-      'WORKER_START_FAILED',
-      `${file}: "separate_vocabs" is true: its target vocabulary is not in tokenizer.json, so translations could not be decoded.`,
-    );
-  }
   const targetTokens = marianTargetTokens(json);
   if (targetTokens.size > 0) {
     const targets = new Map<string, number>();

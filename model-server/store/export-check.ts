@@ -13,6 +13,7 @@ import {
   marianAlias,
   marianTargetTokens,
 } from '../../common/language-codes.js';
+import { outputDims } from './onnx-outputs.js';
 
 type Json = Record<string, unknown>;
 
@@ -81,7 +82,8 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   if (top >= (vocabSize as number)) {
     refuse('tokenizer.json', `has token id ${top}, past config.json's vocab_size ${vocabSize as number}.`);
   }
-  // The token ids generation starts, ends and pads with index the model's logits: one past them reads garbage.
+  const decoderVocab = decoderVocabulary(modelDir, config, tokenizerConfig, pattern === null, refuse);
+  // The token ids generation starts, ends and pads with index the decoder's logits: one past them reads garbage.
   const generation = existsSync(path.join(modelDir, 'generation_config.json'))
     ? readJson(modelDir, 'generation_config.json')
     : {};
@@ -91,10 +93,14 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
   ] as const) {
     for (const key of TOKEN_ID_KEYS) {
       const id = json[key];
-      if (typeof id === 'number' && id >= (vocabSize as number)) {
-        refuse(file, `names ${key} ${id}, past config.json's vocab_size ${vocabSize as number}.`);
+      if (typeof id === 'number' && id >= decoderVocab.size) {
+        refuse(file, `names ${key} ${id}, past config.json's ${decoderVocab.key} ${decoderVocab.size}.`);
       }
     }
+  }
+  // Both embeddings take pad_token_id as their padding row (HF), and the engine pads encoder rows with it.
+  if (typeof config.pad_token_id === 'number' && config.pad_token_id >= (vocabSize as number)) {
+    refuse('config.json', `names pad_token_id ${config.pad_token_id}, past its vocab_size ${vocabSize as number}.`);
   }
   const tokens = new Set([
     ...(Array.isArray(vocab) ? vocab.map((v) => String((v as unknown[])[0])) : Object.keys((vocab ?? {}) as Json)),
@@ -112,13 +118,7 @@ function readExport(modelDir: string, stamp: string): ReadonlySet<string> {
       `has no token ${JSON.stringify(absent)}, which tokenizer_config.json names among its special tokens.`,
     );
   }
-  if (pattern === null && tokenizerConfig.separate_vocabs === true) {
-    refuse(
-      'tokenizer_config.json',
-      'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
-    );
-  }
-  checkGraphs(modelDir);
+  checkGraphs(modelDir, decoderVocab);
   const targets = new Set<string>();
   // A multilingual Marian model writes the targets of its `>>xx<<` tokens; another, tokenizer_config.json's one.
   const marianTargets = pattern === null ? marianTargetTokens(tokenizer) : new Map<string, string>();
@@ -148,8 +148,66 @@ const TOKEN_ID_KEYS = [
   'forced_eos_token_id',
 ] as const;
 
-/** Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there. */
-function checkGraphs(modelDir: string): void {
+/** The decoder's vocabulary: its size and the config.json key that says it. */
+interface DecoderVocabulary {
+  size: number;
+  key: 'vocab_size' | 'decoder_vocab_size';
+}
+
+/**
+ * The decoder's vocabulary as HF's MarianMTModel sizes it (`decoder_vocab_size` where the embeddings are not shared,
+ * else `vocab_size`), checked against the tokenizer's: a Marian tokenizer with `separate_vocabs` reads target ids
+ * in target_vocab.json (and cuts target text with target.spm), which must fill that vocabulary; any other has one
+ * vocabulary for both sides.
+ */
+function decoderVocabulary(
+  modelDir: string,
+  config: Json,
+  tokenizerConfig: Json,
+  marian: boolean,
+  refuse: (file: string, problem: string) => never,
+): DecoderVocabulary {
+  const shared = config.share_encoder_decoder_embeddings !== false;
+  const size = shared ? config.vocab_size : (config.decoder_vocab_size ?? config.vocab_size);
+  if (typeof size !== 'number' || !Number.isInteger(size) || size < 1) {
+    refuse('config.json', `has no positive "decoder_vocab_size" (got ${JSON.stringify(size)}).`);
+  }
+  const vocab = { size: size as number, key: shared ? 'vocab_size' : 'decoder_vocab_size' } as const;
+  if (!marian || tokenizerConfig.separate_vocabs !== true) {
+    if (vocab.size !== config.vocab_size) {
+      refuse(
+        'config.json',
+        `names decoder_vocab_size ${vocab.size}, not its vocab_size ${config.vocab_size as number}, but tokenizer_config.json has one vocabulary (no separate_vocabs).`,
+      );
+    }
+    return vocab;
+  }
+  if (shared) {
+    refuse(
+      'config.json',
+      'shares one embedding between encoder and decoder (share_encoder_decoder_embeddings is not false), but tokenizer_config.json sets separate_vocabs.',
+    );
+  }
+  if (!existsSync(path.join(modelDir, 'target.spm'))) {
+    refuse('target.spm', 'is missing (tokenizer_config.json sets separate_vocabs).');
+  }
+  const target = readJson(modelDir, 'target_vocab.json');
+  const ids = new Set(Object.values(target));
+  const dense = [...ids].every((id) => typeof id === 'number' && Number.isInteger(id) && id >= 0 && id < ids.size);
+  if (!dense || ids.size !== Object.keys(target).length) {
+    refuse('target_vocab.json', 'does not give its tokens the ids 0..n−1, each once.');
+  }
+  if (ids.size !== vocab.size) {
+    refuse('target_vocab.json', `has ${ids.size} tokens, not config.json's ${vocab.key} ${vocab.size}.`);
+  }
+  return vocab;
+}
+
+/**
+ * Each encoder graph has its decoder (merged or plain) of the same weight type; at least one encoder is there; each
+ * decoder's logits, where their width is declared, are as wide as the decoder's vocabulary.
+ */
+function checkGraphs(modelDir: string, vocab: DecoderVocabulary): void {
   const onnxDir = path.join(modelDir, 'onnx');
   const files = existsSync(onnxDir) ? readdirSync(onnxDir) : [];
   const encoders = files.filter((f) => /^encoder_model.*\.onnx$/.test(f));
@@ -162,6 +220,21 @@ function checkGraphs(modelDir: string): void {
       throw new ServeError(
         'BAD_REQUEST',
         `Model ${path.join(onnxDir, `decoder_model_merged${suffix}.onnx`)} is missing (${encoder} has no decoder).`,
+      );
+    }
+  }
+  for (const decoder of files.filter((f) => /^decoder_model.*\.onnx$/.test(f))) {
+    const file = path.join(onnxDir, decoder);
+    let width: number | string | undefined;
+    try {
+      width = outputDims(file, 'logits')?.at(-1);
+    } catch (err) {
+      throw new ServeError('BAD_REQUEST', `Model ${file} cannot be read: ${(err as Error).message}`, { cause: err });
+    }
+    if (typeof width === 'number' && width !== vocab.size) {
+      throw new ServeError(
+        'BAD_REQUEST',
+        `Model ${file} has logits ${width} wide, not config.json's ${vocab.key} ${vocab.size}.`,
       );
     }
   }
@@ -180,6 +253,14 @@ function readJson(modelDir: string, name: string): Json {
 }
 
 function stampOf(modelDir: string): string {
-  const names = ['config.json', 'generation_config.json', 'tokenizer_config.json', 'tokenizer.json', 'onnx'];
+  const names = [
+    'config.json',
+    'generation_config.json',
+    'tokenizer_config.json',
+    'tokenizer.json',
+    'target_vocab.json',
+    'target.spm',
+    'onnx',
+  ];
   return names.map((n) => (existsSync(path.join(modelDir, n)) ? statSync(path.join(modelDir, n)).mtimeMs : -1)).join();
 }

@@ -203,20 +203,6 @@ describe('an export whose files disagree is refused at registration, naming the 
       file: 'tokenizer.json',
       message: 'has no token "__sw__", which tokenizer_config.json names among its special tokens.',
     },
-    {
-      what: 'a Marian export with a separate target vocabulary',
-      apply: (dir) =>
-        editJson(dir, 'tokenizer_config.json', (c) => ({
-          ...c,
-          tokenizer_class: 'MarianTokenizer',
-          source_lang: 'en',
-          target_lang: 'de',
-          separate_vocabs: true,
-        })),
-      file: 'tokenizer_config.json',
-      message:
-        'sets separate_vocabs: the target vocabulary is not in tokenizer.json, so translations could not be decoded.',
-    },
   ];
 
   it.each(breakages)('$what', async ({ apply, file, message }) => {

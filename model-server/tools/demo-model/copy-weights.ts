@@ -20,8 +20,15 @@
  * - Head 0's values are the source token's code; the first layer's out_proj writes them into [128, 224) with gain
  *   γ; the LM head reads only that block, so token v's logit is γ·c(v)·c(copied)/σ': the copied token wins by half
  *   of γ/σ'.
+ *
+ * On Marian's graph (`tiny-copy-separate`) the same weights copy too: its layer norms after each residual add divide
+ * by the same σ, its sinusoids start at 0 on both sides (decoder position p, reading `<pad>` at 0, attends source
+ * token p and writes it), and `final_logits_bias` is 0. With a separate target vocabulary, target token t carries the
+ * code of the source token that is the same piece (vocab.ts `targetSourceIds`), in the decoder's embedding and in the
+ * LM head: the copy is written in target ids.
  */
 import type { DemoPreset } from './presets.js';
+import { targetSourceIds } from './vocab.js';
 
 const TOKEN = 0;
 const POSITION = 96;
@@ -39,12 +46,22 @@ const GAMMA = 8;
 
 /** The preset's shape the construction needs (a preset of another shape cannot be built this way). */
 export function checkCopyShape(p: DemoPreset): void {
-  if (p.family !== 'm2m100' || p.dModel !== 256 || p.heads !== 4 || p.vocabSize > 16 * 32 || p.tieEmbeddings) {
-    throw new Error(`preset ${p.name}: the copy construction needs M2M100, dModel 256, 4 heads, ≤ 512 tokens, untied`);
+  const family = p.family === 'm2m100' || (p.family === 'marian' && p.marianTargets === undefined);
+  if (!family || p.dModel !== 256 || p.heads !== 4 || p.vocabSize > 16 * 32 || p.tieEmbeddings) {
+    throw new Error(
+      `preset ${p.name}: the copy construction needs M2M100 or a one-pair Marian, dModel 256, 4 heads, ≤ 512 tokens, untied`,
+    );
   }
 }
 
 const code = (v: number): [number, number] => [v >> 5, 16 + (v & 31)];
+
+/** Per row of the token table `name`, the source id of its token: a decoder-side table's rows are target ids. */
+function sourceIds(p: DemoPreset, name: string, rows: number): readonly number[] {
+  const decoderSide = name.includes('decoder') || name === 'lm_head.weight';
+  if (!decoderSide || p.targetVocabSize === undefined) return Array.from({ length: rows }, (_, v) => v);
+  return targetSourceIds(p.vocabSize, p.targetVocabSize, p.seed);
+}
 
 /** Write `value` at `dim` and its mirror `−value` at `dim + CODE` (or `+ width` for other blocks). */
 function mirrored(out: Float32Array, base: number, dim: number, value: number, width: number): void {
@@ -61,10 +78,12 @@ export function copyWeight(p: DemoPreset, name: string, dims: readonly number[])
   const out = new Float32Array(dims.reduce((a, b) => a * b, 1));
   const dh = d / p.heads;
   if (name.endsWith('norm.weight')) return out.fill(1);
-  if (name === 'model.shared.weight') {
+  if (/^model\.(shared|encoder\.embed_tokens|decoder\.embed_tokens)\.weight$/.test(name)) {
     // The graph multiplies embeddings by √d.
     const scale = A / Math.SQRT2 / Math.sqrt(d);
-    for (let v = 0; v < dims[0]!; v++) for (const dim of code(v)) mirrored(out, v * d, TOKEN + dim, scale, CODE);
+    const source = sourceIds(p, name, dims[0]!);
+    for (let v = 0; v < dims[0]!; v++)
+      for (const dim of code(source[v]!)) mirrored(out, v * d, TOKEN + dim, scale, CODE);
     return out;
   }
   if (name.endsWith('embed_positions.weights')) {
@@ -81,7 +100,8 @@ export function copyWeight(p: DemoPreset, name: string, dims: readonly number[])
   const cross = /^model\.decoder\.layers\.(\d+)\.encoder_attn\.(q|k|v|out)_proj\.weight$/.exec(name);
   if (cross === null) {
     if (name === 'lm_head.weight') {
-      for (let v = 0; v < dims[0]!; v++) for (const dim of code(v)) out[v * d + COPIED + dim] = 1;
+      const source = sourceIds(p, name, dims[0]!);
+      for (let v = 0; v < dims[0]!; v++) for (const dim of code(source[v]!)) out[v * d + COPIED + dim] = 1;
     }
     return out;
   }

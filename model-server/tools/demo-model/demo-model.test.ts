@@ -54,6 +54,32 @@ describe('makeDemoModel', () => {
     expect(size).toBeLessThan(4 * 1024 * 1024);
   });
 
+  it('writes a separate-vocabulary Marian export as HF saves one, byte-identical every time', () => {
+    const [a, b] = [tempDir(), tempDir()];
+    const summary = makeDemoModel('tiny-opus-mt-en-es-separate', a, { quantize: false });
+    makeDemoModel('tiny-opus-mt-en-es-separate', b, { quantize: false });
+    expect(folderHash(a)).toBe(folderHash(b));
+    expect(summary.files).toEqual(
+      expect.arrayContaining(['tokenizer.json', 'vocab.json', 'target_vocab.json', 'source.spm', 'target.spm']),
+    );
+    const json = (name: string) => JSON.parse(readFileSync(path.join(a, name), 'utf8')) as Record<string, unknown>;
+    expect(json('config.json')).toMatchObject({
+      vocab_size: 512,
+      decoder_vocab_size: 480,
+      share_encoder_decoder_embeddings: false,
+      pad_token_id: 479,
+      decoder_start_token_id: 479,
+    });
+    expect(json('generation_config.json')).toMatchObject({ bad_words_ids: [[479]], eos_token_id: 0 });
+    expect(json('tokenizer_config.json')).toMatchObject({ tokenizer_class: 'MarianTokenizer', separate_vocabs: true });
+    const [source, target] = [json('vocab.json'), json('target_vocab.json')];
+    expect(Object.keys(source)).toHaveLength(512);
+    expect(Object.keys(target)).toHaveLength(480);
+    // Every target token is a source piece, most at another id.
+    expect(Object.keys(target).every((token) => token in source)).toBe(true);
+    expect(Object.keys(target).filter((token) => target[token] !== source[token]).length).toBeGreaterThan(400);
+  });
+
   it('declares the inputs and outputs transformers.js and the engine rely on', async () => {
     const dir = tempDir();
     makeDemoModel('tiny', dir);
@@ -204,6 +230,7 @@ describe('makeDemoModel', () => {
       'tiny-mbart50',
       'tiny-opus-mt-en-de',
       'tiny-opus-mt-en-roa',
+      'tiny-opus-mt-en-es-separate',
     ]) {
       const summary = makeDemoModel(preset, tempDir());
       expect(summary.writtenParameters).toBe(parameterCount(PRESETS[preset]!));

@@ -168,6 +168,7 @@ export function tokenizerConfigJson(
   maxLength: number,
   languageTokens: readonly string[],
   pair: { source: string; target: string } | null,
+  separateVocabs = false,
 ): object {
   const traits = FAMILIES[family];
   const common = {
@@ -179,7 +180,7 @@ export function tokenizerConfigJson(
     clean_up_tokenization_spaces: true,
   };
   if (family === 'marian') {
-    return { ...common, source_lang: pair!.source, target_lang: pair!.target, separate_vocabs: false };
+    return { ...common, source_lang: pair!.source, target_lang: pair!.target, separate_vocabs: separateVocabs };
   }
   const languages = { bos_token: '<s>', sep_token: '</s>', additional_special_tokens: languageTokens };
   if (family === 'm2m100') return { ...common, ...languages, src_lang: null, tgt_lang: null, language_codes: 'm2m100' };

@@ -15,13 +15,22 @@
  */
 import { type Dim, ElemType, GraphBuilder, valueInfo } from './onnx-builder.js';
 import { FAMILIES, type FamilyTraits, specialIds } from './families.js';
-import type { DemoPreset } from './presets.js';
+import { decoderVocabSize, type DemoPreset } from './presets.js';
 import { Mulberry32 } from './prng.js';
 
 /** Large negative added to masked attention scores: exp() underflows to exactly 0, no inf arithmetic. */
 const MASKED = -1e9;
 /** The position table's first row: fairseq's (M2M100, NLLB, mBART) skip padding_idx + 1 rows; Marian's none. */
 const positionOffset = (traits: FamilyTraits) => (traits.positions === 'sinusoidal' ? 0 : 2);
+
+/**
+ * A side's token embedding, its HF name and rows: one table shared by both sides, or with a separate target
+ * vocabulary each side's own (`model.{encoder,decoder}.embed_tokens.weight`, as MarianMTModel names them).
+ */
+export function embeddingTable(p: DemoPreset, side: 'encoder' | 'decoder'): [string, number] {
+  if (p.targetVocabSize === undefined) return ['model.shared.weight', p.vocabSize];
+  return [`model.${side}.embed_tokens.weight`, side === 'encoder' ? p.vocabSize : p.targetVocabSize];
+}
 
 /** fairseq/M2M100 sinusoidal table: rows [sin | cos] per position, the padding row (1) zero. */
 export function sinusoidalTable(rows: number, dim: number): Float32Array {
@@ -140,8 +149,9 @@ class Layers {
   /** Scaled token embedding plus the position table rows `positionIds` (already offset), normalised for mBART. */
   embed(inputIds: string, positionIds: string, side: 'encoder' | 'decoder'): string {
     const g = this.g;
-    const { dModel: d, vocabSize: v } = this.p;
-    const table = g.weight('model.shared.weight', [v, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
+    const d = this.p.dModel;
+    const [name, v] = embeddingTable(this.p, side);
+    const table = g.weight(name, [v, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
     const rows = this.p.maxPositions + this.offset;
     const positions =
       this.traits.positions === 'learned'
@@ -331,30 +341,31 @@ export function buildDecoder(g: GraphBuilder, p: DemoPreset, variant: 'merged' |
   x = L.finalNorm(x, 'model.decoder.layer_norm');
 
   // LM head as one GEMM over [B·T, d] with the [V, d] matrix transposed in place (no transposed copy).
+  const V = decoderVocabSize(p);
   const head = p.tieEmbeddings
-    ? 'model.shared.weight'
-    : g.weight('lm_head.weight', [p.vocabSize, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
+    ? embeddingTable(p, 'decoder')[0]
+    : g.weight('lm_head.weight', [V, d], { kind: 'uniform', std: 1 / Math.sqrt(d) });
   const flat = g.op('Reshape', [x, g.int64([-1, d])]);
   const logitsFlat = g.op('Gemm', [flat, head], { transB: { i: 1 } });
-  const logitsShape = g.op('Concat', [g.op('Shape', [inputIds]), g.int64([p.vocabSize])], { axis: { i: 0 } });
+  const logitsShape = g.op('Concat', [g.op('Shape', [inputIds]), g.int64([V])], { axis: { i: 0 } });
   let logits = g.op('Reshape', [logitsFlat, logitsShape]);
   if (L.traits.finalLogitsBias) {
     // Random, and high at `<pad>`: the token decoding starts from is the one a random model repeats, so the stand-in
     // needs generation_config's bad_words_ids (as the real one has) to write anything else.
-    const data = new Float32Array(p.vocabSize);
+    const data = new Float32Array(V);
     const rng = new Mulberry32(p.seed + 1);
-    for (let v = 0; v < p.vocabSize; v++) data[v] = rng.next() - 0.5;
-    data[specialIds(p.family, p.vocabSize).pad] = 4;
-    logits = g.op('Add', [logits, g.weight('final_logits_bias', [1, p.vocabSize], { kind: 'data', data })]);
+    for (let v = 0; v < V; v++) data[v] = rng.next() - 0.5;
+    data[specialIds(p.family, V).pad] = 4;
+    logits = g.op('Add', [logits, g.weight('final_logits_bias', [1, V], { kind: 'data', data })]);
   }
   if (p.eosBiasPerPosition !== 0) {
-    const eosBias = new Float32Array(p.vocabSize);
-    eosBias[specialIds(p.family, p.vocabSize).eos] = p.eosBiasPerPosition;
-    const perPosition = g.weight('eos_position_bias', [p.vocabSize], { kind: 'data', data: eosBias });
+    const eosBias = new Float32Array(V);
+    eosBias[specialIds(p.family, V).eos] = p.eosBiasPerPosition;
+    const perPosition = g.weight('eos_position_bias', [V], { kind: 'data', data: eosBias });
     const position = g.op('Cast', [g.op('Unsqueeze', [positionIds, g.int64([2])])], { to: { i: ElemType.FLOAT } });
     logits = g.op('Add', [logits, g.op('Mul', [position, perPosition])]);
   }
-  g.output(logits, 'logits', ElemType.FLOAT, ['batch_size', 'decoder_sequence_length', p.vocabSize]);
+  g.output(logits, 'logits', ElemType.FLOAT, ['batch_size', 'decoder_sequence_length', V]);
   for (let i = 0; i < p.decoderLayers; i++) {
     const names = presentEncoderNames(i);
     g.outputs.push(

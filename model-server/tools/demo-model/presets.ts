@@ -41,8 +41,15 @@ export interface DemoPreset {
   decoderLayers: number;
   heads: number;
   ffnDim: number;
-  /** Total vocabulary, language tokens included. */
+  /** Total vocabulary, language tokens included (the encoder's, where the target has its own). */
   vocabSize: number;
+  /**
+   * A Marian model's separate target vocabulary: its size (config.json's `decoder_vocab_size`, at most
+   * `vocabSize`), its pieces the source's in another order (vocab.ts `targetSourceIds`), the decoder's embedding and
+   * LM head over it, written as HF's MarianTokenizer keeps it (`target_vocab.json`, `target.spm`). Unset: one
+   * vocabulary, shared.
+   */
+  targetVocabSize?: number;
   /** Positions the model can embed (sinusoidal table rows, plus M2M100's offset of 2). */
   maxPositions: number;
   /** LM head shares the token embedding (M2M100 does; random tied weights make a tiny model repeat itself). */
@@ -131,6 +138,36 @@ export const PRESETS: Record<string, DemoPreset> = {
     family: 'marian',
     pair: { source: 'en', target: 'de' },
     seed: 75,
+  },
+  /**
+   * A Marian model with separate vocabularies (`separate_vocabs`): the target's 480 tokens are source pieces in
+   * another order, so decoding with the source's would write other words.
+   */
+  'tiny-opus-mt-en-es-separate': {
+    ...TINY,
+    name: 'tiny-opus-mt-en-es-separate',
+    family: 'marian',
+    pair: { source: 'en', target: 'es' },
+    targetVocabSize: 480,
+    seed: 77,
+  },
+  /**
+   * The copy model as a Marian export with separate vocabularies: its target vocabulary is its source's in another
+   * order, so its output is its input only when decoded with the target's.
+   */
+  'tiny-copy-separate': {
+    ...TINY,
+    name: 'tiny-copy-separate',
+    family: 'marian',
+    pair: { source: 'en', target: 'de' },
+    targetVocabSize: 512,
+    dModel: 256,
+    heads: 4,
+    eosBiasPerPosition: 0,
+    attentionGain: 1,
+    withNoCacheDecoder: false,
+    construction: 'copy',
+    seed: 78,
   },
   /** A multilingual Marian model as opus-mt-en-roa: one source, the target named by `>>xx<<` before the text. */
   'tiny-opus-mt-en-roa': {
@@ -251,6 +288,9 @@ export const PRESETS: Record<string, DemoPreset> = {
   },
 };
 
+/** The decoder's vocabulary: the target's where it has its own. */
+export const decoderVocabSize = (p: DemoPreset): number => p.targetVocabSize ?? p.vocabSize;
+
 export function presetNamed(name: string): DemoPreset {
   const preset = PRESETS[name];
   if (preset === undefined) {
@@ -272,8 +312,8 @@ export function parameterCount(p: DemoPreset): number {
   const ffn = linear(d, p.ffnDim) + linear(p.ffnDim, d);
   const encoderLayer = attention + ffn + 2 * layerNorm;
   const decoderLayer = 2 * attention + ffn + 3 * layerNorm;
-  const embedding = p.vocabSize * d;
-  const lmHead = p.tieEmbeddings ? 0 : p.vocabSize * d;
+  const embedding = (p.vocabSize + (p.targetVocabSize ?? 0)) * d;
+  const lmHead = p.tieEmbeddings ? 0 : decoderVocabSize(p) * d;
   const traits = FAMILIES[p.family];
   const extras =
     (traits.finalNorm ? 2 * layerNorm : 0) +

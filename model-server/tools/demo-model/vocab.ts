@@ -9,6 +9,7 @@
  * needs `<unk>`; other scripts map to `<unk>` (the model is a stand-in, not a translator).
  */
 import { FAMILIES, type Family } from './families.js';
+import { Mulberry32 } from './prng.js';
 
 const SPACE = '\u2581';
 
@@ -126,4 +127,77 @@ export function tokenizerJson(
     decoder: { type: 'Metaspace', replacement: SPACE, prepend_scheme: 'always', split: true },
     model: { type: 'Unigram', unk_id: unk, vocab, byte_fallback: false },
   };
+}
+
+/**
+ * A separate target vocabulary (a Marian export's target_vocab.json) as the source ids its tokens are, in target id
+ * order: Marian's leading specials in place (`</s>`, `<unk>`), the source's first `size − 3` pieces shuffled from
+ * `seed`, then `<pad>` last. Every target token is a source piece, at another id.
+ */
+export function targetSourceIds(vocabSize: number, size: number, seed: number): number[] {
+  const lead = FAMILIES.marian.leadingSpecials.length;
+  if (size > vocabSize) throw new Error(`a target vocabulary of ${size} is larger than the source's ${vocabSize}`);
+  const pieces = Array.from({ length: size - lead - 1 }, (_, i) => lead + i);
+  const rng = new Mulberry32(seed);
+  for (let i = pieces.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1));
+    [pieces[i], pieces[j]] = [pieces[j]!, pieces[i]!];
+  }
+  return [...Array.from({ length: lead }, (_, i) => i), ...pieces, vocabSize - 1];
+}
+
+/**
+ * The tokenizer files HF's MarianTokenizer saves for separate vocabularies, beside tokenizer.json (the source's,
+ * `source`): `vocab.json` and `target_vocab.json` (token → id), `source.spm` and `target.spm` (their pieces' scores).
+ */
+export function separateVocabFiles(source: object, targetIds: readonly number[]): Record<string, Uint8Array> {
+  const vocab = (source as { model: { vocab: [string, number][] } }).model.vocab;
+  const target = targetIds.map((id) => vocab[id]!);
+  const ids = (entries: [string, number][]) => JSON.stringify(Object.fromEntries(entries.map(([t], i) => [t, i])));
+  return {
+    'vocab.json': new TextEncoder().encode(`${ids(vocab)}\n`),
+    'target_vocab.json': new TextEncoder().encode(`${ids(target)}\n`),
+    'source.spm': sentencePieceModel(vocab),
+    'target.spm': sentencePieceModel(target),
+  };
+}
+
+/** SentencePiece's own specials and their types (2 unknown, 3 control), ahead of the pieces in a .spm: its ids are
+ * not vocab.json's, as in opus-mt's files. */
+const SPM_SPECIALS: readonly [string, number][] = [
+  ['<unk>', 2],
+  ['<s>', 3],
+  ['</s>', 3],
+];
+
+/**
+ * A SentencePiece Unigram model file (ModelProto): field 1 each piece (its text, float score, type), field 2 the
+ * trainer spec (model_type 1: Unigram). The vocabulary's own specials are left to SentencePiece's.
+ */
+function sentencePieceModel(vocab: readonly [string, number][]): Uint8Array {
+  const out: number[] = [];
+  const varint = (value: number) => {
+    for (; value >= 0x80; value = Math.floor(value / 128)) out.push((value % 128) | 0x80);
+    out.push(value);
+  };
+  const field = (tag: number, body: readonly number[]) => {
+    varint(tag);
+    varint(body.length);
+    out.push(...body);
+  };
+  const piece = (text: string, score: number, type: number) => {
+    const start = out.length;
+    const bytes = new TextEncoder().encode(text);
+    field(0x0a, [...bytes]);
+    out.push(0x15, ...new Uint8Array(Float32Array.of(score).buffer), 0x18, type);
+    return out.splice(start);
+  };
+  const specials = new Set(['</s>', '<unk>', '<pad>']);
+  const entries = [
+    ...SPM_SPECIALS.map(([text, type]) => piece(text, 0, type)),
+    ...vocab.filter(([text]) => !specials.has(text)).map(([text, score]) => piece(text, score, 1)),
+  ];
+  for (const entry of entries) field(0x0a, entry);
+  field(0x12, [0x18, 1]);
+  return Uint8Array.from(out);
 }
