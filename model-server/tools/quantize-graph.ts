@@ -20,15 +20,13 @@
  *   so the output of a row does not depend on what it is batched with.
  */
 import onnxProto from 'onnx-proto';
+import { ATTR, ElemType } from '../engine/graphs/onnx-wire.js';
 import type { SourceWeight, WeightReader } from './onnx-weights.js';
 
 type INodeProto = onnxProto.onnx.INodeProto;
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type ITensorProto = onnxProto.onnx.ITensorProto;
 type IAttributeProto = onnxProto.onnx.IAttributeProto;
-
-export const DT = { FLOAT: 1, UINT8: 2, INT8: 3, INT64: 7 } as const;
-const ATTR = onnxProto.onnx.AttributeProto.AttributeType;
 
 export type ActivationQuantization = 'tensor' | 'row';
 
@@ -81,9 +79,9 @@ export function quantizeGraph(
       const data = new Int8Array(values.length);
       for (let i = 0; i < values.length; i++) data[i] = quantizeValue(values[i]!, scale, 127);
       return [
-        tensor(q.q, w.proto.dims!.map(Number), DT.INT8, data),
-        tensor(q.scale, [], DT.FLOAT, Float32Array.of(scale)),
-        tensor(q.zeroPoint, [], DT.INT8, new Int8Array(1)),
+        tensor(q.q, w.proto.dims!.map(Number), ElemType.INT8, data),
+        tensor(q.scale, [], ElemType.FLOAT, Float32Array.of(scale)),
+        tensor(q.zeroPoint, [], ElemType.INT8, new Int8Array(1)),
       ];
     });
 
@@ -106,9 +104,9 @@ export function quantizeGraph(
         for (let n = 0; n < N; n++) data[k * N + n] = quantizeValue(at(k, n), scales[n]!, qmax);
       }
       return [
-        tensor(q.q, [K, N], DT.INT8, data),
-        tensor(q.scale, [N], DT.FLOAT, scales),
-        tensor(q.zeroPoint, [N], DT.INT8, new Int8Array(N)),
+        tensor(q.q, [K, N], ElemType.INT8, data),
+        tensor(q.scale, [N], ElemType.FLOAT, scales),
+        tensor(q.zeroPoint, [N], ElemType.INT8, new Int8Array(N)),
       ];
     });
   };
@@ -118,7 +116,7 @@ export function quantizeGraph(
     for (const init of g.initializer ?? []) if (init.name) inScope.set(init.name, { proto: init, entry: null });
     const floatWeight = (name: string | undefined): SourceWeight | null => {
       const w = name === undefined ? undefined : inScope.get(name);
-      return w && w.proto.dataType === DT.FLOAT && w.proto.dims?.length === 2 ? w : null;
+      return w && w.proto.dataType === ElemType.FLOAT && w.proto.dims?.length === 2 ? w : null;
     };
     /** Quantized activations per input value and scope (q, k, v projections of one input share it). */
     const activationsOf = new Map<string, string[]>();
@@ -139,9 +137,9 @@ export function quantizeGraph(
         const v = (what: string) => fresh(`${x}_row_${what}`);
         const names = 'abs absmax absmax_clamped scale scaled rounded shifted quantized'.split(' ').map(v);
         const [abs, absMax, clamped, scale, scaled, rounded, shifted, q] = names;
-        const floor = constant(added, fresh('row_floor'), DT.FLOAT, Float32Array.of(1e-30));
-        const divisor = constant(added, fresh('row_qmax'), DT.FLOAT, Float32Array.of(127));
-        const offset = constant(added, fresh('row_offset'), DT.FLOAT, Float32Array.of(128));
+        const floor = constant(added, fresh('row_floor'), ElemType.FLOAT, Float32Array.of(1e-30));
+        const divisor = constant(added, fresh('row_qmax'), ElemType.FLOAT, Float32Array.of(127));
+        const offset = constant(added, fresh('row_offset'), ElemType.FLOAT, Float32Array.of(128));
         const steps: [string, string[], string, IAttributeProto[]?][] = [
           ['Abs', [x], abs],
           ['ReduceMax', [abs], absMax, [{ name: 'axes', type: ATTR.INTS, ints: [-1] }, intAttribute('keepdims', 1)]],
@@ -150,10 +148,10 @@ export function quantizeGraph(
           ['Div', [x, scale], scaled],
           ['Round', [scaled], rounded],
           ['Add', [rounded, offset], shifted],
-          ['Cast', [shifted], q, [intAttribute('to', DT.UINT8)]],
+          ['Cast', [shifted], q, [intAttribute('to', ElemType.UINT8)]],
         ];
         for (const [opType, input, output, attribute] of steps) op(opType, input, output, opType, attribute ?? []);
-        out = [q, scale, constant(added, fresh('row_zero_point'), DT.UINT8, Uint8Array.of(128))];
+        out = [q, scale, constant(added, fresh('row_zero_point'), ElemType.UINT8, Uint8Array.of(128))];
       }
       activationsOf.set(x, out);
       return out;
@@ -164,7 +162,7 @@ export function quantizeGraph(
       const acc = fresh(`${y}_int32`);
       const accFloat = fresh(`${y}_float`);
       op('MatMulInteger', [xq!, w.q, xZero!, w.zeroPoint], acc, `${name}_quant`);
-      op('Cast', [acc], accFloat, `${name}_cast`, [intAttribute('to', DT.FLOAT)]);
+      op('Cast', [acc], accFloat, `${name}_cast`, [intAttribute('to', ElemType.FLOAT)]);
       if (activations === 'tensor') {
         const scales = fresh(`${name}_scales_mul`);
         op('Mul', [xScale!, w.scale], scales, `${name}_scales_mul`);

@@ -18,9 +18,9 @@
 import { lstatSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
-import { joinModel, splitModel } from '../engine/graphs/onnx-wire.js';
+import { ElemType, joinModel, splitModel } from '../engine/graphs/onnx-wire.js';
 import { elementCount, inlined, sourceWeights, WeightReader } from './onnx-weights.js';
-import { DT, quantizeGraph, valuesRead, type ActivationQuantization } from './quantize-graph.js';
+import { quantizeGraph, valuesRead, type ActivationQuantization } from './quantize-graph.js';
 
 export interface QuantizeOptions {
   /** `tensor`: the published q8 recipe; `row`: per-row activation scales (batch-invariant). Default `tensor`. */
@@ -88,7 +88,7 @@ function writeQuantized(source: string, output: string, options: QuantizeOptions
   if (out.length >= 2 ** 31) throw new Error(`${output} would be ${out.length} bytes, past protobuf's 2 GB`);
   reader.close();
   writeFileSync(output, out, { flag: 'wx' });
-  const int8 = added.filter((t) => t.dataType === DT.INT8 && (t.dims?.length ?? 0) === 2);
+  const int8 = added.filter((t) => t.dataType === ElemType.INT8 && (t.dims?.length ?? 0) === 2);
   return {
     source,
     output,

@@ -12,15 +12,13 @@ import onnxProto from 'onnx-proto';
 
 type IModelProto = onnxProto.onnx.IModelProto;
 
-/** A dimension: a number, or a symbolic name (`batch_size`). */
-/** The TensorProto element types the engine's graphs use. */
-export const FLOAT = 1;
-export const INT32 = 6;
-export const INT64 = 7;
-export const FLOAT16 = 10;
+/** TensorProto's element types (`ElemType.FLOAT` is 1, …), for the engine's graphs and the offline tools alike. */
+export const ElemType = onnxProto.onnx.TensorProto.DataType;
+export const { FLOAT, INT32, INT64, FLOAT16 } = ElemType;
 /** AttributeProto's types (`ATTR.INT`, `ATTR.INTS`, …). */
 export const ATTR = onnxProto.onnx.AttributeProto.AttributeType;
 
+/** A dimension: a number, or a symbolic name (`batch_size`). */
 export type Dim = number | string;
 
 /** A graph input or output: a tensor of ONNX element type `elemType` (1 float, 7 int64, …) and shape `dims`. */

@@ -5,7 +5,7 @@
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import onnxProto from 'onnx-proto';
-import { type Dim, valueInfo } from '../../engine/graphs/onnx-wire.js';
+import { ATTR, type Dim, ElemType, valueInfo } from '../../engine/graphs/onnx-wire.js';
 import { Mulberry32, streamSeed } from './prng.js';
 
 const { onnx } = onnxProto;
@@ -15,7 +15,7 @@ type IValueInfoProto = onnxProto.onnx.IValueInfoProto;
 type IGraphProto = onnxProto.onnx.IGraphProto;
 type IAttributeProto = onnxProto.onnx.IAttributeProto;
 
-export const ElemType = { FLOAT: 1, INT64: 7, BOOL: 9 } as const;
+export { ElemType };
 export type ElemTypeId = (typeof ElemType)[keyof typeof ElemType];
 
 /** A dimension (a number, or a symbolic name) and a graph input/output: one copy, in engine/graphs/onnx-wire.ts. */
@@ -180,10 +180,10 @@ export class GraphBuilder {
   /** Add a node with several outputs. */
   opN(opType: string, inputs: string[], attrs: Record<string, Attr>, outputs: string[]): string[] {
     const attribute: IAttributeProto[] = Object.entries(attrs).map(([name, value]) => {
-      if ('i' in value) return { name, type: onnx.AttributeProto.AttributeType.INT, i: value.i };
-      if ('f' in value) return { name, type: onnx.AttributeProto.AttributeType.FLOAT, f: value.f };
-      if ('ints' in value) return { name, type: onnx.AttributeProto.AttributeType.INTS, ints: value.ints };
-      return { name, type: onnx.AttributeProto.AttributeType.GRAPH, g: value.g };
+      if ('i' in value) return { name, type: ATTR.INT, i: value.i };
+      if ('f' in value) return { name, type: ATTR.FLOAT, f: value.f };
+      if ('ints' in value) return { name, type: ATTR.INTS, ints: value.ints };
+      return { name, type: ATTR.GRAPH, g: value.g };
     });
     this.nodes.push({ opType, input: inputs, output: outputs, name: this.#fresh(`${opType}_node`), attribute });
     return outputs;
