@@ -1,57 +1,83 @@
 /**
- * What word alignment costs a batch: 64 sentences generated as the translation handler generates an Office
- * document's paragraphs (each row, once generated, asks `engine.align`), against the same 64 without alignment, on
- * one engine, the two arms alternating within each round; medians over the rounds and their ratio.
- * Run: `node --import tsx bench/align-cost.ts [modelDir] [rounds] [intraOpThreads]` (default `models/bench-mid`, 7,
- * 1). Each row's output length is its source's (`minNewTokens = maxNewTokens`), so rows finish at different steps as
- * a document's do, whatever a generated model's weights make of `</s>`.
+ * What word alignment costs a batch: 64 rows generated as the translation handler generates an Office document's
+ * paragraphs (each row, once generated, asks `engine.align`), against the same 64 without alignment, on one engine.
+ * Three arms, their order rotating from round to round: `off` (no alignment), `kept` (generated with `align`: the
+ * pass reads the encoder states generation kept) and `encoded` (generated without: the pass runs the encoder on every
+ * row again, as every row's pass did before states were kept). Medians over the rounds, and each aligned arm's ratio
+ * to `off`, wall time and the process's CPU time (with one onnxruntime thread, what the machine's other tenants
+ * change least).
+ * Run: `node --import tsx bench/align-cost.ts [modelDir] [rounds] [intraOpThreads] [sentencesPerRow]` (default
+ * `models/bench-mid`, 9, 1, 1; 4 makes rows of an Office paragraph's length, as figure 14's units). Each row's output
+ * length is its source's (`minNewTokens = maxNewTokens`), so rows finish at different steps as a document's do,
+ * whatever a generated model's weights make of `</s>`.
  */
 import { TranslationEngine } from '../model-server/engine/engine.js';
 import { median } from './lib/stats.js';
 import { sentences } from './lib/workload.js';
 
-const [modelDir = 'models/bench-mid', roundsArg = '7', threadsArg = '1'] = process.argv.slice(2);
+const [modelDir = 'models/bench-mid', roundsArg = '9', threadsArg = '1', perRowArg = '1'] = process.argv.slice(2);
 const ROWS = 64;
+const ARMS = ['off', 'kept', 'encoded'] as const;
+type Arm = (typeof ARMS)[number];
 
 const engine = await TranslationEngine.load({ modelDir, intraOpThreads: Number(threadsArg) });
-const texts = sentences(ROWS);
+const perRow = Number(perRowArg);
+const texts = Array.from({ length: ROWS }, (_, i) => sentences(perRow, i * perRow).join(' '));
 const prepared = texts.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
 
-/**
- * Milliseconds until every row is answered (and aligned, with `align`), and the process's CPU milliseconds meanwhile
- * (with one onnxruntime thread, what other tenants of the machine change least).
- */
-async function batch(align: boolean): Promise<{ wall: number; cpu: number }> {
+/** Milliseconds until every row is answered (and aligned, but for `off`), and the process's CPU milliseconds. */
+async function batch(arm: Arm): Promise<{ wall: number; cpu: number }> {
   const started = performance.now();
   const cpu = process.cpuUsage();
   await Promise.all(
     prepared.map(async (row, i) => {
       const tokens = row.inputIds.length;
-      const options = { bulk: true, numBeams: 1, maxNewTokens: tokens, minNewTokens: tokens, align };
-      const translation = await engine.generate(row, options);
-      if (align) await engine.align(texts[i]!, row, translation);
+      const align = arm === 'kept';
+      const translation = await engine.generate(row, {
+        bulk: true,
+        numBeams: 1,
+        maxNewTokens: tokens,
+        minNewTokens: tokens,
+        align,
+      });
+      if (arm !== 'off') await engine.align(texts[i]!, row, translation);
     }),
   );
   const used = process.cpuUsage(cpu);
   return { wall: performance.now() - started, cpu: (used.user + used.system) / 1000 };
 }
 
-await batch(true); // warm-up: opens the alignment sessions, fills the pools
-const times = { on: { wall: [] as number[], cpu: [] as number[] }, off: { wall: [] as number[], cpu: [] as number[] } };
-for (let round = 0; round < Number(roundsArg); round++) {
-  for (const arm of round % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
-    const { wall, cpu } = await batch(arm === 'on');
+for (const arm of ARMS) await batch(arm); // warm-up: opens the alignment sessions, fills the pools
+const times = Object.fromEntries(ARMS.map((arm) => [arm, { wall: [] as number[], cpu: [] as number[] }])) as Record<
+  Arm,
+  { wall: number[]; cpu: number[] }
+>;
+const rounds = Number(roundsArg);
+for (let round = 0; round < rounds; round++) {
+  for (let k = 0; k < ARMS.length; k++) {
+    const arm = ARMS[(round + k) % ARMS.length]!;
+    const { wall, cpu } = await batch(arm);
     times[arm].wall.push(wall);
     times[arm].cpu.push(cpu);
   }
 }
-const show = (values: number[]) => values.map((v) => v.toFixed(0)).join(', ');
-console.log(`${modelDir}: ${ROWS} sentences, ${roundsArg} rounds, ${threadsArg} thread(s)`);
+const tokens = prepared.reduce((sum, row) => sum + row.inputIds.length, 0);
+console.log(
+  `${modelDir}: ${ROWS} rows of ${perRow} sentence(s) (${tokens} source tokens), ${rounds} rounds, ` +
+    `${threadsArg} thread(s)`,
+);
 for (const kind of ['wall', 'cpu'] as const) {
-  const on = median(times.on[kind]);
   const off = median(times.off[kind]);
-  console.log(`  ${kind} align off: median ${off.toFixed(0)} ms (${show(times.off[kind])})`);
-  console.log(`  ${kind} align on:  median ${on.toFixed(0)} ms (${show(times.on[kind])})`);
-  console.log(`  ${kind} on ÷ off: ${(on / off).toFixed(3)}`);
+  for (const arm of ARMS) {
+    const ms = median(times[arm][kind]);
+    // Per round too: an arm against the `off` batch beside it, which saw the same load.
+    const paired = times[arm][kind].map((v, r) => v / times.off[kind][r]!);
+    const ratio = arm === 'off' ? '' : `, ÷ off ${(ms / off).toFixed(3)} (per round: ${median(paired).toFixed(3)})`;
+    console.log(`  ${kind} ${arm.padEnd(7)} median ${ms.toFixed(0)} ms${ratio}`);
+  }
 }
+const passes = engine.alignmentStats();
+console.log(
+  `  passes: ${passes.runs} runs, ${passes.rows} rows (${passes.encodedRows} encoded again), ${passes.ms.toFixed(0)} ms`,
+);
 await engine.close();

@@ -74,6 +74,29 @@ describe('word alignment', () => {
     });
   }
 
+  it("aligns each row with its own generation's encoder states, in one run with rows of other lengths", async () => {
+    const engine = await load('tiny', 'fp32');
+    // Alone and generated without `align`: the pass encodes the source again (the path every row took before).
+    const alone: { tokens: number[]; links: number[] }[] = [];
+    for (const text of SENTENCES) {
+      const { translation, links } = await aligned(engine, text);
+      alone.push({ tokens: translation.tokenIds, links });
+    }
+    expect(new Set(alone.map((a) => JSON.stringify(a.links))).size).toBe(SENTENCES.length);
+    const before = engine.alignmentStats();
+    // Together: the rows of even index keep their states, the others are encoded again, all in one padded run.
+    const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
+    const translations = await Promise.all(rows.map((row, i) => engine.generate(row, { align: i % 2 === 0 })));
+    const links = await Promise.all(SENTENCES.map((text, i) => engine.align(text, rows[i]!, translations[i]!)));
+    const after = engine.alignmentStats();
+    expect(after.runs - before.runs).toBe(1);
+    expect(after.encodedRows - before.encodedRows).toBe(SENTENCES.length / 2);
+    SENTENCES.forEach((_, i) => {
+      expect(translations[i]!.tokenIds).toEqual(alone[i]!.tokens);
+      expect(links[i]).toEqual(alone[i]!.links);
+    });
+  });
+
   it('gives links inside both texts on a random model', async () => {
     const engine = await load('tiny', 'fp32');
     const { translation, links } = await aligned(engine, SENTENCES[1]!);
