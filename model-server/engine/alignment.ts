@@ -6,15 +6,15 @@
  * when it wrote tᵢ. Each target token is linked to the source token it attends to most, special and language tokens
  * left out on both sides.
  *
- * Cost: only rows that ask pay, after their generation: one cross-attention graph run (the layers up to the one read)
- * and one decoder run of T positions, in sessions of their own (the step loop's graph is never given the extra
- * output, since onnxruntime runs every node of a graph whatever a run fetches), run at the step loop's next boundary
- * with no decoder step beside it, for every row that asked since (padded, `MAX_ALIGN_ROWS` at a time). The encoder
- * does not run again for a row generated with `align` (engine-options.ts): its cohort hands it a copy of the row's
- * own `[S, d_model]` states (loop/encode.ts), kept until its pass; that was most of the pass (an encoder run costs
- * ~2× the teacher-forced decoder run of the same rows on bench-mid). Rows without them (the search graph's, the device
- * path's: loop/encode-device.ts) are encoded in the pass. What is left is mostly the decoder run's attention over T
- * positions; the cross graph's run is ~0.2 ms for two rows.
+ * Cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
+ * one read, its cross-attention graph joined in front (the keys and values never cross to the host), in a session of
+ * its own (the step loop's graph is never given the extra output, since onnxruntime runs every node of a graph
+ * whatever a run fetches), run at the step loop's next boundary with no decoder step beside it, for every row that
+ * asked since (padded, `MAX_ALIGN_ROWS` at a time). The encoder does not run again for a row generated with `align`
+ * (engine-options.ts): its cohort hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until
+ * its pass; that was most of the pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows
+ * without them (the search graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is
+ * mostly the decoder run's attention over T positions.
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
@@ -165,20 +165,9 @@ export class Aligner {
     offer('encoder_attention_mask', encoderMask);
     offer('encoder_hidden_states', states);
     offer('decoder_attention_mask', new ort.Tensor('int64', new BigInt64Array(n * T).fill(1n), [n, T]));
-    offer('use_cache_branch', new ort.Tensor('bool', Uint8Array.of(sessions.cross === null ? 0 : 1), [1]));
-    const dh = dModel / H;
-    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, dh]);
-    let cross: ort.InferenceSession.ReturnType = {};
-    if (sessions.cross !== null) {
-      const crossFeeds: Record<string, ort.Tensor> = { encoder_hidden_states: states };
-      if (sessions.cross.inputNames.includes('encoder_attention_mask')) crossFeeds.encoder_attention_mask = encoderMask;
-      cross = await sessions.cross.run(crossFeeds);
-    }
+    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, dModel / H]);
     for (let i = 0; i < decoderLayers; i++) {
-      for (const part of ['key', 'value']) {
-        offer(`past_key_values.${i}.decoder.${part}`, empty);
-        offer(`past_key_values.${i}.encoder.${part}`, cross[`present.${i}.encoder.${part}`] ?? empty);
-      }
+      for (const part of ['key', 'value']) offer(`past_key_values.${i}.decoder.${part}`, empty);
     }
     const out = await sessions.step.run(feeds, [CROSS_ATTENTION_OUTPUT]);
     const attention = out[CROSS_ATTENTION_OUTPUT]!.data as Float32Array;

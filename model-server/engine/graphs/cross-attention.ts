@@ -131,3 +131,37 @@ function findCrossSoftmax(nodes: readonly INodeProto[], layer: number): INodePro
     return frontier.includes(key);
   });
 }
+
+/**
+ * `cross` (decoder-split.ts' cross-attention graph, pruned to what `step` reads) put in front of `step`, changed in
+ * place, so that one run computes both: each `past_key_values.N.encoder.*` input of `step` becomes the
+ * `present.N.encoder.*` value `cross` makes, and `cross`'s inputs join `step`'s. Nodes the split gave both graphs are
+ * kept once. Why: a pass is one run instead of two, and the keys/values never cross to the host and back.
+ */
+export function joinCrossGraph(step: IModelProto, cross: IModelProto): void {
+  const graph = step.graph!;
+  const front = cross.graph!;
+  const made = new Map(
+    (front.output ?? []).map((o) => [(o.name ?? '').replace(/^present\./, 'past_key_values.'), o.name ?? '']),
+  );
+  const defined = new Set((front.node ?? []).flatMap((node) => node.output ?? []));
+  // The split shares node objects between its two graphs: a node that reads a cache input is copied, not edited.
+  const rest = (graph.node ?? [])
+    .filter((node) => !(node.output ?? []).some((out) => defined.has(out)))
+    .map((node) =>
+      (node.input ?? []).some((name) => made.has(name))
+        ? { ...node, input: node.input!.map((name) => made.get(name) ?? name) }
+        : node,
+    );
+  graph.node = [...(front.node ?? []), ...rest];
+  const inputs = (graph.input ?? []).filter((input) => !made.has(input.name ?? ''));
+  const named = new Set(inputs.map((input) => input.name ?? ''));
+  graph.input = [...inputs, ...(front.input ?? []).filter((input) => !named.has(input.name ?? ''))];
+  const initializers = new Set((graph.initializer ?? []).map((init) => init.name ?? ''));
+  graph.initializer = [
+    ...(graph.initializer ?? []),
+    ...(front.initializer ?? []).filter((init) => !initializers.has(init.name ?? '')),
+  ];
+  const infos = new Set((graph.valueInfo ?? []).map((info) => info.name ?? ''));
+  graph.valueInfo = [...(graph.valueInfo ?? []), ...(front.valueInfo ?? []).filter((i) => !infos.has(i.name ?? ''))];
+}
