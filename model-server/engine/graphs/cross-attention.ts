@@ -135,8 +135,10 @@ function findCrossSoftmax(nodes: readonly INodeProto[], layer: number): INodePro
 /**
  * `cross` (decoder-split.ts' cross-attention graph, pruned to what `step` reads) put in front of `step`, changed in
  * place, so that one run computes both: each `past_key_values.N.encoder.*` input of `step` becomes the
- * `present.N.encoder.*` value `cross` makes, and `cross`'s inputs join `step`'s. Nodes the split gave both graphs are
- * kept once. Why: a pass is one run instead of two, and the keys/values never cross to the host and back.
+ * `present.N.encoder.*` value `cross` makes, and `cross`'s inputs join `step`'s. A node of `step` making a value that
+ * `cross` makes is dropped: both come from one graph, so the value is the same (the split's step graph passes its fed
+ * cache on under the `present` name through such an Identity). Why: a pass is one run instead of two, and the
+ * keys/values never cross to the host and back.
  */
 export function joinCrossGraph(step: IModelProto, cross: IModelProto): void {
   const graph = step.graph!;
