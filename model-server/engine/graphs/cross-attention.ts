@@ -10,7 +10,8 @@
  * `/model/decoder/layers.N/encoder_attn/Softmax`), else by what it reads: the Softmax whose scores are computed from
  * `past_key_values.N.encoder.key` (the step graph decoder-split.ts cuts out reads the cross cache as fed), which is how
  * the project's generated models are found. A fused attention (one `MultiHeadAttention` operator) hides its
- * probabilities, so this runs on the unfused split graph, never on decoder-fuse.ts' output.
+ * probabilities, so this runs on the unfused split graph, never on decoder-fuse.ts' output. The split's
+ * cross-attention graph is then joined in front (`joinCrossGraph`), so that the pass reads the encoder states.
  */
 import type onnxProto from 'onnx-proto';
 import { ATTR, FLOAT, valueInfo } from './onnx-wire.js';
