@@ -4,14 +4,19 @@
  * characters of the source; a random model (tiny) and its q8 weights give links inside both texts. The alignment
  * graph is found by what the Softmax reads (the generated models name no nodes) and by the export's node names.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 import { TranslationEngine } from './engine.js';
 import { alignmentLayer, CROSS_ATTENTION_OUTPUT, exposeCrossAttention } from './graphs/cross-attention.js';
 import { GraphBuilder, WeightSink, ElemType } from '../tools/demo-model/onnx-builder.js';
+import { splitCrossAttention } from './graphs/decoder-split.js';
+import { joinModel, splitModel } from './graphs/onnx-wire.js';
+import { alignmentGraphs } from './graphs/session-graphs.js';
+import { loadModelConfig } from './model-config.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'alignment-'));
 const engines: TranslationEngine[] = [];
@@ -74,6 +79,29 @@ describe('word alignment', () => {
     });
   }
 
+  it("aligns each row with its own generation's encoder states, in one run with rows of other lengths", async () => {
+    const engine = await load('tiny', 'fp32');
+    // Alone and generated without `align`: the pass encodes the source again (the path every row took before).
+    const alone: { tokens: number[]; links: number[] }[] = [];
+    for (const text of SENTENCES) {
+      const { translation, links } = await aligned(engine, text);
+      alone.push({ tokens: translation.tokenIds, links });
+    }
+    expect(new Set(alone.map((a) => JSON.stringify(a.links))).size).toBe(SENTENCES.length);
+    const before = engine.alignmentStats();
+    // Together: the rows of even index keep their states, the others are encoded again, all in one padded run.
+    const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
+    const translations = await Promise.all(rows.map((row, i) => engine.generate(row, { align: i % 2 === 0 })));
+    const links = await Promise.all(SENTENCES.map((text, i) => engine.align(text, rows[i]!, translations[i]!)));
+    const after = engine.alignmentStats();
+    expect(after.runs - before.runs).toBe(1);
+    expect(after.encodedRows - before.encodedRows).toBe(SENTENCES.length / 2);
+    SENTENCES.forEach((_, i) => {
+      expect(translations[i]!.tokenIds).toEqual(alone[i]!.tokens);
+      expect(links[i]).toEqual(alone[i]!.links);
+    });
+  });
+
   it('gives links inside both texts on a random model', async () => {
     const engine = await load('tiny', 'fp32');
     const { translation, links } = await aligned(engine, SENTENCES[1]!);
@@ -83,6 +111,50 @@ describe('word alignment', () => {
       expect(0 <= t0 && t0 < t1 && t1 <= translation.text.length).toBe(true);
       expect(0 <= s0 && s0 < s1 && s1 <= SENTENCES[1]!.length).toBe(true);
     }
+  });
+
+  it('gives, with the cross-attention graph joined in front, the attention of the two graphs run apart', async () => {
+    const dir = path.join(root, 'tiny');
+    const config = loadModelConfig(dir);
+    const file = path.join(dir, 'onnx', 'decoder_model_merged.onnx');
+    const joined = alignmentGraphs(file, true, config);
+    if ('reason' in joined) throw new Error(joined.reason);
+    const { model, weights } = splitModel(readFileSync(file));
+    const split = splitCrossAttention(model, config.decoderLayers);
+    if (!split.ok) throw new Error(split.reason);
+    expect(exposeCrossAttention(split.step.model, config.decoderLayers)).toMatchObject({ ok: true });
+    const [one, cross, step] = await Promise.all(
+      [joined.step, joinModel(split.cross.model, weights), joinModel(split.step.model, weights)].map((bytes) =>
+        ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 }),
+      ),
+    );
+    expect(one!.inputNames.filter((name) => name.includes('.encoder.'))).toEqual([]);
+    const [n, S, T, d, H] = [3, 7, 5, config.dModel, config.decoderHeads];
+    let seed = 1;
+    const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647) * 2 - 1;
+    const states = new ort.Tensor('float32', Float32Array.from({ length: n * S * d }, random), [n, S, d]);
+    const mask = new ort.Tensor(
+      'int64',
+      BigInt64Array.from({ length: n * S }, (_, i) => (i % S < S - (i % 3) ? 1n : 0n)),
+      [n, S],
+    );
+    const ids = new ort.Tensor(
+      'int64',
+      BigInt64Array.from({ length: n * T }, (_, i) => BigInt(4 + i)),
+      [n, T],
+    );
+    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, d / H]);
+    const feed = (session: ort.InferenceSession, given: Record<string, ort.Tensor>) =>
+      Object.fromEntries(session.inputNames.map((name) => [name, given[name] ?? empty]));
+    const given = { input_ids: ids, encoder_attention_mask: mask, encoder_hidden_states: states };
+    const made = await cross!.run(feed(cross!, given));
+    const renamed = Object.fromEntries(
+      Object.entries(made).map(([k, v]) => [k.replace('present.', 'past_key_values.'), v]),
+    );
+    const apart = await step!.run(feed(step!, { ...given, ...renamed }), [CROSS_ATTENTION_OUTPUT]);
+    const together = await one!.run(feed(one!, given), [CROSS_ATTENTION_OUTPUT]);
+    expect(together[CROSS_ATTENTION_OUTPUT]!.data).toEqual(apart[CROSS_ATTENTION_OUTPUT]!.data);
+    await Promise.all([one, cross, step].map((session) => session!.release()));
   });
 
   it("finds the middle layer's cross-attention by the export's node name", () => {

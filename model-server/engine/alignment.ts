@@ -6,15 +6,20 @@
  * when it wrote tᵢ. Each target token is linked to the source token it attends to most, special and language tokens
  * left out on both sides.
  *
- * Cost: only rows that ask pay, after their generation: one encoder run, one cross-attention graph run and one
- * decoder run of T positions, in sessions of their own (the step loop's graph is never given the extra output,
- * since onnxruntime runs every node of a graph whatever a run fetches), run at the step loop's next boundary with
- * no decoder step beside it, for every row that asked since (padded, `MAX_ALIGN_ROWS` at a time).
+ * Cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
+ * one read, its cross-attention graph joined in front (the keys and values never cross to the host), in a session of
+ * its own (the step loop's graph is never given the extra output, since onnxruntime runs every node of a graph
+ * whatever a run fetches), run at the step loop's next boundary with no decoder step beside it, for every row that
+ * asked since (padded, `MAX_ALIGN_ROWS` at a time). The encoder does not run again for a row generated with `align`
+ * (engine-options.ts): its cohort hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until
+ * its pass; that was most of the pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows
+ * without them (the search graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is
+ * mostly the decoder run's attention over T positions.
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
 import type { ModelConfig } from './model-config.js';
-import type { AlignmentOpener } from './session.js';
+import type { AlignmentOpener, AlignmentSessions } from './session.js';
 import type { TranslationTokenizer } from './tokenizer.js';
 
 /**
@@ -24,19 +29,25 @@ import type { TranslationTokenizer } from './tokenizer.js';
  */
 export type WordAlignment = number[];
 
-const int64 = (values: readonly number[], dims: number[]) =>
-  new ort.Tensor(
-    'int64',
-    BigInt64Array.from(values, (v) => BigInt(v)),
-    dims,
-  );
-
 /** A row waiting for the next alignment batch. */
 interface Pending {
   inputIds: readonly number[];
   tokenIds: readonly number[];
+  /** The source's encoder states from its generation (`[S, d_model]`); absent: the pass encodes it. */
+  states: Float32Array | undefined;
   resolve(attention: Float32Array | null): void;
   reject(err: unknown): void;
+}
+
+/** The alignment passes since load (`engine.alignmentStats()`). */
+export interface AlignmentStats {
+  /** Passes run (each up to `MAX_ALIGN_ROWS` rows). */
+  runs: number;
+  rows: number;
+  /** Rows whose source the pass encoded again: generated without their states kept. */
+  encodedRows: number;
+  /** Time in the passes (their runs and the feeds they pack), ms. */
+  ms: number;
 }
 
 /** Rows aligned in one run at most. */
@@ -50,6 +61,7 @@ export class Aligner {
   /** Rows asked for and not yet in a run; a run is scheduled while it is not empty. */
   #pending: Pending[] = [];
   #scheduled = false;
+  readonly #stats: AlignmentStats = { runs: 0, rows: 0, encodedRows: 0, ms: 0 };
 
   /**
    * @param atBoundary runs a task at the step loop's next boundary, alone (loop/generate.ts `atBoundary`): a pass
@@ -67,6 +79,10 @@ export class Aligner {
     this.#atBoundary = atBoundary;
   }
 
+  stats(): Readonly<AlignmentStats> {
+    return { ...this.#stats };
+  }
+
   /** Why this model gives no alignment, or null when it does (opens the sessions). */
   async unavailable(): Promise<string | null> {
     const sessions = await this.#opener.open();
@@ -76,17 +92,19 @@ export class Aligner {
   /**
    * The links of `target` (decoded from `tokenIds`, the generated ids) to `source` (encoded as `inputIds`); null when
    * the model's decoder offers no cross-attention to read. Rows asking before the step loop's next boundary share
-   * one run there.
+   * one run there. `states`: the source's encoder states as its generation computed them (`[S, d_model]`, S the
+   * length of `inputIds`), else the pass runs the encoder on it.
    */
   async align(
     source: string,
     inputIds: readonly number[],
     target: string,
     tokenIds: readonly number[],
+    states?: Float32Array,
   ): Promise<WordAlignment | null> {
     if (tokenIds.length === 0) return [];
     const attention = await new Promise<Float32Array | null>((resolve, reject) => {
-      this.#pending.push({ inputIds, tokenIds, resolve, reject });
+      this.#pending.push({ inputIds, tokenIds, states, resolve, reject });
       this.#schedule();
     });
     if (attention === null) return null;
@@ -119,27 +137,25 @@ export class Aligner {
   async #run(rows: readonly Pending[]): Promise<(Float32Array | null)[] | null> {
     const sessions = await this.#opener.open();
     if ('reason' in sessions) return null;
+    const started = performance.now();
     const n = rows.length;
     const S = Math.max(...rows.map((r) => r.inputIds.length));
     const T = Math.max(...rows.map((r) => r.tokenIds.length));
     const { dModel, decoderHeads: H, decoderLayers, decoderStartTokenId, padTokenId } = this.#config;
-    const ids = new BigInt64Array(n * S).fill(BigInt(padTokenId));
     const mask = new BigInt64Array(n * S);
     const decoderIds = new BigInt64Array(n * T).fill(BigInt(padTokenId));
-    rows.forEach(({ inputIds, tokenIds }, r) => {
-      inputIds.forEach((id, s) => {
-        ids[r * S + s] = BigInt(id);
-        mask[r * S + s] = 1n;
-      });
+    // Padding stays zero, as in the step loop's cohorts: the mask hides it from every attention.
+    const hidden = new Float32Array(n * S * dModel);
+    rows.forEach(({ inputIds, tokenIds, states: own }, r) => {
+      mask.fill(1n, r * S, r * S + inputIds.length);
+      if (own !== undefined) hidden.set(own, r * S * dModel);
       decoderIds[r * T] = BigInt(decoderStartTokenId);
       for (let t = 1; t < tokenIds.length; t++) decoderIds[r * T + t] = BigInt(tokenIds[t - 1]!);
     });
+    const unencoded = rows.flatMap((row, r) => (row.states === undefined ? [r] : []));
+    if (unencoded.length > 0) await this.#encode(sessions.encoder, rows, unencoded, hidden, S);
     const encoderMask = new ort.Tensor('int64', mask, [n, S]);
-    const encoded = await sessions.encoder.run({
-      input_ids: new ort.Tensor('int64', ids, [n, S]),
-      attention_mask: encoderMask,
-    });
-    const states = encoded.last_hidden_state!;
+    const states = new ort.Tensor('float32', hidden, [n, S, dModel]);
     const feeds: Record<string, ort.Tensor> = {};
     const inputs = new Set(sessions.step.inputNames);
     const offer = (name: string, tensor: ort.Tensor) => {
@@ -149,29 +165,53 @@ export class Aligner {
     offer('encoder_attention_mask', encoderMask);
     offer('encoder_hidden_states', states);
     offer('decoder_attention_mask', new ort.Tensor('int64', new BigInt64Array(n * T).fill(1n), [n, T]));
-    offer('use_cache_branch', new ort.Tensor('bool', Uint8Array.of(sessions.cross === null ? 0 : 1), [1]));
-    const dh = dModel / H;
-    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, dh]);
-    let cross: ort.InferenceSession.ReturnType = {};
-    if (sessions.cross !== null) {
-      const crossFeeds: Record<string, ort.Tensor> = { encoder_hidden_states: states };
-      if (sessions.cross.inputNames.includes('encoder_attention_mask')) crossFeeds.encoder_attention_mask = encoderMask;
-      cross = await sessions.cross.run(crossFeeds);
-    }
+    const empty = new ort.Tensor('float32', new Float32Array(0), [n, H, 0, dModel / H]);
     for (let i = 0; i < decoderLayers; i++) {
-      for (const part of ['key', 'value']) {
-        offer(`past_key_values.${i}.decoder.${part}`, empty);
-        offer(`past_key_values.${i}.encoder.${part}`, cross[`present.${i}.encoder.${part}`] ?? empty);
-      }
+      for (const part of ['key', 'value']) offer(`past_key_values.${i}.decoder.${part}`, empty);
     }
     const out = await sessions.step.run(feeds, [CROSS_ATTENTION_OUTPUT]);
     const attention = out[CROSS_ATTENTION_OUTPUT]!.data as Float32Array;
+    this.#stats.runs++;
+    this.#stats.rows += n;
+    this.#stats.encodedRows += unencoded.length;
+    this.#stats.ms += performance.now() - started;
     return rows.map(({ inputIds, tokenIds }, r) => {
       const own = new Float32Array(tokenIds.length * inputIds.length);
       for (let t = 0; t < tokenIds.length; t++) {
         own.set(attention.subarray((r * T + t) * S, (r * T + t) * S + inputIds.length), t * inputIds.length);
       }
       return own;
+    });
+  }
+
+  /**
+   * The encoder run for rows `which` of `rows` (those generated without their states kept: by the search graph, on
+   * the device path, or not asked for with `align`), padded among themselves; each row's states go to its place in
+   * `hidden` (`[n, S, d_model]`).
+   */
+  async #encode(
+    encoder: AlignmentSessions['encoder'],
+    rows: readonly Pending[],
+    which: readonly number[],
+    hidden: Float32Array,
+    S: number,
+  ): Promise<void> {
+    const d = this.#config.dModel;
+    const m = which.length;
+    const Sm = Math.max(...which.map((r) => rows[r]!.inputIds.length));
+    const ids = new BigInt64Array(m * Sm).fill(BigInt(this.#config.padTokenId));
+    const mask = new BigInt64Array(m * Sm);
+    which.forEach((r, j) => {
+      rows[r]!.inputIds.forEach((id, s) => (ids[j * Sm + s] = BigInt(id)));
+      mask.fill(1n, j * Sm, j * Sm + rows[r]!.inputIds.length);
+    });
+    const out = await encoder.run({
+      input_ids: new ort.Tensor('int64', ids, [m, Sm]),
+      attention_mask: new ort.Tensor('int64', mask, [m, Sm]),
+    });
+    const states = out.last_hidden_state!.data as Float32Array;
+    which.forEach((r, j) => {
+      hidden.set(states.subarray(j * Sm * d, (j * Sm + rows[r]!.inputIds.length) * d), r * S * d);
     });
   }
 }

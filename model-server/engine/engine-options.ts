@@ -124,6 +124,12 @@ export interface TranslateOptions {
    * this many beams more than one, whatever `numBeams` says. Default 0.
    */
   alternatives?: number;
+  /**
+   * Its word alignment will be asked for (`engine.align` with the translation this call returns): generation keeps
+   * the row's encoder states for it, so the alignment pass need not run the encoder again. Default false: nothing is
+   * kept, and an alignment asked for all the same runs the encoder.
+   */
+  align?: boolean;
 }
 
 export interface TranslateRow {

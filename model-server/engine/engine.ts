@@ -36,12 +36,12 @@ import {
 } from './session.js';
 import { TranslationTokenizer } from './tokenizer.js';
 import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
-import { Aligner, type WordAlignment } from './alignment.js';
+import { Aligner, type AlignmentStats, type WordAlignment } from './alignment.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
 import type { SearchRunStats } from './search/runs.js';
 
 export * from './engine-options.js';
-export type { WordAlignment } from './alignment.js';
+export type { AlignmentStats, WordAlignment } from './alignment.js';
 
 export class TranslationEngine {
   readonly #config: ModelConfig;
@@ -53,6 +53,8 @@ export class TranslationEngine {
   readonly #search: LoadedSearch;
   readonly #weightsBytes: number;
   readonly #aligner: Aligner;
+  /** The encoder states of translations generated with `align`, until `align` takes them (or the translation goes). */
+  readonly #encoded = new WeakMap<Translation, { inputIds: readonly number[]; states: Float32Array }>();
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -214,10 +216,15 @@ export class TranslationEngine {
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
     const wanted = options.alternatives ?? 0;
+    let states: Float32Array | undefined;
     const hyp = await this.#submit(
       row.inputIds,
       settings,
-      { signal, bulk: options.bulk ?? this.#defaults.bulk },
+      {
+        signal,
+        bulk: options.bulk ?? this.#defaults.bulk,
+        onEncoded: options.align === true ? (encoded) => (states = encoded) : undefined,
+      },
       wanted > 0,
     );
     const text = this.#tokenizer.decode(hyp.tokens);
@@ -242,16 +249,29 @@ export class TranslationEngine {
         translation.alternatives.push({ text: alternative, score });
       }
     }
+    if (states !== undefined) this.#encoded.set(translation, { inputIds: row.inputIds, states });
     return translation;
   }
 
   /**
    * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts), from a
    * teacher-forced pass after generation; null when the model's decoder offers no cross-attention to read
-   * (`alignmentUnavailable` says why). `source` is the text `row` was prepared from.
+   * (`alignmentUnavailable` says why). `source` is the text `row` was prepared from. A translation generated with
+   * `align` (TranslateOptions) brings its encoder states; any other has its source encoded again.
    */
   align(source: string, row: PreparedRow, translation: Translation): Promise<WordAlignment | null> {
-    return this.#aligner.align(source, row.inputIds, translation.text, translation.tokenIds);
+    const kept = this.#encoded.get(translation);
+    this.#encoded.delete(translation);
+    // A translation passed with a row it was not generated from brings states of another source: not used.
+    const ids = row.inputIds;
+    const same =
+      kept !== undefined && kept.inputIds.length === ids.length && kept.inputIds.every((id, i) => id === ids[i]);
+    return this.#aligner.align(source, ids, translation.text, translation.tokenIds, same ? kept.states : undefined);
+  }
+
+  /** The alignment passes since load: runs, rows, rows encoded again, time. */
+  alignmentStats(): Readonly<AlignmentStats> {
+    return this.#aligner.stats();
   }
 
   /** Why rows get no alignment from this model, or null when they do. Opens the alignment sessions. */

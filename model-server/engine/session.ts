@@ -88,13 +88,12 @@ interface SessionsOfEitherPath {
 }
 
 /**
- * What a teacher-forced alignment pass runs: the encoder (the engine's own on the host path), the cross-attention
- * graph where the decoder was split, and the decoder with a layer's cross-attention as an extra output
- * (graphs/cross-attention.ts). Their outputs are on the host whatever the device.
+ * What a teacher-forced alignment pass runs: the encoder (the engine's own on the host path) for rows that bring no
+ * encoder states, and the decoder cut down to a layer's cross-attention, its cross-attention graph in front where the
+ * decoder was split (graphs/session-graphs.ts `alignmentGraphs`). Their outputs are on the host whatever the device.
  */
 export interface AlignmentSessions {
   encoder: EngineSession;
-  cross: EngineSession | null;
   step: EngineSession;
   /** The decoder layer whose cross-attention is read. */
   layer: number;
@@ -317,7 +316,6 @@ function alignmentOpener(
           if ('reason' in made) return made;
           return {
             encoder: typeof encoder === 'string' ? await own(encoder) : encoder,
-            cross: made.cross === null ? null : await own(made.cross),
             step: await own(made.step),
             layer: made.layer,
           };

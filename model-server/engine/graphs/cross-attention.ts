@@ -10,7 +10,8 @@
  * `/model/decoder/layers.N/encoder_attn/Softmax`), else by what it reads: the Softmax whose scores are computed from
  * `past_key_values.N.encoder.key` (the step graph decoder-split.ts cuts out reads the cross cache as fed), which is how
  * the project's generated models are found. A fused attention (one `MultiHeadAttention` operator) hides its
- * probabilities, so this runs on the unfused split graph, never on decoder-fuse.ts' output.
+ * probabilities, so this runs on the unfused split graph, never on decoder-fuse.ts' output. The split's
+ * cross-attention graph is then joined in front (`joinCrossGraph`), so that the pass reads the encoder states.
  */
 import type onnxProto from 'onnx-proto';
 import { ATTR, FLOAT, valueInfo } from './onnx-wire.js';
@@ -130,4 +131,40 @@ function findCrossSoftmax(nodes: readonly INodeProto[], layer: number): INodePro
     }
     return frontier.includes(key);
   });
+}
+
+/**
+ * `cross` (decoder-split.ts' cross-attention graph, pruned to what `step` reads) put in front of `step`, changed in
+ * place, so that one run computes both: each `past_key_values.N.encoder.*` input of `step` becomes the
+ * `present.N.encoder.*` value `cross` makes, and `cross`'s inputs join `step`'s. A node of `step` making a value that
+ * `cross` makes is dropped: both come from one graph, so the value is the same (the split's step graph passes its fed
+ * cache on under the `present` name through such an Identity). Why: a pass is one run instead of two, and the
+ * keys/values never cross to the host and back.
+ */
+export function joinCrossGraph(step: IModelProto, cross: IModelProto): void {
+  const graph = step.graph!;
+  const front = cross.graph!;
+  const made = new Map(
+    (front.output ?? []).map((o) => [(o.name ?? '').replace(/^present\./, 'past_key_values.'), o.name ?? '']),
+  );
+  const defined = new Set((front.node ?? []).flatMap((node) => node.output ?? []));
+  // The split shares node objects between its two graphs: a node that reads a cache input is copied, not edited.
+  const rest = (graph.node ?? [])
+    .filter((node) => !(node.output ?? []).some((out) => defined.has(out)))
+    .map((node) =>
+      (node.input ?? []).some((name) => made.has(name))
+        ? { ...node, input: node.input!.map((name) => made.get(name) ?? name) }
+        : node,
+    );
+  graph.node = [...(front.node ?? []), ...rest];
+  const inputs = (graph.input ?? []).filter((input) => !made.has(input.name ?? ''));
+  const named = new Set(inputs.map((input) => input.name ?? ''));
+  graph.input = [...inputs, ...(front.input ?? []).filter((input) => !named.has(input.name ?? ''))];
+  const initializers = new Set((graph.initializer ?? []).map((init) => init.name ?? ''));
+  graph.initializer = [
+    ...(graph.initializer ?? []),
+    ...(front.initializer ?? []).filter((init) => !initializers.has(init.name ?? '')),
+  ];
+  const infos = new Set((graph.valueInfo ?? []).map((info) => info.name ?? ''));
+  graph.valueInfo = [...(graph.valueInfo ?? []), ...(front.valueInfo ?? []).filter((i) => !infos.has(i.name ?? ''))];
 }

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type onnxProto from 'onnx-proto';
-import { exposeCrossAttention, pruneTo } from './cross-attention.js';
+import { exposeCrossAttention, joinCrossGraph, pruneTo } from './cross-attention.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
@@ -73,21 +73,22 @@ export function rewriteDecoder(
 }
 
 /**
- * The graphs of the alignment pass (engine/alignment.ts), or why there are none: the decoder as the step loop's host
- * path would split it (a merged one: the step graph and the cross-attention graph; a no-cache one: itself), with
- * only one extra output, a layer's cross-attention (cross-attention.ts). Made when the first row asks for an
- * alignment, so an engine that never aligns never reads the file again.
+ * The graph of the alignment pass (engine/alignment.ts), or why there is none: the decoder as the step loop's host
+ * path would split it (a merged one: the step graph, its cross-attention graph joined in front, so that a pass is one
+ * run from the encoder states; a no-cache one: itself), with only one output, a layer's cross-attention
+ * (cross-attention.ts). Made when the first row asks for an alignment, so an engine that never aligns never reads the
+ * file again.
  */
 export function alignmentGraphs(
   decoderFile: string,
   merged: boolean,
   config: ModelConfig,
-): { step: Uint8Array; cross: Uint8Array | null; layer: number } | { reason: string } {
+): { step: Uint8Array; layer: number } | { reason: string } {
   const { model, weights } = splitModel(readFileSync(decoderFile));
   const read = weightsReader(weights);
   if (!merged) {
     const exposed = exposeCrossAttention(model, config.decoderLayers);
-    return exposed.ok ? { step: joinModel(model, read(exposed.uses)), cross: null, layer: exposed.layer } : exposed;
+    return exposed.ok ? { step: joinModel(model, read(exposed.uses)), layer: exposed.layer } : exposed;
   }
   const split = splitCrossAttention(model, config.decoderLayers);
   if (!split.ok) return { reason: `the merged decoder could not be split: ${split.reason}` };
@@ -100,11 +101,8 @@ export function alignmentGraphs(
     crossGraph,
     (crossGraph.output ?? []).filter((o) => reads.has((o.name ?? '').replace(/^present\./, 'past_key_values.'))),
   );
-  return {
-    step: joinModel(split.step.model, read(exposed.uses)),
-    cross: joinModel(split.cross.model, read(crossUses)),
-    layer: exposed.layer,
-  };
+  joinCrossGraph(split.step.model, split.cross.model);
+  return { step: joinModel(split.step.model, read(new Set([...exposed.uses, ...crossUses]))), layer: exposed.layer };
 }
 
 /** The weights of `weights` a graph reads, by the names it `uses` (decoder-split.ts `SplitGraph.uses`). */

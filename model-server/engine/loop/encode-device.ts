@@ -39,6 +39,9 @@ export async function encodeOnDevice(
   const groups: GroupCache[] = [];
   try {
     for (const group of sourceBuckets(lengths)) {
+      // No row's states are kept for its alignment (`Admitted.onEncoded`): they are `gpu-buffer` output of the fused
+      // encoder (decoder-fuse.ts), so a copy would wait on the GPU in the middle of admission and hold floats the
+      // alignment's own unfused encoder does not give; the pass encodes those rows again.
       await encodeGroup(ctx, admitted, group, failedRows, async (rows, out, Sg, mask) => {
         const made: ort.Tensor[] = Object.values(out);
         try {

@@ -17,6 +17,8 @@ const EXPECTED_CACHE_CAP = 32;
 export interface Admitted {
   inputIds: readonly number[];
   state: SearchState;
+  /** Takes a copy of the row's own encoder states (sequences.ts `SubmitOptions.onEncoded`). */
+  onEncoded?: (states: Float32Array) => void;
 }
 
 /** What admission produced: the new cohort (null when every row failed), and the sequences that failed alone. */
@@ -48,7 +50,11 @@ export async function encodeCohort(
       const states = out.last_hidden_state?.data as Float32Array | undefined;
       if (states === undefined) throw new Error('encoder returned no last_hidden_state');
       // Real positions only; the padding stays zero (masked everywhere downstream).
-      rows.forEach((r, j) => encoderStates.set(states.subarray(j * Sg * d, (j * Sg + lengths[r]!) * d), r * S * d));
+      rows.forEach((r, j) => {
+        const own = states.subarray(j * Sg * d, (j * Sg + lengths[r]!) * d);
+        encoderStates.set(own, r * S * d);
+        admitted[r]!.onEncoded?.(own.slice());
+      });
     });
   }
   const encoded = lengths.flatMap((_, r) => (failedRows.has(r) ? [] : [r]));

@@ -29,12 +29,19 @@ export interface SubmitOptions {
    * holds it up — generate.ts gives it a bounded share of decoder time while interactive rows generate.
    */
   bulk?: boolean;
+  /**
+   * Called with the sequence's encoder states (`[S, d_model]` floats, its own copy) once the encoder has run on it:
+   * for a row whose word alignment will be asked for, so that the alignment pass need not run the encoder again
+   * (engine/alignment.ts). Rows that give none pay nothing. Only the host path's step loop calls it (encode.ts).
+   */
+  onEncoded?: (states: Float32Array) => void;
 }
 
 interface Waiter {
   request: GenerationRequest;
   state: SearchState;
   bulk: boolean;
+  onEncoded: SubmitOptions['onEncoded'];
   /** Settle the caller's promise (and stop listening to its signal). */
   resolve: (hyp: Hypothesis) => void;
   reject: (err: Error) => void;
@@ -78,6 +85,7 @@ export class Sequences {
         request,
         state: new SearchState(request.settings),
         bulk: options.bulk === true,
+        onEncoded: options.onEncoded,
         resolve: (hyp) => {
           signal?.removeEventListener('abort', onAbort);
           resolve(hyp);
@@ -108,7 +116,7 @@ export class Sequences {
         continue;
       }
       this.#generating.set(waiter.state, waiter);
-      admitted.push({ inputIds: waiter.request.inputIds, state: waiter.state });
+      admitted.push({ inputIds: waiter.request.inputIds, state: waiter.state, onEncoded: waiter.onEncoded });
       room -= rows;
     }
     this.#pending.splice(0, this.#pending.length, ...left);

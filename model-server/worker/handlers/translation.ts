@@ -219,12 +219,14 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
         this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all. No constraints ([]) and no
-          // alternatives (0) are what the engine takes for none.
+          // alternatives (0) are what the engine takes for none. Only a whole text is aligned (below), and its row
+          // keeps its encoder states for that.
+          const align = alignSource !== undefined && parts === undefined;
           const translations = await Promise.all(
             rows.map((row, r) =>
               engine.generate(
                 row,
-                { ...this.#options, bulk, constraints: constraints[r], alternatives },
+                { ...this.#options, bulk, constraints: constraints[r], alternatives, align },
                 controller.signal,
               ),
             ),
@@ -249,7 +251,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
             output.alternatives = joinAlternatives(translations, alternatives, join);
           }
           // One row: the alignment refers to the text as given (a split text's parts are rejoined, so none).
-          if (alignSource !== undefined && parts === undefined) {
+          if (align) {
             const alignment = await engine.align(alignSource, rows[0]!, translations[0]!);
             if (alignment !== null) output.alignment = alignment;
           }
