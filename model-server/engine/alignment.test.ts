@@ -29,6 +29,7 @@ const load = async (preset: string, dtype: 'fp32' | 'q8') => {
 
 beforeAll(() => {
   makeDemoModel('tiny-copy', path.join(root, 'tiny-copy'));
+  makeDemoModel('tiny-copy-separate', path.join(root, 'tiny-copy-separate'), { quantize: false });
   makeDemoModel('tiny', path.join(root, 'tiny'));
 });
 afterAll(async () => {
@@ -51,9 +52,14 @@ async function aligned(engine: TranslationEngine, text: string) {
 }
 
 describe('word alignment', () => {
-  for (const dtype of ['fp32', 'q8'] as const) {
-    it(`links every word of the copy model's translation to the same characters of its source (${dtype})`, async () => {
-      const engine = await load('tiny-copy', dtype);
+  // tiny-copy-separate reads its translation in a target vocabulary of its own (Marian's separate vocabularies).
+  for (const [preset, dtype] of [
+    ['tiny-copy', 'fp32'],
+    ['tiny-copy', 'q8'],
+    ['tiny-copy-separate', 'fp32'],
+  ] as const) {
+    it(`links every word of the copy model's translation to the same characters of its source (${preset}, ${dtype})`, async () => {
+      const engine = await load(preset, dtype);
       expect(await engine.alignmentUnavailable()).toBeNull();
       // Asked for together, rows of different lengths share one padded alignment run.
       const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
