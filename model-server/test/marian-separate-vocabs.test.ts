@@ -121,16 +121,6 @@ describe('tiny-copy-separate behind the model server answers its input', () => {
     expect(res.body.translated).toMatch(/^the quick brown fox ?hello/);
   });
 
-  it('answers its input from the published int8 files too', async () => {
-    const q8 = await startTinyTranslationServer(['de'], { preset: 'tiny-copy-separate', config: { modelDtype: 'q8' } });
-    try {
-      const res = await call(`${q8.inference}/predictions/de`, { body: { src_lang: 'en', src_text: TEXTS } });
-      expect(res.body).toEqual({ translated: TEXTS });
-    } finally {
-      await q8.close();
-    }
-  });
-
   it('is its input only in the target vocabulary: the same ids read in the source vocabulary are other words', () => {
     const source = readJson(t.modelDir, 'vocab.json');
     const target = readJson(t.modelDir, 'target_vocab.json');
