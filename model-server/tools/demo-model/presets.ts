@@ -108,6 +108,16 @@ const REAL_MODEL = {
   externalData: false,
 } as const;
 
+/** What makes a copy model (copy-weights.ts): weights built by construction on a network wide enough to carry them. */
+const COPY = {
+  dModel: 256,
+  heads: 4,
+  eosBiasPerPosition: 0,
+  attentionGain: 1,
+  withNoCacheDecoder: false,
+  construction: 'copy',
+} as const;
+
 export const PRESETS: Record<string, DemoPreset> = {
   tiny: TINY,
   /** `tiny`'s weights with a joinable decoder: rows arriving mid-generation share the running batch. */
@@ -116,16 +126,7 @@ export const PRESETS: Record<string, DemoPreset> = {
    * The copy model: its translation is its input, token for token, and its cross-attention peaks on the source token
    * each target token copies (copy-weights.ts), so tests can check word alignment exactly.
    */
-  'tiny-copy': {
-    ...TINY,
-    name: 'tiny-copy',
-    dModel: 256,
-    heads: 4,
-    eosBiasPerPosition: 0,
-    attentionGain: 1,
-    withNoCacheDecoder: false,
-    construction: 'copy',
-  },
+  'tiny-copy': { ...TINY, name: 'tiny-copy', ...COPY },
   /** NLLB-200's tokenizer and codes (`eng_Latn`) on tiny's network. */
   'tiny-nllb': { ...TINY, name: 'tiny-nllb', family: 'nllb', seed: 200 },
   /** NLLB with the legacy template: the source language after `</s>`. */
@@ -161,12 +162,7 @@ export const PRESETS: Record<string, DemoPreset> = {
     family: 'marian',
     pair: { source: 'en', target: 'de' },
     targetVocabSize: 512,
-    dModel: 256,
-    heads: 4,
-    eosBiasPerPosition: 0,
-    attentionGain: 1,
-    withNoCacheDecoder: false,
-    construction: 'copy',
+    ...COPY,
     seed: 78,
   },
   /** A multilingual Marian model as opus-mt-en-roa: one source, the target named by `>>xx<<` before the text. */
