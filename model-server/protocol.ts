@@ -150,7 +150,7 @@ export interface ReadyMessage {
 
 /** A handler's model as the status page and `GET /models/{name}` show it. */
 export interface LoadedModel {
-  /** `M2M100`, `NLLB-200`, `mBART-50`, `Marian` (engine/tokenizer.ts, from tokenizer_config.json). */
+  /** `M2M100`, `NLLB-200`, `mBART-50`, `Marian` (engine/tokens/tokenizer.ts, from tokenizer_config.json). */
   family: string;
   weightsBytes: number;
 }

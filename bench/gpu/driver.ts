@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { TranslationEngine } from '../../model-server/engine/engine.js';
 import { makeDemoModel, presetNamed } from '../../model-server/tools/demo-model/index.js';
 import { loadModelConfig } from '../../model-server/engine/model-config.js';
-import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
+import { TranslationTokenizer } from '../../model-server/engine/tokens/tokenizer.js';
 import { sentence } from '../lib/workload.js';
 import type { DeviceRequest } from '../../model-server/protocol.js';
 import { convertModelToFloat16 } from '../../model-server/engine/float16.js';

@@ -17,7 +17,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { TranslationTokenizer } from '../../model-server/engine/tokenizer.js';
+import { TranslationTokenizer } from '../../model-server/engine/tokens/tokenizer.js';
 import type { BenchContext, Scenario } from '../lib/context.js';
 import type { MatmulMeasurement, MatmulProbeRequest, MatmulWeights } from '../lib/matmul-ceiling.js';
 import type { ModelDtype } from '../../model-server/engine/session.js';

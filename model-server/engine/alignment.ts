@@ -20,7 +20,7 @@ import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
 import type { ModelConfig } from './model-config.js';
 import type { AlignmentOpener, AlignmentSessions } from './session.js';
-import type { TranslationTokenizer } from './tokenizer.js';
+import type { TranslationTokenizer } from './tokens/tokenizer.js';
 
 /**
  * Links from a translation's characters to its source's, flat: per target token `targetStart, targetEnd,

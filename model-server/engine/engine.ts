@@ -34,7 +34,7 @@ import {
   loadSessions,
   type ModelDtype,
 } from './session.js';
-import { TranslationTokenizer } from './tokenizer.js';
+import { TranslationTokenizer } from './tokens/tokenizer.js';
 import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
 import { Aligner, type AlignmentStats, type WordAlignment } from './alignment.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';

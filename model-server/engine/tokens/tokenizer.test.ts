@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ServeError } from '../../common/errors.js';
-import { DEMO_LANGUAGES, makeDemoModel } from '../tools/demo-model/index.js';
-import { loadModelConfig } from './model-config.js';
+import { ServeError } from '../../../common/errors.js';
+import { DEMO_LANGUAGES, makeDemoModel } from '../../tools/demo-model/index.js';
+import { loadModelConfig } from '../model-config.js';
 import { TranslationTokenizer } from './tokenizer.js';
 
 let dir: string;

@@ -1,5 +1,5 @@
 /**
- * @module engine/target-vocabulary — the target side of a Marian export with separate vocabularies
+ * @module engine/tokens/target-vocabulary — the target side of a Marian export with separate vocabularies
  * (tokenizer_config.json `separate_vocabs: true`). HF's MarianTokenizer reads a translation's ids in
  * `target_vocab.json` and cuts target text (a glossary term) with `target.spm`; tokenizer.json, all transformers.js
  * reads, holds the source side only. The target's tokenizer is that tokenizer.json over the target's vocabulary,
@@ -7,7 +7,7 @@
  * the .spm files the same way).
  */
 import { readFileSync } from 'node:fs';
-import { ServeError } from '../../common/errors.js';
+import { ServeError } from '../../../common/errors.js';
 
 type Json = Record<string, unknown>;
 

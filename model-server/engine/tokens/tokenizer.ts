@@ -1,5 +1,5 @@
 /**
- * @module engine/tokenizer — translation tokenization on `@huggingface/tokenizers` (pure JS), for each family as
+ * @module engine/tokens/tokenizer — translation tokenization on `@huggingface/tokenizers` (pure JS), for each family as
  * its export's files say (never its folder name): tokenizer_config.json's `tokenizer_class` names how languages are
  * spelt (M2M100 `__en__`, NLLB `eng_Latn`, mBART-50 `en_XX`; Marian none, its one pair in `source_lang` and
  * `target_lang`), tokenizer.json's post-processor template where the source language and `</s>` go (as
@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
-import { ServeError } from '../../common/errors.js';
+import { ServeError } from '../../../common/errors.js';
 import {
   FAMILY_NAMES,
   isoAlias,
@@ -19,8 +19,8 @@ import {
   LANGUAGE_TOKENS,
   marianAlias,
   marianTargetTokens,
-} from '../../common/language-codes.js';
-import { NO_FORCED_TOKEN } from './decoding.js';
+} from '../../../common/language-codes.js';
+import { NO_FORCED_TOKEN } from '../decoding.js';
 import { targetTokenizerJson } from './target-vocabulary.js';
 
 const SENTENCEPIECE_SPACE = '\u2581';
