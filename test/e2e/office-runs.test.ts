@@ -141,9 +141,7 @@ describe('Office runs carried by the word alignment (copy model)', () => {
 
   it(
     'a .docx, .pptx, .odt, .odp and a .xlsx rich string come back with every run holding the text it held',
-    {
-      timeout: 300_000,
-    },
+    { timeout: 300_000 },
     async () => {
       expect(BODY[1]!.join('').length).toBeGreaterThan(MAX_REQUEST_CHARS);
       expect(strFromU8(unzipSync(DOCX)['word/document.xml']!).match(/<w:i\/>/g)).toHaveLength(2);
