@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { intraOpThreadCount } from '../model-server/engine/engine-options.js';
 import { settingsFor, type BenchContext, type Scenario } from './lib/context.js';
 import { ensureModel, type BenchModel } from './lib/models.js';
 import { installCleanup, profileProcessesInto, stopAll, tempDir } from '../harness/process-registry.js';
@@ -28,7 +29,7 @@ const USAGE = `usage: npm run bench -- [--quick] [--only ${SCENARIOS.map((s) => 
   --keep-work    keep the temp folder with every server log and model store
   --profile      every process writes a V8 CPU profile (--cpu-prof) into DIR/profiles/<report name>/
   --new-tokens N generated tokens per sentence for every system (default 16; the report name gets -tokN)
-Environment: INTRA_OP_THREADS (onnxruntime threads per engine, default 0 = all cores),
+Environment: INTRA_OP_THREADS (onnxruntime threads per engine, default 0 = every core this process may use),
              MT_BENCH_MODELS_DIR (where bench models are built and reused, default ./models)`;
 
 function parseCli() {
@@ -75,7 +76,9 @@ function parseCli() {
     outDir: path.resolve(values.out ?? path.join(root, 'bench', 'results')),
     keepWork: values['keep-work'] ?? false,
     profile: values.profile ?? false,
-    intraOpThreads: threads,
+    // 0 resolved here, as the server resolves it (engine-options.ts intraOpThreadCount), so that every arm — the
+    // engine, the MatMul ceiling, the transformers.js baseline — states the same count to onnxruntime.
+    intraOpThreads: intraOpThreadCount(threads),
   };
 }
 
@@ -110,7 +113,7 @@ async function main(): Promise<void> {
       search: 'greedy',
       batchSize: settings.batchSize,
       maxBatchDelayMs: settings.maxBatchDelayMs,
-      intraOpThreads: settings.intraOpThreads === 0 ? 'onnxruntime default (all cores)' : settings.intraOpThreads,
+      intraOpThreads: settings.intraOpThreads,
     },
     sections: [],
   };

@@ -9,20 +9,21 @@
  * returned in the `x-generated-tokens` header, so the bench can check the work was the same.
  *
  * Environment: BASELINE_MODEL_DIR (model folder), BASELINE_PORT, BASELINE_NEW_TOKENS, INTRA_OP_THREADS
- * (0: onnxruntime's default, as in mt-serve), BASELINE_DTYPE (fp32, default, or q8: transformers.js loads the
+ * (0: every core, as in mt-serve: engine-options.ts `intraOpThreadCount`), BASELINE_DTYPE (fp32, default, or q8: transformers.js loads the
  * folder's *_quantized.onnx files).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import path from 'node:path';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import { intraOpThreadCount } from '../../model-server/engine/engine-options.js';
 import '../../model-server/engine/ort-env.js';
 import { env, pipeline } from '@huggingface/transformers';
 
 const modelDir = path.resolve(required('BASELINE_MODEL_DIR'));
 const port = Number(required('BASELINE_PORT'));
 const newTokens = Number(required('BASELINE_NEW_TOKENS'));
-const intraOpThreads = Number(process.env.INTRA_OP_THREADS ?? '0');
+const intraOpThreads = intraOpThreadCount(Number(process.env.INTRA_OP_THREADS ?? '0'));
 const dtype = process.env.BASELINE_DTYPE ?? 'fp32';
 if (dtype !== 'fp32' && dtype !== 'q8') throw new Error(`BASELINE_DTYPE must be fp32 or q8 (got ${dtype})`);
 
@@ -39,7 +40,7 @@ env.localModelPath = path.dirname(modelDir);
 const translator = await pipeline('translation', path.basename(modelDir), {
   dtype,
   device: 'cpu',
-  session_options: intraOpThreads > 0 ? { intraOpNumThreads: intraOpThreads } : {},
+  session_options: { intraOpNumThreads: intraOpThreads },
 });
 
 // Observe (not change) the pipeline's generate call: the bench checks that every system did the same work.

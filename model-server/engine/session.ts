@@ -15,7 +15,7 @@ import { ServeError } from '../../common/errors.js';
 import type { DeviceInfo } from '../protocol.js';
 import { beamHeadModel, DeviceHeads } from './beam-head.js';
 import { DeviceLayout } from './device-layout.js';
-import type { EngineOptions } from './engine-options.js';
+import { type EngineOptions, intraOpThreadCount } from './engine-options.js';
 import { type EngineSession, float32Boundary } from './float16.js';
 import type { ModelConfig } from './model-config.js';
 import {
@@ -129,7 +129,7 @@ function sessionOptions(
  */
 export async function loadSessions(options: EngineOptions, config: ModelConfig): Promise<EngineSessions> {
   const { modelDir, device = { kind: 'cpu' }, profilePrefix } = options;
-  const threads = Math.max(0, Math.floor(options.intraOpThreads ?? 0));
+  const threads = intraOpThreadCount(options.intraOpThreads);
   const prepared = new Map<ModelDtype, ReturnType<typeof prepare>>();
   const prepare = (dtype: ModelDtype) => {
     const suffix = DTYPE_SUFFIX[dtype];

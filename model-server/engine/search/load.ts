@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type * as ort from 'onnxruntime-node';
-import type { EngineOptions } from '../engine-options.js';
+import { type EngineOptions, intraOpThreadCount } from '../engine-options.js';
 import type { ModelConfig } from '../model-config.js';
 import { searchGraph } from './graph.js';
 import { SearchRuns } from './runs.js';
@@ -61,7 +61,7 @@ export async function loadSearch(
     const session = await SearchSession.create(graph, config, {
       executionProviders: [provider],
       graphOptimizationLevel: 'all',
-      intraOpNumThreads: Math.max(0, Math.floor(options.intraOpThreads ?? 0)),
+      intraOpNumThreads: intraOpThreadCount(options.intraOpThreads),
       interOpNumThreads: 1,
       logSeverityLevel: 3,
     });
