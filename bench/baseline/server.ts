@@ -9,8 +9,8 @@
  * returned in the `x-generated-tokens` header, so the bench can check the work was the same.
  *
  * Environment: BASELINE_MODEL_DIR (model folder), BASELINE_PORT, BASELINE_NEW_TOKENS, INTRA_OP_THREADS
- * (0: every core, as in mt-serve: engine-options.ts `intraOpThreadCount`), BASELINE_DTYPE (fp32, default, or q8: transformers.js loads the
- * folder's *_quantized.onnx files).
+ * (0: every core, as in mt-serve: engine-options.ts `intraOpThreadCount`), BASELINE_DTYPE (fp32, default, or q8:
+ * transformers.js loads the folder's *_quantized.onnx files).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import path from 'node:path';

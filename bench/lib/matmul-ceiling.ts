@@ -13,6 +13,7 @@
  * onnxruntime fuses into one com.microsoft DynamicQuantizeMatMul per copy; FLOPs are counted as for float.
  */
 import { performance } from 'node:perf_hooks';
+import { intraOpThreadCount } from '../../model-server/engine/engine-options.js';
 import '../../model-server/engine/ort-env.js';
 import onnxProto from 'onnx-proto';
 import * as ort from 'onnxruntime-node';
@@ -152,7 +153,7 @@ export async function measureMatmuls(
       executionProviders: ['cpu'],
       graphOptimizationLevel: 'all',
       executionMode: 'sequential',
-      intraOpNumThreads: Math.max(0, Math.floor(options.intraOpThreads)),
+      intraOpNumThreads: intraOpThreadCount(options.intraOpThreads),
       interOpNumThreads: 1,
       enableCpuMemArena: true,
       enableMemPattern: true,
