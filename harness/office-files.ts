@@ -4,7 +4,7 @@
  * places model-server/text/office/ translates and things it must leave alone (an image, a field code, a number, a
  * formula). `readerText` asks LibreOffice (headless) for a file's text as it reads it.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -315,10 +315,11 @@ export const hasLibreOffice = (): boolean =>
 
 /**
  * The paragraphs LibreOffice reads in each file (by name; its extension says its type), in its order: the files
- * converted headless to flat OpenDocument (one `soffice` run per target type) and each `text:p` / `text:h`'s text
- * taken, empty ones left out. Throws when it cannot open a file.
+ * converted headless to flat OpenDocument and each `text:p` / `text:h`'s text taken, empty ones left out. One
+ * `soffice` run per target type, all at once, each with its own profile (LibreOffice locks a profile, and most of a
+ * run is its ~5 s start). Rejects when it cannot open a file.
  */
-export function readerTexts(files: Record<string, Uint8Array>): Record<string, string[]> {
+export async function readerTexts(files: Record<string, Uint8Array>): Promise<Record<string, string[]>> {
   const dir = mkdtempSync(path.join(tmpdir(), 'office-reader-'));
   const targetOf = (name: string) =>
     ({ docx: 'fodt', odt: 'fodt', pptx: 'fodp', odp: 'fodp', xlsx: 'fods' })[path.extname(name).slice(1)] ?? 'fodt';
@@ -328,20 +329,19 @@ export function readerTexts(files: Record<string, Uint8Array>): Record<string, s
       writeFileSync(path.join(dir, name), bytes);
       byTarget.set(targetOf(name), [...(byTarget.get(targetOf(name)) ?? []), path.join(dir, name)]);
     }
-    for (const [target, inputs] of byTarget)
-      execFileSync(
-        'soffice',
-        [
-          `-env:UserInstallation=file://${dir}/profile`,
+    await Promise.all(
+      [...byTarget].map(([target, inputs]) =>
+        soffice([
+          `-env:UserInstallation=file://${dir}/profile-${target}`,
           '--headless',
           '--convert-to',
           target,
           '--outdir',
           `${dir}/out`,
           ...inputs,
-        ],
-        { stdio: 'pipe', timeout: 180_000 },
-      );
+        ]),
+      ),
+    );
     return Object.fromEntries(
       Object.keys(files).map((name) => {
         const out = path.join(dir, 'out', `${path.basename(name, path.extname(name))}.${targetOf(name)}`);
@@ -353,6 +353,13 @@ export function readerTexts(files: Record<string, Uint8Array>): Record<string, s
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+const soffice = (args: string[]) =>
+  new Promise<void>((resolve, reject) =>
+    execFile('soffice', args, { timeout: 180_000 }, (err, _stdout, stderr) =>
+      err ? reject(new Error(`soffice ${args.slice(-1)}: ${err.message}\n${stderr}`)) : resolve(),
+    ),
+  );
 
 /**
  * The text of each non-empty `text:p` / `text:h` of a flat OpenDocument file, master pages and styles first; the

@@ -138,7 +138,7 @@ describe('Office files through every API', () => {
         console.warn('office-documents.test: LibreOffice is not installed; the files are NOT opened in a reader here');
         return;
       }
-      const read = readerTexts({
+      const read = await readerTexts({
         'docx-out.docx': results['docx-out.docx']!,
         'pptx-out.pptx': results['pptx-out.pptx']!,
         'odt-out.odt': results['odt-out.odt']!,

@@ -178,7 +178,7 @@ describe('Office runs carried by the word alignment (copy model)', () => {
       }
       // One reader run per kind of file (each file's name its own: the reader names its output by it): each
       // translated file reads as the paragraphs it should hold.
-      const texts = readerTexts(reader);
+      const texts = await readerTexts(reader);
       for (const name of Object.keys(files)) expect(texts[`out-${name}`], name).toEqual(texts[`in-${name}`]);
       expect(texts['out-word.docx']).toContain('The bold word and the italic word stay where they were.');
     },

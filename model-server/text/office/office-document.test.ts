@@ -112,7 +112,7 @@ describe('planOffice', () => {
   it.skipIf(!hasLibreOffice())(
     'gives files LibreOffice opens, whose text is the translation in order',
     { timeout: 300_000 },
-    () => {
+    async () => {
       const outputs: Record<string, Uint8Array> = {};
       const expected: Record<string, string[]> = {};
       for (const kind of ['docx', 'pptx', 'xlsx', 'odt', 'odp'] as const) {
@@ -120,7 +120,7 @@ describe('planOffice', () => {
         outputs[`${kind}-out.${kind}`] = plan.render(translate(plan.texts));
         expected[`${kind}-out.${kind}`] = translate(plan.texts);
       }
-      const read = readerTexts(outputs);
+      const read = await readerTexts(outputs);
       for (const [name, translations] of Object.entries(expected)) {
         const paragraphs = read[name]!.join('\n');
         // Each translation where LibreOffice reads it, in order within the body (headers and masters come first).
