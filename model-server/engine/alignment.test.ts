@@ -110,6 +110,31 @@ describe('word alignment', () => {
     });
   });
 
+  it("gathers a document's rows, finishing one per step, into few passes while the loop runs on", async () => {
+    const engine = await load('tiny', 'fp32');
+    const texts = Array.from({ length: 32 }, (_, i) => `Row ${i} of a document, with its own words.`);
+    const before = engine.alignmentStats();
+    const started = performance.now();
+    // A row that keeps the loop stepping while the others finish, one per step, each asking as the handler does.
+    const keeper = engine.prepare({ text: 'The row that runs longest.', srcLang: 'en', tgtLang: 'de' });
+    const running = engine.generate(keeper, { minNewTokens: 48, maxNewTokens: 48 });
+    const links = await Promise.all(
+      texts.map(async (text, i) => {
+        const row = engine.prepare({ text, srcLang: 'en', tgtLang: 'de' });
+        const translation = await engine.generate(row, { align: true, minNewTokens: 4 + i, maxNewTokens: 4 + i });
+        return engine.align(text, row, translation);
+      }),
+    );
+    const elapsedMs = performance.now() - started;
+    await running;
+    for (const l of links) expect(l!.length).toBeGreaterThan(0);
+    const passes = engine.alignmentStats().runs - before.runs;
+    // Two by count (16 rows each), one per 200 ms a row waited at most, one as the loop stops. A pass per boundary
+    // (no gathering) makes ~32.
+    expect(passes).toBeLessThanOrEqual(2 + Math.floor(elapsedMs / 200) + 1);
+    expect(passes).toBeLessThan(16);
+  });
+
   it('gives links inside both texts on a random model', async () => {
     const engine = await load('tiny', 'fp32');
     const { translation, links } = await aligned(engine, SENTENCES[1]!);

@@ -9,12 +9,13 @@
  * Cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
  * one read, its cross-attention graph joined in front (the keys and values never cross to the host), in a session of
  * its own (the step loop's graph is never given the extra output, since onnxruntime runs every node of a graph
- * whatever a run fetches), run at the step loop's next boundary with no decoder step beside it, for every row that
- * asked since (padded, `MAX_ALIGN_ROWS` at a time). The encoder does not run again for a row generated with `align`
- * (engine-options.ts): its cohort hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until
- * its pass; that was most of the pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows
- * without them (the search graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is
- * mostly the decoder run's attention over T positions.
+ * whatever a run fetches), run at a step boundary with no decoder step beside it, for every row that asked since
+ * (padded, `MAX_ALIGN_ROWS` at a time) once `MIN_ALIGN_ROWS` have gathered, the oldest has waited `MAX_ALIGN_WAIT_MS`,
+ * or the loop stops. The encoder does not run again for a row generated with `align` (engine-options.ts): its cohort
+ * hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until its pass; that was most of the
+ * pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows without them (the search
+ * graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is mostly the decoder run's
+ * attention over T positions.
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
@@ -35,6 +36,7 @@ interface Pending {
   tokenIds: readonly number[];
   /** The source's encoder states from its generation (`[S, d_model]`); absent: the pass encodes it. */
   states: Float32Array | undefined;
+  askedAt: number;
   resolve(attention: Float32Array | null): void;
   reject(err: unknown): void;
 }
@@ -52,12 +54,16 @@ export interface AlignmentStats {
 
 /** Rows aligned in one run at most. */
 const MAX_ALIGN_ROWS = 64;
+/** Rows a pass waits to gather while the step loop runs on; fewer go at once when it stops. */
+const MIN_ALIGN_ROWS = 16;
+/** Longest a row waits for others to gather, ms: an interactive sentence among a document's rows is not held long. */
+const MAX_ALIGN_WAIT_MS = 200;
 
 export class Aligner {
   readonly #opener: AlignmentOpener;
   readonly #config: ModelConfig;
   readonly #tokenizer: TranslationTokenizer;
-  readonly #atBoundary: (task: () => Promise<void>) => Promise<void>;
+  readonly #atBoundary: (task: (generating: boolean) => Promise<void>) => Promise<void>;
   /** Rows asked for and not yet in a run; a run is scheduled while it is not empty. */
   #pending: Pending[] = [];
   #scheduled = false;
@@ -71,7 +77,7 @@ export class Aligner {
     opener: AlignmentOpener,
     config: ModelConfig,
     tokenizer: TranslationTokenizer,
-    atBoundary: (task: () => Promise<void>) => Promise<void>,
+    atBoundary: (task: (generating: boolean) => Promise<void>) => Promise<void>,
   ) {
     this.#opener = opener;
     this.#config = config;
@@ -104,7 +110,7 @@ export class Aligner {
   ): Promise<WordAlignment | null> {
     if (tokenIds.length === 0) return [];
     const attention = await new Promise<Float32Array | null>((resolve, reject) => {
-      this.#pending.push({ inputIds, tokenIds, states, resolve, reject });
+      this.#pending.push({ inputIds, tokenIds, states, askedAt: performance.now(), resolve, reject });
       this.#schedule();
     });
     if (attention === null) return null;
@@ -114,21 +120,33 @@ export class Aligner {
   #schedule(): void {
     if (this.#scheduled) return;
     this.#scheduled = true;
-    void this.#atBoundary(async () => {
-      // Rows that ask while a run is under way join the next run of this task; #scheduled clears only once none
-      // is left, with no await between that check and the clearing.
-      while (this.#pending.length > 0) {
-        const rows = this.#pending.splice(0, MAX_ALIGN_ROWS);
-        try {
-          const attention = await this.#run(rows);
-          rows.forEach((row, i) => row.resolve(attention?.[i] ?? null));
-        } catch (err) {
-          rows.forEach((row) => row.reject(err));
-        }
-      }
-      this.#scheduled = false;
-    });
+    void this.#atBoundary(this.#pass);
   }
+
+  /**
+   * At a boundary: the pending rows' passes, or nothing yet while the step loop runs on and few rows have waited
+   * briefly (each pass pays a run's fixed cost and its small kernels use the cores poorly; rows of a document finish a
+   * few per step).
+   */
+  readonly #pass = async (generating: boolean): Promise<void> => {
+    const waited = performance.now() - (this.#pending[0]?.askedAt ?? 0);
+    if (generating && this.#pending.length < MIN_ALIGN_ROWS && waited < MAX_ALIGN_WAIT_MS) {
+      void this.#atBoundary(this.#pass);
+      return;
+    }
+    // Rows that ask while a run is under way join the next run of this task; #scheduled clears only once none
+    // is left, with no await between that check and the clearing.
+    while (this.#pending.length > 0) {
+      const rows = this.#pending.splice(0, MAX_ALIGN_ROWS);
+      try {
+        const attention = await this.#run(rows);
+        rows.forEach((row, i) => row.resolve(attention?.[i] ?? null));
+      } catch (err) {
+        rows.forEach((row) => row.reject(err));
+      }
+    }
+    this.#scheduled = false;
+  };
 
   /**
    * One padded run for `rows`: sources right-padded (masked), decoder inputs right-padded (a causal decoder's earlier

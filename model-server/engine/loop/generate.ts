@@ -81,7 +81,7 @@ export class Generator {
   readonly #maxCohorts: number;
   readonly #onStep: (() => void) | undefined;
   /** Work waiting for the next step boundary (`atBoundary`); run and emptied by the loop, in order. */
-  readonly #boundaryTasks: (() => Promise<void>)[] = [];
+  readonly #boundaryTasks: ((generating: boolean) => Promise<void>)[] = [];
   readonly #sequences: Sequences;
   #cohorts: Cohort[] = [];
   /** Decoder time of each class since both last had rows to step (reset when one has none). */
@@ -165,7 +165,7 @@ export class Generator {
       .finally(() => {
         this.#loop = null;
         // Work that came after the last boundary: nothing is generating now, so it runs at once, in order.
-        void this.#boundaryTasks.splice(0).reduce((done, task) => done.then(task), Promise.resolve());
+        void this.#boundaryTasks.splice(0).reduce((done, task) => done.then(() => task(false)), Promise.resolve());
         // A submit that landed after the loop's last check but before this callback.
         if (this.#sequences.waiting > 0) this.#ensureLoop();
       });
@@ -174,12 +174,12 @@ export class Generator {
   /**
    * Run `task` at the next step boundary, with no decoder run beside it (other work on the engine's sessions, such
    * as the alignment pass, would otherwise share the cores with a step), or after this turn of the event loop when
-   * nothing is generating.
+   * nothing is generating. `generating`: whether steps follow this boundary (a task may wait for the next one).
    */
-  atBoundary(task: () => Promise<void>): Promise<void> {
+  atBoundary(task: (generating: boolean) => Promise<void>): Promise<void> {
     // Idle: after this turn of the event loop, so that work asked for in it goes together.
-    if (this.#loop === null) return new Promise<void>((resolve) => setImmediate(resolve)).then(task);
-    return new Promise((resolve, reject) => this.#boundaryTasks.push(() => task().then(resolve, reject)));
+    if (this.#loop === null) return new Promise<void>((resolve) => setImmediate(resolve)).then(() => task(false));
+    return new Promise((resolve, reject) => this.#boundaryTasks.push((g) => task(g).then(resolve, reject)));
   }
 
   /** Stop taking work; resolves once every submitted sequence has finished. */
@@ -209,7 +209,8 @@ export class Generator {
         this.#dropEmpty();
         await this.#coalesce();
         if (stepping.length > 0) this.#onStep?.();
-        for (const task of this.#boundaryTasks.splice(0)) await task();
+        const generating = this.#sequences.waiting > 0 || this.#cohorts.length > 0;
+        for (const task of this.#boundaryTasks.splice(0)) await task(generating);
       }
     } catch (err) {
       // A run that failed for the batch as a whole (no sequence failed alone, and the retry failed too) leaves
