@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { strToU8, zipSync, type Zippable } from 'fflate';
 
 const XML = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n';
@@ -331,15 +332,19 @@ export async function readerTexts(files: Record<string, Uint8Array>): Promise<Re
     }
     await Promise.all(
       [...byTarget].map(([target, inputs]) =>
-        soffice([
-          `-env:UserInstallation=file://${dir}/profile-${target}`,
-          '--headless',
-          '--convert-to',
-          target,
-          '--outdir',
-          `${dir}/out`,
-          ...inputs,
-        ]),
+        promisify(execFile)(
+          'soffice',
+          [
+            `-env:UserInstallation=file://${dir}/profile-${target}`,
+            '--headless',
+            '--convert-to',
+            target,
+            '--outdir',
+            `${dir}/out`,
+            ...inputs,
+          ],
+          { timeout: 180_000 },
+        ),
       ),
     );
     return Object.fromEntries(
@@ -353,13 +358,6 @@ export async function readerTexts(files: Record<string, Uint8Array>): Promise<Re
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
-const soffice = (args: string[]) =>
-  new Promise<void>((resolve, reject) =>
-    execFile('soffice', args, { timeout: 180_000 }, (err, _stdout, stderr) =>
-      err ? reject(new Error(`soffice ${args.slice(-1)}: ${err.message}\n${stderr}`)) : resolve(),
-    ),
-  );
 
 /**
  * The text of each non-empty `text:p` / `text:h` of a flat OpenDocument file, master pages and styles first; the

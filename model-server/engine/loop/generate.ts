@@ -188,9 +188,14 @@ export class Generator {
     while (this.#loop !== null) await this.#loop;
   }
 
+  /** Whether the loop steps again: rows wait to start or are generating. */
+  get #generating(): boolean {
+    return this.#sequences.waiting > 0 || this.#cohorts.length > 0;
+  }
+
   async #run(): Promise<void> {
     try {
-      while (this.#sequences.waiting > 0 || this.#cohorts.length > 0) {
+      while (this.#generating) {
         // Before admission, so cancelled rows make room; after it, for cancels that came during the encoder run.
         await this.#dropCancelled();
         this.#cohorts.push(...(await this.#admit()));
@@ -209,8 +214,7 @@ export class Generator {
         this.#dropEmpty();
         await this.#coalesce();
         if (stepping.length > 0) this.#onStep?.();
-        const generating = this.#sequences.waiting > 0 || this.#cohorts.length > 0;
-        for (const task of this.#boundaryTasks.splice(0)) await task(generating);
+        for (const task of this.#boundaryTasks.splice(0)) await task(this.#generating);
       }
     } catch (err) {
       // A run that failed for the batch as a whole (no sequence failed alone, and the retry failed too) leaves
