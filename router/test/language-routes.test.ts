@@ -3,7 +3,6 @@
  * model, that no text is detected for a target no pair writes, and what the lists are made of.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { createLanguageRoutes } from '../language-routes.js';
 
 const detections = vi.hoisted(() => ({ count: 0 }));
 vi.mock('../../model-server/text/detect-language.js', async (original) => {
@@ -16,6 +15,10 @@ vi.mock('../../model-server/text/detect-language.js', async (original) => {
     },
   };
 });
+
+// Its tier shares a module registry across files (vitest.config.ts): imported afresh, so that it sees the mock.
+vi.resetModules();
+const { createLanguageRoutes } = await import('../language-routes.js');
 
 const routes = createLanguageRoutes(['de', 'ko'], {
   cuda_id: { de: '0', ko: '0' },

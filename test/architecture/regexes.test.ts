@@ -12,7 +12,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { check, type Diagnostics } from 'recheck';
 import ts from 'typescript';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCT = ['common', 'front', 'router', 'model-server'];
@@ -104,6 +104,8 @@ async function patternsBuilt(files: readonly string[]): Promise<Pattern[]> {
     },
   });
   try {
+    // Evaluated afresh: another file of this tier may have imported them already (vitest.config.ts, `shared`).
+    vi.resetModules();
     for (const file of files) await import(path.join(ROOT, file));
   } finally {
     globalThis.RegExp = Native;
