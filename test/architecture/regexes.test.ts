@@ -12,7 +12,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { check, type Diagnostics } from 'recheck';
 import ts from 'typescript';
-import { describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCT = ['common', 'front', 'router', 'model-server'];
@@ -135,8 +135,13 @@ function verdict({ source, flags }: Pattern): Promise<Diagnostics> {
 }
 
 describe('regexes in product code', () => {
-  // In this test file's own process only: the pure-JavaScript checker in a worker thread.
-  process.env['RECHECK_BACKEND'] = 'worker';
+  // While this file runs (its tier's other files share the process): the pure-JavaScript checker in a worker thread.
+  const backend = process.env['RECHECK_BACKEND'];
+  beforeAll(() => void (process.env['RECHECK_BACKEND'] = 'worker'));
+  afterAll(() => {
+    if (backend === undefined) delete process.env['RECHECK_BACKEND'];
+    else process.env['RECHECK_BACKEND'] = backend;
+  });
   const files = PRODUCT.flatMap(sourceFiles);
   const { literals, built } = patternsInSource(files);
 
