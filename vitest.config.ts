@@ -29,8 +29,8 @@ const tier = (name: string, include: string[], exclude: string[] = [], shared = 
   extends: true as const,
   test: {
     name,
-    // test/compat/<client>/ holds a client's own suite (vendored, run by its own runner) and its own node_modules.
     include,
+    // test/compat/<client>/ holds a client's own suite (vendored, run by its own runner) and its own node_modules.
     exclude: ['node_modules/**', 'dist/**', 'test/compat/*/**', ...exclude],
     poolOptions: { forks: { isolate: !shared } },
   },
