@@ -19,8 +19,8 @@ const SOLO = ['goodput', 'abandon', 'pm2', 'restart', 'hosts'].map((name) => `te
 
 /**
  * `shared`: the tier's files also share each fork's module registry, not only the fork. Most of a unit or integration
- * file's cost was starting a process and importing its modules again (integration alone 200 → 130 s, unit 100 →
- * 71 s); their servers and workers are their own, closed by their own hooks. A file there that needs a module
+ * file's cost was starting a process and importing its modules again (docs/performance.md, "The test suite's own
+ * time"); their servers and workers are their own, closed by their own hooks. A file there that needs a module
  * evaluated afresh (a mock of what it imports, RegExps counted as modules load) calls `vi.resetModules()` and
  * imports it then (router/test/language-routes.test.ts, test/architecture/regexes.test.ts). The other tiers reset
  * the registry for each file.

@@ -11,6 +11,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { strToU8, zipSync, type Zippable } from 'fflate';
 
+const execFileAsync = promisify(execFile);
+
 const XML = '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n';
 const W = 'http://schemas.openxmlformats.org/wordprocessingml/2006/main';
 const R = 'http://schemas.openxmlformats.org/officeDocument/2006/relationships';
@@ -332,7 +334,7 @@ export async function readerTexts(files: Record<string, Uint8Array>): Promise<Re
     }
     await Promise.all(
       [...byTarget].map(([target, inputs]) =>
-        promisify(execFile)(
+        execFileAsync(
           'soffice',
           [
             `-env:UserInstallation=file://${dir}/profile-${target}`,

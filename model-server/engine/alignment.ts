@@ -129,7 +129,8 @@ export class Aligner {
    * few per step).
    */
   readonly #pass = async (generating: boolean): Promise<void> => {
-    const waited = performance.now() - (this.#pending[0]?.askedAt ?? 0);
+    // The task is scheduled only while a row waits (#schedule), and only it takes rows out.
+    const waited = performance.now() - this.#pending[0]!.askedAt;
     if (generating && this.#pending.length < MIN_ALIGN_ROWS && waited < MAX_ALIGN_WAIT_MS) {
       void this.#atBoundary(this.#pass);
       return;

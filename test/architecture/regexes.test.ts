@@ -136,12 +136,8 @@ function verdict({ source, flags }: Pattern): Promise<Diagnostics> {
 
 describe('regexes in product code', () => {
   // While this file runs (its tier's other files share the process): the pure-JavaScript checker in a worker thread.
-  const backend = process.env['RECHECK_BACKEND'];
-  beforeAll(() => void (process.env['RECHECK_BACKEND'] = 'worker'));
-  afterAll(() => {
-    if (backend === undefined) delete process.env['RECHECK_BACKEND'];
-    else process.env['RECHECK_BACKEND'] = backend;
-  });
+  beforeAll(() => vi.stubEnv('RECHECK_BACKEND', 'worker'));
+  afterAll(() => vi.unstubAllEnvs());
   const files = PRODUCT.flatMap(sourceFiles);
   const { literals, built } = patternsInSource(files);
 
