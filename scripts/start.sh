@@ -213,6 +213,15 @@ wait_answer() {
   done
 }
 
+# Whether any model server of MODEL_SERVERS answers /ping from this host (healthy or not).
+any_model_server_answers() {
+  local url
+  for url in $MT_MODEL_SERVERS; do
+    [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/ping" || true)" != 000 ]] && return 0
+  done
+  return 1
+}
+
 # Each model server of MODEL_SERVERS as this host reaches it: "URL  answering" or "URL  not answering (why)".
 model_server_report() {
   local url rc code
@@ -233,7 +242,11 @@ step "waiting for the front ($MT_FRONT_URL/health)"
 wait_answer 30 "$MT_FRONT_URL/health" ||
   die "the front did not answer on $MT_FRONT_URL within 30 s; see $MT_LOG_DIR/front-error.log"
 front="$(curl -s -D - -o /dev/null "$MT_FRONT_URL/health" | tr -d '\r' | sed -n 's/^x-front: //Ip')"
-if ! wait_http 10 "$MT_FRONT_URL/health"; then
+# The router needs a few seconds to find model servers that answer; a router host none of whose model servers
+# answers here yet has nothing to wait for.
+health_wait=10
+if [[ $ROLE == router ]] && ! any_model_server_answers; then health_wait=2; fi
+if ! wait_http "$health_wait" "$MT_FRONT_URL/health"; then
   health="$(curl -s --max-time 3 "$MT_FRONT_URL/health" || true)"
   [[ $health == *'"modelServer":"Unreachable"'* ]] ||
     die "the front answers but the router behind it does not ($health); see $MT_LOG_DIR/router-error.log"

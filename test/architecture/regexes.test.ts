@@ -6,7 +6,9 @@
  * cheap to keep clean) is found by parsing the source with the TypeScript compiler, and every RegExp those modules
  * build is caught as they are imported, so a new pattern is checked without being listed anywhere. The checker is
  * recheck (its automaton analysis, or, for look-arounds and back-references it does not model, its fuzzer with a fixed
- * seed), run in a worker thread in pure JavaScript: the same verdicts with or without Java or its native binary.
+ * seed), through its native binary (npm installs the one for the platform; else Java, else a worker thread in pure
+ * JavaScript: the same code compiled three ways, so the same verdicts — all 135 patterns compared, native 3.5 s against
+ * 16 s in the worker).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -135,8 +137,8 @@ function verdict({ source, flags }: Pattern): Promise<Diagnostics> {
 }
 
 describe('regexes in product code', () => {
-  // While this file runs (its tier's other files share the process): the pure-JavaScript checker in a worker thread.
-  beforeAll(() => vi.stubEnv('RECHECK_BACKEND', 'worker'));
+  // recheck's own choice of backend (`auto`), whatever the environment this process was started with says.
+  beforeAll(() => vi.stubEnv('RECHECK_BACKEND', 'auto'));
   afterAll(() => vi.unstubAllEnvs());
   const files = PRODUCT.flatMap(sourceFiles);
   const { literals, built } = patternsInSource(files);
