@@ -84,7 +84,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   for (const { names, version } of options.versionedEntries ?? []) {
     archiveModels({ modelDir, store, names, handler: options.handler ?? 'echo', version });
   }
-  const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir }, dir).modelServer;
+  // One text thread, as a stack's (stack.ts TEST_ENV); tests of more set `config.textThreads`.
+  const base = loadConfig({ MODEL_STORE: store, MODEL_DIR: modelDir, TEXT_THREADS: '1' }, dir).modelServer;
   const config: ModelServerConfig = { ...base, ...options.config };
   const server = createModelServer({
     config,

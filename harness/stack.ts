@@ -31,6 +31,8 @@ import { isListening, nodeArgs, ROOT, startEntry } from './processes.js';
 export const TEST_ENV: Readonly<Record<string, string>> = {
   LOG_LEVEL: 'warn',
   INTRA_OP_THREADS: '1',
+  // One text thread, not the default two: each costs ~1 s of CPU to start, and a stack's tests send little text.
+  TEXT_THREADS: '1',
   NUM_BEAMS: '1',
   MAX_NEW_TOKENS: '16',
 };
