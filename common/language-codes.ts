@@ -5,6 +5,12 @@
  */
 
 /**
+ * `src_lang` may also ask the model server to detect each text's language. Here, not beside the request's schema
+ * (common/translation-contract.ts), so that the text threads, which read it, do not load zod to start.
+ */
+export const AUTO_LANGUAGE = 'auto';
+
+/**
  * ISO 639-1 → the FLORES-200 code NLLB-200 writes for it. Where NLLB has several scripts or varieties of one
  * language, the one its model card and most clients mean by the bare code (`zh` → Simplified, `ar` → Modern
  * Standard Arabic, `fa` → Western Persian, `ms` → Standard Malay).

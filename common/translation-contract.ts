@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import { type ErrorCode, ServeError } from './errors.js';
+import { AUTO_LANGUAGE } from './language-codes.js';
 
 /**
  * Language codes as the model server and setup_config.json spell them: ISO 639-1 (`en`, `ko`, `zh`, …) for every
@@ -18,8 +19,7 @@ import { type ErrorCode, ServeError } from './errors.js';
  */
 export const LANGUAGE_CODE = /^[a-z]{2,3}(_[A-Z][a-z]{3})?$/;
 
-/** `src_lang` may also ask the model server to detect each text's language. */
-export const AUTO_LANGUAGE = 'auto';
+export { AUTO_LANGUAGE };
 
 /** Most alternative translations a sentence may ask for: each is a beam, and beams are decoder rows. */
 export const MAX_ALTERNATIVES = 8;

@@ -23,7 +23,8 @@
  * give only what crosses threads by structured clone; markup and subtitles are parsed again for the answer.
  */
 import { ServeError } from '../../common/errors.js';
-import { AUTO_LANGUAGE, type TextFormat, type TranslationRequest } from '../../common/translation-contract.js';
+import { AUTO_LANGUAGE } from '../../common/language-codes.js';
+import type { TextFormat, TranslationRequest } from '../../common/translation-contract.js';
 import type { SentenceItem } from '../protocol.js';
 import { detectLanguage, DETECTABLE_LANGUAGES } from '../text/detect-language.js';
 import { joinAlternatives, type RankedPart } from '../text/alternatives.js';
