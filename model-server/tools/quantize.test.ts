@@ -17,6 +17,8 @@ import '../engine/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
+import { entryFile } from '../../harness/compiled.js';
+import { nodeArgs, ROOT } from '../../harness/processes.js';
 import { makeDemoModel, PRESETS } from './demo-model/index.js';
 import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
 import { type TranslateRow, TranslationEngine } from '../engine/engine.js';
@@ -26,6 +28,8 @@ import { seededRows, transformersReference } from '../test/engine-fixtures.js';
 
 const root = mkdtempSync(path.join(tmpdir(), 'quantize-'));
 const tinyDir = path.join(root, 'tiny');
+/** The CLI as a user runs it: from dist/ when the build is current (harness/compiled.ts), else through tsx. */
+const CLI = path.join(ROOT, entryFile('model-server/cli'));
 const engines: TranslationEngine[] = [];
 
 async function load(modelDir: string, extra: Partial<Parameters<typeof TranslationEngine.load>[0]> = {}) {
@@ -106,11 +110,9 @@ describe('quantize', () => {
       for (const name of ['encoder_model', 'decoder_model_merged'])
         rmSync(path.join(dir, `onnx/${name}${suffix}.onnx`));
     }
-    const cli = path.join(import.meta.dirname, '../cli.ts');
     const { stdout } = await promisify(execFile)(process.execPath, [
-      '--import',
-      'tsx',
-      cli,
+      ...nodeArgs(CLI),
+      CLI,
       'quantize',
       '--model-dir',
       dir,
@@ -181,9 +183,8 @@ describe('quantize: files it reads and writes', () => {
   });
 
   it('an unknown --dtype is the usage error (exit 2), names included that objects inherit', async () => {
-    const cli = path.join(import.meta.dirname, '../cli.ts');
     for (const dtype of ['toString', 'q4']) {
-      const failed = await promisify(execFile)(process.execPath, ['--import', 'tsx', cli, 'quantize', '--dtype', dtype])
+      const failed = await promisify(execFile)(process.execPath, [...nodeArgs(CLI), CLI, 'quantize', '--dtype', dtype])
         .then(() => undefined)
         .catch((err: { code: number; stderr: string }) => err);
       expect(failed?.code).toBe(2);
