@@ -31,7 +31,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archiveModels } from '../../model-server/tools/archiver.js';
 import { startTimedLoad, type TimedOutcome } from '../../harness/load.js';
 import { until } from '../../harness/polling.js';
-import { ROOT, tsx } from '../../harness/processes.js';
+import { entryFile } from '../../harness/compiled.js';
+import { nodeArgs, ROOT } from '../../harness/processes.js';
 
 const PREFIX = 'mthosts';
 const NET = '10.231.77';
@@ -139,7 +140,9 @@ async function startInNamespace(
   logFile: string,
 ): Promise<NsProcess> {
   const fd = openSync(logFile, 'a');
-  const child = spawn('ip', ['netns', 'exec', namespace, process.execPath, '--import', tsx(), path.join(ROOT, entry)], {
+  // From dist/ when the build is current, as the other stacks' processes start (harness/compiled.ts).
+  const file = entryFile(entry.replace(/\.ts$/, ''));
+  const child = spawn('ip', ['netns', 'exec', namespace, process.execPath, ...nodeArgs(file), path.join(ROOT, file)], {
     cwd: dir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
     detached: true,
