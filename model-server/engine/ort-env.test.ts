@@ -4,15 +4,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { entryFile } from '../../harness/compiled.js';
-import { nodeArgs, ROOT } from '../../harness/processes.js';
+import { resolveEntry } from '../../common/entry.js';
+import '../../harness/compiled.js';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const root = mkdtempSync(path.join(tmpdir(), 'ort-env-'));
 const modelDir = path.join(root, 'tiny');
 /** The engine's module: from dist/ when the build is current (harness/compiled.ts), else through tsx. */
-const ENGINE = path.join(ROOT, entryFile('model-server/engine/engine'));
+const ENGINE = resolveEntry(import.meta.url, './engine');
 
 /** Variables onnxruntime reads as "running in CI" (then it suppresses telemetry by itself). */
 const CI_VARIABLES = [
@@ -40,12 +40,12 @@ function telemetryLogOfEngineProcess(telemetry: string | undefined): string | un
   for (const name of [...CI_VARIABLES, 'ORT_DISABLE_TELEMETRY']) delete env[name];
   if (telemetry !== undefined) env.ORT_DISABLE_TELEMETRY = telemetry;
   const script = `
-    const { TranslationEngine } = await import(${JSON.stringify(ENGINE)});
+    const { TranslationEngine } = await import(${JSON.stringify(ENGINE.file)});
     const engine = await TranslationEngine.load({ modelDir: ${JSON.stringify(modelDir)}, intraOpThreads: 1 });
     await engine.close();
     process.stdout.write(String(process.pid));`;
   const startedMs = Date.now();
-  const pid = execFileSync(process.execPath, [...nodeArgs(ENGINE), '--input-type=module', '-e', script], {
+  const pid = execFileSync(process.execPath, [...ENGINE.execArgv, '--input-type=module', '-e', script], {
     cwd: repo,
     env,
     encoding: 'utf8',

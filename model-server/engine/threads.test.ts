@@ -4,15 +4,15 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { entryFile } from '../../harness/compiled.js';
-import { nodeArgs, ROOT } from '../../harness/processes.js';
+import { resolveEntry } from '../../common/entry.js';
+import '../../harness/compiled.js';
 import { makeDemoModel } from '../tools/demo-model/index.js';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const root = mkdtempSync(path.join(tmpdir(), 'threads-'));
 const modelDir = path.join(root, 'tiny');
 /** The engine's module: from dist/ when the build is current (harness/compiled.ts), else through tsx. */
-const ENGINE = path.join(ROOT, entryFile('model-server/engine/engine'));
+const ENGINE = resolveEntry(import.meta.url, './engine');
 
 /**
  * The threads an engine loaded with each of `asked` adds to a fresh process, in that order, each engine closed before
@@ -21,7 +21,7 @@ const ENGINE = path.join(ROOT, entryFile('model-server/engine/engine'));
 function threadsAdded(asked: readonly number[]): number[] {
   const script = `
     const { readdirSync } = await import('node:fs');
-    const { TranslationEngine } = await import(${JSON.stringify(ENGINE)});
+    const { TranslationEngine } = await import(${JSON.stringify(ENGINE.file)});
     const threads = () => readdirSync('/proc/self/task').length;
     const load = (intraOpThreads) => TranslationEngine.load({ modelDir: ${JSON.stringify(modelDir)}, intraOpThreads, dtype: 'fp32' });
     await (await load(1)).close();
@@ -33,7 +33,7 @@ function threadsAdded(asked: readonly number[]): number[] {
       await engine.close();
     }
     process.stdout.write(JSON.stringify(added));`;
-  const out = execFileSync(process.execPath, [...nodeArgs(ENGINE), '--input-type=module', '-e', script], {
+  const out = execFileSync(process.execPath, [...ENGINE.execArgv, '--input-type=module', '-e', script], {
     cwd: repo,
     encoding: 'utf8',
   });

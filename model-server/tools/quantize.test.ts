@@ -17,8 +17,8 @@ import '../engine/ort-env.js';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServeError } from '../../common/errors.js';
-import { entryFile } from '../../harness/compiled.js';
-import { nodeArgs, ROOT } from '../../harness/processes.js';
+import { resolveEntry } from '../../common/entry.js';
+import '../../harness/compiled.js';
 import { makeDemoModel, PRESETS } from './demo-model/index.js';
 import { ElemType, encodeModel, GraphBuilder, WeightSink } from './demo-model/onnx-builder.js';
 import { type TranslateRow, TranslationEngine } from '../engine/engine.js';
@@ -29,7 +29,7 @@ import { seededRows, transformersReference } from '../test/engine-fixtures.js';
 const root = mkdtempSync(path.join(tmpdir(), 'quantize-'));
 const tinyDir = path.join(root, 'tiny');
 /** The CLI as a user runs it: from dist/ when the build is current (harness/compiled.ts), else through tsx. */
-const CLI = path.join(ROOT, entryFile('model-server/cli'));
+const CLI = resolveEntry(import.meta.url, '../cli');
 const engines: TranslationEngine[] = [];
 
 async function load(modelDir: string, extra: Partial<Parameters<typeof TranslationEngine.load>[0]> = {}) {
@@ -111,8 +111,8 @@ describe('quantize', () => {
         rmSync(path.join(dir, `onnx/${name}${suffix}.onnx`));
     }
     const { stdout } = await promisify(execFile)(process.execPath, [
-      ...nodeArgs(CLI),
-      CLI,
+      ...CLI.execArgv,
+      CLI.file,
       'quantize',
       '--model-dir',
       dir,
@@ -184,7 +184,13 @@ describe('quantize: files it reads and writes', () => {
 
   it('an unknown --dtype is the usage error (exit 2), names included that objects inherit', async () => {
     for (const dtype of ['toString', 'q4']) {
-      const failed = await promisify(execFile)(process.execPath, [...nodeArgs(CLI), CLI, 'quantize', '--dtype', dtype])
+      const failed = await promisify(execFile)(process.execPath, [
+        ...CLI.execArgv,
+        CLI.file,
+        'quantize',
+        '--dtype',
+        dtype,
+      ])
         .then(() => undefined)
         .catch((err: { code: number; stderr: string }) => err);
       expect(failed?.code).toBe(2);

@@ -6,15 +6,15 @@
  * cheap to keep clean) is found by parsing the source with the TypeScript compiler, and every RegExp those modules
  * build is caught as they are imported, so a new pattern is checked without being listed anywhere. The checker is
  * recheck (its automaton analysis, or, for look-arounds and back-references it does not model, its fuzzer with a fixed
- * seed), through its native binary (npm installs the one for the platform; else Java, else a worker thread in pure
- * JavaScript: the same code compiled three ways, so the same verdicts — all 135 patterns compared, native 3.5 s against
- * 16 s in the worker).
+ * seed), through the backend recheck picks (RECHECK_BACKEND, default `auto`: its native binary, which npm installs for
+ * the platform, else Java, else a worker thread in pure JavaScript: the same code compiled three ways, so the same
+ * verdicts — all 135 patterns compared, native 3.5 s against 16 s in the worker).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { check, type Diagnostics } from 'recheck';
 import ts from 'typescript';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCT = ['common', 'front', 'router', 'model-server'];
@@ -137,9 +137,6 @@ function verdict({ source, flags }: Pattern): Promise<Diagnostics> {
 }
 
 describe('regexes in product code', () => {
-  // recheck's own choice of backend (`auto`), whatever the environment this process was started with says.
-  beforeAll(() => vi.stubEnv('RECHECK_BACKEND', 'auto'));
-  afterAll(() => vi.unstubAllEnvs());
   const files = PRODUCT.flatMap(sourceFiles);
   const { literals, built } = patternsInSource(files);
 
