@@ -1,9 +1,10 @@
 /**
  * What word alignment costs a batch: 64 rows generated as the translation handler generates an Office document's
  * paragraphs (each row, once generated, asks `engine.align`), against the same 64 without alignment, on one engine.
- * Three arms, their order rotating from round to round: `off` (no alignment), `kept` (generated with `align`: the
- * pass reads the encoder states generation kept) and `encoded` (generated without: the pass runs the encoder on every
- * row again, as every row's pass did before states were kept). Medians over the rounds, and each aligned arm's ratio
+ * Three arms, their order rotating from round to round: `off` (no alignment), `steps` (generated with `align`: each
+ * row reads its own steps' cross-attention, docs/engine.md "Word alignment"; on a tree before that, the pass reads the
+ * encoder states generation kept) and `pass` (generated without: a teacher-forced pass that runs the encoder on every
+ * row again). Medians over the rounds, and each aligned arm's ratio
  * to `off`, wall time and the process's CPU time (with one onnxruntime thread, what the machine's other tenants
  * change least).
  * Run: `node --import tsx bench/align-cost.ts [modelDir] [rounds] [intraOpThreads] [sentencesPerRow]` (default
@@ -17,7 +18,7 @@ import { sentences } from './lib/workload.js';
 
 const [modelDir = 'models/bench-mid', roundsArg = '9', threadsArg = '1', perRowArg = '1'] = process.argv.slice(2);
 const ROWS = 64;
-const ARMS = ['off', 'kept', 'encoded'] as const;
+const ARMS = ['off', 'steps', 'pass'] as const;
 type Arm = (typeof ARMS)[number];
 
 const engine = await TranslationEngine.load({ modelDir, intraOpThreads: Number(threadsArg) });
@@ -32,7 +33,7 @@ async function batch(arm: Arm): Promise<{ wall: number; cpu: number }> {
   await Promise.all(
     prepared.map(async (row, i) => {
       const tokens = row.inputIds.length;
-      const align = arm === 'kept';
+      const align = arm === 'steps';
       const translation = await engine.generate(row, {
         bulk: true,
         numBeams: 1,
@@ -76,10 +77,8 @@ for (const kind of ['wall', 'cpu'] as const) {
     console.log(`  ${kind} ${arm.padEnd(7)} median ${ms.toFixed(0)} ms${ratio}`);
   }
 }
-// Absent before the engine kept encoder states: this script also runs on such a tree, for a before/after comparison.
-const passes = engine.alignmentStats?.();
-if (passes !== undefined) {
-  const { runs, rows, encodedRows, ms } = passes;
-  console.log(`  passes: ${runs} runs, ${rows} rows (${encodedRows} encoded again), ${ms.toFixed(0)} ms`);
-}
+const { stepRows, runs, rows, encodedRows, ms } = engine.alignmentStats();
+console.log(
+  `  ${stepRows} rows from their steps; passes: ${runs} runs, ${rows} rows (${encodedRows} encoded again), ${ms.toFixed(0)} ms`,
+);
 await engine.close();

@@ -63,9 +63,11 @@ describe('word alignment', () => {
     it(`links every word of the copy model's translation to the same characters of its source (${preset}, ${dtype})`, async () => {
       const engine = await load(preset, dtype);
       expect(await engine.alignmentUnavailable()).toBeNull();
-      // Asked for together, rows of different lengths share one padded alignment run.
+      // Asked for together, rows of different lengths share one padded alignment run; the rows generated with
+      // `align` read theirs from their own steps.
       const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
-      const translations = await Promise.all(rows.map((row) => engine.generate(row)));
+      const before = engine.alignmentStats();
+      const translations = await Promise.all(rows.map((row, i) => engine.generate(row, { align: i % 2 === 0 })));
       const results = await Promise.all(
         SENTENCES.map(async (text, i) => ({
           translation: translations[i]!,
@@ -84,31 +86,49 @@ describe('word alignment', () => {
         // Every character but the spaces is some token's.
         expect(covered.size).toBe(text.replaceAll(' ', '').length);
       }
+      expect(engine.alignmentStats().stepRows - before.stepRows).toBe(SENTENCES.length / 2);
     });
   }
 
-  it("aligns each row with its own generation's encoder states, in one run with rows of other lengths", async () => {
-    const engine = await load('tiny', 'fp32');
-    // Alone and generated without `align`: the pass encodes the source again (the path every row took before).
-    const alone: { tokens: number[]; links: number[] }[] = [];
-    for (const text of SENTENCES) {
-      const { translation, links } = await aligned(engine, text);
-      alone.push({ tokens: translation.tokenIds, links });
-    }
-    expect(new Set(alone.map((a) => JSON.stringify(a.links))).size).toBe(SENTENCES.length);
-    const before = engine.alignmentStats();
-    // Together: the rows of even index keep their states, the others are encoded again, all in one padded run.
-    const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
-    const translations = await Promise.all(rows.map((row, i) => engine.generate(row, { align: i % 2 === 0 })));
-    const links = await Promise.all(SENTENCES.map((text, i) => engine.align(text, rows[i]!, translations[i]!)));
-    const after = engine.alignmentStats();
-    expect(after.runs - before.runs).toBe(1);
-    expect(after.encodedRows - before.encodedRows).toBe(SENTENCES.length / 2);
-    SENTENCES.forEach((_, i) => {
-      expect(translations[i]!.tokenIds).toEqual(alone[i]!.tokens);
-      expect(links[i]).toEqual(alone[i]!.links);
+  // Row 1 searches with beams, whose trail follows the hypothesis that wins; the others are greedy.
+  const search = (i: number) => (i === 1 ? { numBeams: 2 } : {});
+  for (const [graph, kept] of [
+    ['rewritten', "its steps' own attention"],
+    ['as-exported', "its generation's encoder states"],
+  ] as const) {
+    it(`gives a row generated with align, reading ${kept}, the links of a pass that encodes it again (${graph})`, async () => {
+      const dir = path.join(root, 'tiny');
+      const engine = await TranslationEngine.load({ modelDir: dir, intraOpThreads: 1, decoderGraph: graph });
+      engines.push(engine);
+      // Alone and generated without `align`: a pass that encodes the source again.
+      const alone: { tokens: number[]; links: number[] }[] = [];
+      for (const [i, text] of SENTENCES.entries()) {
+        const row = engine.prepare({ text, srcLang: 'en', tgtLang: 'de' });
+        const translation = await engine.generate(row, search(i));
+        alone.push({ tokens: translation.tokenIds, links: (await engine.align(text, row, translation))! });
+      }
+      expect(new Set(alone.map((a) => JSON.stringify(a.links))).size).toBe(SENTENCES.length);
+      const before = engine.alignmentStats();
+      // Together, rows of different lengths in one cohort; row 2 without `align`. Rewritten, the three others read
+      // their steps' attention and row 2 takes a pass alone; as exported, the step graph offers none, so all four
+      // share one padded pass, and only row 2 is encoded again.
+      const rows = SENTENCES.map((text) => engine.prepare({ text, srcLang: 'en', tgtLang: 'de' }));
+      const translations = await Promise.all(
+        rows.map((row, i) => engine.generate(row, { ...search(i), align: i !== 2 })),
+      );
+      const links = await Promise.all(SENTENCES.map((text, i) => engine.align(text, rows[i]!, translations[i]!)));
+      const after = engine.alignmentStats();
+      const fromSteps = graph === 'rewritten' ? 3 : 0;
+      expect(after.stepRows - before.stepRows).toBe(fromSteps);
+      expect(after.runs - before.runs).toBe(1);
+      expect(after.rows - before.rows).toBe(SENTENCES.length - fromSteps);
+      expect(after.encodedRows - before.encodedRows).toBe(1);
+      SENTENCES.forEach((_, i) => {
+        expect(translations[i]!.tokenIds).toEqual(alone[i]!.tokens);
+        expect(links[i]).toEqual(alone[i]!.links);
+      });
     });
-  });
+  }
 
   it("gathers a document's rows, finishing one per step, into few passes while the loop runs on", async () => {
     const engine = await load('tiny', 'fp32');
@@ -116,12 +136,13 @@ describe('word alignment', () => {
     const before = engine.alignmentStats();
     const started = performance.now();
     // A row that keeps the loop stepping while the others finish, one per step, each asking as the handler does.
+    // Generated without `align`, so that each takes a pass (with it, each would read its own steps' attention).
     const keeper = engine.prepare({ text: 'The row that runs longest.', srcLang: 'en', tgtLang: 'de' });
     const running = engine.generate(keeper, { minNewTokens: 48, maxNewTokens: 48 });
     const links = await Promise.all(
       texts.map(async (text, i) => {
         const row = engine.prepare({ text, srcLang: 'en', tgtLang: 'de' });
-        const translation = await engine.generate(row, { align: true, minNewTokens: 4 + i, maxNewTokens: 4 + i });
+        const translation = await engine.generate(row, { minNewTokens: 4 + i, maxNewTokens: 4 + i });
         return engine.align(text, row, translation);
       }),
     );

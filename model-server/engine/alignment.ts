@@ -1,12 +1,18 @@
 /**
  * @module engine/alignment — which source characters each word of a translation comes from, read from the model's
- * own cross-attention in one teacher-forced decoder pass over the tokens it generated (as Marian and Firefox's
- * Bergamot place tags): the decoder is fed `[start, t₀ … tₙ₋₂]` in one run with an empty self-attention cache, and
- * row i of a middle layer's cross-attention, averaged over heads (graphs/cross-attention.ts), is what it attended to
- * when it wrote tᵢ. Each target token is linked to the source token it attends to most, special and language tokens
- * left out on both sides.
+ * own cross-attention (as Marian and Firefox's Bergamot place tags): row i of a middle layer's cross-attention,
+ * averaged over heads (graphs/cross-attention.ts), is what the decoder attended to when it wrote tᵢ. Each target
+ * token is linked to the source token it attends to most, special and language tokens left out on both sides.
  *
- * Cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
+ * Where the rows come from:
+ * - a greedy row generated with `align` on the host path keeps them from its own steps: the step loop's graph carries
+ *   the layer's attention as an output, and a step fetches it only for cohorts holding such a row
+ *   (loop/step.ts); it is answered at once, no pass, no encoder states kept;
+ * - any other row (beam search, the search graph's, the device path's, or a model whose step graph could not be given
+ *   the output) takes one teacher-forced decoder pass over the tokens it generated: the decoder is fed
+ *   `[start, t₀ … tₙ₋₂]` in one run with an empty self-attention cache, which gives the same rows.
+ *
+ * The pass's cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
  * one read, its cross-attention graph joined in front (the keys and values never cross to the host), in a session of
  * its own (the step loop's graph is never given the extra output, since onnxruntime runs every node of a graph
  * whatever a run fetches), run at a step boundary with no decoder step beside it, for every row that asked since
@@ -30,6 +36,14 @@ import type { TranslationTokenizer } from './tokens/tokenizer.js';
  */
 export type WordAlignment = number[];
 
+/** What a translation generated with `align` brings to its alignment (engine.ts): either spares work. */
+export interface AlignmentSource {
+  /** Per generated token, the read layer's cross-attention over its source (`[S]`): no pass. */
+  attention?: readonly Float32Array[];
+  /** The source's encoder states from its generation (`[S, d_model]`): the pass does not encode it again. */
+  states?: Float32Array;
+}
+
 /** A row waiting for the next alignment batch. */
 interface Pending {
   inputIds: readonly number[];
@@ -43,6 +57,8 @@ interface Pending {
 
 /** The alignment passes since load (`engine.alignmentStats()`). */
 export interface AlignmentStats {
+  /** Rows aligned from their own steps' attention, with no pass. */
+  stepRows: number;
   /** Passes run (each up to `MAX_ALIGN_ROWS` rows). */
   runs: number;
   rows: number;
@@ -67,7 +83,7 @@ export class Aligner {
   /** Rows asked for and not yet in a run; a run is scheduled while it is not empty. */
   #pending: Pending[] = [];
   #scheduled = false;
-  readonly #stats: AlignmentStats = { runs: 0, rows: 0, encodedRows: 0, ms: 0 };
+  readonly #stats: AlignmentStats = { stepRows: 0, runs: 0, rows: 0, encodedRows: 0, ms: 0 };
 
   /**
    * @param atBoundary runs a task at the step loop's next boundary, alone (loop/generate.ts `atBoundary`): a pass
@@ -97,23 +113,41 @@ export class Aligner {
 
   /**
    * The links of `target` (decoded from `tokenIds`, the generated ids) to `source` (encoded as `inputIds`); null when
-   * the model's decoder offers no cross-attention to read. Rows asking before the step loop's next boundary share
-   * one run there. `states`: the source's encoder states as its generation computed them (`[S, d_model]`, S the
-   * length of `inputIds`), else the pass runs the encoder on it.
+   * the model's decoder offers no cross-attention to read. `from.attention`, one row per token, is read at once;
+   * else rows asking before the step loop's next boundary share one pass there, which runs the encoder on the
+   * source unless `from.states` brings it (`[S, d_model]`, S the length of `inputIds`).
    */
   async align(
     source: string,
     inputIds: readonly number[],
     target: string,
     tokenIds: readonly number[],
-    states?: Float32Array,
+    from: AlignmentSource = {},
   ): Promise<WordAlignment | null> {
     if (tokenIds.length === 0) return [];
+    const steps = from.attention;
+    if (steps !== undefined && steps.length === tokenIds.length && steps.every((s) => s.length === inputIds.length)) {
+      this.#stats.stepRows++;
+      const S = inputIds.length;
+      const attention = new Float32Array(steps.length * S);
+      steps.forEach((row, t) => attention.set(row, t * S));
+      return this.#links(source, inputIds, target, tokenIds, attention);
+    }
+    const { states } = from;
     const attention = await new Promise<Float32Array | null>((resolve, reject) => {
       this.#pending.push({ inputIds, tokenIds, states, askedAt: performance.now(), resolve, reject });
       this.#schedule();
     });
-    if (attention === null) return null;
+    return attention === null ? null : this.#links(source, inputIds, target, tokenIds, attention);
+  }
+
+  #links(
+    source: string,
+    inputIds: readonly number[],
+    target: string,
+    tokenIds: readonly number[],
+    attention: Float32Array,
+  ): WordAlignment {
     return links(attention, this.#tokenizer.spans(source, inputIds), this.#tokenizer.targetSpans(target, tokenIds));
   }
 

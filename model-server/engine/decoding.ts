@@ -43,6 +43,18 @@ export interface Hypothesis {
   progress?: ConstraintProgress;
   /** On a sequence's answer: every finished hypothesis kept, best first (itself first). */
   ranked?: readonly ScoredHypothesis[];
+  /**
+   * What the decoder attended to as it wrote each token, last first, for a sequence that keeps it for its word
+   * alignment: the step loop adds a live row's before the step is decided (loop/step.ts), and a successor carries its
+   * parent's on.
+   */
+  attention?: AttentionTrail;
+}
+
+/** One step's cross-attention of a hypothesis (`[S]`), and the steps before it. */
+export interface AttentionTrail {
+  row: Float32Array;
+  prev: AttentionTrail | undefined;
 }
 
 /** A finished hypothesis with its length-normalised score (what beam search ranks by). */
@@ -297,7 +309,10 @@ function beam(
     // The forced token has probability 1, so one hypothesis continues (HF keeps numBeams copies, all
     // but one at −1e9, which is the same search at numBeams times the cost).
     const hyp = rows[start]!.hyp;
-    successors.push({ source: start, hyp: { tokens: [settings.forcedTokenId], logprob: hyp.logprob } });
+    successors.push({
+      source: start,
+      hyp: { tokens: [settings.forcedTokenId], logprob: hyp.logprob, attention: hyp.attention },
+    });
   } else if (
     settings.forcedEosTokenId !== undefined &&
     generated === settings.maxNewTokens - 1 &&
@@ -307,7 +322,11 @@ function beam(
     // token −inf): each is a finished hypothesis, ranked with those that ended before.
     for (let r = start; r < end; r++) {
       const parent = rows[r]!.hyp;
-      state.addFinished({ tokens: [...parent.tokens, settings.forcedEosTokenId], logprob: parent.logprob });
+      state.addFinished({
+        tokens: [...parent.tokens, settings.forcedEosTokenId],
+        logprob: parent.logprob,
+        attention: parent.attention,
+      });
     }
   } else {
     const width = 2 * settings.numBeams;
@@ -370,7 +389,7 @@ function beam(
       const { score, token, source } = top[rank]!;
       const parent = rows[source]!.hyp;
       const tokens = [...parent.tokens, token];
-      const hyp: Hypothesis = { tokens, logprob: score };
+      const hyp: Hypothesis = { tokens, logprob: score, attention: parent.attention };
       if (constraints) hyp.progress = constraints.advance(parent.progress ?? NO_PROGRESS, token);
       if (token !== eosId) successors.push({ source, hyp });
       else if (rank < settings.numBeams) state.addFinished(hyp);

@@ -138,8 +138,9 @@ export interface TranslateOptions {
   alternatives?: number;
   /**
    * Its word alignment will be asked for (`engine.align` with the translation this call returns): generation keeps
-   * the row's encoder states for it, so the alignment pass need not run the encoder again. Default false: nothing is
-   * kept, and an alignment asked for all the same runs the encoder.
+   * its steps' cross-attention for it (no pass), or where the step loop's graph gives none, the row's encoder states
+   * (the pass need not run the encoder again). Default false: nothing is kept, and an alignment asked for all the
+   * same takes a pass that runs the encoder.
    */
   align?: boolean;
 }

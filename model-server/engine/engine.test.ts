@@ -129,10 +129,11 @@ describe('TranslationEngine', () => {
     }
   });
 
-  it('the rewritten decoder (appended cache entries, greedy top-2) and the beam head give the tokens of the graph as exported, scanned on the host', async () => {
+  it('the rewritten decoder (appended cache entries, greedy top-2, cross-attention) and the beam head give the tokens of the graph as exported, scanned on the host', async () => {
     for (const engine of [tiny, joinable]) {
       expect(engine.decoderOutputs.appendedCache).toHaveLength(2 * engine.config.decoderLayers);
       expect(engine.decoderOutputs.greedyTop2).not.toBeNull();
+      expect(engine.decoderOutputs.crossAttention).not.toBeNull();
       expect(engine.decoderOutputs.notes).toEqual([]);
     }
     const exported = await load(tinyDir, { decoderGraph: 'as-exported' });
@@ -140,6 +141,7 @@ describe('TranslationEngine', () => {
       appendedCache: null,
       greedyTop2: null,
       beamTopK: false,
+      crossAttention: null,
       notes: ['decoder graph not rewritten: asked for (as-exported)'],
     });
     // Mixed lengths (rows leave: the cache is gathered out of reused buffers), a suppressed </s> (the

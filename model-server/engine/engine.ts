@@ -36,7 +36,7 @@ import {
 } from './session.js';
 import { TranslationTokenizer } from './tokens/tokenizer.js';
 import { DTYPE_SUFFIX, weightsBytes } from './model-files.js';
-import { Aligner, type AlignmentStats, type WordAlignment } from './alignment.js';
+import { Aligner, type AlignmentSource, type AlignmentStats, type WordAlignment } from './alignment.js';
 import { loadSearch, type LoadedSearch, type SearchMode } from './search/load.js';
 import type { SearchRunStats } from './search/runs.js';
 
@@ -53,8 +53,11 @@ export class TranslationEngine {
   readonly #search: LoadedSearch;
   readonly #weightsBytes: number;
   readonly #aligner: Aligner;
-  /** The encoder states of translations generated with `align`, until `align` takes them (or the translation goes). */
-  readonly #encoded = new WeakMap<Translation, { inputIds: readonly number[]; states: Float32Array }>();
+  /**
+   * What translations generated with `align` keep for it, until `align` takes it (or the translation goes): the
+   * cross-attention of their steps, or where the step loop gives none, their encoder states.
+   */
+  readonly #kept = new WeakMap<Translation, { inputIds: readonly number[] } & AlignmentSource>();
   #closed: Promise<void> | null = null;
 
   private constructor(
@@ -216,14 +219,18 @@ export class TranslationEngine {
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
     const wanted = options.alternatives ?? 0;
-    let states: Float32Array | undefined;
+    let kept: AlignmentSource | undefined;
+    // A row reads its alignment from its own steps where the step loop's graph offers their attention; elsewhere it
+    // keeps its encoder states, so that its pass need not encode it again.
+    const fromSteps = options.align === true && this.#generator.keepsAttention;
     const hyp = await this.#submit(
       row.inputIds,
       settings,
       {
         signal,
         bulk: options.bulk ?? this.#defaults.bulk,
-        onEncoded: options.align === true ? (encoded) => (states = encoded) : undefined,
+        onEncoded: options.align === true && !fromSteps ? (states) => (kept = { states }) : undefined,
+        onAttention: fromSteps ? (attention) => (kept = { attention }) : undefined,
       },
       wanted > 0,
     );
@@ -249,24 +256,25 @@ export class TranslationEngine {
         translation.alternatives.push({ text: alternative, score });
       }
     }
-    if (states !== undefined) this.#encoded.set(translation, { inputIds: row.inputIds, states });
+    if (kept !== undefined) this.#kept.set(translation, { inputIds: row.inputIds, ...kept });
     return translation;
   }
 
   /**
-   * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts), from a
-   * teacher-forced pass after generation; null when the model's decoder offers no cross-attention to read
-   * (`alignmentUnavailable` says why). `source` is the text `row` was prepared from. A translation generated with
-   * `align` (TranslateOptions) brings its encoder states; any other has its source encoded again.
+   * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts): read from the
+   * cross-attention of its own steps, or from a teacher-forced pass after generation; null when the model's decoder
+   * offers no cross-attention to read (`alignmentUnavailable` says why). `source` is the text `row` was prepared from.
+   * A translation generated with `align` (TranslateOptions) brings its steps' attention or its encoder states; any
+   * other takes a pass that encodes its source again.
    */
   align(source: string, row: PreparedRow, translation: Translation): Promise<WordAlignment | null> {
-    const kept = this.#encoded.get(translation);
-    this.#encoded.delete(translation);
-    // A translation passed with a row it was not generated from brings states of another source: not used.
+    const kept = this.#kept.get(translation);
+    this.#kept.delete(translation);
+    // A translation passed with a row it was not generated from brings what another source gave: not used.
     const ids = row.inputIds;
     const same =
       kept !== undefined && kept.inputIds.length === ids.length && kept.inputIds.every((id, i) => id === ids[i]);
-    return this.#aligner.align(source, ids, translation.text, translation.tokenIds, same ? kept.states : undefined);
+    return this.#aligner.align(source, ids, translation.text, translation.tokenIds, same ? kept : {});
   }
 
   /** The alignment passes since load: runs, rows, rows encoded again, time. */

@@ -1,8 +1,8 @@
 /**
- * @module engine/cross-attention — exposes one decoder layer's cross-attention probabilities, averaged over heads, as
- * the one output (`[batch, T, S]`, float32) of a copy of the decoder's step graph cut down to what computes them: the graph of the alignment session
- * (alignment.ts), never of the graph the step loop runs, since onnxruntime runs every node of a graph whatever a run
- * fetches and rows that want no alignment must pay nothing for it.
+ * @module engine/cross-attention — one decoder layer's cross-attention probabilities, averaged over heads, as an output
+ * (`[batch, T, S]`, float32) of the decoder's step graph: one more output of the graph the step loop runs
+ * (`addCrossAttention`: two small nodes, fetched only for the rows that keep it), and the one output of a copy cut
+ * down to what computes it, the graph of the alignment pass (`exposeCrossAttention`, alignment.ts).
  *
  * The layer is the middle one (`⌊(layers − 1) / 2⌋`): in trained translation models a middle layer's cross-attention
  * follows the words best (the last ones attend to what comes next), which is also what Marian and Bergamot take for
@@ -43,6 +43,24 @@ export const alignmentLayer = (layers: number) => Math.max(0, Math.floor((layers
  * initializers nothing of it reads are dropped.
  */
 export function exposeCrossAttention(model: IModelProto, layers: number): CrossAttentionResult {
+  const added = addCrossAttention(model, layers);
+  if (!added.ok) return added;
+  // Only what the attention needs is kept: the layers above it and the LM head (logits for every position, a
+  // vocabulary's worth of floats each) would cost more than the pass itself, since onnxruntime runs every node.
+  const uses = pruneTo(model.graph!, [added.output]);
+  return { ok: true, layer: added.layer, uses };
+}
+
+/**
+ * `CROSS_ATTENTION_OUTPUT` added to the outputs of the top-level graph of `model` (changed in place), every other
+ * output kept: the mean over heads of layer `alignmentLayer(layers)`'s cross-attention Softmax, cast to float32,
+ * `[batch, T, S]`. Two small nodes over what the layer computes anyway: the step loop's graph carries it, so that a
+ * row asking for its alignment reads it from its own steps (loop/step.ts) instead of a pass after them.
+ */
+export function addCrossAttention(
+  model: IModelProto,
+  layers: number,
+): { ok: true; layer: number; output: onnxProto.onnx.IValueInfoProto } | { ok: false; reason: string } {
   const graph = model.graph;
   if (!graph?.node) return { ok: false, reason: 'no graph' };
   const layer = alignmentLayer(layers);
@@ -80,12 +98,9 @@ export function exposeCrossAttention(model: IModelProto, layers: number): CrossA
     output: [CROSS_ATTENTION_OUTPUT],
     attribute: [{ name: 'to', type: ATTR.INT, i: FLOAT }],
   });
-  // Only what the attention needs is kept: the layers above it and the LM head (logits for every position, a
-  // vocabulary's worth of floats each) would cost more than the pass itself, since onnxruntime runs every node.
-  const uses = pruneTo(graph, [
-    valueInfo(CROSS_ATTENTION_OUTPUT, FLOAT, ['batch_size', 'decoder_sequence_length', 'encoder_length']),
-  ]);
-  return { ok: true, layer, uses };
+  const output = valueInfo(CROSS_ATTENTION_OUTPUT, FLOAT, ['batch_size', 'decoder_sequence_length', 'encoder_length']);
+  graph.output = [...(graph.output ?? []), output];
+  return { ok: true, layer, output };
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type onnxProto from 'onnx-proto';
-import { exposeCrossAttention, joinCrossGraph, pruneTo } from './cross-attention.js';
+import { addCrossAttention, exposeCrossAttention, joinCrossGraph, pruneTo } from './cross-attention.js';
 import { floatMaskInput, fuseDecoderGraph } from './decoder-fuse.js';
 import { exposeBeamTopK, exposeCacheAppends, exposeGreedyTop2, logitsUnfit } from './decoder-graph.js';
 import { splitCrossAttention } from './decoder-split.js';
@@ -23,12 +23,23 @@ export interface DecoderOutputs {
    * fetch its outputs instead of the logits); false: beam steps read the logits.
    */
   beamTopK: boolean;
+  /**
+   * The step graph's output of a layer's cross-attention (cross-attention.ts `addCrossAttention`, `[n, 1, S]`): a
+   * step fetches it for the rows that keep it for their word alignment; null: those rows take a pass after generation.
+   */
+  crossAttention: string | null;
   /** Why a rewrite was not made (empty when all were). */
   notes: string[];
 }
 
 export function asExported(reason: string): DecoderOutputs {
-  return { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [`decoder graph not rewritten: ${reason}`] };
+  return {
+    appendedCache: null,
+    greedyTop2: null,
+    beamTopK: false,
+    crossAttention: null,
+    notes: [`decoder graph not rewritten: ${reason}`],
+  };
 }
 
 const ENCODER_MASK = 'encoder_attention_mask';
@@ -47,7 +58,13 @@ export function rewriteDecoder(
   config: ModelConfig,
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
-  const outputs: DecoderOutputs = { appendedCache: null, greedyTop2: null, beamTopK: false, notes: [] };
+  const outputs: DecoderOutputs = {
+    appendedCache: null,
+    greedyTop2: null,
+    beamTopK: false,
+    crossAttention: null,
+    notes: [],
+  };
   const split = splitCrossAttention(model, config.decoderLayers);
   if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
   const step = split.ok ? split.step.model : model;
@@ -60,6 +77,12 @@ export function rewriteDecoder(
   const beam = exposeBeamTopK(step, config.vocabSize);
   if (beam.ok) outputs.beamTopK = true;
   else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
+  // Only a split step graph reads the cross cache as fed, which is how the layer's Softmax is found in any export.
+  if (split.ok) {
+    const attention = addCrossAttention(step, config.decoderLayers);
+    if (attention.ok) outputs.crossAttention = attention.output.name!;
+    else outputs.notes.push(`aligned rows take a pass after generation: ${attention.reason}`);
+  }
   if (!split.ok) {
     const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
     return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
@@ -167,6 +190,7 @@ export function deviceGraphs(
       appendedCache: null,
       greedyTop2: null,
       beamTopK: false,
+      crossAttention: null,
       notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
     },
   };

@@ -35,6 +35,13 @@ export interface SubmitOptions {
    * (engine/alignment.ts). Rows that give none pay nothing. Only the host path's step loop calls it (encode.ts).
    */
   onEncoded?: (states: Float32Array) => void;
+  /**
+   * Called as the sequence finishes, before its answer, with the cross-attention its best hypothesis was written
+   * with (per generated token, in order, its `[S]` row: the decoder graph's `DecoderOutputs.crossAttention`), for its
+   * word alignment without a pass after generation (engine/alignment.ts). Only where the step loop's graph offers it
+   * on the host path (`Generator.keepsAttention`). Rows that do not ask fetch nothing more.
+   */
+  onAttention?: (steps: Float32Array[]) => void;
 }
 
 interface Waiter {
@@ -42,6 +49,7 @@ interface Waiter {
   state: SearchState;
   bulk: boolean;
   onEncoded: SubmitOptions['onEncoded'];
+  onAttention: SubmitOptions['onAttention'];
   /** Settle the caller's promise (and stop listening to its signal). */
   resolve: (hyp: Hypothesis) => void;
   reject: (err: Error) => void;
@@ -50,14 +58,17 @@ interface Waiter {
 export class Sequences {
   readonly #stats: GeneratorStats;
   readonly #eosTokenId: number;
+  readonly #attention: Set<SearchState>;
   readonly #pending: Waiter[] = [];
   readonly #generating = new Map<SearchState, Waiter>();
   /** Generating sequences whose caller cancelled them, with the error they reject with. */
   readonly #cancelled = new Map<SearchState, Error>();
 
-  constructor(stats: GeneratorStats, eosTokenId: number) {
+  /** @param attention where the step loop keeps the steps' cross-attention of sequences that ask (`onAttention`) */
+  constructor(stats: GeneratorStats, eosTokenId: number, attention: Set<SearchState>) {
     this.#stats = stats;
     this.#eosTokenId = eosTokenId;
+    this.#attention = attention;
   }
 
   /** Sequences waiting for room. */
@@ -86,6 +97,7 @@ export class Sequences {
         state: new SearchState(request.settings),
         bulk: options.bulk === true,
         onEncoded: options.onEncoded,
+        onAttention: options.onAttention,
         resolve: (hyp) => {
           signal?.removeEventListener('abort', onAbort);
           resolve(hyp);
@@ -116,6 +128,7 @@ export class Sequences {
         continue;
       }
       this.#generating.set(waiter.state, waiter);
+      if (waiter.onAttention !== undefined) this.#attention.add(waiter.state);
       admitted.push({ inputIds: waiter.request.inputIds, state: waiter.state, onEncoded: waiter.onEncoded });
       room -= rows;
     }
@@ -133,10 +146,12 @@ export class Sequences {
     const waiter = this.#generating.get(state);
     if (waiter === undefined) return;
     this.#generating.delete(state);
+    const keeps = this.#attention.delete(state);
     const best = state.best();
     if (best.tokens.at(-1) !== this.#eosTokenId) this.#stats.cappedRows++;
     // The runners-up ride along: a request asking for alternatives reads them (engine.ts).
     best.ranked = state.finished;
+    if (keeps) waiter.onAttention?.(trail(best));
     waiter.resolve(best);
   }
 
@@ -148,6 +163,7 @@ export class Sequences {
     const waiter = this.#generating.get(state);
     if (waiter === undefined) return;
     this.#generating.delete(state);
+    this.#attention.delete(state);
     if (this.#cancelled.get(state) === error) this.#stats.cancelled++;
     else this.#stats.failed++;
     this.#cancelled.delete(state);
@@ -159,6 +175,7 @@ export class Sequences {
     for (const [state, waiter] of this.#generating) waiter.reject(this.#cancelled.get(state) ?? error);
     this.#generating.clear();
     this.#cancelled.clear();
+    this.#attention.clear();
   }
 
   /** A waiting sequence leaves at once; a generating one is marked for the loop's next step boundary. */
@@ -172,6 +189,13 @@ export class Sequences {
       this.#cancelled.set(waiter.state, error);
     }
   }
+}
+
+/** The rows of `hyp`'s attention trail, first step first. */
+function trail(hyp: Hypothesis): Float32Array[] {
+  const rows: Float32Array[] = [];
+  for (let step = hyp.attention; step !== undefined; step = step.prev) rows.push(step.row);
+  return rows.reverse();
 }
 
 /** The error a cancelled sequence rejects with: its signal's reason when that is an Error. */

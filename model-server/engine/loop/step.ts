@@ -49,7 +49,7 @@ async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Coh
   const H = ctx.heads;
   const dh = ctx.headDim;
   const first = cohort.crossCache === null;
-  const { appendedCache, greedyTop2, beamTopK } = sessions.decoderOutputs;
+  const { appendedCache, greedyTop2, beamTopK, crossAttention } = sessions.decoderOutputs;
   // All-greedy steps fetch the decoder's top-2 (4 values per row) instead of vocab logits per row; not when a row has
   // bad words, which with a suppressed `</s>` could fill both places.
   const top2 =
@@ -66,6 +66,12 @@ async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Coh
       : k > 0
         ? [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]
         : ['logits'];
+  // The graph computes the attention whatever is fetched; only a cohort holding a row that keeps it copies it out.
+  const attention =
+    crossAttention !== null && ctx.attention.size > 0 && rows.some((row) => ctx.attention.has(row.state))
+      ? crossAttention
+      : null;
+  if (attention !== null) fetches.push(attention);
   const started = performance.now();
   const splitCross = cached ? sessions.cross : null;
   const made =
@@ -103,7 +109,8 @@ async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Coh
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
     topk = topkOf(made, BEAM_HEAD_OUTPUTS, k);
   }
-  return { out, selfMask, top2, topk, cross, ms: performance.now() - started, hostBytes };
+  const attended = attention === null ? null : (out[attention]!.data as Float32Array);
+  return { out, selfMask, top2, topk, cross, attention: attended, ms: performance.now() - started, hostBytes };
 }
 
 /** A split decoder's first step: the cross graph makes each layer's `present.*.encoder.*` from what it reads of `feeds`. */
@@ -184,6 +191,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.decoderRows += n;
   stats.decoderHostBytes += run.hostBytes;
   cohort.steps++;
+  if (run.attention) keepAttention(ctx, cohort, run.attention);
 
   const deciding = performance.now();
   const decision = decideStep(cohort.rows, run.topk ?? stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
@@ -251,6 +259,18 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   cohort.pastLength = P + 1;
   cohort.selfMask = run.selfMask;
   return decision;
+}
+
+/**
+ * A step's cross-attention (`[n, 1, S]`) added to the trail of each row that keeps it, its source's own positions
+ * (right-padded): before the step is decided, so that the hypotheses it makes carry it on.
+ */
+function keepAttention(ctx: CohortContext, cohort: Cohort, attention: Float32Array): void {
+  const S = cohort.encoderLength;
+  cohort.rows.forEach(({ state, hyp }, r) => {
+    if (!ctx.attention.has(state)) return;
+    hyp.attention = { row: attention.slice(r * S, r * S + cohort.encoderLengths[r]!), prev: hyp.attention };
+  });
 }
 
 /** The last position's scores per row from a decoder run: its top-2 outputs or its logits. */

@@ -174,8 +174,8 @@ export function proportional(
 /**
  * Where a unit's formatting changes: offsets in its text (an inline element's edges, a run's start). A sentence no
  * edge falls strictly inside lies within one element or run, so its words need no aligning: linked whole
- * (`wholeLink`), it lands in that element's or run's place all the same, and only the sentences an edge cuts pay the
- * alignment pass.
+ * (`wholeLink`), it lands in that element's or run's place all the same, and only the sentences an edge cuts pay for
+ * an alignment.
  */
 export type Edges = readonly number[];
 
