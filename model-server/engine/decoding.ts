@@ -15,6 +15,7 @@
  */
 import { NO_PROGRESS, type ConstraintProgress, type Constraints } from './constraints.js';
 import type { TranslateOptions } from './engine-options.js';
+import { argmax, argmaxAllowed, logSumExp } from './logit-scans.js';
 
 type ResolvedOption = 'strategy' | 'numBeams' | 'maxNewTokens' | 'minNewTokens' | 'lengthPenalty' | 'earlyStopping';
 
@@ -247,43 +248,6 @@ function suppression(settings: SearchSettings, generated: number, eosId: number)
   const suppressEos = generated < settings.minNewTokens;
   const banned = settings.suppressTokenIds ?? [];
   return (token) => (suppressEos && token === eosId) || banned.includes(token);
-}
-
-/** Index of the largest of `logits[base … base+vocab)`; -1 when every value is NaN. */
-function argmax(logits: Float32Array, base: number, vocab: number): number {
-  let best = -Infinity;
-  let index = -1;
-  for (let v = 0; v < vocab; v++) {
-    const value = logits[base + v]!;
-    if (value > best) {
-      best = value;
-      index = v;
-    }
-  }
-  return index;
-}
-
-/** `argmax` over the tokens `suppressed` allows. */
-function argmaxAllowed(logits: Float32Array, base: number, vocab: number, suppressed: (t: number) => boolean): number {
-  let best = -Infinity;
-  let index = -1;
-  for (let v = 0; v < vocab; v++) {
-    const value = logits[base + v]!;
-    if (value > best && !suppressed(v)) {
-      best = value;
-      index = v;
-    }
-  }
-  return index;
-}
-
-/** log Σ exp over one row of logits (the log-softmax normaliser). */
-function logSumExp(logits: Float32Array, base: number, vocab: number): number {
-  let max = -Infinity;
-  for (let v = 0; v < vocab; v++) if (logits[base + v]! > max) max = logits[base + v]!;
-  let sum = 0;
-  for (let v = 0; v < vocab; v++) sum += Math.exp(logits[base + v]! - max);
-  return max + Math.log(sum);
 }
 
 interface Candidate {

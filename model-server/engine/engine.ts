@@ -53,10 +53,7 @@ export class TranslationEngine {
   readonly #search: LoadedSearch;
   readonly #weightsBytes: number;
   readonly #aligner: Aligner;
-  /**
-   * What translations generated with `align` keep for it, until `align` takes it (or the translation goes): the
-   * cross-attention of their steps, or where the step loop gives none, their encoder states.
-   */
+  /** What a translation generated with `align` keeps for it (AlignmentSource) until `align` takes it, or it goes. */
   readonly #kept = new WeakMap<Translation, { inputIds: readonly number[] } & AlignmentSource>();
   #closed: Promise<void> | null = null;
 
@@ -220,8 +217,7 @@ export class TranslationEngine {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
     const wanted = options.alternatives ?? 0;
     let kept: AlignmentSource | undefined;
-    // A row reads its alignment from its own steps where the step loop's graph offers their attention; elsewhere it
-    // keeps its encoder states, so that its pass need not encode it again.
+    // Its steps' attention where the step loop's graph offers it, else its encoder states (the pass then skips one).
     const fromSteps = options.align === true && this.#generator.keepsAttention;
     const hyp = await this.#submit(
       row.inputIds,
@@ -261,11 +257,10 @@ export class TranslationEngine {
   }
 
   /**
-   * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts): read from the
-   * cross-attention of its own steps, or from a teacher-forced pass after generation; null when the model's decoder
-   * offers no cross-attention to read (`alignmentUnavailable` says why). `source` is the text `row` was prepared from.
-   * A translation generated with `align` (TranslateOptions) brings its steps' attention or its encoder states; any
-   * other takes a pass that encodes its source again.
+   * Which characters of `row`'s source each word of its `translation` comes from (alignment.ts), read from its
+   * steps' cross-attention or a pass after generation; null when the model's decoder offers none to read
+   * (`alignmentUnavailable` says why). `source` is the text `row` was prepared from. A translation generated with
+   * `align` (TranslateOptions) brings its steps' attention or encoder states; another's pass encodes it again.
    */
   align(source: string, row: PreparedRow, translation: Translation): Promise<WordAlignment | null> {
     const kept = this.#kept.get(translation);
