@@ -10,6 +10,7 @@
  * IPC (when spawned with one): `'ready'` once the front answers HTTP on its port (pm2's wait_ready), then
  * `{type: 'listening', front, host, port}`. `'shutdown'` stops like SIGINT.
  */
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { get as httpGet } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -77,6 +78,7 @@ function runBuiltin(log: Logger): void {
 }
 
 function runNginx(binary: string, log: Logger): void {
+  const readyPath = `/_mt_ready/${randomUUID()}`;
   const render = (): NginxFiles => {
     const files = writeNginxConfig(templatePath(), {
       listen: { host: front.host, port: front.port },
@@ -85,6 +87,7 @@ function runNginx(binary: string, log: Logger): void {
       routerTimeoutS: Math.ceil(routerTimeoutMs / 1000),
       runDir: config.runDir,
       logDir: config.logDir,
+      readyPath,
     });
     checkNginxConfig(binary, files);
     return files;
@@ -107,7 +110,7 @@ function runNginx(binary: string, log: Logger): void {
     if (!stopping) log.error({ code, signal }, 'nginx exited unexpectedly');
     process.exit(stopping ? (code ?? 0) : 1);
   });
-  void waitForNginx(front.port, NGINX_START_TIMEOUT_MS).then(
+  void waitForNginx(front.port, readyPath, NGINX_START_TIMEOUT_MS).then(
     () => announce('nginx', front.port),
     () => {
       log.fatal({ port: front.port }, `nginx did not answer on port ${front.port} within ${NGINX_START_TIMEOUT_MS} ms`);
@@ -149,26 +152,28 @@ function templatePath(): string {
 }
 
 /**
- * Resolves once nginx answers HTTP on `port` (loopback), retrying every 50 ms. An accepted connection is not
- * enough: nginx's master opens the listening socket before it forks the workers, and the kernel accepts into the
- * backlog meanwhile, so "ready" could come before any worker exists. `/_mt_error/400` is answered by nginx itself
- * (no router needed); any HTTP status counts, so a template without that location (the router behind it down)
- * still proves a worker is serving.
+ * Resolves once this nginx answers `readyPath` on `port` (loopback) with its 204, retrying every 50 ms. An accepted
+ * connection is not enough: nginx's master opens the listening socket before it forks the workers, and the kernel
+ * accepts into the backlog meanwhile, so "ready" could come before any worker exists. Nor is any HTTP answer: a
+ * process that held the port first answers too, for the seconds nginx retries its bind before it exits (and this
+ * process with it); only this start's config answers its own path with 204, without the router.
  */
-function waitForNginx(port: number, timeoutMs: number): Promise<void> {
+function waitForNginx(port: number, readyPath: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const host = front.host === '0.0.0.0' || front.host === '::' ? '127.0.0.1' : front.host;
   return new Promise((resolve, reject) => {
     const attempt = () => {
-      const request = httpGet({ host, port, path: '/_mt_error/400', agent: false, timeout: 1000 }, (response) => {
-        response.resume();
-        resolve();
-      });
-      request.once('timeout', () => request.destroy(new Error('timeout')));
-      request.once('error', () => {
+      const retry = () => {
         if (Date.now() > deadline) reject(new Error('timeout'));
         else setTimeout(attempt, 50);
+      };
+      const request = httpGet({ host, port, path: readyPath, agent: false, timeout: 1000 }, (response) => {
+        response.resume();
+        if (response.statusCode === 204) resolve();
+        else retry();
       });
+      request.once('timeout', () => request.destroy(new Error('timeout')));
+      request.once('error', retry);
     };
     attempt();
   });

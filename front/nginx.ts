@@ -35,6 +35,11 @@ export interface NginxValues {
   routerTimeoutS?: number;
   runDir: string;
   logDir: string;
+  /**
+   * The path the front's readiness probe asks (front/main.ts), answered 204 by this config alone: a path of its own
+   * per start, so that another process already holding the port is never taken for this nginx. Default `/_mt_ready`.
+   */
+  readyPath?: string;
 }
 
 const hostPort = (a: Address) => `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
@@ -52,6 +57,7 @@ export function renderNginxConfig(template: string, values: NginxValues): string
     ROUTER_TIMEOUT_S: String(values.routerTimeoutS ?? 86_400),
     RUN_DIR: values.runDir,
     LOG_DIR: values.logDir,
+    READY_PATH: values.readyPath ?? '/_mt_ready',
   };
   for (const [status, error] of Object.entries(errors)) {
     fill[`ERROR_${status}`] = errorBodyText(error);

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
-import { freePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { reservedRangePort, type ManagedProcess } from '../../harness/process-registry.js';
 import { isListening, ROOT, startEntry } from '../../harness/processes.js';
 import { abandonThroughFront, startFakeRouter, type FakeRouter } from './fake-router.js';
 
@@ -70,7 +70,8 @@ describe.each([
     dir = mkdtempSync(path.join(tmpdir(), `front-${kind}-`));
     router = await startFakeRouter();
     routerPort = router.port;
-    frontPort = await freePort();
+    // Unbound until the front binds it: a port 0 server of a parallel test must not be handed it meanwhile.
+    frontPort = await reservedRangePort();
     front = startEntry({
       entry: 'front/main.ts',
       cwd: dir,

@@ -2,17 +2,20 @@
  * When the nginx front says it is ready. nginx's master opens the listening socket before it forks its workers,
  * and the kernel accepts connections into the backlog meanwhile: a front that announced "ready" on the first
  * accepted connection could do so while no worker existed yet (a process sample taken then found the master
- * alone). The front must announce only once something answers HTTP on the port.
+ * alone). Nor may any HTTP answer do: a process that held the port first (a parallel test's server took it between
+ * `freePort` and nginx's bind) answers while nginx retries its bind, and a front that took that for nginx announced
+ * ready and sent every request to the other server. The front announces once its own config's ready path answers.
  *
- * A stand-in for the nginx binary (NGINX_BIN) plays both cases deterministically: a master that accepts and never
- * answers (no worker yet), and one that answers. It passes `nginx -t` and listens on the front's port.
+ * A stand-in for the nginx binary (NGINX_BIN) plays the cases deterministically: a master that accepts and never
+ * answers (no worker yet), another server on the port (400 to everything), and one that answers the ready path the
+ * rendered config names (204). It passes `nginx -t` and listens on the front's port.
  */
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { freePort, reservedRangePort, type ManagedProcess } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { isListening, startEntry } from '../../harness/processes.js';
 
@@ -33,14 +36,21 @@ function accepts(port: number): Promise<boolean> {
 
 const FAKE_NGINX = `#!/usr/bin/env node
 if (process.argv.includes('-t')) process.exit(0);
+const { readFileSync } = require('node:fs');
 const net = require('node:net');
 const port = Number(process.env.FAKE_NGINX_PORT);
-const answers = process.env.FAKE_NGINX_ANSWERS === '1';
+const mode = process.env.FAKE_NGINX_MODE;
+const conf = readFileSync(process.argv[process.argv.indexOf('-c') + 1], 'utf8');
+const ready = /location = (\\S+) \\{ return 204; \\}/.exec(conf)[1];
 const held = [];
 net
   .createServer((socket) => {
-    if (answers) socket.end('HTTP/1.1 400 Bad Request\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n');
-    else held.push(socket);
+    if (mode === 'silent') return held.push(socket);
+    socket.once('data', (data) => {
+      const path = data.toString().split(' ')[1];
+      const status = mode === 'ready' && path === ready ? '204 No Content' : '400 Bad Request';
+      socket.end('HTTP/1.1 ' + status + '\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n');
+    });
   })
   .listen(port, '127.0.0.1');
 for (const signal of ['SIGQUIT', 'SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(0));
@@ -62,12 +72,12 @@ describe('front: nginx readiness', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const start = async (answers: boolean) => {
-    const port = await freePort();
+  const start = async (mode: 'silent' | 'other' | 'ready') => {
+    const port = await reservedRangePort();
     const routerPort = await freePort();
     const front = startEntry({
       entry: 'front/main.ts',
-      name: `front-ready-${answers ? 'answers' : 'silent'}`,
+      name: `front-ready-${mode}`,
       cwd: dir,
       env: {
         FRONT: 'nginx',
@@ -76,7 +86,7 @@ describe('front: nginx readiness', () => {
         ROUTER_ADDRESS: `127.0.0.1:${routerPort}`,
         RUN_DIR: path.join(dir, `run-${port}`),
         FAKE_NGINX_PORT: String(port),
-        FAKE_NGINX_ANSWERS: answers ? '1' : '0',
+        FAKE_NGINX_MODE: mode,
         LOG_LEVEL: 'warn',
       },
     });
@@ -84,23 +94,28 @@ describe('front: nginx readiness', () => {
     return { front, port };
   };
 
-  it('does not announce ready while the port accepts but nothing answers HTTP', async () => {
-    const { front, port } = await start(false);
-    let announced = false;
-    void front.message(isListening, 120_000).then(
-      () => (announced = true),
-      () => undefined,
-    );
-    // The stand-in listens once the front has rendered the config and started it; a front that took an accepted
-    // connection for readiness announces within one 50 ms retry of that.
-    await until('the stand-in nginx to accept connections', () => accepts(port), 60_000);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect(announced).toBe(false);
-    expect(front.alive).toBe(true);
-  });
+  for (const [mode, what] of [
+    ['silent', 'the port accepts but nothing answers HTTP'],
+    ['other', 'what answers on the port is not its own config'],
+  ] as const) {
+    it(`does not announce ready while ${what}`, async () => {
+      const { front, port } = await start(mode);
+      let announced = false;
+      void front.message(isListening, 120_000).then(
+        () => (announced = true),
+        () => undefined,
+      );
+      // The stand-in listens once the front has rendered the config and started it; a front that took an accepted
+      // connection for readiness announces within one 50 ms retry of that.
+      await until('the stand-in nginx to accept connections', () => accepts(port), 60_000);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(announced).toBe(false);
+      expect(front.alive).toBe(true);
+    });
+  }
 
-  it('announces ready once nginx answers HTTP on its port', async () => {
-    const { front, port } = await start(true);
+  it('announces ready once nginx answers its ready path on its port', async () => {
+    const { front, port } = await start('ready');
     expect(await front.message(isListening)).toMatchObject({ front: 'nginx', port });
   });
 });
