@@ -78,7 +78,6 @@ for (const kind of ['wall', 'cpu'] as const) {
   }
 }
 const { stepRows, runs, rows, encodedRows, ms } = engine.alignmentStats();
-console.log(
-  `  ${stepRows} rows from their steps; passes: ${runs} runs, ${rows} rows (${encodedRows} encoded again), ${ms.toFixed(0)} ms`,
-);
+const passes = `${runs} runs, ${rows} rows (${encodedRows} encoded again), ${ms.toFixed(0)} ms`;
+console.log(`  ${stepRows} rows from their steps; passes: ${passes}`);
 await engine.close();

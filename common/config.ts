@@ -115,7 +115,10 @@ export interface RouterConfig {
    * script of 3 UTF-8 bytes a character), never more.
    */
   maxUpstreamBytes: number;
-  /** Upstream request timeout, for the whole answer (headers and body); the model server's response timeout plus slack. */
+  /**
+   * Upstream request timeout, for the whole answer (headers and body): the model server's response timeout plus
+   * ROUTER_TIMEOUT_SLACK_MS, so that the model server's own 504 comes first.
+   */
   upstreamTimeoutMs: number;
   /** Model server metrics API base URL: where `/status.json` gets the status page's figures. */
   statusUrl: string;
@@ -246,7 +249,7 @@ export function loadConfig(env: Record<string, string | undefined>, root = proce
       setupConfigPath: abs(e.SETUP_CONFIG),
       maxBodyBytes: e.ROUTER_MAX_BODY_BYTES,
       maxUpstreamBytes: e.ROUTER_MAX_UPSTREAM_BYTES || 8 * e.ROUTER_MAX_BODY_BYTES,
-      upstreamTimeoutMs: responseTimeoutMs + 5_000,
+      upstreamTimeoutMs: responseTimeoutMs + e.ROUTER_TIMEOUT_SLACK_MS,
       statusUrl: localUrl(e.METRICS_ADDRESS),
       logBodies: e.LOG_BODIES,
       apiKeys: e.API_KEYS === '' ? undefined : abs(e.API_KEYS),

@@ -108,6 +108,7 @@ const VARIABLES = {
   ROUTER_UPSTREAM_CONNECTIONS: ['256', int(1, 10_000)],
   ROUTER_MAX_BODY_BYTES: ['1048576', int(1024, 1 << 30)],
   ROUTER_MAX_UPSTREAM_BYTES: ['0', int(0, 2 ** 33)],
+  ROUTER_TIMEOUT_SLACK_MS: ['5000', int(100, 3_600_000)],
   LOG_BODIES: ['false', bool],
   API_KEYS: ['', z.string()],
   USAGE_STORE: [

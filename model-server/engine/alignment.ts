@@ -5,23 +5,24 @@
  * token is linked to the source token it attends to most, special and language tokens left out on both sides.
  *
  * Where the rows come from:
- * - a greedy row generated with `align` on the host path keeps them from its own steps: the step loop's graph carries
- *   the layer's attention as an output, and a step fetches it only for cohorts holding such a row
- *   (loop/step.ts); it is answered at once, no pass, no encoder states kept;
- * - any other row (beam search, the search graph's, the device path's, or a model whose step graph could not be given
- *   the output) takes one teacher-forced decoder pass over the tokens it generated: the decoder is fed
- *   `[start, t₀ … tₙ₋₂]` in one run with an empty self-attention cache, which gives the same rows.
+ * - a row generated with `align` on the host path (greedy or beams) keeps them from its own steps: the step loop's
+ *   graph carries the layer's attention as an output, a step fetches it only for cohorts holding such a row, and each
+ *   hypothesis carries its trail (loop/step.ts, decoding.ts `Hypothesis.attention`); the row is answered at its last
+ *   step, no pass, no encoder states kept;
+ * - any other row (the search graph's, the device path's, one generated without `align`, or a model whose step
+ *   graph could not be given the output) takes one teacher-forced decoder pass over the tokens it generated: the
+ *   decoder is fed `[start, t₀ … tₙ₋₂]` in one run with an empty self-attention cache, which gives the same rows.
  *
- * The pass's cost: only rows that ask pay, after their generation: one run of T decoder positions through the layers up to the
- * one read, its cross-attention graph joined in front (the keys and values never cross to the host), in a session of
- * its own (the step loop's graph is never given the extra output, since onnxruntime runs every node of a graph
- * whatever a run fetches), run at a step boundary with no decoder step beside it, for every row that asked since
- * (padded, `MAX_ALIGN_ROWS` at a time) once `MIN_ALIGN_ROWS` have gathered, the oldest has waited `MAX_ALIGN_WAIT_MS`,
- * or the loop stops. The encoder does not run again for a row generated with `align` (engine-options.ts): its cohort
- * hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until its pass; that was most of the
- * pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows without them (the search
- * graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is mostly the decoder run's
- * attention over T positions.
+ * The pass's cost, paid only by rows that take it, after their generation: one run of T decoder positions through
+ * the layers up to the one read, its cross-attention graph joined in front (the keys and values never cross to the
+ * host), in a session of its own (a graph cut down to what computes the attention: no layers above it, no LM head),
+ * run at a step boundary with no decoder step beside it, for every row that asked since (padded, `MAX_ALIGN_ROWS` at
+ * a time) once `MIN_ALIGN_ROWS` have gathered, the oldest has waited `MAX_ALIGN_WAIT_MS`, or the loop stops. The
+ * encoder does not run again for a row generated with `align` whose steps gave no attention (engine-options.ts): its
+ * cohort hands it a copy of the row's own `[S, d_model]` states (loop/encode.ts), kept until its pass; that was most
+ * of the pass (an encoder run costs ~2× the decoder run of the same rows on bench-mid). Rows without them (the search
+ * graph's, the device path's: loop/encode-device.ts) are encoded in the pass. What is left is mostly the decoder
+ * run's attention over T positions.
  */
 import * as ort from 'onnxruntime-node';
 import { CROSS_ATTENTION_OUTPUT } from './graphs/cross-attention.js';
