@@ -23,7 +23,7 @@ import { archiveModels } from '../model-server/tools/archiver.js';
 import { jsonOrText } from './http.js';
 import { privatePm2, pm2Apps, PM2, type Pm2 } from './pm2.js';
 import { until } from './polling.js';
-import { reservedRangePort, type ManagedProcess } from './process-registry.js';
+import { freePort, type ManagedProcess } from './process-registry.js';
 import { entryFile } from './compiled.js';
 import { isListening, nodeArgs, ROOT, startEntry } from './processes.js';
 
@@ -448,17 +448,13 @@ async function startUnderPm2(
 
 /**
  * Five free ports fixed beforehand, as the environment of every process (INFERENCE_ADDRESS … FRONT_ADDRESS) and as
- * URLs: for processes that cannot report the port they chose (pm2's apps, start.sh). Below the kernel's ephemeral
- * range (`reservedRangePort`): they stay unbound for the seconds the processes take to start, and a parallel test's
- * server listening on port 0 must not be handed one meanwhile.
+ * URLs: for processes that cannot report the port they chose (pm2's apps, start.sh).
  */
 export async function fixedAddresses(): Promise<{
   env: Record<string, string>;
   urls: Record<'inference' | 'management' | 'metrics' | 'router' | 'front', string>;
 }> {
-  const [inference, management, metrics, router, front] = await Promise.all(
-    [1, 2, 3, 4, 5].map(() => reservedRangePort()),
-  );
+  const [inference, management, metrics, router, front] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
   const url = (port: number | undefined) => `http://127.0.0.1:${port}`;
   return {
     env: {
@@ -489,8 +485,7 @@ export async function startFront(options: {
   kind: 'builtin' | 'nginx' | 'auto';
   name: string;
 }): Promise<{ proc: ManagedProcess; url: string; kind: string }> {
-  // Unbound until nginx binds it: below the ephemeral range, as fixedAddresses' ports.
-  const port = await reservedRangePort();
+  const port = await freePort();
   const run = path.join(options.dir, `run-${options.name}`);
   const proc = startEntry({
     name: options.name,
