@@ -77,16 +77,14 @@ export function rewriteDecoder(
   const beam = exposeBeamTopK(step, config.vocabSize);
   if (beam.ok) outputs.beamTopK = true;
   else outputs.notes.push(`beam steps fetch logits: ${beam.reason}`);
-  // Only a split step graph reads the cross cache as fed, which is how the layer's Softmax is found in any export.
-  if (split.ok) {
-    const attention = addCrossAttention(step, config.decoderLayers);
-    if (attention.ok) outputs.crossAttention = attention.output.name!;
-    else outputs.notes.push(`aligned rows take a pass after generation: ${attention.reason}`);
-  }
   if (!split.ok) {
     const changed = outputs.appendedCache !== null || outputs.greedyTop2 !== null || outputs.beamTopK;
     return { bytes: changed ? joinModel(model, weights) : null, cross: null, outputs };
   }
+  // Only a split step graph reads the cross cache as fed, which is how the layer's Softmax is found in any export.
+  const attention = addCrossAttention(step, config.decoderLayers);
+  if (attention.ok) outputs.crossAttention = attention.output.name!;
+  else outputs.notes.push(`aligned rows take a pass after generation: ${attention.reason}`);
   const read = weightsReader(weights);
   return {
     bytes: joinModel(step, read(split.step.uses)),
