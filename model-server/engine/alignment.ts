@@ -39,7 +39,7 @@ export type WordAlignment = number[];
 
 /** What a translation generated with `align` brings to its alignment (engine.ts): either spares work. */
 export interface AlignmentSource {
-  /** Per generated token, the read layer's cross-attention over its source (`[S]`): no pass. */
+  /** Per generated token, the read layer's cross-attention over its source (`[S]`, S its `inputIds`): no pass. */
   attention?: readonly Float32Array[];
   /** The source's encoder states from its generation (`[S, d_model]`): the pass does not encode it again. */
   states?: Float32Array;
@@ -127,7 +127,7 @@ export class Aligner {
   ): Promise<WordAlignment | null> {
     if (tokenIds.length === 0) return [];
     const steps = from.attention;
-    if (steps !== undefined && steps.length === tokenIds.length && steps.every((s) => s.length === inputIds.length)) {
+    if (steps !== undefined) {
       this.#stats.stepRows++;
       const S = inputIds.length;
       const attention = new Float32Array(steps.length * S);

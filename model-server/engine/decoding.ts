@@ -70,7 +70,14 @@ export class SearchState {
   readonly finished: ScoredHypothesis[] = [];
   done = false;
 
-  constructor(readonly settings: SearchSettings) {}
+  /**
+   * @param keepsAttention its rows' hypotheses carry what the decoder attended to (`Hypothesis.attention`), for its
+   *   word alignment: the step loop adds it to them (loop/step.ts)
+   */
+  constructor(
+    readonly settings: SearchSettings,
+    readonly keepsAttention = false,
+  ) {}
 
   /** The answer once `done`. */
   best(): Hypothesis {

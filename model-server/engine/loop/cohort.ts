@@ -7,7 +7,7 @@
  * gives everything back once the cohort's rows are gone or live in another cohort's tensors.
  */
 import type * as ort from 'onnxruntime-node';
-import type { Row, SearchState } from '../decoding.js';
+import type { Row } from '../decoding.js';
 import type { GeneratorStats } from './generator-stats.js';
 import { CacheBufferPool, CacheBuffers } from './kv-cache.js';
 import type { ModelConfig } from '../model-config.js';
@@ -83,11 +83,6 @@ export interface CohortContext {
   feedsEncoderMask: boolean;
   memory: CohortMemory;
   stats: GeneratorStats;
-  /**
-   * The generating sequences that keep each step's cross-attention for their word alignment (sequences.ts
-   * `SubmitOptions.onAttention`): their rows' hypotheses carry it (decoding.ts `Hypothesis.attention`).
-   */
-  attention: Set<SearchState>;
 }
 
 /** The memory pools of one engine's cohorts. */

@@ -20,7 +20,7 @@ export interface DecoderRun {
   topk: TopK | null;
   /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
   cross: Float32Array[] | null;
-  /** `[n, 1, S]` the read layer's cross-attention, fetched when a row keeps it (`CohortContext.attention`); else null. */
+  /** `[n, 1, S]` the read layer's cross-attention, fetched when a row keeps it (`SearchState.keepsAttention`); else null. */
   attention?: Float32Array | null;
   /** Wall time of the run (ms). */
   ms: number;

@@ -48,7 +48,7 @@
  *   fresh ArrayBuffer: ~100 MB per step at batch 64).
  */
 import { ServeError } from '../../../common/errors.js';
-import type { Hypothesis, SearchState } from '../decoding.js';
+import type { Hypothesis } from '../decoding.js';
 import { equalStepGroups, planSteps, reachable } from './catch-up.js';
 import { type Cohort, type CohortContext, CohortMemory } from './cohort.js';
 import { gatherRows, mergeCohorts, removeRows } from './cohort-layout.js';
@@ -96,8 +96,7 @@ export class Generator {
     this.#catchUpSteps = Math.max(0, Math.floor(options.catchUpSteps ?? 8));
     this.#maxCohorts = Math.max(1, Math.floor(options.maxCohorts ?? 2));
     this.#onStep = options.onStep;
-    const attention = new Set<SearchState>();
-    this.#sequences = new Sequences(this.#stats, config.eosTokenId, attention);
+    this.#sequences = new Sequences(this.#stats, config.eosTokenId);
     const inputs = sessions.decoderInputs;
     this.#ctx = {
       sessions,
@@ -109,7 +108,6 @@ export class Generator {
       feedsEncoderMask: inputs.has('encoder_attention_mask'),
       memory: new CohortMemory(config.decoderLayers),
       stats: this.#stats,
-      attention,
     };
   }
 

@@ -58,17 +58,14 @@ interface Waiter {
 export class Sequences {
   readonly #stats: GeneratorStats;
   readonly #eosTokenId: number;
-  readonly #attention: Set<SearchState>;
   readonly #pending: Waiter[] = [];
   readonly #generating = new Map<SearchState, Waiter>();
   /** Generating sequences whose caller cancelled them, with the error they reject with. */
   readonly #cancelled = new Map<SearchState, Error>();
 
-  /** @param attention where the step loop keeps the steps' cross-attention of sequences that ask (`onAttention`) */
-  constructor(stats: GeneratorStats, eosTokenId: number, attention: Set<SearchState>) {
+  constructor(stats: GeneratorStats, eosTokenId: number) {
     this.#stats = stats;
     this.#eosTokenId = eosTokenId;
-    this.#attention = attention;
   }
 
   /** Sequences waiting for room. */
@@ -94,7 +91,7 @@ export class Sequences {
       const onAbort = () => this.#cancel(waiter, abortError(signal!));
       const waiter: Waiter = {
         request,
-        state: new SearchState(request.settings),
+        state: new SearchState(request.settings, options.onAttention !== undefined),
         bulk: options.bulk === true,
         onEncoded: options.onEncoded,
         onAttention: options.onAttention,
@@ -128,7 +125,6 @@ export class Sequences {
         continue;
       }
       this.#generating.set(waiter.state, waiter);
-      if (waiter.onAttention !== undefined) this.#attention.add(waiter.state);
       admitted.push({ inputIds: waiter.request.inputIds, state: waiter.state, onEncoded: waiter.onEncoded });
       room -= rows;
     }
@@ -146,12 +142,11 @@ export class Sequences {
     const waiter = this.#generating.get(state);
     if (waiter === undefined) return;
     this.#generating.delete(state);
-    const keeps = this.#attention.delete(state);
     const best = state.best();
     if (best.tokens.at(-1) !== this.#eosTokenId) this.#stats.cappedRows++;
     // The runners-up ride along: a request asking for alternatives reads them (engine.ts).
     best.ranked = state.finished;
-    if (keeps) waiter.onAttention?.(trail(best));
+    waiter.onAttention?.(trail(best));
     waiter.resolve(best);
   }
 
@@ -163,7 +158,6 @@ export class Sequences {
     const waiter = this.#generating.get(state);
     if (waiter === undefined) return;
     this.#generating.delete(state);
-    this.#attention.delete(state);
     if (this.#cancelled.get(state) === error) this.#stats.cancelled++;
     else this.#stats.failed++;
     this.#cancelled.delete(state);
@@ -175,7 +169,6 @@ export class Sequences {
     for (const [state, waiter] of this.#generating) waiter.reject(this.#cancelled.get(state) ?? error);
     this.#generating.clear();
     this.#cancelled.clear();
-    this.#attention.clear();
   }
 
   /** A waiting sequence leaves at once; a generating one is marked for the loop's next step boundary. */

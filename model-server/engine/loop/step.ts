@@ -67,10 +67,7 @@ async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Coh
         ? [BEAM_TOPK.values, BEAM_TOPK.ids, BEAM_TOPK.logSumExp]
         : ['logits'];
   // The graph computes the attention whatever is fetched; only a cohort holding a row that keeps it copies it out.
-  const attention =
-    crossAttention !== null && ctx.attention.size > 0 && rows.some((row) => ctx.attention.has(row.state))
-      ? crossAttention
-      : null;
+  const attention = crossAttention !== null && rows.some((row) => row.state.keepsAttention) ? crossAttention : null;
   if (attention !== null) fetches.push(attention);
   const started = performance.now();
   const splitCross = cached ? sessions.cross : null;
@@ -191,7 +188,7 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
   stats.decoderRows += n;
   stats.decoderHostBytes += run.hostBytes;
   cohort.steps++;
-  if (run.attention) keepAttention(ctx, cohort, run.attention);
+  if (run.attention) keepAttention(cohort, run.attention);
 
   const deciding = performance.now();
   const decision = decideStep(cohort.rows, run.topk ?? stepScores(ctx, out, run.top2), ctx.config.eosTokenId);
@@ -265,10 +262,10 @@ export function stepCohort(ctx: CohortContext, cohort: Cohort, run: DecoderRun):
  * A step's cross-attention (`[n, 1, S]`) added to the trail of each row that keeps it, its source's own positions
  * (right-padded): before the step is decided, so that the hypotheses it makes carry it on.
  */
-function keepAttention(ctx: CohortContext, cohort: Cohort, attention: Float32Array): void {
+function keepAttention(cohort: Cohort, attention: Float32Array): void {
   const S = cohort.encoderLength;
   cohort.rows.forEach(({ state, hyp }, r) => {
-    if (!ctx.attention.has(state)) return;
+    if (!state.keepsAttention) return;
     hyp.attention = { row: attention.slice(r * S, r * S + cohort.encoderLengths[r]!), prev: hyp.attention };
   });
 }
