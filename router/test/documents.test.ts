@@ -286,7 +286,7 @@ describe('DeepL /v2/document', () => {
     expect(((await status.json()) as { status: string }).status).toMatch(/^(queued|translating)$/);
     const early = await call(s.app, `/v2/document/${handle.document_id}/result`, { document_key: handle.document_key });
     expect([early.status, await early.json()]).toEqual([503, { message: 'Document not ready' }]);
-    await s.jobs.settled(handle.document_id);
+    // Not waited for: afterEach's close(0) cuts the slow translation off.
   });
 });
 

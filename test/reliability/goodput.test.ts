@@ -23,7 +23,7 @@ const DEADLINE_MS = 2_000;
 const QUEUE_BUDGET_MS = 300;
 /** Seconds of each level: the first is left out (clients ramping), the rest is measured. */
 const RAMP_S = 1;
-const MEASURE_S = 4;
+const MEASURE_S = 3;
 
 interface Level {
   clients: number;

@@ -45,6 +45,8 @@ const LANGUAGES = ['en', 'ko', 'fr'];
 const CLIENTS: Record<string, number> = { en: 6, ko: 3, fr: 3 };
 /** The detection bound the router is built to (probe every 500 ms, 1 s limit), and the drill asserts. */
 const DETECTION_MS = 2_000;
+/** Requests of the hop measurement, each way: a batch window (40 ms) each, and the medians are what it compares. */
+const HOP_PAIRS = 30;
 
 const ns = (role: 'r' | HostName) => `${PREFIX}${process.pid}-${role}`;
 const rootVeth = `mth${process.pid}`;
@@ -403,7 +405,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     const viaRouter: number[] = [];
     const toHost: number[] = [];
     try {
-      for (let i = 0; i < 60; i++) {
+      for (let i = 0; i < HOP_PAIRS; i++) {
         toHost.push(await time(direct, '/predictions/fr', { src_lang: 'de', src_text: `d${i}` }));
         viaRouter.push(await time(routerPool, '/', { src_lang: 'de', src_text: `r${i}`, tgt_lang: 'fr' }));
       }
@@ -413,7 +415,7 @@ describe.skipIf(!permitted)('several model-server hosts (network namespaces), un
     const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
     const hopMs = median(viaRouter) - median(toHost);
     console.info(
-      `hosts drill router hop (concurrency 1, 60 pairs, veth between namespaces): p50 direct ${median(toHost).toFixed(1)} ms,`,
+      `hosts drill router hop (concurrency 1, ${HOP_PAIRS} pairs, veth between namespaces): p50 direct ${median(toHost).toFixed(1)} ms,`,
       `through the router ${median(viaRouter).toFixed(1)} ms, hop ${hopMs.toFixed(1)} ms`,
     );
     // A hop is a loopback-class exchange plus the router's own work: milliseconds, never a batch window.

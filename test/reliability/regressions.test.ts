@@ -241,13 +241,14 @@ describe('bug: a request lost with a killed router instance hung at the front fo
 
   it('both fronts answer 504 JSON once the router’s own deadline and the front’s slack have passed', async () => {
     const routerUrl = `http://127.0.0.1:${(blackHole.address() as AddressInfo).port}`;
-    // RESPONSE_TIMEOUT_S=1: the router's deadline is 1 + 5 s; with 2 s of slack the fronts give up after 8 s (nginx
-    // rounds its proxy_read_timeout up to whole seconds).
+    // RESPONSE_TIMEOUT_S=1: the router's deadline is 1 + 1 s (ROUTER_TIMEOUT_SLACK_MS); with 1 s of slack the fronts
+    // give up after 3 s (whole seconds, as nginx rounds its proxy_read_timeout up to them).
     const env = {
       LOG_LEVEL: 'warn',
       LOG_DIR: path.join(dir, 'logs'),
       RESPONSE_TIMEOUT_S: '1',
-      FRONT_TIMEOUT_SLACK_MS: '2000',
+      ROUTER_TIMEOUT_SLACK_MS: '1000',
+      FRONT_TIMEOUT_SLACK_MS: '1000',
     };
     const kinds = nginx ? (['builtin', 'nginx'] as const) : (['builtin'] as const);
     const replies = await Promise.all(
@@ -262,9 +263,9 @@ describe('bug: a request lost with a killed router instance hung at the front fo
         kind: 'RequestTimeoutException',
         message: 'Router did not answer in time.',
       });
-      // Before its deadline no 504; well before the 16 s the default slack would give.
-      expect(reply.latencyMs).toBeGreaterThanOrEqual(8_000);
-      expect(reply.latencyMs).toBeLessThan(14_000);
+      // Before its deadline no 504; well before the 16 s the default slacks would give.
+      expect(reply.latencyMs).toBeGreaterThanOrEqual(3_000);
+      expect(reply.latencyMs).toBeLessThan(9_000);
     }
   }, 60_000);
 });
