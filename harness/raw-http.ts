@@ -11,7 +11,11 @@ export interface RawReply {
   body: string;
 }
 
-/** Write `bytes` to 127.0.0.1:`port`, read until the server closes (or `timeoutMs`), parse the first answer. */
+/**
+ * Write `bytes` to 127.0.0.1:`port`, read until the first answer is complete (its Content-Length, or its last chunk)
+ * or the server closes (or `timeoutMs`), parse that answer. Not waiting for the close once the answer is whole: after
+ * refusing a body it has not read, nginx holds the connection open for `lingering_timeout` (5 s) to discard it.
+ */
 export function rawRequest(port: number, bytes: string | Buffer, timeoutMs = 10_000): Promise<RawReply> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
@@ -20,7 +24,10 @@ export function rawRequest(port: number, bytes: string | Buffer, timeoutMs = 10_
       socket.destroy();
       reject(new Error(`no answer (and no close) within ${timeoutMs} ms`));
     }, timeoutMs);
-    socket.on('data', (d: Buffer) => chunks.push(d));
+    socket.on('data', (d: Buffer) => {
+      chunks.push(d);
+      if (answerComplete(Buffer.concat(chunks).toString('latin1'))) socket.destroy();
+    });
     // A server may reset after answering (it did not read the rest of what we sent): keep what arrived.
     socket.on('error', () => undefined);
     socket.on('close', () => {
@@ -31,6 +38,16 @@ export function rawRequest(port: number, bytes: string | Buffer, timeoutMs = 10_
     socket.on('end', () => socket.destroy());
     socket.write(bytes);
   });
+}
+
+/** The first answer in `text` has arrived whole: framed by a Content-Length or chunks, and all of it there. */
+function answerComplete(text: string): boolean {
+  const head = text.indexOf('\r\n\r\n');
+  if (!text.startsWith('HTTP/') || head < 0) return false;
+  const fields = text.slice(0, head).toLowerCase();
+  const length = /\r\ncontent-length:\s*(\d+)/.exec(fields);
+  if (length) return text.length - (head + 4) >= Number(length[1]);
+  return /\r\ntransfer-encoding:\s*chunked/.test(fields) && text.endsWith('\r\n0\r\n\r\n');
 }
 
 function parse(text: string): RawReply {
