@@ -4,6 +4,7 @@
  * and TorchServe type), or unanswered (the connection failed, or no answer within the client's deadline).
  * "Nothing lost" is `unanswered === 0`.
  */
+import { setMaxListeners } from 'node:events';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher, request } from 'undici';
 
@@ -258,6 +259,8 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 export async function drive(options: LoadOptions): Promise<Tally> {
   const tally = new Tally();
   const dispatcher = new Agent({ connections: options.connections ?? options.concurrency, keepAliveTimeout: 30_000 });
+  // Every client pausing for a Retry-After listens on the one signal at once: not a leak past Node's default of 10.
+  if (options.signal) setMaxListeners(options.concurrency + 10, options.signal);
   let next = 0;
   const more = () => !options.signal?.aborted && (options.count === undefined || next < options.count);
   const client = async () => {
