@@ -105,6 +105,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
       tgt_lang: c.get('tgtLang'),
       texts: c.get('texts'),
       error: c.get('errorCode'),
+      cause: c.get('errorCause'),
       key: c.get('keyId'),
       model: upstreamHeaders['x-model-name'],
       modelServer: upstreamHeaders['x-model-server'],
@@ -123,6 +124,10 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     if (!clientClosed && !(err instanceof ServeError))
       logger.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     c.set('errorCode', clientClosed ? 'CLIENT_CLOSED' : error.code);
+    const cause = error.cause as { code?: unknown; message?: unknown } | undefined;
+    if (error.code === 'UPSTREAM_UNAVAILABLE' && cause !== undefined) {
+      c.set('errorCause', String(cause.code ?? cause.message));
+    }
     c.header('x-request-id', c.get('requestId'));
     return c.json(error.toBody(), error.status as 400, errorHeaders(error));
   });

@@ -14,6 +14,8 @@ export type RouterEnv = {
     texts?: number;
     srcText?: string | string[];
     errorCode?: string;
+    /** What a 502's transport failure was (its code: a refused or reset connection …), for the log line. */
+    errorCause?: string;
     /** The model server's identification headers of a 200, for the log line. */
     upstreamHeaders?: Record<string, string>;
     /** The API key's id (never the key) of a DeepL or LibreTranslate request. */
