@@ -110,13 +110,19 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
     return { outcomes: window, recoveryMs };
   }
 
-  /** The router's own account of what went wrong: its failed requests (with their transport cause) and host events. */
-  const routerLog = () =>
-    readFileSync(path.join(stack.dir, 'logs', 'router.log'), 'utf8')
+  /**
+   * The processes' own account of what went wrong: the router's failed requests (with their transport cause) and host
+   * events, the model server's errors (a start that failed, and why: its stack on stderr).
+   */
+  const logsOf = (name: string, pattern: RegExp) =>
+    readFileSync(path.join(stack.dir, 'logs', `${name}.log`), 'utf8')
       .split('\n')
-      .filter((line) => /"status":50[24]|model server (ejected|readmitted|healthy)/.test(line))
+      .filter((line) => pattern.test(line))
       .slice(0, 12)
       .join('\n');
+  const routerLog = () =>
+    `${logsOf('router', /"status":50[24]|model server (ejected|readmitted|healthy)/)}\nmodel server:\n` +
+    logsOf('model-server', /failed to start|Error:|EADDRINUSE|"level":[56]0/);
 
   /** Every request answered: 200, or 503 with Retry-After; never 404, 502 or a hang; back within the bound. */
   function expectNoOutage({ outcomes, recoveryMs }: { outcomes: Outcome[]; recoveryMs: number }): void {
