@@ -342,6 +342,14 @@ describe('upstream failures become clear JSON', () => {
     });
   }
 
+  it("the log line names a 502's transport cause, which says whether the connection was refused or torn", async () => {
+    await send('!reset');
+    expect(logLines.find((l) => l.status === 502)).toMatchObject({
+      error: 'UPSTREAM_UNAVAILABLE',
+      cause: expect.stringMatching(/^(ECONNRESET|UND_ERR_SOCKET)$/),
+    });
+  });
+
   it('no answer within the timeout → 504', async () => {
     const slow = makeApp(fake.url, { timeoutMs: 300 });
     try {
