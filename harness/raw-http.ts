@@ -26,13 +26,13 @@ export function rawRequest(port: number, bytes: string | Buffer, timeoutMs = 10_
     }, timeoutMs);
     socket.on('data', (d: Buffer) => {
       chunks.push(d);
-      if (answerComplete(Buffer.concat(chunks).toString('latin1'))) socket.destroy();
+      if (parse(Buffer.concat(chunks).toString('latin1')).complete) socket.destroy();
     });
     // A server may reset after answering (it did not read the rest of what we sent): keep what arrived.
     socket.on('error', () => undefined);
     socket.on('close', () => {
       clearTimeout(timer);
-      resolve(parse(Buffer.concat(chunks).toString('latin1')));
+      resolve(parse(Buffer.concat(chunks).toString('latin1')).reply);
     });
     // No half-close after writing: nginx takes it for a client that went away and drops the request.
     socket.on('end', () => socket.destroy());
@@ -40,19 +40,10 @@ export function rawRequest(port: number, bytes: string | Buffer, timeoutMs = 10_
   });
 }
 
-/** The first answer in `text` has arrived whole: framed by a Content-Length or chunks, and all of it there. */
-function answerComplete(text: string): boolean {
+/** The first answer in `text`, and whether all of it has arrived (its Content-Length, or its last chunk). */
+function parse(text: string): { reply: RawReply; complete: boolean } {
   const head = text.indexOf('\r\n\r\n');
-  if (!text.startsWith('HTTP/') || head < 0) return false;
-  const fields = text.slice(0, head).toLowerCase();
-  const length = /\r\ncontent-length:\s*(\d+)/.exec(fields);
-  if (length) return text.length - (head + 4) >= Number(length[1]);
-  return /\r\ntransfer-encoding:\s*chunked/.test(fields) && text.endsWith('\r\n0\r\n\r\n');
-}
-
-function parse(text: string): RawReply {
-  const head = text.indexOf('\r\n\r\n');
-  if (!text.startsWith('HTTP/') || head < 0) return { status: 0, headers: {}, body: text };
+  if (!text.startsWith('HTTP/') || head < 0) return { reply: { status: 0, headers: {}, body: text }, complete: false };
   const [statusLine, ...lines] = text.slice(0, head).split('\r\n');
   const headers: Record<string, string> = {};
   for (const line of lines) {
@@ -60,20 +51,31 @@ function parse(text: string): RawReply {
     if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
   }
   let body = text.slice(head + 4);
-  if (headers['transfer-encoding'] === 'chunked') body = dechunk(body);
-  else if (headers['content-length'] !== undefined) body = body.slice(0, Number(headers['content-length']));
-  return { status: Number(statusLine!.split(' ')[1]), headers, body: Buffer.from(body, 'latin1').toString('utf8') };
+  let complete = false;
+  if (headers['transfer-encoding'] === 'chunked') ({ body, complete } = dechunk(body));
+  else if (headers['content-length'] !== undefined) {
+    const length = Number(headers['content-length']);
+    complete = body.length >= length;
+    body = body.slice(0, length);
+  }
+  const reply = {
+    status: Number(statusLine!.split(' ')[1]),
+    headers,
+    body: Buffer.from(body, 'latin1').toString('utf8'),
+  };
+  return { reply, complete };
 }
 
-function dechunk(text: string): string {
-  let out = '';
+/** A chunked body's data so far, and whether its last (empty) chunk has come. */
+function dechunk(text: string): { body: string; complete: boolean } {
+  let body = '';
   let rest = text;
   for (;;) {
     const eol = rest.indexOf('\r\n');
-    if (eol < 0) return out;
+    if (eol < 0) return { body, complete: false };
     const size = parseInt(rest.slice(0, eol), 16);
-    if (!(size > 0)) return out;
-    out += rest.slice(eol + 2, eol + 2 + size);
+    if (!(size > 0)) return { body, complete: size === 0 };
+    body += rest.slice(eol + 2, eol + 2 + size);
     rest = rest.slice(eol + 2 + size + 2);
   }
 }
