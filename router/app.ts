@@ -30,6 +30,7 @@ import { characterCount } from './apis/translate-texts.js';
 import type { RouterEnv } from './router-env.js';
 import { STATUS_PAGE_HTML } from './status-page.js';
 import type { StatusReader } from './status.js';
+import { transportCode } from './upstream/errors.js';
 import type { UpstreamClient } from './upstream/upstream.js';
 import { type GlossaryClient, nativeGlossary } from './glossaries.js';
 import type { DocumentJobs } from './apis/documents.js';
@@ -124,10 +125,7 @@ export function createRouterApp(config: RouterAppConfig, deps: RouterAppDeps): H
     if (!clientClosed && !(err instanceof ServeError))
       logger.error({ reqId: c.get('requestId'), err }, 'unhandled error');
     c.set('errorCode', clientClosed ? 'CLIENT_CLOSED' : error.code);
-    const cause = error.cause as { code?: unknown; message?: unknown } | undefined;
-    if (error.code === 'UPSTREAM_UNAVAILABLE' && cause !== undefined) {
-      c.set('errorCause', String(cause.code ?? cause.message));
-    }
+    c.set('errorCause', transportCode(error));
     c.header('x-request-id', c.get('requestId'));
     return c.json(error.toBody(), error.status as 400, errorHeaders(error));
   });

@@ -43,6 +43,17 @@ const MAX_MESSAGE_CHARS = 1_024;
 
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
+/**
+ * The transport failure under an `UPSTREAM_UNAVAILABLE` (`ECONNREFUSED`, `ECONNRESET`, `UND_ERR_SOCKET` …): whether
+ * the connection was refused or torn decides what the request's host is thought to be (retry.ts), and the log line
+ * names it. Undefined for any other error, and for an answer that broke the error contract.
+ */
+export function transportCode(err: ServeError): string | undefined {
+  if (err.code !== 'UPSTREAM_UNAVAILABLE') return undefined;
+  const code = (err.cause as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /** A thrown transport error → 502 (not reachable) or 504 (too slow); anything else is rethrown as is. */
 export function transportError(err: unknown, timeoutMs: number): unknown {
   const code = (err as { code?: unknown } | null)?.code;

@@ -6,7 +6,7 @@
  */
 import { ServeError } from '../../common/errors.js';
 import type { ModelServers } from './model-servers.js';
-import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES } from './errors.js';
+import { NOT_CONNECTED_CODES, RETRY_ELSEWHERE_CODES, transportCode } from './errors.js';
 
 /** An attempt that failed before the request reached a worker: it may be sent to another replica. */
 export class NotReached extends Error {
@@ -36,8 +36,8 @@ export function judgeFailure(origin: string, err: unknown, servers: ModelServers
     // Only a request the model server says reached no worker may run elsewhere: a document whose first
     // sentences ran before the rest was refused must not be translated twice.
     if (RETRY_ELSEWHERE_CODES.has(err.code) && err.reachedWorker === false) return new NotReached(err);
-    const code = (err.cause as { code?: unknown } | undefined)?.code;
-    if (err.code === 'UPSTREAM_UNAVAILABLE' && typeof code === 'string') {
+    const code = transportCode(err);
+    if (code !== undefined) {
       if (code === 'ECONNREFUSED') {
         servers?.refused(origin, 'connection refused');
         return new NotReached(err);
