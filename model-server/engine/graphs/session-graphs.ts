@@ -32,14 +32,17 @@ export interface DecoderOutputs {
   notes: string[];
 }
 
+/** A step graph with none of the rewrites' outputs, and why (`notes`). */
+const noOutputs = (notes: string[]): DecoderOutputs => ({
+  appendedCache: null,
+  greedyTop2: null,
+  beamTopK: false,
+  crossAttention: null,
+  notes,
+});
+
 export function asExported(reason: string): DecoderOutputs {
-  return {
-    appendedCache: null,
-    greedyTop2: null,
-    beamTopK: false,
-    crossAttention: null,
-    notes: [`decoder graph not rewritten: ${reason}`],
-  };
+  return noOutputs([`decoder graph not rewritten: ${reason}`]);
 }
 
 const ENCODER_MASK = 'encoder_attention_mask';
@@ -58,13 +61,7 @@ export function rewriteDecoder(
   config: ModelConfig,
 ): { bytes: Uint8Array | null; cross: Uint8Array | null; outputs: DecoderOutputs } {
   const { model, weights } = splitModel(readFileSync(file));
-  const outputs: DecoderOutputs = {
-    appendedCache: null,
-    greedyTop2: null,
-    beamTopK: false,
-    crossAttention: null,
-    notes: [],
-  };
+  const outputs = noOutputs([]);
   const split = splitCrossAttention(model, config.decoderLayers);
   if (!split.ok) outputs.notes.push(`cross-attention cache copied by every step: ${split.reason}`);
   const step = split.ok ? split.step.model : model;
@@ -184,12 +181,6 @@ export function deviceGraphs(
     bytes: joinModel(step, stepWeights),
     cross: joinModel(cross, read(split.cross.uses)),
     floatMask,
-    outputs: {
-      appendedCache: null,
-      greedyTop2: null,
-      beamTopK: false,
-      crossAttention: null,
-      notes: [`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`],
-    },
+    outputs: noOutputs([`state on the device; ${note('decoder step', fused)}; ${note('encoder', encoderFused)}`]),
   };
 }

@@ -20,8 +20,8 @@ export interface DecoderRun {
   topk: TopK | null;
   /** The cross-attention cache the cross graph made for this first step (null: in `out`, or not the first). */
   cross: Float32Array[] | null;
-  /** `[n, 1, S]` the read layer's cross-attention, fetched when a row keeps it (`SearchState.keepsAttention`); else null. */
-  attention?: Float32Array | null;
+  /** `[n, 1, S]` the read layer's cross-attention, fetched when a row keeps it (`SearchState.keepsAttention`). */
+  attention?: Float32Array;
   /** Wall time of the run (ms). */
   ms: number;
   /** Bytes of the feeds and outputs in host memory, the cross-attention run's included. */

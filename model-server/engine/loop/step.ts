@@ -106,7 +106,7 @@ async function runOnHost(ctx: CohortContext, sessions: HostSessions, cohort: Coh
     hostBytes += hostBytesOf([headFeeds.k]) + hostBytesOf(Object.values(made));
     topk = topkOf(made, BEAM_HEAD_OUTPUTS, k);
   }
-  const attended = attention === null ? null : (out[attention]!.data as Float32Array);
+  const attended = attention === null ? undefined : (out[attention]!.data as Float32Array);
   return { out, selfMask, top2, topk, cross, attention: attended, ms: performance.now() - started, hostBytes };
 }
 
