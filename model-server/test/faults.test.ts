@@ -89,6 +89,28 @@ describe('worker faults (real worker processes with injected faults)', () => {
     });
   });
 
+  it('a model unregistered while its job hangs the worker: the worker is still recycled, DELETE within response_timeout + 1 s', async () => {
+    const t = await startServer({ faults: { echo: 'hang-on-batch' } });
+    // The job waits max_batch_delay for company before it reaches the worker, so its own deadline passes (and the
+    // DELETE, which waits for the queued jobs, takes the model off its engine) 300 ms before the worker has been
+    // silent for the response timeout: the order under test.
+    await registerModel(t, 'url=echo&batch_size=2&max_batch_delay=300&response_timeout=1');
+    const hung = (await describeModel(t, 'echo')).workers[0];
+    const answer = predict(t, 'echo', 'hangs');
+    await until(
+      'the job on the worker',
+      async () => (await describeModel(t, 'echo')).jobQueueStatus.pendingRequests === 0,
+    );
+    const started = performance.now();
+    const del = await call(`${t.management}/models/echo`, { method: 'DELETE' });
+    const deleteMs = performance.now() - started;
+    expect(del.status).toBe(200);
+    expect((await answer).status).toBe(504);
+    expect(alive(hung.pid)).toBe(false);
+    // Not the worker's stop grace (3 s here) on top: the hang was seen as one, though its model was gone.
+    expect(deleteMs).toBeLessThan(2_000);
+  });
+
   it('a worker that crashes on a batch answers 500 "Worker died." and is restarted with backoff', async () => {
     const t = await startServer({ faults: { echo: 'crash-on-batch' } });
     await registerModel(t, 'url=echo');

@@ -50,8 +50,6 @@ export interface BatcherOptions extends BatchSettings {
   queueSize: number;
   /** Longest wait in the queue a request may expect and still be admitted, ms (QUEUE_BUDGET_MS). Default ∞. */
   queueBudgetMs?: number;
-  /** The model's `response_timeout`, ms: its jobs' deadline on a worker (job.ts). Default 120 s. */
-  responseTimeoutMs?: number;
   /** Clock in ms; `performance.now` unless a test drives time. */
   now?: () => number;
 }
@@ -61,7 +59,6 @@ export class Batcher {
   readonly batchSize: number;
   readonly maxBatchDelayMs: number;
   readonly queueBudgetMs: number;
-  readonly responseTimeoutMs: number;
   readonly queue: BatchQueue;
 
   #now: () => number;
@@ -85,7 +82,6 @@ export class Batcher {
     this.batchSize = options.batchSize;
     this.maxBatchDelayMs = options.maxBatchDelayMs;
     this.queueBudgetMs = options.queueBudgetMs ?? Infinity;
-    this.responseTimeoutMs = options.responseTimeoutMs ?? 120_000;
     // A draining model may be waiting for its last queued job to time out.
     this.queue = new BatchQueue(options.queueSize, () => this.#checkDrained());
     this.#now = options.now ?? (() => performance.now());

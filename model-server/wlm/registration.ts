@@ -114,7 +114,6 @@ export async function resolveRegistration(request: RegisterRequest, ctx: Registr
       queueSize: config.jobQueueSize,
       // Half the response timeout at most, so a job that waited its whole budget still has time to run.
       queueBudgetMs: Math.min(config.queueBudgetMs, (responseTimeoutS * 1000) / 2),
-      responseTimeoutMs: responseTimeoutS * 1000,
     },
   };
 }

@@ -78,6 +78,14 @@ export class WorkerBatches {
     return this.#jobBatch.size;
   }
 
+  /** The longest response timeout among them, ms (0 when none is held). */
+  get longestResponseTimeoutMs(): number {
+    let longest = 0;
+    for (const batch of this.#batches.values())
+      for (const job of batch.jobs.values()) longest = Math.max(longest, job.responseTimeoutMs);
+    return longest;
+  }
+
   /** Of those, the bulk ones (job.ts BULK_REQUEST_JOBS). */
   get bulkJobCount(): number {
     return this.#bulk;

@@ -54,7 +54,6 @@ describe('worker handle: a job abandoned while its rows run', () => {
       log: createLogger('test', 'silent'),
       startupTimeoutMs: 10_000,
       stopTimeoutMs: 5_000,
-      stallTimeoutMs: () => 30_000,
       events: { batchDone: (_w, r) => reported(r), exited: () => undefined },
     });
     onTestFinished(() => worker.stop());

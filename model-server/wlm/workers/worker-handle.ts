@@ -12,8 +12,9 @@
  * - Every job sent to this worker is settled exactly once, by its answer or, when the process exits, with
  *   WORKER_DIED; a job abandoned while here is cancelled on the worker (worker-batches.ts keeps the jobs).
  * - A worker is recycled (SIGKILL) only when it is *stuck*: it holds jobs and has shown no progress (a `progress`
- *   heartbeat, an answered item, a finished batch) for `stallTimeoutMs`, the longest response timeout of its
- *   models. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
+ *   heartbeat, an answered item, a finished batch) for the longest response timeout of those jobs: none of their
+ *   clients would still be waiting for it. The jobs' own, not their models': a model unregistered while its jobs
+ *   hang the worker leaves them held and no longer attached. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
  *   it). We do not retry them (see docs/model-server.md: a poison input would hang worker after worker). A slow
  *   job never recycles a worker that keeps stepping. A worker that exits by itself fails its jobs with WORKER_DIED.
  */
@@ -58,8 +59,6 @@ export interface WorkerHandleOptions {
   startupTimeoutMs: number;
   /** Grace between `shutdown` and SIGKILL, ms. */
   stopTimeoutMs: number;
-  /** A worker holding jobs with no progress for this long is stuck and recycled, ms (read at each check). */
-  stallTimeoutMs: () => number;
   events: WorkerEvents;
 }
 
@@ -177,7 +176,7 @@ export class WorkerHandle implements JobHolder {
   /** Check for a stall when one could next be due; nothing is armed while the worker holds no job. */
   #armWatchdog(): void {
     if (this.#watchdog !== undefined || this.#batches.jobCount === 0 || this.#state === 'dead') return;
-    const dueMs = this.#progressAt + this.#options.stallTimeoutMs() - performance.now();
+    const dueMs = this.#progressAt + this.#batches.longestResponseTimeoutMs - performance.now();
     this.#watchdog = setTimeout(() => this.#checkStall(), Math.max(0, dueMs) + 1);
     this.#watchdog.unref();
   }
@@ -185,7 +184,7 @@ export class WorkerHandle implements JobHolder {
   #checkStall(): void {
     this.#watchdog = undefined;
     if (this.#batches.jobCount === 0 || this.#state === 'dead') return;
-    const stallMs = this.#options.stallTimeoutMs();
+    const stallMs = this.#batches.longestResponseTimeoutMs;
     const quietMs = performance.now() - this.#progressAt;
     if (quietMs < stallMs) return this.#armWatchdog();
     this.#log.warn(

@@ -229,9 +229,6 @@ export class WorkerPool {
       log: this.#log,
       startupTimeoutMs: this.#options.startupTimeoutMs,
       stopTimeoutMs: this.#options.stopTimeoutMs,
-      // The longest response timeout of the attached models: a worker shared by several is stuck only once none
-      // of them would still be waiting for it.
-      stallTimeoutMs: () => Math.max(0, ...[...this.#batchers.values()].map((b) => b.responseTimeoutMs)) || 120_000,
       events: {
         batchDone: (_worker, report) => {
           this.#options.onBatchDone?.(report);
