@@ -6,7 +6,7 @@
  * hosts of a name picked up as its resolution changes.
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
@@ -34,8 +34,11 @@ interface FakeHost {
   refuse: { code: ErrorCode; reached: boolean | undefined } | undefined;
   /** `/predictions` of a language it does not list: translated (default), or 404 as a model server without it. */
   unlisted: 'translate' | '404';
-  /** `/ping`: answered 200, never answered while the rest is (a busy event loop that reaches it late), or 500. */
-  ping: 'ok' | 'stalled' | 'unhealthy';
+  /**
+   * `/ping`: answered 200, never answered while the rest is (a busy event loop that reaches it late), 500, or its
+   * connection torn down once (a keep-alive race), then 200 again.
+   */
+  ping: 'ok' | 'stalled' | 'unhealthy' | 'torn-once';
   /** Stop accepting connections (new ones are refused) while the open ones are still answered: a drain. */
   stopListening(): void;
   /** Requests held until `releaseAll` (texts starting with `hold`). */
@@ -78,6 +81,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
       if (url === '/ping') {
         if (fake.ping === 'stalled') return;
         if (fake.ping === 'unhealthy') return void res.writeHead(500).end('{"status":"Unhealthy"}');
+        if (fake.ping === 'torn-once') return void ((fake.ping = 'ok'), req.socket.resetAndDestroy());
         return void res.writeHead(200).end('{"status":"Healthy"}');
       }
       const ready = /^\/v2\/models\/(\w+)\/ready$/.exec(url);
@@ -234,6 +238,23 @@ describe('several model servers', () => {
     await until('b holds both en requests', () => b!.held.length === 2, 5_000, 5);
     b!.releaseAll();
     for (const reply of await Promise.all(en)) expect(reply.headers['x-worker-id']).toBe('b');
+  });
+
+  it('a host that dies and then accepts every new connection only to tear it (a port still open while its process exits): 503 + Retry-After, not 502', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('healthy', healthy(upstream, 1), 5_000);
+    await translate(upstream, 'en'); // heard from just now: a torn probe alone would not eject it
+    const held = translate(upstream, 'en', 'hold-en');
+    await until('held', () => a!.held.length === 1, 5_000, 5);
+    await a!.close();
+    const tearing = createNetServer((socket) => socket.resetAndDestroy());
+    await new Promise<void>((resolve) => tearing.listen(a!.port, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise<void>((resolve) => tearing.close(() => resolve())));
+    for (const attempt of [held, translate(upstream, 'en'), translate(upstream, 'en')]) {
+      const err = await failure(attempt);
+      expect([err.status, err.retryAfterS], err.message).toEqual([503, 1]);
+    }
   });
 
   it('a language registered since the last read is routed on its first request (the hosts are asked about it first)', async () => {
@@ -443,6 +464,17 @@ describe('a busy model server is not a dead one', () => {
     // It stalls everything now: silent on every channel, it is ejected within a probe period and limit.
     a!.silent = true;
     await until('a ejected', healthy(upstream, 1), 2_000, 5);
+  });
+
+  it('a host whose probe connection is torn once while it answers (a keep-alive race) stays in: no request refused', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    const upstream = upstreamOver([a!.origin], ['en']);
+    await until('healthy', healthy(upstream, 1), 5_000);
+    a!.ping = 'torn-once';
+    const answers = await flow(upstream, 'en', 400);
+    expect(a!.ping).toBe('ok'); // a probe was torn
+    expect(new Set(answers)).toEqual(new Set(['a']));
+    expect(healthy(upstream, 1)()).toBe(true);
   });
 
   it('a host whose /ping says Unhealthy takes nothing new, and answers what it holds in flight', async () => {

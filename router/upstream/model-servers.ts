@@ -19,9 +19,11 @@
  *   model server says it is unhealthy): nothing new goes there, and what it holds in flight runs on — a draining
  *   host answers it, a dead process's connections fail each request on its own.
  * A suspicion from traffic (a reset, a closed socket) probes at once rather than ejecting on one error, so a single
- * connection torn down by a keep-alive race never takes a healthy host out.
+ * connection torn down by a keep-alive race never takes a healthy host out; a probe torn itself is tried once more
+ * on a new connection, and a host that tears that one too is ejected.
  */
 import type { Logger } from '../../common/logger.js';
+import { NOT_CONNECTED_CODES } from './errors.js';
 import { Sources } from './hosts/discovery.js';
 import { HostState, type ModelServerHost } from './hosts/host.js';
 import { readLanguages, recheck } from './hosts/languages.js';
@@ -196,7 +198,7 @@ export class ModelServers {
     } while (host.languagesWanted && !this.#closed && this.#hosts.get(host.origin) === host);
   }
 
-  async #check(host: HostState, read: boolean): Promise<void> {
+  async #check(host: HostState, read: boolean, again = false): Promise<void> {
     try {
       const status = await controlGet(host, '/ping', this.#control, false);
       if (status !== 200) throw new Error(`/ping answered ${status}`);
@@ -204,11 +206,16 @@ export class ModelServers {
     } catch (err) {
       if (this.#hosts.get(host.origin) !== host) return;
       const code = (err as { code?: unknown }).code;
-      // A torn control connection (a reset, a keep-alive race) says nothing while the host answers others.
-      const answering = performance.now() - host.heardAt < this.#control.probeTimeoutMs;
-      if (code === 'ECONNREFUSED' || err instanceof SilentHostError || !answering || !isTransportCode(code)) {
-        this.#eject(host, (err as Error).message, err instanceof SilentHostError ? err : undefined);
+      const transport = isTransportCode(code) && !(err instanceof SilentHostError) && code !== 'ECONNREFUSED';
+      if (transport && performance.now() - host.heardAt < this.#control.probeTimeoutMs) {
+        // While the host answers others, a connection not made in time says it is busy, and a torn one (a reset,
+        // a keep-alive race) nothing yet: the check runs once more on a new connection (the torn one is gone). A
+        // host that tears that one too is going (a port still open while its process exits, a process that dies
+        // as it starts), however recently heard.
+        if (NOT_CONNECTED_CODES.has(code as string)) return;
+        if (!again) return this.#check(host, read, true);
       }
+      this.#eject(host, (err as Error).message, err instanceof SilentHostError ? err : undefined);
       return;
     }
     if (this.#hosts.get(host.origin) === host) this.#admit(host);

@@ -68,8 +68,5 @@ export async function mayGoElsewhere(
   if (err instanceof NotReached) return true;
   if (!(err instanceof LostWithHost) || servers === undefined) return false;
   await servers.suspect(origin);
-  // That check may have run on the control connection the same death tore down (a torn connection alone does
-  // not eject a host heard from just now): once more, on a new connection, which a dead process refuses.
-  if (servers.serves(origin, lang)) await servers.suspect(origin);
   return !servers.serves(origin, lang);
 }
