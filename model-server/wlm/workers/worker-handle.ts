@@ -14,9 +14,10 @@
  * - A worker is recycled (SIGKILL) only when it is *stuck*: it holds jobs and has shown no progress (a `progress`
  *   heartbeat, an answered item, a finished batch) for the longest response timeout of those jobs: none of their
  *   clients would still be waiting for it. The jobs' own, not their models': a model unregistered while its jobs
- *   hang the worker leaves them held and no longer attached. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker died." (it did not crash; they were stuck behind
- *   it). We do not retry them (see docs/model-server.md: a poison input would hang worker after worker). A slow
- *   job never recycles a worker that keeps stepping. A worker that exits by itself fails its jobs with WORKER_DIED.
+ *   hang the worker leaves them held and no longer attached. Its jobs then fail 504 REQUEST_TIMEOUT, not "Worker
+ *   died." (it did not crash; they were stuck behind it). We do not retry them (see docs/model-server.md: a
+ *   poison input would hang worker after worker). A slow job never recycles a worker that keeps stepping. A
+ *   worker that exits by itself fails its jobs with WORKER_DIED.
  */
 import { readFileSync } from 'node:fs';
 import { ServeError } from '../../../common/errors.js';
