@@ -120,14 +120,14 @@ describe('under pm2: the model server SIGKILLed under load comes back with its m
       .filter((line) => pattern.test(line))
       .slice(0, 12)
       .join('\n');
-  const routerLog = () =>
-    `${logsOf('router', /"status":50[24]|model server (ejected|readmitted|healthy)/)}\nmodel server:\n` +
+  const processLogs = () =>
+    `router:\n${logsOf('router', /"status":50[24]|model server (ejected|readmitted|healthy)/)}\nmodel server:\n` +
     logsOf('model-server', /failed to start|Error:|EADDRINUSE|"level":[56]0/);
 
   /** Every request answered: 200, or 503 with Retry-After; never 404, 502 or a hang; back within the bound. */
   function expectNoOutage({ outcomes, recoveryMs }: { outcomes: Outcome[]; recoveryMs: number }): void {
     const bad = outcomes.filter((o) => !(o.status === 200 || (o.status === 503 && o.retryAfter !== undefined)));
-    expect(bad, bad.length === 0 ? '' : `${JSON.stringify(bad.slice(0, 5))}\nrouter:\n${routerLog()}`).toEqual([]);
+    expect(bad, bad.length === 0 ? '' : `${JSON.stringify(bad.slice(0, 5))}\n${processLogs()}`).toEqual([]);
     expect(recoveryMs).toBeLessThan(RECOVERY_BOUND_MS);
     // Once back, it stays back: the last second is all 200.
     const lastSecond = outcomes.filter((o) => o.start > Math.max(...outcomes.map((x) => x.end)) - 1_000);
