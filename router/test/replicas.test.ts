@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
 import { until } from '../../harness/polling.js';
+import { freePort } from '../../harness/process-registry.js';
 import { Upstream } from '../upstream/upstream.js';
 
 interface FakeHost {
@@ -245,16 +246,43 @@ describe('several model servers', () => {
     const upstream = upstreamOver([a!.origin], ['en']);
     await until('healthy', healthy(upstream, 1), 5_000);
     await translate(upstream, 'en'); // heard from just now: a torn probe alone would not eject it
-    const held = translate(upstream, 'en', 'hold-en');
+    const held = failure(translate(upstream, 'en', 'hold-en')); // its handler attached before it can fail
     await until('held', () => a!.held.length === 1, 5_000, 5);
     await a!.close();
     const tearing = createNetServer((socket) => socket.resetAndDestroy());
     await new Promise<void>((resolve) => tearing.listen(a!.port, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => tearing.close(() => resolve())));
-    for (const attempt of [held, translate(upstream, 'en'), translate(upstream, 'en')]) {
-      const err = await failure(attempt);
-      expect([err.status, err.retryAfterS], err.message).toEqual([503, 1]);
-    }
+    // One after another: each awaited as it is sent, so none fails unheard.
+    const errors = [await held, await failure(translate(upstream, 'en')), await failure(translate(upstream, 'en'))];
+    for (const err of errors) expect([err.status, err.retryAfterS], err.message).toEqual([503, 1]);
+  });
+
+  it('a host refused at first (still starting) that then translates is checked at once: when it dies, 503 + Retry-After, not 502', async () => {
+    const port = await freePort();
+    // Probes a minute apart: the next periodic one comes too late to tell the router what traffic already showed.
+    const upstream = new Upstream({
+      modelServers: {
+        sources: [`http://127.0.0.1:${port}`],
+        languages: ['en'],
+        probeIntervalMs: 60_000,
+        probeTimeoutMs: 500,
+        refreshIntervalMs: 60_000,
+      },
+      connections: 4,
+      timeoutMs: 5_000,
+    });
+    cleanups.push(() => upstream.close());
+    await until('refused at first', () => upstream.modelServers!.hosts[0]?.health === 'ejected', 5_000, 5);
+    const a = await startFakeHost('a', ['en'], port);
+    cleanups.push(() => (a.releaseAll(), a.close()));
+    // Nobody admitted yet: the router tries it anyway, and it translates.
+    expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('a');
+    await until('a admitted', healthy(upstream, 1), 2_000, 5);
+    const held = failure(translate(upstream, 'en', 'hold-en')); // its handler attached before it can fail
+    await until('held', () => a.held.length === 1, 5_000, 5);
+    await a.close();
+    const errors = [await held, await failure(translate(upstream, 'en'))];
+    for (const err of errors) expect([err.status, err.retryAfterS], err.message).toEqual([503, 1]);
   });
 
   it('a language registered since the last read is routed on its first request (the hosts are asked about it first)', async () => {

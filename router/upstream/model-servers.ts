@@ -116,11 +116,15 @@ export class ModelServers {
    * Traffic got a translation of `lang` from the host: it serves `lang`, whatever its last language read said (a
    * read made while it was still registering its models after a restart misses some). Routing counts it at once
    * — so were the host cut off now, `lang` would be refused as down rather than sent to hosts that never had it —
-   * and a fresh read confirms the rest.
+   * and a fresh read confirms the rest. A host not admitted (its first probe was refused while it was starting, and
+   * the next is a probe period away) is checked now: until then it counts as never heard from, and were it to die
+   * meanwhile, its languages would be a 502 rather than a 503 + Retry-After.
    */
   served(origin: string, lang: string): void {
     const host = this.#hosts.get(origin);
-    if (host === undefined || host.health !== 'healthy' || host.ready.has(lang)) return;
+    if (host === undefined) return;
+    if (host.health !== 'healthy') return void this.#probe(host, true);
+    if (host.ready.has(lang)) return;
     host.ready.add(lang);
     host.readySinceAdmitted.add(lang);
     host.registered.add(lang);
