@@ -229,11 +229,11 @@ describe('several model servers', () => {
     const [a, b] = await startHosts(['a', ['en', 'ko']], ['b', ['en']]);
     const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
     await until('both healthy', healthy(upstream, 2), 5_000);
-    const ko = translate(upstream, 'ko', 'hold-ko');
+    const ko = failure(translate(upstream, 'ko', 'hold-ko')); // its handler attached before it can fail
     const en = [translate(upstream, 'en', 'hold-en-1'), translate(upstream, 'en', 'hold-en-2')];
     await until('all three held', () => a!.held.length === 2 && b!.held.length === 1, 5_000, 5);
     await a!.close();
-    const err = await failure(ko);
+    const err = await ko;
     expect([err.status, err.retryAfterS]).toEqual([503, 1]);
     // The en request a held went to b (its work died with a: nothing is done twice).
     await until('b holds both en requests', () => b!.held.length === 2, 5_000, 5);
