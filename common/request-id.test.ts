@@ -20,7 +20,7 @@ import { installCommon, type AppEnv } from '../model-server/http/error-handler.j
 import { createRouterApp } from '../router/app.js';
 import { startFakeModelServer, type FakeModelServer } from '../router/test/fake-model-server.js';
 import { Upstream } from '../router/upstream/upstream.js';
-import { freePort } from '../harness/process-registry.js';
+import { freePort } from '../harness/ports.js';
 import { until } from '../harness/polling.js';
 import { ROOT } from '../harness/processes.js';
 import { REQUEST_ID_PATTERN, requestIdFrom } from './request-id.js';

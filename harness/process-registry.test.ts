@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { freePort, startProcess, stopAll, tempDir, waitForHttp } from './process-registry.js';
+import { freePort } from './ports.js';
+import { startProcess, stopAll, tempDir, waitForHttp } from './process-registry.js';
 import { processTree, treeMemory } from './proc-tree.js';
 
 const dirs: (() => void)[] = [];

@@ -21,10 +21,8 @@ import {
   rmSync,
   statSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { request } from 'undici';
 import { parentMap, processTree } from './proc-tree.js';
@@ -294,51 +292,6 @@ export function installCleanup(onSignal?: () => Promise<void> | void, graceMs = 
     killAll();
     process.exit(1);
   });
-}
-
-/** A TCP port that was free a moment ago on `host` (the OS picks it; the tiny race is acceptable for a bench). */
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const server = createServer();
-  server.listen(0, host);
-  await once(server, 'listening');
-  const address = server.address();
-  server.close();
-  await once(server, 'close');
-  if (address === null || typeof address === 'string') throw new Error('could not read the free port');
-  return address.port;
-}
-
-/**
- * A free TCP port the kernel never hands out for a bind to port 0: below its ephemeral range
- * (/proc/sys/net/ipv4/ip_local_port_range). For a port a test leaves unbound a while (a server started later, or one
- * that must refuse connections meanwhile): a `freePort` would be free again for any parallel test's servers, and one
- * of them took it (the router then found a 404 where it expected "connection refused").
- */
-const reservedRangeGiven = new Set<number>();
-
-export async function reservedRangePort(host = '127.0.0.1'): Promise<number> {
-  let low = 32_768;
-  try {
-    low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || low;
-  } catch {
-    // Not Linux: the common default.
-  }
-  const from = Math.min(20_000, low - 1_000);
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = from + Math.floor(Math.random() * (low - from));
-    if (reservedRangeGiven.has(port)) continue;
-    reservedRangeGiven.add(port);
-    const server = createServer();
-    const bound = await new Promise<boolean>((resolve) => {
-      server.once('error', () => resolve(false));
-      server.listen(port, host, () => resolve(true));
-    });
-    if (!bound) continue;
-    server.close();
-    await once(server, 'close');
-    return port;
-  }
-  throw new Error(`no free port below ${low} on ${host}`);
 }
 
 /**

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { RedisUsageStore } from '../router/keys/redis-usage-store.js';
 import { until } from './polling.js';
-import { freePort } from './process-registry.js';
+import { freePort } from './ports.js';
 
 /** The redis-server binary, or undefined where none is installed (.ci/run installs one). */
 export const REDIS_SERVER = ['/usr/bin/redis-server', '/usr/bin/valkey-server'].find((bin) => existsSync(bin));

@@ -4,7 +4,8 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { freePort, startProcess, waitForHttp, type ManagedProcess } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
+import { startProcess, waitForHttp, type ManagedProcess } from '../../harness/process-registry.js';
 import { tsExecArgv } from './probe-runner.js';
 
 const entry = fileURLToPath(

@@ -13,7 +13,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
-import { reservedRangePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
+import { type ManagedProcess } from '../../harness/process-registry.js';
 import { isListening, ROOT, startEntry } from '../../harness/processes.js';
 import { abandonThroughFront, startFakeRouter, type FakeRouter } from './fake-router.js';
 
@@ -71,7 +72,7 @@ describe.each([
     router = await startFakeRouter();
     routerPort = router.port;
     // Unbound until the front binds it: a port 0 server of a parallel test must not be handed it meanwhile.
-    frontPort = await reservedRangePort();
+    frontPort = await freePort();
     front = startEntry({
       entry: 'front/main.ts',
       cwd: dir,

@@ -2,8 +2,8 @@
  * When the nginx front says it is ready. nginx's master opens the listening socket before it forks its workers,
  * and the kernel accepts connections into the backlog meanwhile: a front that announced "ready" on the first
  * accepted connection could do so while no worker existed yet (a process sample taken then found the master
- * alone). Nor may any HTTP answer do: a process that held the port first (a parallel test's server took it between
- * `freePort` and nginx's bind) answers while nginx retries its bind, and a front that took that for nginx announced
+ * alone). Nor may any HTTP answer do: a process that held the port first (another server took it between the
+ * front's choice of port and nginx's bind) answers while nginx retries its bind, and a front that took that for nginx announced
  * ready and sent every request to the other server. The front announces once its own config's ready path answers.
  *
  * A stand-in for the nginx binary (NGINX_BIN) plays the cases deterministically: a master that accepts and never
@@ -15,7 +15,8 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, reservedRangePort, type ManagedProcess } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
+import { type ManagedProcess } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { isListening, startEntry } from '../../harness/processes.js';
 
@@ -73,7 +74,7 @@ describe('front: nginx readiness', () => {
   });
 
   const start = async (mode: 'silent' | 'other' | 'ready') => {
-    const port = await reservedRangePort();
+    const port = await freePort();
     const routerPort = await freePort();
     const front = startEntry({
       entry: 'front/main.ts',

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { freePort } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import {
   checkNginxConfig,

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
 import { until } from '../../harness/polling.js';
-import { freePort } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
 import { Upstream } from '../upstream/upstream.js';
 
 interface FakeHost {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
 import { RedisUsageStore } from '../../router/keys/redis-usage-store.js';
 import { ROOT } from '../../harness/processes.js';
 

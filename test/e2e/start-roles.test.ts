@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, reservedRangePort } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
 import { until } from '../../harness/polling.js';
 import { ROOT } from '../../harness/processes.js';
 
@@ -44,10 +44,8 @@ describe('several hosts, started in any order (scripts/start.sh --role)', () => 
     dir = mkdtempSync(path.join(tmpdir(), 'mt-roles-'));
     const setupConfig = path.join(dir, 'setup_config.json');
     writeFileSync(setupConfig, JSON.stringify({ cuda_id: { ko: '0', de: '0' } }));
-    // The model server starts later (and must refuse connections until then): its ports are outside the range the
-    // kernel gives parallel tests' servers.
-    const [inference, management, metrics] = await Promise.all([1, 2, 3].map(() => reservedRangePort()));
-    const [router, front] = await Promise.all([freePort(), freePort()]);
+    // The model server starts later and must refuse connections until then: claimed ports (harness/ports.ts).
+    const [inference, management, metrics, router, front] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
     frontUrl = `http://127.0.0.1:${front}`;
     inferenceHost = `127.0.0.1:${inference}`;
     const common = {

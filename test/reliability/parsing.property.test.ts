@@ -13,7 +13,7 @@ import { createLogger } from '../../common/logger.js';
 import { createRouterApp } from '../../router/app.js';
 import { acceptsContentType, LANGUAGE_CODE, parseTranslateRequest } from '../../router/translate-request.js';
 import { Upstream } from '../../router/upstream/upstream.js';
-import { freePort } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
 
 const LANGS = ['en', 'ko', 'zh', 'fr'];
 const FIELDS = ['src_lang', 'src_text', 'tgt_lang'] as const;

@@ -24,7 +24,8 @@ import { TranslationHandler, type TranslationInput } from '../../model-server/wo
 import { createRouterApp } from '../../router/app.js';
 import { Upstream } from '../../router/upstream/upstream.js';
 import { createServer, type Socket } from 'node:net';
-import { freePort, stopAll } from '../../harness/process-registry.js';
+import { freePort } from '../../harness/ports.js';
+import { stopAll } from '../../harness/process-registry.js';
 import { ROOT } from '../../harness/processes.js';
 import { until } from '../../harness/polling.js';
 import { send } from '../../harness/load.js';
