@@ -35,8 +35,9 @@ interface Level {
   unanswered: number;
 }
 
-/** Drive `clients` closed-loop clients for RAMP_S + `measureS`; goodput counts 200s in time finished after the ramp. */
-async function level(url: string, clients: number, measureS = MEASURE_S): Promise<Level> {
+/** Drive `clients` closed-loop clients for RAMP_S + MEASURE_S; goodput counts 200s in time finished after the ramp. */
+async function level(url: string, clients: number): Promise<Level> {
+  const measureS = MEASURE_S;
   const started = performance.now();
   const measureFrom = started + RAMP_S * 1000;
   const measureTo = measureFrom + measureS * 1000;
@@ -100,8 +101,15 @@ describe('goodput under overload: 10× the saturating concurrency, clients honou
         return d.workers[0]!.pid;
       };
       const worker = await workerPid();
-      // Warm: the model learns its service rate (trusted after 8 completions, service-rate.ts; 2 s make ~160).
-      await level(url, BATCH, 1);
+      // Warm: the model learns its service rate (trusted after 8 completions, service-rate.ts; 1 s makes ~80).
+      await drive({
+        url: () => url,
+        body: (i) => translateBody('en', `warm ${i}`),
+        concurrency: BATCH,
+        signal: AbortSignal.timeout(1_000),
+        deadlineMs: 10_000,
+        honorRetryAfter: true,
+      });
       const baseline = pids.map((pid) => statusBytes(pid, 'VmRSS'));
       const levels: Level[] = [];
       // 1× is the peak a saturated stack reaches; 10× the worst overload the drill puts on it. (The bench's figure 7
