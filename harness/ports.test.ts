@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
-import { claimPort, freePort } from './ports.js';
+import { CLAIMS, claimPort, ephemeralLow, freePort } from './ports.js';
 import { ROOT, tsx } from './processes.js';
 
 const refused = (port: number) =>
@@ -46,14 +46,14 @@ process.stdin.resume().on('end', () => process.exit(0));`;
   it('gives ports below the ephemeral range, where nothing listens until its server binds', async () => {
     const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()));
     expect(new Set(ports).size).toBe(20);
-    for (const port of ports) expect(port).toBeLessThan(32_768);
+    for (const port of ports) expect(port).toBeLessThan(ephemeralLow());
     for (const port of ports) expect(await refused(port)).toBe(true);
   });
 
   it('takes over the claim of a process that is gone, never that of one alive', async () => {
     const port = await freePort();
     expect(claimPort(port)).toBe(false); // its own claim
-    const claims = path.join(tmpdir(), 'mt-serve-port-claims', String(port));
+    const claims = path.join(CLAIMS, String(port));
     const holder = spawn('sleep', ['30']);
     try {
       writeFileSync(claims, String(holder.pid));

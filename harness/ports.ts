@@ -16,9 +16,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { alive } from './processes.js';
 
-const CLAIMS = path.join(tmpdir(), 'mt-serve-port-claims');
+/** Where claims are made: one file per port, holding the claiming process's pid. */
+export const CLAIMS = path.join(tmpdir(), 'mt-serve-port-claims');
 
-function ephemeralLow(): number {
+/** The first port of the kernel's ephemeral range. */
+export function ephemeralLow(): number {
   try {
     return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32_768;
   } catch {

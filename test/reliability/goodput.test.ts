@@ -37,15 +37,14 @@ interface Level {
 
 /** Drive `clients` closed-loop clients for RAMP_S + MEASURE_S; goodput counts 200s in time finished after the ramp. */
 async function level(url: string, clients: number): Promise<Level> {
-  const measureS = MEASURE_S;
   const started = performance.now();
   const measureFrom = started + RAMP_S * 1000;
-  const measureTo = measureFrom + measureS * 1000;
+  const measureTo = measureFrom + MEASURE_S * 1000;
   let good = 0;
   let late = 0;
   const refusalMs: number[] = [];
   const other: string[] = [];
-  const signal = AbortSignal.timeout((RAMP_S + measureS) * 1000);
+  const signal = AbortSignal.timeout((RAMP_S + MEASURE_S) * 1000);
   const tally = await drive({
     url: () => url,
     body: (i) => translateBody('en', `sentence ${i}`),
@@ -66,7 +65,7 @@ async function level(url: string, clients: number): Promise<Level> {
   refusalMs.sort((a, b) => a - b);
   return {
     clients,
-    goodputPerS: good / measureS,
+    goodputPerS: good / MEASURE_S,
     refusals: refusalMs.length,
     refusalP99Ms: refusalMs.length === 0 ? 0 : refusalMs[Math.floor(0.99 * (refusalMs.length - 1))]!,
     late,
