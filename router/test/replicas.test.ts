@@ -40,6 +40,8 @@ interface FakeHost {
    * connection torn down once (a keep-alive race), then 200 again.
    */
   ping: 'ok' | 'stalled' | 'unhealthy' | 'torn-once';
+  /** `/ping`s received. */
+  pings: number;
   /** Stop accepting connections (new ones are refused) while the open ones are still answered: a drain. */
   stopListening(): void;
   /** Requests held until `releaseAll` (texts starting with `hold`). */
@@ -60,6 +62,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
     refuse: undefined,
     unlisted: 'translate',
     ping: 'ok',
+    pings: 0,
     silent: false,
     held: [],
     releaseAll: () => {
@@ -80,6 +83,7 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
       if (fake.silent) return;
       const url = req.url ?? '';
       if (url === '/ping') {
+        fake.pings++;
         if (fake.ping === 'stalled') return;
         if (fake.ping === 'unhealthy') return void res.writeHead(500).end('{"status":"Unhealthy"}');
         if (fake.ping === 'torn-once') return void ((fake.ping = 'ok'), req.socket.resetAndDestroy());
@@ -116,15 +120,21 @@ async function startFakeHost(name: string, languages: string[], port = 0, host =
 }
 
 const FAST = { probeIntervalMs: 50, probeTimeoutMs: 500, refreshIntervalMs: 200 };
+/** Probes and reads a minute apart: a check in a test is one that traffic asked for. */
+const RARE = { probeIntervalMs: 60_000, refreshIntervalMs: 60_000 };
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-function upstreamOver(sources: string[], languages: string[], resolve?: (name: string) => Promise<string[]>) {
+function upstreamOver(
+  sources: string[],
+  languages: string[],
+  options: Partial<typeof FAST> & { resolve?: (name: string) => Promise<string[]> } = {},
+) {
   const upstream = new Upstream({
-    modelServers: { sources, languages, ...FAST, ...(resolve ? { resolve } : {}) },
+    modelServers: { sources, languages, ...FAST, ...options },
     connections: 4,
     timeoutMs: 5_000,
   });
@@ -260,18 +270,7 @@ describe('several model servers', () => {
   it('a host refused at first (still starting) that then translates is checked at once: when it dies, 503 + Retry-After, not 502', async () => {
     const port = await freePort();
     // Probes a minute apart: the next periodic one comes too late to tell the router what traffic already showed.
-    const upstream = new Upstream({
-      modelServers: {
-        sources: [`http://127.0.0.1:${port}`],
-        languages: ['en'],
-        probeIntervalMs: 60_000,
-        probeTimeoutMs: 500,
-        refreshIntervalMs: 60_000,
-      },
-      connections: 4,
-      timeoutMs: 5_000,
-    });
-    cleanups.push(() => upstream.close());
+    const upstream = upstreamOver([`http://127.0.0.1:${port}`], ['en'], RARE);
     await until('refused at first', () => upstream.modelServers!.hosts[0]?.health === 'ejected', 5_000, 5);
     const a = await startFakeHost('a', ['en'], port);
     cleanups.push(() => (a.releaseAll(), a.close()));
@@ -287,18 +286,7 @@ describe('several model servers', () => {
 
   it('a language registered since the last read is routed on its first request (the hosts are asked about it first)', async () => {
     const [a] = await startHosts(['a', ['en']]);
-    const upstream = new Upstream({
-      modelServers: {
-        sources: [a!.origin],
-        languages: ['en', 'ko'],
-        probeIntervalMs: 50,
-        probeTimeoutMs: 500,
-        refreshIntervalMs: 60_000,
-      },
-      connections: 4,
-      timeoutMs: 5_000,
-    });
-    cleanups.push(() => upstream.close());
+    const upstream = upstreamOver([a!.origin], ['en', 'ko'], { refreshIntervalMs: 60_000 });
     await until('healthy', healthy(upstream, 1), 5_000);
     a!.languages.add('ko');
     expect((await translate(upstream, 'ko')).headers['x-worker-id']).toBe('a');
@@ -419,9 +407,11 @@ describe('several model servers', () => {
     const second = await startFakeHost('two', ['en'], first.port, '127.0.0.2');
     cleanups.push(() => second.close());
     let addresses = ['127.0.0.1'];
-    const upstream = upstreamOver([`http://model-servers.test:${first.port}`], ['en'], async (name) => {
-      expect(name).toBe('model-servers.test');
-      return addresses;
+    const upstream = upstreamOver([`http://model-servers.test:${first.port}`], ['en'], {
+      resolve: async (name) => {
+        expect(name).toBe('model-servers.test');
+        return addresses;
+      },
     });
     await until('one host', healthy(upstream, 1), 5_000);
     addresses = ['127.0.0.1', '127.0.0.2'];
@@ -503,6 +493,20 @@ describe('a busy model server is not a dead one', () => {
     expect(a!.ping).toBe('ok'); // a probe was torn
     expect(new Set(answers)).toEqual(new Set(['a']));
     expect(healthy(upstream, 1)()).toBe(true);
+  });
+
+  it('a host never admitted that translates while its /ping says Unhealthy is checked once for it, not once per answer', async () => {
+    const [a] = await startHosts(['a', ['en']]);
+    a!.ping = 'unhealthy';
+    // Probes a minute apart: every /ping after the first is one that traffic asked for.
+    const upstream = upstreamOver([a!.origin], ['en'], RARE);
+    await until('ejected', () => upstream.modelServers!.hosts[0]?.health === 'ejected', 5_000, 5);
+    const pingsBefore = a!.pings;
+    // Never heard from, so tried anyway: eight clients for a second, every request translated.
+    const answers = (await Promise.all(Array.from({ length: 8 }, () => flow(upstream, 'en', 1_000)))).flat();
+    expect(new Set(answers)).toEqual(new Set(['a']));
+    expect(answers.length).toBeGreaterThan(20);
+    expect(a!.pings - pingsBefore).toBe(1); // one check, at the first answer (409 in a run before: one per answer)
   });
 
   it('a host whose /ping says Unhealthy takes nothing new, and answers what it holds in flight', async () => {

@@ -118,12 +118,18 @@ export class ModelServers {
    * — so were the host cut off now, `lang` would be refused as down rather than sent to hosts that never had it —
    * and a fresh read confirms the rest. A host not admitted (its first probe was refused while it was starting, and
    * the next is a probe period away) is checked now: until then it counts as never heard from, and were it to die
-   * meanwhile, its languages would be a 502 rather than a 503 + Retry-After.
+   * meanwhile, its languages would be a 502 rather than a 503 + Retry-After. Once until it is next taken out: a
+   * host that fails that check (its /ping says Unhealthy) is left to the periodic probe, not checked per answer.
    */
   served(origin: string, lang: string): void {
     const host = this.#hosts.get(origin);
     if (host === undefined) return;
-    if (host.health !== 'healthy') return void this.#probe(host, true);
+    if (host.health !== 'healthy') {
+      if (host.checkedForTraffic) return;
+      host.checkedForTraffic = true;
+      // A read asked for runs after a check already under way (one that may have started before this answer).
+      return void this.#probe(host, true);
+    }
     if (host.ready.has(lang)) return;
     host.ready.add(lang);
     host.readySinceAdmitted.add(lang);
@@ -244,6 +250,7 @@ export class ModelServers {
       const from = host.health;
       host.health = 'ejected';
       host.busy = false;
+      host.checkedForTraffic = false;
       this.#control.logger?.warn({ modelServer: host.origin, from, reason }, 'model server ejected');
       // The control connection may sit on a silent peer: a fresh one lets the next probe fail or pass on its own.
       const stale = host.control;

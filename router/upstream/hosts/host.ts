@@ -37,6 +37,8 @@ export class HostState {
   probing: Promise<void> | undefined = undefined;
   /** A language read was asked for and has not started yet. */
   languagesWanted = false;
+  /** Traffic it answered while not admitted has had it checked since it was last taken out (`served`). */
+  checkedForTraffic = false;
   /** `recheck`: per language, the check under way, or when (performance.now) the last one was sent. */
   rechecks = new Map<string, Promise<void> | number>();
 
