@@ -1,6 +1,7 @@
 /**
  * @module harness/ports — ports for servers that tests, the benchmark and the soak start later (a child process, a
- * pm2 app, start.sh, nginx), claimed so that no other process of the run takes them meanwhile.
+ * pm2 app, start.sh, nginx), claimed so that no other process of the run takes them meanwhile; and whether anything
+ * accepts connections on one yet.
  *
  * A port the kernel picked for a bind to port 0 and then released is free again for every parallel test's own
  * bind to port 0: between the pick and the child's bind (seconds under pm2) another test's model server took one,
@@ -11,7 +12,7 @@
  * A claim lasts as long as the process that made it; one whose process is gone is taken over.
  */
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { alive } from './processes.js';
@@ -89,4 +90,19 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     if (claimPort(port) && (await bindable(port, host))) return port;
   }
   throw new Error(`no free port in ${from}-${low - 1} on ${host} (claims: ${CLAIMS})`);
+}
+
+/** Whether something accepts a TCP connection on the loopback `port` (the connection is closed at once). */
+export function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
 }

@@ -24,7 +24,7 @@ import { jsonOrText } from './http.js';
 import { privatePm2, pm2Apps, PM2, type Pm2 } from './pm2.js';
 import { until } from './polling.js';
 import { freePort } from './ports.js';
-import { type ManagedProcess } from './process-registry.js';
+import type { ManagedProcess } from './process-registry.js';
 import { entryFile } from './compiled.js';
 import { isListening, nodeArgs, ROOT, startEntry } from './processes.js';
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBodyText, frontErrors } from '../error-pages.js';
 import { findNginx } from '../nginx.js';
 import { freePort } from '../../harness/ports.js';
-import { type ManagedProcess } from '../../harness/process-registry.js';
+import type { ManagedProcess } from '../../harness/process-registry.js';
 import { isListening, ROOT, startEntry } from '../../harness/processes.js';
 import { abandonThroughFront, startFakeRouter, type FakeRouter } from './fake-router.js';
 

@@ -11,29 +11,13 @@
  * rendered config names (204). It passes `nginx -t` and listens on the front's port.
  */
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../../harness/ports.js';
-import { type ManagedProcess } from '../../harness/process-registry.js';
+import { accepts, freePort } from '../../harness/ports.js';
+import type { ManagedProcess } from '../../harness/process-registry.js';
 import { until } from '../../harness/polling.js';
 import { isListening, startEntry } from '../../harness/processes.js';
-
-/** Whether something accepts a TCP connection on the loopback `port` (the connection is closed at once). */
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
 
 const FAKE_NGINX = `#!/usr/bin/env node
 if (process.argv.includes('-t')) process.exit(0);
