@@ -35,6 +35,18 @@ interface Level {
   unanswered: number;
 }
 
+/** `clients` closed-loop clients honouring Retry-After, as a user's would, for `seconds`. */
+const closedLoop = (url: string, clients: number, seconds: number, onOutcome?: (o: Outcome) => void) =>
+  drive({
+    url: () => url,
+    body: (i) => translateBody('en', `sentence ${i}`),
+    concurrency: clients,
+    signal: AbortSignal.timeout(seconds * 1000),
+    deadlineMs: 10_000,
+    honorRetryAfter: true,
+    onOutcome,
+  });
+
 /** Drive `clients` closed-loop clients for RAMP_S + MEASURE_S; goodput counts 200s in time finished after the ramp. */
 async function level(url: string, clients: number): Promise<Level> {
   const started = performance.now();
@@ -44,23 +56,14 @@ async function level(url: string, clients: number): Promise<Level> {
   let late = 0;
   const refusalMs: number[] = [];
   const other: string[] = [];
-  const signal = AbortSignal.timeout((RAMP_S + MEASURE_S) * 1000);
-  const tally = await drive({
-    url: () => url,
-    body: (i) => translateBody('en', `sentence ${i}`),
-    concurrency: clients,
-    signal,
-    deadlineMs: 10_000,
-    honorRetryAfter: true,
-    onOutcome: (o: Outcome) => {
-      const now = performance.now();
-      if (o.status !== 200 && o.status !== 503) other.push(`${o.status} ${o.kind}: ${o.message}`);
-      // Measured as goodput is, after the ramp: all clients connecting and sending at once is not the steady state.
-      if (now < measureFrom || now > measureTo) return;
-      if (o.status === 503) refusalMs.push(o.latencyMs);
-      else if (o.status === 200 && o.latencyMs <= DEADLINE_MS) good += 1;
-      else if (o.status === 200) late += 1;
-    },
+  const tally = await closedLoop(url, clients, RAMP_S + MEASURE_S, (o) => {
+    const now = performance.now();
+    if (o.status !== 200 && o.status !== 503) other.push(`${o.status} ${o.kind}: ${o.message}`);
+    // Measured as goodput is, after the ramp: all clients connecting and sending at once is not the steady state.
+    if (now < measureFrom || now > measureTo) return;
+    if (o.status === 503) refusalMs.push(o.latencyMs);
+    else if (o.status === 200 && o.latencyMs <= DEADLINE_MS) good += 1;
+    else if (o.status === 200) late += 1;
   });
   refusalMs.sort((a, b) => a - b);
   return {
@@ -101,14 +104,7 @@ describe('goodput under overload: 10× the saturating concurrency, clients honou
       };
       const worker = await workerPid();
       // Warm: the model learns its service rate (trusted after 8 completions, service-rate.ts; 1 s makes ~80).
-      await drive({
-        url: () => url,
-        body: (i) => translateBody('en', `warm ${i}`),
-        concurrency: BATCH,
-        signal: AbortSignal.timeout(1_000),
-        deadlineMs: 10_000,
-        honorRetryAfter: true,
-      });
+      await closedLoop(url, BATCH, 1);
       const baseline = pids.map((pid) => statusBytes(pid, 'VmRSS'));
       const levels: Level[] = [];
       // 1× is the peak a saturated stack reaches; 10× the worst overload the drill puts on it. (The bench's figure 7
