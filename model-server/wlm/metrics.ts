@@ -99,7 +99,7 @@ export class ServerMetrics {
   });
   #finishedAfterAbandon = this.#counter({
     name: 'mt_jobs_finished_after_abandon_total',
-    help: 'Jobs given up while running whose rows finished on the worker before the cancel reached them (the answer was dropped; neither ok nor a cancelled engine row).',
+    help: 'Jobs given up while running whose rows finished on the worker before the cancel took effect at a step boundary (the answer was dropped; neither ok nor a cancelled engine row).',
     labelNames: MODEL,
   });
   #workerDeaths = this.#counter({

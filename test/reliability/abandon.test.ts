@@ -133,8 +133,8 @@ describe('abandoned work is dropped: 1,000 requests aborted mid-generation', () 
       expect(delta('CLIENT_CLOSED')).toBeGreaterThan(delta('ok'));
       // The rows that were generating were cancelled, not finished: the frontend counts the jobs, the engine its rows
       // (one per job: NUM_BEAMS=1). Each of those rows was answered ok before its client left, left the engine at a
-      // step boundary once its cancel arrived, or finished in the steps before that (its answer dropped). Rows
-      // answered or cancelled that were not generating yet only add to the left side.
+      // step boundary once its cancel arrived, or finished first, at or before that boundary (its answer dropped).
+      // Rows answered or cancelled that were not generating yet only add to the left side.
       expect(cancelled('running')).toBeGreaterThanOrEqual(generating - delta('ok'));
       // How many finish first depends on how long the 1,000 disconnects take to reach the engine (on a loaded machine,
       // a whole cohort); that cancels reach it at all does not: without them no row would leave early, every row

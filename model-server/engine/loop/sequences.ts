@@ -21,7 +21,8 @@ export interface SubmitOptions {
   /**
    * Aborting it cancels the sequence: one still waiting leaves the queue at once, one generating leaves its
    * cohort at the next step boundary (all its beams together). Either way the promise rejects with the
-   * signal's reason (an Error; anything else is wrapped in one).
+   * signal's reason (an Error; anything else is wrapped in one), unless the sequence finished in the run the
+   * abort came during: it resolves with its answer then.
    */
   signal?: AbortSignal;
   /**
@@ -133,12 +134,13 @@ export class Sequences {
   }
 
   /**
-   * A generating sequence finished: answer its best hypothesis, or its cancellation when it was cancelled during
-   * the run it finished in (its caller has already given up on it: a deadline answered, a client gone).
+   * A generating sequence finished: answer its best hypothesis, also when it was cancelled during the run it
+   * finished in. A cancel saves the steps a sequence has left; one with none left has cost all it will, and its
+   * answer says so to whoever counts wasted work (the model server counts it as finished after its client left,
+   * where a rejection would count it nowhere: not a cancelled row, since none left early).
    */
   finish(state: SearchState): void {
-    const cancelled = this.#cancelled.get(state);
-    if (cancelled !== undefined) return this.reject(state, cancelled);
+    this.#cancelled.delete(state);
     const waiter = this.#generating.get(state);
     if (waiter === undefined) return;
     this.#generating.delete(state);

@@ -39,7 +39,7 @@ export interface BatchReport {
   failedRows: number;
   /**
    * Jobs of this batch answered ok by the worker after they were abandoned: their rows finished before the cancel
-   * reached the engine, so they are neither answered ok nor among the cancelled rows.
+   * took effect at the engine's next step boundary, so they are neither answered ok nor among the cancelled rows.
    */
   finishedAfterAbandon: number;
 }
