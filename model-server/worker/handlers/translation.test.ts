@@ -212,4 +212,31 @@ describe('TranslationHandler', () => {
     clearInterval(timer);
     expect(replies.get('long')).toEqual({ ok: false, error: { code: 'REQUEST_TIMEOUT', message: 'gave up' } });
   });
+
+  it('a cancel in the turn its batch arrives (IPC delivers a read back to back) stops its jobs before they generate', async () => {
+    const kept = item('kept', 'fr', { srcLang: 'en', text: 'good morning' });
+    const rowsOf = async (batch: () => Promise<Map<string, ItemOutcome>>) => {
+      const before = handler.steps();
+      const replies = await batch();
+      const after = handler.steps();
+      return {
+        replies,
+        rows: after.rows - before.rows,
+        cancelledRows: (after.cancelledRows ?? 0) - (before.cancelledRows ?? 0),
+      };
+    };
+    const alone = await rowsOf(() => run([kept]));
+    const both = await rowsOf(() => {
+      const outcome = run([item('early', 'de', { srcLang: 'en', text: 'hello world' }), kept]);
+      handler.cancel(['early'], new ServeError('CLIENT_CLOSED'));
+      return outcome;
+    });
+    expect(both.replies.get('early')).toEqual({
+      ok: false,
+      error: { code: 'CLIENT_CLOSED', message: 'Client closed the request.' },
+    });
+    expect(both.replies.get('kept')).toEqual(alone.replies.get('kept'));
+    // None of 'early's rows was stepped, so none had to be cancelled.
+    expect(both).toMatchObject({ rows: alone.rows, cancelledRows: 0 });
+  });
 });

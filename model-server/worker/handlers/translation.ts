@@ -65,8 +65,8 @@ export interface TranslationInput {
 export class TranslationHandler implements Handler<TranslationInput, TranslationOutput, SentenceItem> {
   #engine: TranslationEngine | null = null;
   /**
-   * Jobs being prepared, generating or waiting in the engine, by id: added when a long text's preparation or
-   * inference starts one, removed once it settles. A cancel during the sliced preparation stops it there.
+   * Jobs being prepared, generating or waiting in the engine, by id: added as their preparation starts, removed once
+   * they settle. A cancel during a long text's sliced preparation stops it there.
    */
   readonly #running = new Map<string, AbortController>();
   #options: TranslateOptions = {};
@@ -159,9 +159,24 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
    * edge (protocol.ts `SentenceItem`), so not checked again here. A text longer than `WHOLE_TEXT_CHARS` is cut into
    * pieces that fit the model's window (text/split-long.ts) a slice of time at a time, so that a long text never
    * holds the engine's step loop, which runs on this thread, for more than a few milliseconds at once.
+   *
+   * The job can be cancelled from here on: a `cancel` can arrive before its batch's inference starts (the worker's
+   * IPC delivers the messages of one read back to back, with no turn for the batch in between), and one that found
+   * no job would leave its rows to generate to the end for nobody.
    * @throws ServeError UNKNOWN_LANGUAGE, or BAD_REQUEST for a glossary term the model cannot write (the engine's)
    */
   async preprocess(item: BatchItem<SentenceItem>): Promise<TranslationInput> {
+    const controller = new AbortController();
+    this.#running.set(item.id, controller);
+    try {
+      return await this.#prepare(item, controller.signal);
+    } catch (err) {
+      if (this.#running.get(item.id) === controller) this.#running.delete(item.id);
+      throw err;
+    }
+  }
+
+  async #prepare(item: BatchItem<SentenceItem>, signal: AbortSignal): Promise<TranslationInput> {
     const { srcLang, text, terms = [], alternatives = 0, align } = item.body;
     const engine = this.#requireEngine();
     // The model is its target language, or a pair's entry (`en-de`) translating into its target.
@@ -189,18 +204,10 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       rowOf.set(piece, row);
       return row.truncated ? limit + 1 : row.inputIds.length - 2;
     };
-    const controller = new AbortController();
-    this.#running.set(item.id, controller);
-    let parts: Segments;
-    try {
-      parts = await splitLongSentenceAsync(text, measure, limit, {
-        sliceMs: PREPROCESS_SLICE_MS,
-        signal: controller.signal,
-      });
-    } catch (err) {
-      if (this.#running.get(item.id) === controller) this.#running.delete(item.id);
-      throw err;
-    }
+    const parts: Segments = await splitLongSentenceAsync(text, measure, limit, {
+      sliceMs: PREPROCESS_SLICE_MS,
+      signal,
+    });
     const rows = parts.pieces.map((piece) => rowOf.get(piece) ?? engine.prepare({ srcLang, text: piece, tgtLang }));
     let at = 0; // the parts' spans of the text: each part's own [start, end)
     const constraints = parts.pieces.map((p, i) => termsIn((at += parts.separators[i]!.length), (at += p.length)));
@@ -214,7 +221,7 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
     const engine = this.#requireEngine();
     await Promise.all(
       inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives, alignSource }, index) => {
-        // A long text's controller was made when its preparation started.
+        // Made when its preparation started (aborted already when a cancel came since).
         const controller = this.#running.get(id) ?? new AbortController();
         this.#running.set(id, controller);
         try {
