@@ -30,11 +30,14 @@ const row = (i: number) =>
 
 describe('bulk and interactive work on one engine', () => {
   it('a sentence arriving mid-document finishes long before the document, with the tokens it has alone', async () => {
-    const alone = await engine.generate(row(999), fixed(20));
+    // The sentence's 100 steps take tens of milliseconds: the share is of time, and over one of 20 steps (~3.5 ms) a
+    // single stall of the process in an interactive step could hand the document most of the turns.
+    const SINGLE = 100;
+    const alone = await engine.generate(row(999), fixed(SINGLE));
     const stepsBefore = engine.stats().decoderRuns;
     const finished: string[] = [];
     const document = Array.from({ length: 48 }, (_, i) =>
-      engine.generate(row(i), fixed(60, true)).then((t) => {
+      engine.generate(row(i), fixed(400, true)).then((t) => {
         finished.push(`doc${i}`);
         return t;
       }),
@@ -42,24 +45,25 @@ describe('bulk and interactive work on one engine', () => {
     // Let the document get going, then the interactive sentence arrives.
     while (engine.stats().decoderRuns < stepsBefore + 5) await new Promise((resolve) => setImmediate(resolve));
     const before = engine.stats();
-    const single = await engine.generate(row(999), fixed(20));
+    const single = await engine.generate(row(999), fixed(SINGLE));
     finished.push('single');
     const after = engine.stats();
     await Promise.all(document);
 
     expect(finished[0]).toBe('single');
     expect(single.tokenIds).toEqual(alone.tokenIds);
-    // While the single sentence generated: its 20 steps were runs of its own (had it ridden in the document's
-    // batch, a run would average ~49 rows), and the document ran only in its bounded share of the time between
-    // them (stepped in turn, it would have run about as often as the single sentence did).
+    // While the single sentence generated: its steps were runs of its own (had it ridden in the document's batch, a
+    // run would average ~49 rows), and the document ran only in its bounded share of the time between them (a
+    // document step takes about twice a single one: ~a quarter of the runs; stepped in turn, it would have run as
+    // often as the single sentence did).
     const runs = after.decoderRuns - before.decoderRuns;
     const rows = after.decoderRows - before.decoderRows;
-    const documentRuns = runs - 20;
+    const documentRuns = runs - SINGLE;
     expect(documentRuns).toBeGreaterThanOrEqual(0);
-    expect(documentRuns).toBeLessThan(15);
+    expect(documentRuns).toBeLessThan(0.75 * SINGLE);
     expect(rows / runs).toBeLessThan(30);
     // The document's tokens are what it gets without the interruption.
-    const again = await Promise.all(Array.from({ length: 48 }, (_, i) => engine.generate(row(i), fixed(60, true))));
+    const again = await Promise.all(Array.from({ length: 48 }, (_, i) => engine.generate(row(i), fixed(400, true))));
     expect((await Promise.all(document)).map((t) => t.tokenIds)).toEqual(again.map((t) => t.tokenIds));
   });
 
