@@ -110,6 +110,7 @@ describe('goodput under overload: 10× the saturating concurrency, clients honou
       // 1× is the peak a saturated stack reaches; 10× the worst overload the drill puts on it. (The bench's figure 7
       // walks the levels between on the real engine.)
       for (const factor of [1, 10]) levels.push(await level(url, factor * BATCH));
+      const grown = pids.map((pid, i) => statusBytes(pid, 'VmRSS') - baseline[i]!);
       const peak = Math.max(...levels.map((l) => l.goodputPerS));
       const report = levels
         .map(
@@ -117,7 +118,8 @@ describe('goodput under overload: 10× the saturating concurrency, clients honou
             `${l.clients} clients: ${l.goodputPerS.toFixed(1)}/s good (${(l.goodputPerS / peak).toFixed(2)} of peak), ${l.refusals} refused (p99 ${l.refusalP99Ms.toFixed(1)} ms), ${l.late} late`,
         )
         .join('; ');
-      console.info(`goodput via ${path}: ${report}`);
+      const rss = `RSS grown: model server ${(grown[0]! / 2 ** 20).toFixed(1)} MiB, router ${(grown[1]! / 2 ** 20).toFixed(1)} MiB`;
+      console.info(`goodput via ${path}: ${report}; ${rss}`);
 
       // The engine's capacity is BATCH jobs per SLOW_MS; the stack reaches most of it at its peak.
       expect(peak, report).toBeGreaterThan(0.7 * BATCH * (1000 / SLOW_MS));
@@ -139,7 +141,7 @@ describe('goodput under overload: 10× the saturating concurrency, clients honou
       const metrics = await (await fetch(`${stack.metrics}/metrics`)).text();
       expect(metrics).not.toMatch(/^mt_worker_deaths_total\{[^}]*\} [1-9]/m);
       // Memory bounded: a refused request leaves nothing behind.
-      pids.forEach((pid, i) => expect(statusBytes(pid, 'VmRSS') - baseline[i]!).toBeLessThan(100 * 2 ** 20));
+      for (const bytes of grown) expect(bytes, rss).toBeLessThan(100 * 2 ** 20);
     });
   }
 });
