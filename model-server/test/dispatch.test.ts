@@ -73,7 +73,10 @@ describe('dispatch to workers', () => {
     // Cap: 4 + 1 = 5 jobs on the worker.
     await registerModel(s, 'url=ko&batch_size=4&max_batch_delay=5');
     await registerModel(s, 'url=ru&batch_size=1&max_batch_delay=5');
-    const first = [predict(s, 'ko', ['k0', 'k1', 'k2', 'k3']), predict(s, 'ru', 'r0')];
+    // One after the other: sent at once, the two requests could reach the server in either order.
+    const first = [predict(s, 'ko', ['k0', 'k1', 'k2', 'k3'])];
+    await until('4 jobs on the worker', () => dispatches.length === 1);
+    first.push(predict(s, 'ru', 'r0'));
     await until('5 jobs on the worker', () => dispatches.length === 2);
     const later = [predict(s, 'ko', 'k4'), predict(s, 'ru', 'r1'), predict(s, 'ru', 'r2')];
     await until('3 jobs queued', async () => (await queued(s, 'ko')) + (await queued(s, 'ru')) === 3);
@@ -121,7 +124,8 @@ describe('dispatch to workers', () => {
     const dispatches: Dispatch[] = [];
     const s = await server('torchserve', '', dispatches);
     await registerModel(s, 'url=ko&batch_size=4&max_batch_delay=30000');
-    await registerModel(s, 'url=ru&batch_size=4&max_batch_delay=300');
+    // ru's window is long enough for the polling below and the ko request to land inside it on a loaded machine.
+    await registerModel(s, 'url=ru&batch_size=4&max_batch_delay=1000');
     const ru = [predict(s, 'ru', 'r0'), predict(s, 'ru', 'r1')];
     await until('2 ru jobs queued', async () => (await queued(s, 'ru')) === 2);
     const ko = predict(s, 'ko', ['k0', 'k1', 'k2', 'k3']);
