@@ -45,16 +45,22 @@ describe('batching (real server, real workers)', () => {
     const labels = { model_name: 'echo', model_version: '1.0' };
     const queuedBefore = metricValue(await metricsText(t), 'mt_queue_wait_seconds_sum', labels)!;
     const started = performance.now();
+    // The server runs on this event loop: a 200 ms timer armed beside the request says how late a stall of this
+    // process (a loaded machine, a collection) made the window's own timer, which is no fault of the batcher's.
+    const lateMs = new Promise<number>((resolve) =>
+      setTimeout(() => resolve(Math.max(0, performance.now() - started - 200)), 200),
+    );
     const res = await predict(t, 'echo', { src_lang: 'ko', src_text: 'alone' });
     const elapsed = performance.now() - started;
+    const late = await lateMs;
     expect(res).toMatchObject({ status: 200, body: { translated: 'alone' } });
-    // In the server: the job left its queue when its window closed, 200 ms after it arrived (timer lag aside).
+    // In the server: the job left its queue when its window closed, 200 ms after it arrived.
     const queuedS = metricValue(await metricsText(t), 'mt_queue_wait_seconds_sum', labels)! - queuedBefore;
     expect(queuedS).toBeGreaterThanOrEqual(0.2);
-    expect(queuedS).toBeLessThan(0.2 + 0.1);
+    expect(queuedS).toBeLessThan(0.2 + 0.1 + late / 1000);
     // At the client: the window plus a round trip; the margin allows for a loaded shared CI machine.
     expect(elapsed).toBeGreaterThanOrEqual(195);
-    expect(elapsed).toBeLessThan(200 + 300);
+    expect(elapsed).toBeLessThan(200 + 300 + late);
   });
 
   it('two concurrent requests with batch_size 2 and a long delay arrive in one batch (TorchServe test)', async () => {

@@ -110,7 +110,7 @@ describe('overload far beyond capacity (300 clients against ~80 texts/s)', () =>
     // nothing else: no job waits anywhere unbounded. The margin is for a shared 2-core machine saturated by this
     // very test; it is still a third of the 30 s response timeout, which no accepted job came near.
     expect(tally.okPercentile(100), tally.toString()).toBeLessThan(10_000);
-    // Memory bounded: a refused request costs nothing that stays (~23,000 requests a burst: 100 MiB is 4.5 KB each).
+    // Memory bounded: a refused request costs nothing that stays (10,000-24,000 requests a burst: 100 MiB is 4-10 KB each).
     expect(peak.modelServer - baseline.modelServer).toBeLessThan(100 * 2 ** 20);
     expect(peak.router - baseline.router).toBeLessThan(100 * 2 ** 20);
 
