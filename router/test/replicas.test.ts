@@ -7,12 +7,27 @@
  */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../common/config.js';
 import { ERRORS, ServeError, type ErrorCode } from '../../common/errors.js';
 import { until } from '../../harness/polling.js';
 import { freePort } from '../../harness/ports.js';
 import { Upstream } from '../upstream/upstream.js';
+
+/**
+ * `work`'s time, ms, less the longest this event loop stalled meanwhile: the fake hosts and the upstream client run
+ * here, so a stall of the process (a loaded machine, a collection) is no time the client spent waiting on anything.
+ */
+async function unstalled<T>(work: () => Promise<T>): Promise<[T, number]> {
+  const delay = monitorEventLoopDelay({ resolution: 5 });
+  delay.enable();
+  const startedAt = performance.now();
+  const value = await work();
+  const ms = performance.now() - startedAt;
+  delay.disable();
+  return [value, Math.max(0, ms - delay.max / 1e6)];
+}
 
 interface FakeHost {
   name: string;
@@ -194,9 +209,8 @@ describe('several model servers', () => {
 
     // The first en requests may still pick a: refused, it is ejected and the request goes to b.
     for (let i = 0; i < 6; i++) expect((await translate(upstream, 'en')).headers['x-worker-id']).toBe('b');
-    const startedAt = performance.now();
-    const err = await failure(translate(upstream, 'ko'));
-    expect(performance.now() - startedAt).toBeLessThan(100);
+    const [err, ms] = await unstalled(() => failure(translate(upstream, 'ko')));
+    expect(ms).toBeLessThan(100);
     expect(err.status).toBe(503);
     expect(err.retryAfterS).toBe(1);
     expect(err.toBody()).toEqual({
@@ -219,9 +233,8 @@ describe('several model servers', () => {
     b!.unlisted = '404';
     const upstream = upstreamOver([a!.origin, b!.origin], ['en', 'ko']);
     await until('both healthy', healthy(upstream, 2), 5_000);
-    const startedAt = performance.now();
-    const err = await failure(translate(upstream, 'ko'));
-    expect(performance.now() - startedAt).toBeLessThan(100);
+    const [err, ms] = await unstalled(() => failure(translate(upstream, 'ko')));
+    expect(ms).toBeLessThan(100);
     expect([err.status, err.retryAfterS]).toEqual([503, 1]);
     expect(err.message).toBe(
       'Model ko is unavailable now, no model server has it ready: 2 answering without it; retry later.',
@@ -365,9 +378,8 @@ describe('several model servers', () => {
     const port = a!.port;
     await a!.close();
     for (let i = 0; i < 3; i++) {
-      const startedAt = performance.now();
-      const err = await failure(translate(upstream, 'en'));
-      expect(performance.now() - startedAt).toBeLessThan(100);
+      const [err, ms] = await unstalled(() => failure(translate(upstream, 'en')));
+      expect(ms).toBeLessThan(100);
       expect([err.status, err.retryAfterS]).toEqual([503, 1]);
     }
     // Back, with its model still loading: answering, but not ready, so still 503.
