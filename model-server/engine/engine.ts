@@ -210,9 +210,8 @@ export class TranslationEngine {
   }
 
   /**
-   * Generate for one prepared row; joins whatever is running. Aborting `signal` cancels it: it leaves the engine
-   * (at once if waiting, at the next step boundary if generating) and the promise rejects with the signal's reason
-   * (a row that finished in the step the abort came during resolves: loop/sequences.ts `finish`).
+   * Generate for one prepared row; joins whatever is running. Aborting `signal` cancels it as `SubmitOptions.signal`
+   * says (loop/sequences.ts): it leaves the engine, and the promise rejects with the signal's reason.
    */
   async generate(row: PreparedRow, options: TranslateOptions = {}, signal?: AbortSignal): Promise<Translation> {
     const settings = this.#settings(row.inputIds.length, row.forcedTokenId, options);
