@@ -56,7 +56,9 @@ export interface Handler<Input = unknown, Output = unknown, Body extends ItemBod
   /**
    * The frontend gave up on these jobs (worker/run-worker.ts, protocol `cancel`): stop the work of each one this handler
    * holds and answer it through its `emit` with `error`, exactly once, as soon as its work has stopped. Ids it
-   * does not hold (answered already, or never seen) are ignored. Absent: jobs run to their end.
+   * does not hold (answered already, or never seen) are ignored. It holds a job from the moment `preprocess` is
+   * called: the worker's IPC delivers the messages of one read back to back, so a cancel sent just after its batch
+   * can come before the batch's `inference` starts. Absent: jobs run to their end.
    */
   cancel?(ids: readonly string[], error: ServeError): void;
   /**

@@ -159,10 +159,8 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
    * edge (protocol.ts `SentenceItem`), so not checked again here. A text longer than `WHOLE_TEXT_CHARS` is cut into
    * pieces that fit the model's window (text/split-long.ts) a slice of time at a time, so that a long text never
    * holds the engine's step loop, which runs on this thread, for more than a few milliseconds at once.
-   *
-   * The job can be cancelled from here on: a `cancel` can arrive before its batch's inference starts (the worker's
-   * IPC delivers the messages of one read back to back, with no turn for the batch in between), and one that found
-   * no job would leave its rows to generate to the end for nobody.
+   * The job can be cancelled from here on (`Handler.cancel`): a cancel that found no job would leave its rows to
+   * generate to the end for nobody.
    * @throws ServeError UNKNOWN_LANGUAGE, or BAD_REQUEST for a glossary term the model cannot write (the engine's)
    */
   async preprocess(item: BatchItem<SentenceItem>): Promise<TranslationInput> {
@@ -223,7 +221,6 @@ export class TranslationHandler implements Handler<TranslationInput, Translation
       inputs.map(async ({ id, tgtLang, rows, parts, bulk, constraints, alternatives, alignSource }, index) => {
         // Made when its preparation started (aborted already when a cancel came since).
         const controller = this.#running.get(id) ?? new AbortController();
-        this.#running.set(id, controller);
         try {
           // A long text's parts generate side by side; one cancel stops them all. No constraints ([]) and no
           // alternatives (0) are what the engine takes for none. Only a whole text is aligned (below), and its row
